@@ -1,0 +1,66 @@
+"""SynapseDB: Redis for LLM memory.
+
+import synapsedb
+db = synapsedb.open("./synapse-data")
+mem = db.namespace("acme-support", agent="intake")
+mem.write("user:4321", {"content": "Refund requested for order #1458", "salience": 0.9})
+mem.append("user:4321", "Refund confirmed delivered on 10/28.")
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .clock import Clock, ManualClock, SystemClock
+from .config import Settings
+from .engine import Database, Namespace
+from .errors import (
+    ClosedError,
+    NotFoundError,
+    QuotaExceededError,
+    StorageError,
+    SynapseError,
+    ValidationError,
+    VersionConflictError,
+)
+from .types import BUILTIN_TYPES, Event, Fact, Memory, Stats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BUILTIN_TYPES",
+    "Clock",
+    "ClosedError",
+    "Database",
+    "Event",
+    "Fact",
+    "ManualClock",
+    "Memory",
+    "Namespace",
+    "NotFoundError",
+    "QuotaExceededError",
+    "Settings",
+    "Stats",
+    "StorageError",
+    "SynapseError",
+    "SystemClock",
+    "ValidationError",
+    "VersionConflictError",
+    "__version__",
+    "open",
+]
+
+
+def open(
+    path: str | os.PathLike[str],
+    *,
+    settings: Settings | None = None,
+    clock: Clock | None = None,
+    **overrides: Any,
+) -> Database:
+    """Open (creating if needed) the data directory ``path`` as an embedded database.
+
+    ``overrides`` set individual :class:`Settings` fields, e.g. ``durability="os"``.
+    """
+    return Database(path, settings=settings, clock=clock, **overrides)

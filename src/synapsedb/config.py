@@ -1,0 +1,90 @@
+"""Engine settings: every setting declared once, with its type, default and one doc line.
+
+Build explicitly and pass down (``synapsedb.open(path, settings=Settings(...))`` or keyword
+overrides ``synapsedb.open(path, durability="os")``). No module globals, no env reads at import;
+:meth:`Settings.from_env` reads ``SYNAPSEDB_*`` variables when a program asks for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import ValidationError
+
+__all__ = ["Settings"]
+
+Durability = Literal["fsync", "os"]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    durability: Durability = field(
+        default="fsync",
+        metadata={"doc": "fsync: a write survives power loss; os: it survives a process crash"},
+    )
+    max_content_bytes: int = field(
+        default=32 * 1024, metadata={"doc": "largest memory content, UTF-8 bytes"}
+    )
+    max_metadata_bytes: int = field(
+        default=16 * 1024, metadata={"doc": "largest memory metadata, bytes of compact JSON"}
+    )
+    max_value_bytes: int = field(
+        default=64 * 1024, metadata={"doc": "largest KV fact value or event data, bytes of JSON"}
+    )
+    max_batch_items: int = field(
+        default=10_000, metadata={"doc": "most memories accepted by one write_many call"}
+    )
+    max_dim: int = field(default=4096, metadata={"doc": "largest embedding dimension"})
+    group_commit_max: int = field(
+        default=2_000, metadata={"doc": "most rows the writer thread puts in one transaction"}
+    )
+
+    def __post_init__(self) -> None:
+        if self.durability not in ("fsync", "os"):
+            raise ValidationError(
+                f"durability: expected 'fsync' or 'os', got {self.durability!r}",
+                field="durability",
+            )
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.type == "int" and (not isinstance(value, int) or value <= 0):
+                raise ValidationError(
+                    f"{f.name}: expected a positive integer, got {value!r}", field=f.name
+                )
+
+    def replace(self, **changes: Any) -> Settings:
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            name = sorted(unknown)[0]
+            raise ValidationError(f"unknown setting {name!r}", field=name)
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read ``SYNAPSEDB_<SETTING>`` variables (e.g. ``SYNAPSEDB_DURABILITY=os``)."""
+        env = os.environ if environ is None else environ
+        changes: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = env.get(f"SYNAPSEDB_{f.name.upper()}")
+            if raw is None:
+                continue
+            if f.type == "int":
+                try:
+                    changes[f.name] = int(raw)
+                except ValueError:
+                    raise ValidationError(
+                        f"SYNAPSEDB_{f.name.upper()}: expected an integer, got {raw!r}",
+                        field=f.name,
+                    ) from None
+            else:
+                changes[f.name] = raw
+        return cls(**changes)
+
+    @staticmethod
+    def docs() -> dict[str, str]:
+        """Setting name -> one-line description (the settings reference is built from this)."""
+        return {f.name: f.metadata["doc"] for f in dataclasses.fields(Settings)}

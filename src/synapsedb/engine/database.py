@@ -1,0 +1,158 @@
+"""The embedded database: one data directory, its storage, in-memory state and writer thread."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..clock import Clock, SystemClock
+from ..config import Settings
+from ..errors import ClosedError, StorageError
+from ..storage.sqlite import SQLiteStorage
+from ..validation import check_agent, check_namespace
+from .namespace import Namespace
+from .records import EventRec, FactRec, MemRec
+from .state import NamespaceState
+from .writer import Op, Writer
+
+__all__ = ["Database"]
+
+
+class Database:
+    """An open SynapseDB data directory. Use :func:`synapsedb.open` to get one.
+
+    Thread-safe: any number of threads may read and write through it at once. Only one process
+    may open a data directory at a time (an exclusive lock on ``<dir>/LOCK``).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        **overrides: Any,
+    ) -> None:
+        self.settings = (
+            (settings or Settings()).replace(**overrides) if overrides else (settings or Settings())
+        )
+        self.clock: Clock = clock or SystemClock()
+        self.path = Path(path)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot create data directory {self.path}: {exc}") from exc
+        self._lock_fd = _lock_directory(self.path)
+        self._closed = False
+        self._close_lock = threading.Lock()
+        try:
+            self._storage = SQLiteStorage(self.path, durability=self.settings.durability)
+            self._states: dict[str, NamespaceState] = {}
+            last_us = self._load()
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+        self._writer = Writer(
+            self._storage,
+            self._states,
+            self.clock,
+            last_us=last_us,
+            max_rows=self.settings.group_commit_max,
+        )
+
+    def _load(self) -> int:
+        """Rebuild the in-memory state from storage; returns the latest system time seen."""
+        states = self._states
+        rows = self._storage.load()
+        last = 0
+        for name, created_us, dim in rows.namespaces:
+            states[name] = NamespaceState(name, created_us, dim)
+            last = max(last, created_us)
+        for row in rows.memories:
+            mrec = MemRec.from_row(row[1:])
+            states[row[0]].add_memory(mrec)
+            if mrec.sys_us > last:
+                last = mrec.sys_us
+        for row in rows.facts:
+            frec = FactRec.from_row(row[1:])
+            states[row[0]].add_fact(frec)
+            last = max(last, frec.sys_us)
+        for row in rows.events:
+            erec = EventRec.from_row(row[1:])
+            states[row[0]].add_event(erec)
+            last = max(last, erec.sys_us)
+        return last
+
+    # -- public API ------------------------------------------------------------------------------
+
+    def namespace(self, name: str, *, agent: str | None = None) -> Namespace:
+        """A handle on namespace ``name``; it comes into being with its first write.
+
+        ``agent`` is recorded as the writer of every change made through this handle, unless a
+        call names another.
+        """
+        self._check_open()
+        return Namespace(self, check_namespace(name), check_agent(agent))
+
+    def namespaces(self) -> list[str]:
+        """Names of the namespaces that hold anything, sorted."""
+        self._check_open()
+        return sorted(self._states)
+
+    def close(self) -> None:
+        """Finish queued writes, close storage and release the directory lock. Idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._writer.close()
+            self._storage.close()
+        finally:
+            os.close(self._lock_fd)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<synapsedb.Database {str(self.path)!r}{' closed' if self._closed else ''}>"
+
+    # -- engine internals used by Namespace ------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the database is closed")
+
+    def _submit(self, op: Op) -> Any:
+        self._check_open()
+        return self._writer.submit(op)
+
+    def _now_us(self) -> int:
+        """The present for reads: never before the last committed change."""
+        return max(self.clock.now_us(), self._writer.last_us)
+
+    def _state(self, ns: str) -> NamespaceState | None:
+        self._check_open()
+        return self._states.get(ns)
+
+
+def _lock_directory(path: Path) -> int:
+    fd = os.open(path / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise StorageError(
+            f"data directory {path} is in use by another SynapseDB process", path=str(path)
+        ) from None
+    return fd

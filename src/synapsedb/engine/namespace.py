@@ -1,0 +1,462 @@
+"""The namespace handle: every read and write of memories, KV facts and streams.
+
+Everything lives inside exactly one namespace; nothing crosses namespaces. Reads take
+``as_of=`` (ISO-8601, epoch seconds or datetime) and then return exactly what was visible at
+that system time: later versions hidden, earlier versions as they were, things deleted later
+still there, things created later absent.
+
+One rule keeps ``get``, ``delete`` and ``history`` short: one positional argument is a memory
+id; an entity and a key address a KV fact.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from ..errors import NotFoundError, ValidationError
+from ..ids import parse_event_id
+from ..times import TimeLike, to_us
+from ..types import Event, Fact, Memory, Stats
+from ..validation import (
+    check_agent,
+    check_entity,
+    check_key,
+    check_ttl,
+    check_version,
+    dump_json,
+    memory_input,
+    memory_patch,
+)
+from .ops import AppendEvent, DeleteFact, DeleteMemory, SetFact, UpdateMemory, WriteMemories
+from .records import FactRec, MemRec
+from .state import version_at
+
+if TYPE_CHECKING:
+    from .database import Database
+
+__all__ = ["Namespace"]
+
+MAX_LIMIT = 10_000
+EVENT_FIELDS = frozenset(
+    {"content", "data", "ts", "agent", "salience", "metadata", "embedding", "pinned", "ttl"}
+)
+_MAX_ID = (1 << 62, 1 << 62)
+
+
+def _limit(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        raise ValidationError(
+            f"limit: expected an integer from 1 to {MAX_LIMIT}, got {value!r}",
+            field="limit",
+            limit=MAX_LIMIT,
+        )
+    return value
+
+
+class Namespace:
+    """Handle on one namespace of a :class:`~synapsedb.engine.database.Database`."""
+
+    __slots__ = ("_agent", "_db", "name")
+
+    def __init__(self, db: Database, name: str, agent: str | None) -> None:
+        self._db = db
+        self.name = name
+        self._agent = agent
+
+    def __repr__(self) -> str:
+        return f"<synapsedb.Namespace {self.name!r}>"
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _agent_for(self, agent: str | None) -> str | None:
+        return self._agent if agent is None else check_agent(agent)
+
+    def _time(self, as_of: TimeLike | None) -> int:
+        return self._db._now_us() if as_of is None else to_us(as_of, "as_of")
+
+    # -- memories ---------------------------------------------------------------------------------
+
+    def write(
+        self, entity: str, memory: str | Mapping[str, Any], *, agent: str | None = None
+    ) -> Memory:
+        """Store a memory about ``entity``: a content string or a dict of fields.
+
+        Fields: ``content`` (required), ``type`` (default ``fact``), ``metadata``, ``embedding``,
+        ``salience`` (0..1, default 0.5), ``ts`` (event time, default now), ``agent``,
+        ``pinned``, ``ttl`` (seconds), ``id`` (writing an existing id adds a version).
+        """
+        item = memory_input(entity, memory, self._db.settings, agent=self._agent_for(agent))
+        (rec,) = self._db._submit(WriteMemories(self.name, [item], [""]))
+        return rec.to_public()
+
+    def write_many(
+        self,
+        items: Sequence[Mapping[str, Any] | tuple[str, str | Mapping[str, Any]]],
+        *,
+        agent: str | None = None,
+    ) -> list[Memory]:
+        """Store many memories in one transaction: all or none.
+
+        Each item is ``{"entity": ..., <fields as for write>}`` or ``(entity, memory)``.
+        """
+        settings = self._db.settings
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
+            raise ValidationError("items: expected a list of memories", field="items")
+        if not items:
+            return []
+        if len(items) > settings.max_batch_items:
+            raise ValidationError(
+                f"items: {len(items)} memories, over the limit of {settings.max_batch_items} "
+                "per call",
+                field="items",
+                limit=settings.max_batch_items,
+            )
+        default_agent = self._agent_for(agent)
+        inputs, prefixes = [], []
+        for i, raw in enumerate(items):
+            prefix = f"items[{i}]."
+            if isinstance(raw, tuple) and len(raw) == 2:
+                entity, payload = raw
+            elif isinstance(raw, Mapping):
+                if "entity" not in raw:
+                    raise ValidationError(f"{prefix}entity: required", field=f"{prefix}entity")
+                payload = {k: v for k, v in raw.items() if k != "entity"}
+                entity = raw["entity"]
+            else:
+                raise ValidationError(
+                    f"items[{i}]: expected an object with 'entity' or an (entity, memory) pair",
+                    field=f"items[{i}]",
+                )
+            inputs.append(
+                memory_input(entity, payload, settings, agent=default_agent, prefix=prefix)
+            )
+            prefixes.append(prefix)
+        recs = self._db._submit(WriteMemories(self.name, inputs, prefixes))
+        return [r.to_public() for r in recs]
+
+    def update(
+        self,
+        id: str,
+        changes: Mapping[str, Any],
+        *,
+        if_version: int | None = None,
+        agent: str | None = None,
+    ) -> Memory:
+        """Add a new version of memory ``id`` with ``changes`` applied (other fields kept;
+        ``metadata`` is replaced whole). ``if_version`` makes it a compare-and-set."""
+        patch = memory_patch(changes, self._db.settings)
+        op = UpdateMemory(
+            self.name, _id(id), patch, check_version(if_version, "if_version"),
+            self._agent_for(agent),
+        )  # fmt: skip
+        return self._db._submit(op).to_public()
+
+    @overload
+    def get(self, id: str, /, *, as_of: TimeLike | None = None) -> Memory: ...
+    @overload
+    def get(self, entity: str, key: str, /, *, as_of: TimeLike | None = None) -> Fact: ...
+    def get(
+        self, target: str, key: str | None = None, /, *, as_of: TimeLike | None = None
+    ) -> Memory | Fact:
+        """``get(id)``: a memory. ``get(entity, key)``: a KV fact. NotFoundError if absent."""
+        t = self._time(as_of)
+        state = self._db._state(self.name)
+        if key is not None:
+            entity, key = check_entity(target), check_key(key)
+            frec = state.fact_at(entity, key, t) if state is not None else None
+            if frec is None:
+                raise NotFoundError(
+                    f"fact {entity!r}/{key!r} not found in namespace {self.name!r}",
+                    entity=entity,
+                    key=key,
+                )
+            return frec.to_public()
+        mid = _id(target)
+        rec = state.memory_at(mid, t) if state is not None else None
+        if rec is None:
+            raise NotFoundError(
+                f"memory {mid!r} not found in namespace {self.name!r}", id=mid, namespace=self.name
+            )
+        return rec.to_public()
+
+    def memories(
+        self,
+        entity: str | None = None,
+        *,
+        types: Iterable[str] | None = None,
+        as_of: TimeLike | None = None,
+        limit: int = 100,
+    ) -> list[Memory]:
+        """Memories visible at ``as_of`` (default now), newest event time first."""
+        t = self._time(as_of)
+        limit = _limit(limit)
+        if entity is not None:
+            entity = check_entity(entity)
+        wanted = _types(types)
+        state = self._db._state(self.name)
+        if state is None:
+            return []
+        recs: Iterable[MemRec] = state.memories_at(t, entity)
+        if wanted is not None:
+            recs = (r for r in recs if r.type in wanted)
+        top = heapq.nlargest(limit, recs, key=lambda r: (r.ts_us, r.id))
+        return [r.to_public() for r in top]
+
+    @overload
+    def delete(
+        self, id: str, /, *, if_version: int | None = None, agent: str | None = None
+    ) -> Memory: ...
+    @overload
+    def delete(
+        self, entity: str, key: str, /, *, if_version: int | None = None, agent: str | None = None
+    ) -> Fact: ...
+    def delete(
+        self,
+        target: str,
+        key: str | None = None,
+        /,
+        *,
+        if_version: int | None = None,
+        agent: str | None = None,
+    ) -> Memory | Fact:
+        """Delete a memory (``delete(id)``) or a KV fact (``delete(entity, key)``).
+
+        Leaves a tombstone: ``history`` and ``as_of`` reads before the deletion still see it.
+        Returns the tombstone version.
+        """
+        expected = check_version(if_version, "if_version")
+        who = self._agent_for(agent)
+        if key is not None:
+            op = DeleteFact(self.name, check_entity(target), check_key(key), expected, who)
+            return self._db._submit(op).to_public()
+        return self._db._submit(DeleteMemory(self.name, _id(target), expected, who)).to_public()
+
+    @overload
+    def history(self, id: str, /, *, as_of: TimeLike | None = None) -> list[Memory]: ...
+    @overload
+    def history(self, entity: str, key: str, /, *, as_of: TimeLike | None = None) -> list[Fact]: ...
+    def history(
+        self, target: str, key: str | None = None, /, *, as_of: TimeLike | None = None
+    ) -> list[Memory] | list[Fact]:
+        """Every version (tombstones included) of a memory or KV fact, oldest first, each with
+        the agent that wrote it and when (``recorded_at``). ``as_of`` cuts the list at T."""
+        t = self._time(as_of)
+        state = self._db._state(self.name)
+        if key is not None:
+            entity, key = check_entity(target), check_key(key)
+            fchain: list[FactRec] = state.facts.get((entity, key), []) if state else []
+            fout = [r.to_public() for r in fchain if r.sys_us <= t]
+            if not fout:
+                raise NotFoundError(
+                    f"fact {entity!r}/{key!r} not found in namespace {self.name!r}",
+                    entity=entity,
+                    key=key,
+                )
+            return fout
+        mid = _id(target)
+        chain: list[MemRec] = state.mems.get(mid, []) if state else []
+        out = [r.to_public() for r in chain if r.sys_us <= t]
+        if not out:
+            raise NotFoundError(
+                f"memory {mid!r} not found in namespace {self.name!r}", id=mid, namespace=self.name
+            )
+        return out
+
+    # -- KV facts -------------------------------------------------------------------------------
+
+    def set(
+        self,
+        entity: str,
+        key: str,
+        value: Any,
+        *,
+        if_version: int | None = None,
+        ttl: float | None = None,
+        agent: str | None = None,
+    ) -> Fact:
+        """Set the JSON ``value`` of fact ``key`` about ``entity`` (a new version).
+
+        ``if_version=N`` succeeds only if the current version is N (0: only if absent), else
+        VersionConflictError. ``ttl`` in seconds.
+        """
+        entity, key = check_entity(entity), check_key(key)
+        value_json = dump_json(value, "value", self._db.settings.max_value_bytes)
+        op = SetFact(
+            self.name, entity, key, value_json, check_version(if_version, "if_version"),
+            check_ttl(ttl),
+            self._agent_for(agent),
+        )  # fmt: skip
+        return self._db._submit(op).to_public()
+
+    def facts(self, entity: str, *, as_of: TimeLike | None = None) -> list[Fact]:
+        """Every KV fact about ``entity`` visible at ``as_of``, sorted by key."""
+        t = self._time(as_of)
+        entity = check_entity(entity)
+        state = self._db._state(self.name)
+        if state is None:
+            return []
+        return [r.to_public() for r in sorted(state.facts_at(entity, t), key=lambda r: r.key)]
+
+    # -- streams --------------------------------------------------------------------------------
+
+    def append(
+        self,
+        entity: str,
+        event: str | Mapping[str, Any],
+        *,
+        stream: str | None = None,
+        agent: str | None = None,
+        searchable: bool = True,
+    ) -> Event:
+        """Append an event to ``stream`` (default: the entity's own stream) and, unless
+        ``searchable=False``, store it as a memory of type ``event`` too.
+
+        ``event`` is text or a dict: ``content`` (required), ``data`` (JSON object kept on the
+        event), ``ts``, ``agent``, ``salience``, ``metadata``, ``embedding``, ``pinned``,
+        ``ttl`` (the last five apply to the memory).
+        """
+        settings = self._db.settings
+        entity = check_entity(entity)
+        stream = entity if stream is None else check_entity(stream, "stream")
+        if not isinstance(searchable, bool):
+            raise ValidationError("searchable: expected true or false", field="searchable")
+        data_json = None
+        if isinstance(event, Mapping):
+            for k in event:
+                if k not in EVENT_FIELDS:
+                    raise ValidationError(
+                        f"{k}: unknown event field; allowed: {', '.join(sorted(EVENT_FIELDS))}",
+                        field=str(k),
+                    )
+            data = event.get("data")
+            if data is not None:
+                if not isinstance(data, Mapping):
+                    raise ValidationError("data: expected an object", field="data")
+                data_json = dump_json(data, "data", settings.max_value_bytes)
+            event = {k: v for k, v in event.items() if k != "data"}
+        item = memory_input(entity, event, settings, agent=self._agent_for(agent))
+        erec, _ = self._db._submit(AppendEvent(self.name, stream, item, data_json, searchable))
+        return erec.to_public()
+
+    def events(
+        self,
+        stream: str,
+        *,
+        start: str | None = None,
+        end: str | None = None,
+        after: str | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
+        limit: int = 100,
+        order: Literal["asc", "desc"] = "asc",
+        as_of: TimeLike | None = None,
+    ) -> list[Event]:
+        """Read a stream. By id: ``start``/``end`` inclusive (``"<ms>-<seq>"`` or ``"<ms>"``),
+        ``after`` exclusive (for tailing). By event time: ``since`` <= ts < ``until``.
+        ``order="desc"`` gives newest first; ``limit`` applies after ordering."""
+        t = self._time(as_of)
+        stream = check_entity(stream, "stream")
+        limit = _limit(limit)
+        if order not in ("asc", "desc"):
+            raise ValidationError(f"order: expected 'asc' or 'desc', got {order!r}", field="order")
+        lo = (0, 0) if start in (None, "-") else parse_event_id(start, "start")
+        hi = _MAX_ID if end in (None, "+") else parse_event_id(end, "end", default_seq=1 << 62)
+        if after is not None:
+            a_ms, a_seq = parse_event_id(after, "after", default_seq=1 << 62)
+            lo = max(lo, (a_ms, a_seq + 1))
+        lo_ts = None if since is None else to_us(since, "since")
+        hi_ts = None if until is None else to_us(until, "until")
+        state = self._db._state(self.name)
+        if state is None:
+            return []
+        recs = state.events_in(stream, lo, hi, t)
+        if lo_ts is not None or hi_ts is not None:
+            recs = [
+                e
+                for e in recs
+                if (lo_ts is None or e.ts_us >= lo_ts) and (hi_ts is None or e.ts_us < hi_ts)
+            ]
+        if order == "desc":
+            recs.reverse()
+        return [e.to_public() for e in recs[:limit]]
+
+    # -- overview -------------------------------------------------------------------------------
+
+    def entities(self, *, as_of: TimeLike | None = None) -> list[str]:
+        """Entities with at least one memory or KV fact visible at ``as_of``, sorted."""
+        t = self._time(as_of)
+        state = self._db._state(self.name)
+        if state is None:
+            return []
+        names = set(state.entity_mems) | set(state.entity_facts)
+        return sorted(e for e in names if state.entity_exists_at(e, t))
+
+    def streams(self, *, as_of: TimeLike | None = None) -> list[str]:
+        """Streams with at least one event committed at or before ``as_of``, sorted."""
+        t = self._time(as_of)
+        state = self._db._state(self.name)
+        if state is None:
+            return []
+        return sorted(s for s, evs in list(state.streams.items()) if evs and evs[0].sys_us <= t)
+
+    def stats(self) -> Stats:
+        """Counts by type, versions, bytes (content, metadata, vectors, values, events)."""
+        state = self._db._state(self.name)
+        if state is None:
+            return Stats(self.name, 0, {}, 0, 0, 0, 0, 0, 0, 0, None)
+        t = self._db._now_us()
+        by_type: dict[str, int] = {}
+        versions = nbytes = live = 0
+        entities: set[str] = set()
+        for chain in list(state.mems.values()):
+            versions += len(chain)
+            nbytes += sum(r.nbytes for r in chain)
+            rec = version_at(chain, t)
+            if rec is not None and rec.visible_at(t):
+                live += 1
+                by_type[rec.type] = by_type.get(rec.type, 0) + 1
+                entities.add(rec.entity)
+        facts = fact_versions = 0
+        for (entity, _key), fchain in list(state.facts.items()):
+            fact_versions += len(fchain)
+            nbytes += sum(len(r.value_json) for r in fchain)
+            frec = version_at(fchain, t)
+            if frec is not None and frec.visible_at(t):
+                facts += 1
+                entities.add(entity)
+        events = 0
+        for evs in list(state.streams.values()):
+            events += len(evs)
+            nbytes += sum(len(e.content) + len(e.data_json or "") for e in evs)
+        return Stats(
+            namespace=self.name,
+            memories=live,
+            memories_by_type=dict(sorted(by_type.items())),
+            memory_versions=versions,
+            entities=len(entities),
+            facts=facts,
+            fact_versions=fact_versions,
+            streams=len(state.streams),
+            events=events,
+            bytes=nbytes,
+            dim=state.dim,
+        )
+
+
+def _id(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValidationError(f"id: expected a memory id string, got {value!r}", field="id")
+    return value
+
+
+def _types(types: Iterable[str] | None) -> frozenset[str] | None:
+    if types is None:
+        return None
+    if isinstance(types, str):
+        return frozenset((types,))
+    out = frozenset(types)
+    if not out or not all(isinstance(t, str) for t in out):
+        raise ValidationError("types: expected a non-empty list of type names", field="types")
+    return out

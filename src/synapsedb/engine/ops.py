@@ -1,0 +1,245 @@
+"""Write operations. Each ``plan`` runs in the writer thread: checks first, then emits records.
+
+Input is already validated (:mod:`synapsedb.validation`); what is checked here depends on state:
+existence, compare-and-set versions, the namespace's embedding dimension, stream ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ..errors import NotFoundError, ValidationError, VersionConflictError
+from ..ids import format_event_id, new_memory_id
+from ..validation import MemoryInput
+from .records import EventRec, FactRec, MemRec
+from .writer import Op, Tx
+
+__all__ = ["AppendEvent", "DeleteFact", "DeleteMemory", "SetFact", "UpdateMemory", "WriteMemories"]
+
+
+def _expires(now_us: int, ttl: float | None) -> int | None:
+    return None if ttl is None else now_us + int(ttl * 1_000_000)
+
+
+def _check_dim(tx: Tx, ns: str, vec: np.ndarray | None, dim: int | None, field: str) -> int | None:
+    """The namespace dimension after accepting ``vec`` (set by the first vector written)."""
+    if vec is None:
+        return dim
+    if dim is None:
+        return int(vec.shape[0])
+    if vec.shape[0] != dim:
+        raise ValidationError(
+            f"{field}: namespace {ns!r} holds {dim}-dimensional embeddings, got {vec.shape[0]}",
+            field=field,
+            limit=dim,
+        )
+    return dim
+
+
+def _current_memory(tx: Tx, ns: str, mid: str) -> MemRec:
+    rec = tx.latest_memory(ns, mid)
+    if rec is None or not rec.visible_at(tx.now_us):
+        raise NotFoundError(f"memory {mid!r} not found in namespace {ns!r}", id=mid, namespace=ns)
+    return rec
+
+
+def _check_version(expected: int | None, actual: int, what: str) -> None:
+    if expected is not None and expected != actual:
+        raise VersionConflictError(
+            f"{what}: expected version {expected}, current version is {actual}",
+            expected=expected,
+            actual=actual,
+        )
+
+
+class WriteMemories(Op):
+    """Insert memories (or new versions of given ids) atomically: all or none."""
+
+    __slots__ = ("items", "ns", "prefixes")
+
+    def __init__(self, ns: str, items: list[MemoryInput], prefixes: list[str]) -> None:
+        super().__init__(len(items))
+        self.ns, self.items, self.prefixes = ns, items, prefixes
+
+    def plan(self, tx: Tx) -> list[MemRec]:
+        ns, now = self.ns, tx.now_us
+        old_dim = dim = tx.dim(ns)
+        seen: dict[str, tuple[int, int, str]] = {}  # id -> (version, created_us, entity)
+        plans: list[tuple[str, int, int]] = []
+        for item, prefix in zip(self.items, self.prefixes, strict=True):
+            dim = _check_dim(tx, ns, item.vec, dim, f"{prefix}embedding")
+            if item.id is None:
+                plans.append((new_memory_id(now), 1, now))
+                continue
+            prior = seen.get(item.id)
+            if prior is None:
+                prev = tx.latest_memory(ns, item.id)
+                prior = (prev.version, prev.created_us, prev.entity) if prev else None
+            if prior is not None and prior[2] != item.entity:
+                raise ValidationError(
+                    f"{prefix}id: memory {item.id!r} is about entity {prior[2]!r}, "
+                    f"not {item.entity!r}",
+                    field=f"{prefix}id",
+                )
+            version, created = (prior[0] + 1, prior[1]) if prior else (1, now)
+            seen[item.id] = (version, created, item.entity)
+            plans.append((item.id, version, created))
+        if dim is not None and dim != old_dim:
+            tx.set_dim(ns, dim)
+        out = []
+        for item, (mid, version, created) in zip(self.items, plans, strict=True):
+            rec = MemRec(mid, version, now, created, item.entity, item.type, item.content,
+                         item.meta_json, item.vec, item.salience,
+                         now if item.ts_us is None else item.ts_us, item.agent, item.pinned,
+                         item.ttl, _expires(now, item.ttl), False)  # fmt: skip
+            tx.add_memory(ns, rec)
+            out.append(rec)
+        return out
+
+
+class UpdateMemory(Op):
+    __slots__ = ("agent", "changes", "if_version", "mid", "ns")
+
+    def __init__(
+        self, ns: str, mid: str, changes: dict[str, Any], if_version: int | None, agent: str | None
+    ) -> None:
+        super().__init__()
+        self.ns, self.mid, self.changes = ns, mid, changes
+        self.if_version, self.agent = if_version, agent
+
+    def plan(self, tx: Tx) -> MemRec:
+        ns, now, ch = self.ns, tx.now_us, self.changes
+        prev = _current_memory(tx, ns, self.mid)
+        _check_version(self.if_version, prev.version, f"memory {self.mid!r}")
+        old_dim = tx.dim(ns)
+        vec = ch.get("vec", prev.vec)
+        dim = _check_dim(tx, ns, vec if "vec" in ch else None, old_dim, "embedding")
+        if "ttl" in ch:
+            ttl, expires = ch["ttl"], _expires(now, ch["ttl"])
+        else:
+            ttl, expires = prev.ttl, prev.expires_us
+        if dim is not None and dim != old_dim:
+            tx.set_dim(ns, dim)
+        rec = MemRec(self.mid, prev.version + 1, now, prev.created_us, prev.entity,
+                     ch.get("type", prev.type), ch.get("content", prev.content),
+                     ch.get("meta_json", prev.meta_json), vec,
+                     ch.get("salience", prev.salience), ch.get("ts_us", prev.ts_us),
+                     ch.get("agent", self.agent), ch.get("pinned", prev.pinned), ttl, expires,
+                     False)  # fmt: skip
+        tx.add_memory(ns, rec)
+        return rec
+
+
+class DeleteMemory(Op):
+    __slots__ = ("agent", "if_version", "mid", "ns")
+
+    def __init__(self, ns: str, mid: str, if_version: int | None, agent: str | None) -> None:
+        super().__init__()
+        self.ns, self.mid, self.if_version, self.agent = ns, mid, if_version, agent
+
+    def plan(self, tx: Tx) -> MemRec:
+        prev = _current_memory(tx, self.ns, self.mid)
+        _check_version(self.if_version, prev.version, f"memory {self.mid!r}")
+        rec = MemRec(prev.id, prev.version + 1, tx.now_us, prev.created_us, prev.entity,
+                     prev.type, prev.content, prev.meta_json, prev.vec, prev.salience,
+                     prev.ts_us, self.agent, prev.pinned, prev.ttl, prev.expires_us,
+                     True)  # fmt: skip
+        tx.add_memory(self.ns, rec)
+        return rec
+
+
+class SetFact(Op):
+    __slots__ = ("agent", "entity", "if_version", "key", "ns", "ttl", "value_json")
+
+    def __init__(
+        self,
+        ns: str,
+        entity: str,
+        key: str,
+        value_json: str,
+        if_version: int | None,
+        ttl: float | None,
+        agent: str | None,
+    ) -> None:
+        super().__init__()
+        self.ns, self.entity, self.key, self.value_json = ns, entity, key, value_json
+        self.if_version, self.ttl, self.agent = if_version, ttl, agent
+
+    def plan(self, tx: Tx) -> FactRec:
+        now = tx.now_us
+        prev = tx.latest_fact(self.ns, self.entity, self.key)
+        live = prev is not None and prev.visible_at(now)
+        current = prev.version if prev is not None and live else 0
+        _check_version(self.if_version, current, f"fact {self.entity!r}/{self.key!r}")
+        created = prev.created_us if prev is not None and live else now
+        rec = FactRec(self.entity, self.key, (prev.version + 1) if prev else 1, now, created,
+                      self.value_json, self.agent, self.ttl, _expires(now, self.ttl),
+                      False)  # fmt: skip
+        tx.add_fact(self.ns, rec)
+        return rec
+
+
+class DeleteFact(Op):
+    __slots__ = ("agent", "entity", "if_version", "key", "ns")
+
+    def __init__(
+        self, ns: str, entity: str, key: str, if_version: int | None, agent: str | None
+    ) -> None:
+        super().__init__()
+        self.ns, self.entity, self.key, self.if_version, self.agent = (
+            ns, entity, key, if_version, agent)  # fmt: skip
+
+    def plan(self, tx: Tx) -> FactRec:
+        prev = tx.latest_fact(self.ns, self.entity, self.key)
+        if prev is None or not prev.visible_at(tx.now_us):
+            raise NotFoundError(
+                f"fact {self.entity!r}/{self.key!r} not found in namespace {self.ns!r}",
+                entity=self.entity,
+                key=self.key,
+            )
+        _check_version(self.if_version, prev.version, f"fact {self.entity!r}/{self.key!r}")
+        rec = FactRec(self.entity, self.key, prev.version + 1, tx.now_us, prev.created_us,
+                      prev.value_json, self.agent, prev.ttl, prev.expires_us, True)  # fmt: skip
+        tx.add_fact(self.ns, rec)
+        return rec
+
+
+class AppendEvent(Op):
+    """Append to a stream and, when ``memory`` is given, add the searchable ``event`` memory."""
+
+    __slots__ = ("data_json", "item", "ns", "searchable", "stream")
+
+    def __init__(
+        self, ns: str, stream: str, memory: MemoryInput, data_json: str | None, searchable: bool
+    ) -> None:
+        super().__init__(2 if searchable else 1)
+        self.ns, self.stream, self.data_json = ns, stream, data_json
+        self.item, self.searchable = memory, searchable
+
+    def plan(self, tx: Tx) -> tuple[EventRec, MemRec | None]:
+        ns, now, item = self.ns, tx.now_us, self.item
+        old_dim = tx.dim(ns)
+        dim = _check_dim(tx, ns, item.vec if self.searchable else None, old_dim, "embedding")
+        ms, seq = now // 1000, 0
+        tail = tx.stream_tail(ns, self.stream)
+        if tail is not None and ms <= tail[0]:
+            ms, seq = tail[0], tail[1] + 1
+        ts_us = now if item.ts_us is None else item.ts_us
+        mrec = None
+        if self.searchable:
+            meta = orjson.loads(item.meta_json)
+            meta["stream"] = self.stream
+            meta["event_id"] = format_event_id(ms, seq)
+            if dim is not None and dim != old_dim:
+                tx.set_dim(ns, dim)
+            mrec = MemRec(new_memory_id(now), 1, now, now, item.entity, "event", item.content,
+                          orjson.dumps(meta).decode(), item.vec, item.salience, ts_us, item.agent,
+                          item.pinned, item.ttl, _expires(now, item.ttl), False)  # fmt: skip
+            tx.add_memory(ns, mrec)
+        erec = EventRec(self.stream, ms, seq, now, item.entity, ts_us, item.agent, item.content,
+                        self.data_json, mrec.id if mrec else None)  # fmt: skip
+        tx.add_event(ns, erec)
+        return erec, mrec

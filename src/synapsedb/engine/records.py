@@ -1,0 +1,261 @@
+"""Internal version records: what the engine keeps in memory and what storage rows hold.
+
+A record is never mutated once committed; a change appends a new record to the chain. Public
+objects (:mod:`synapsedb.types`) are built from records at read time, so callers never share
+mutable state with the engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ..ids import format_event_id
+from ..times import to_datetime
+from ..types import Event, Fact, Memory
+
+__all__ = ["EventRec", "FactRec", "MemRec"]
+
+
+class MemRec:
+    """One committed version of a memory."""
+
+    __slots__ = (
+        "agent",
+        "content",
+        "created_us",
+        "deleted",
+        "entity",
+        "expires_us",
+        "id",
+        "meta_json",
+        "pinned",
+        "salience",
+        "sys_us",
+        "ts_us",
+        "ttl",
+        "type",
+        "vec",
+        "version",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        version: int,
+        sys_us: int,
+        created_us: int,
+        entity: str,
+        type: str,
+        content: str,
+        meta_json: str,
+        vec: np.ndarray | None,
+        salience: float,
+        ts_us: int,
+        agent: str | None,
+        pinned: bool,
+        ttl: float | None,
+        expires_us: int | None,
+        deleted: bool,
+    ) -> None:
+        self.id = id
+        self.version = version
+        self.sys_us = sys_us
+        self.created_us = created_us
+        self.entity = entity
+        self.type = type
+        self.content = content
+        self.meta_json = meta_json
+        self.vec = vec
+        self.salience = salience
+        self.ts_us = ts_us
+        self.agent = agent
+        self.pinned = pinned
+        self.ttl = ttl
+        self.expires_us = expires_us
+        self.deleted = deleted
+
+    def visible_at(self, t_us: int) -> bool:
+        """Whether this record, being the latest version at ``t_us``, shows at ``t_us``."""
+        return not self.deleted and (self.expires_us is None or t_us < self.expires_us)
+
+    @property
+    def nbytes(self) -> int:
+        n = len(self.content) + len(self.meta_json)
+        return n + (self.vec.nbytes if self.vec is not None else 0)
+
+    def to_row(self, ns: str) -> tuple[Any, ...]:
+        return (
+            ns,
+            self.id,
+            self.version,
+            self.sys_us,
+            self.created_us,
+            self.entity,
+            self.type,
+            self.content,
+            self.meta_json,
+            None if self.vec is None else self.vec.tobytes(),
+            self.salience,
+            self.ts_us,
+            self.agent,
+            int(self.pinned),
+            self.ttl,
+            self.expires_us,
+            int(self.deleted),
+        )
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> MemRec:
+        # row without the leading namespace column
+        (id_, version, sys_us, created_us, entity, type_, content, meta, emb, sal, ts_us, agent,
+         pinned, ttl, expires_us, deleted) = row  # fmt: skip
+        vec = None if emb is None else np.frombuffer(emb, dtype=np.float32)
+        return cls(id_, version, sys_us, created_us, entity, type_, content, meta, vec, sal,
+                   ts_us, agent, bool(pinned), ttl, expires_us, bool(deleted))  # fmt: skip
+
+    def to_public(self) -> Memory:
+        return Memory(
+            id=self.id,
+            entity=self.entity,
+            content=self.content,
+            type=self.type,
+            metadata=orjson.loads(self.meta_json),
+            salience=self.salience,
+            ts=to_datetime(self.ts_us),
+            agent=self.agent,
+            pinned=self.pinned,
+            ttl=self.ttl,
+            expires_at=None if self.expires_us is None else to_datetime(self.expires_us),
+            version=self.version,
+            created_at=to_datetime(self.created_us),
+            recorded_at=to_datetime(self.sys_us),
+            deleted=self.deleted,
+            embedding=self.vec,
+        )
+
+
+class FactRec:
+    """One committed version of a KV fact."""
+
+    __slots__ = (
+        "agent",
+        "created_us",
+        "deleted",
+        "entity",
+        "expires_us",
+        "key",
+        "sys_us",
+        "ttl",
+        "value_json",
+        "version",
+    )
+
+    def __init__(
+        self,
+        entity: str,
+        key: str,
+        version: int,
+        sys_us: int,
+        created_us: int,
+        value_json: str,
+        agent: str | None,
+        ttl: float | None,
+        expires_us: int | None,
+        deleted: bool,
+    ) -> None:
+        self.entity = entity
+        self.key = key
+        self.version = version
+        self.sys_us = sys_us
+        self.created_us = created_us
+        self.value_json = value_json
+        self.agent = agent
+        self.ttl = ttl
+        self.expires_us = expires_us
+        self.deleted = deleted
+
+    def visible_at(self, t_us: int) -> bool:
+        return not self.deleted and (self.expires_us is None or t_us < self.expires_us)
+
+    def to_row(self, ns: str) -> tuple[Any, ...]:
+        return (ns, self.entity, self.key, self.version, self.sys_us, self.created_us,
+                self.value_json, self.agent, self.ttl, self.expires_us, int(self.deleted))  # fmt: skip
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> FactRec:
+        entity, key, version, sys_us, created_us, value, agent, ttl, expires_us, deleted = row
+        return cls(entity, key, version, sys_us, created_us, value, agent, ttl, expires_us,
+                   bool(deleted))  # fmt: skip
+
+    def to_public(self) -> Fact:
+        return Fact(
+            entity=self.entity,
+            key=self.key,
+            value=orjson.loads(self.value_json),
+            version=self.version,
+            agent=self.agent,
+            ttl=self.ttl,
+            expires_at=None if self.expires_us is None else to_datetime(self.expires_us),
+            created_at=to_datetime(self.created_us),
+            recorded_at=to_datetime(self.sys_us),
+            deleted=self.deleted,
+        )
+
+
+class EventRec:
+    """One stream entry. ``(ms, seq)`` is its sortable id."""
+
+    __slots__ = ("agent", "content", "data_json", "entity", "memory_id", "ms", "seq", "stream",
+                 "sys_us", "ts_us")  # fmt: skip
+
+    def __init__(
+        self,
+        stream: str,
+        ms: int,
+        seq: int,
+        sys_us: int,
+        entity: str,
+        ts_us: int,
+        agent: str | None,
+        content: str,
+        data_json: str | None,
+        memory_id: str | None,
+    ) -> None:
+        self.stream = stream
+        self.ms = ms
+        self.seq = seq
+        self.sys_us = sys_us
+        self.entity = entity
+        self.ts_us = ts_us
+        self.agent = agent
+        self.content = content
+        self.data_json = data_json
+        self.memory_id = memory_id
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.ms, self.seq)
+
+    def to_row(self, ns: str) -> tuple[Any, ...]:
+        return (ns, self.stream, self.ms, self.seq, self.sys_us, self.entity, self.ts_us,
+                self.agent, self.content, self.data_json, self.memory_id)  # fmt: skip
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> EventRec:
+        return cls(*row)
+
+    def to_public(self) -> Event:
+        return Event(
+            id=format_event_id(self.ms, self.seq),
+            stream=self.stream,
+            entity=self.entity,
+            content=self.content,
+            data=None if self.data_json is None else orjson.loads(self.data_json),
+            ts=to_datetime(self.ts_us),
+            agent=self.agent,
+            recorded_at=to_datetime(self.sys_us),
+            memory_id=self.memory_id,
+        )

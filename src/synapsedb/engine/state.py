@@ -1,0 +1,136 @@
+"""In-memory state of one namespace: version chains for memories and facts, and streams.
+
+Only the writer thread mutates it, and only after the change is durable; readers run
+concurrently. Chains only ever grow by ``list.append`` and dicts only gain keys, which are
+atomic under CPython, so a reader sees either the old or the new state, never a torn one.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from typing import TypeVar
+
+from .records import EventRec, FactRec, MemRec
+
+__all__ = ["NamespaceState", "version_at"]
+
+R = TypeVar("R", MemRec, FactRec)
+
+
+def version_at(chain: list[R], t_us: int) -> R | None:
+    """The latest version committed at or before ``t_us`` (tombstones included), or None."""
+    for rec in reversed(chain):
+        if rec.sys_us <= t_us:
+            return rec
+    return None
+
+
+class NamespaceState:
+    __slots__ = ("created_us", "dim", "entity_facts", "entity_mems", "facts", "mems", "name",
+                 "stream_keys", "streams")  # fmt: skip
+
+    def __init__(self, name: str, created_us: int, dim: int | None = None) -> None:
+        self.name = name
+        self.created_us = created_us
+        self.dim = dim
+        self.mems: dict[str, list[MemRec]] = {}
+        self.entity_mems: dict[str, list[str]] = {}
+        self.facts: dict[tuple[str, str], list[FactRec]] = {}
+        self.entity_facts: dict[str, list[str]] = {}
+        self.streams: dict[str, list[EventRec]] = {}
+        # parallel sorted (ms, seq) keys per stream, for bisecting by id
+        self.stream_keys: dict[str, list[tuple[int, int]]] = {}
+
+    # -- applying committed changes (writer thread only) --------------------------------------
+
+    def add_memory(self, rec: MemRec) -> None:
+        chain = self.mems.get(rec.id)
+        if chain is None:
+            self.mems[rec.id] = [rec]
+            ids = self.entity_mems.get(rec.entity)
+            if ids is None:
+                self.entity_mems[rec.entity] = [rec.id]
+            else:
+                ids.append(rec.id)
+        else:
+            chain.append(rec)
+
+    def add_fact(self, rec: FactRec) -> None:
+        k = (rec.entity, rec.key)
+        chain = self.facts.get(k)
+        if chain is None:
+            self.facts[k] = [rec]
+            keys = self.entity_facts.get(rec.entity)
+            if keys is None:
+                self.entity_facts[rec.entity] = [rec.key]
+            else:
+                keys.append(rec.key)
+        else:
+            chain.append(rec)
+
+    def add_event(self, rec: EventRec) -> None:
+        events = self.streams.get(rec.stream)
+        if events is None:
+            # keys first: a reader that finds the stream must find its keys
+            self.stream_keys[rec.stream] = [rec.key]
+            self.streams[rec.stream] = [rec]
+        else:
+            self.stream_keys[rec.stream].append(rec.key)
+            events.append(rec)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def memory_at(self, mid: str, t_us: int) -> MemRec | None:
+        chain = self.mems.get(mid)
+        if chain is None:
+            return None
+        rec = version_at(chain, t_us)
+        return rec if rec is not None and rec.visible_at(t_us) else None
+
+    def fact_at(self, entity: str, key: str, t_us: int) -> FactRec | None:
+        chain = self.facts.get((entity, key))
+        if chain is None:
+            return None
+        rec = version_at(chain, t_us)
+        return rec if rec is not None and rec.visible_at(t_us) else None
+
+    def memories_at(self, t_us: int, entity: str | None = None) -> Iterator[MemRec]:
+        """Every memory visible at ``t_us``, optionally only those about ``entity``."""
+        if entity is None:
+            chains: Iterator[list[MemRec]] = iter(list(self.mems.values()))
+        else:
+            mems = self.mems
+            chains = (mems[m] for m in list(self.entity_mems.get(entity, ())))
+        for chain in chains:
+            rec = version_at(chain, t_us)
+            if rec is not None and rec.visible_at(t_us):
+                yield rec
+
+    def facts_at(self, entity: str, t_us: int) -> Iterator[FactRec]:
+        for key in list(self.entity_facts.get(entity, ())):
+            rec = self.fact_at(entity, key, t_us)
+            if rec is not None:
+                yield rec
+
+    def events_in(
+        self, stream: str, lo: tuple[int, int], hi: tuple[int, int], t_us: int
+    ) -> list[EventRec]:
+        """Events with ``lo <= id <= hi`` committed at or before ``t_us``, oldest first."""
+        keys = self.stream_keys.get(stream)
+        if not keys:
+            return []
+        events = self.streams[stream]
+        n = min(len(keys), len(events))
+        i = bisect.bisect_left(keys, lo, 0, n)
+        j = bisect.bisect_right(keys, hi, 0, n)
+        return [e for e in events[i:j] if e.sys_us <= t_us]
+
+    def stream_tail(self, stream: str) -> tuple[int, int] | None:
+        keys = self.stream_keys.get(stream)
+        return keys[-1] if keys else None
+
+    def entity_exists_at(self, entity: str, t_us: int) -> bool:
+        if any(True for _ in self.memories_at(t_us, entity)):
+            return True
+        return any(True for _ in self.facts_at(entity, t_us))

@@ -1,0 +1,239 @@
+"""The single writer thread and group commit.
+
+Callers validate their input, wrap it in an :class:`Op` and block in :meth:`Writer.submit`.
+The writer thread takes every op waiting (up to ``group_commit_max`` rows), plans each one
+against the committed state plus what earlier ops in the same batch changed (a :class:`Tx`),
+commits all their rows in ONE storage transaction, applies the new records to the in-memory
+state, and only then wakes the callers. So:
+
+* a write is acknowledged only once durable, and becomes visible to readers at that moment;
+* concurrent writers share one commit (and one fsync): throughput grows with concurrency;
+* ops are serialized: versions, compare-and-set and stream ids need no further locking;
+* an op that fails its checks fails alone; a failed commit fails every op of that batch and
+  changes nothing in memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from ..clock import Clock
+from ..errors import ClosedError, StorageError, SynapseError
+from ..storage.base import Batch, Storage
+from .records import EventRec, FactRec, MemRec
+from .state import NamespaceState
+
+__all__ = ["Op", "Tx", "Writer"]
+
+log = logging.getLogger("synapsedb.writer")
+
+
+class Tx:
+    """One group-commit batch being planned: overlay lookups and the records it will add."""
+
+    def __init__(self, states: dict[str, NamespaceState], now_us: int) -> None:
+        self.states = states
+        self.now_us = now_us
+        self.batch = Batch()
+        self.new_ns: dict[str, NamespaceState] = {}
+        self.dims: dict[str, int] = {}
+        self.mems: list[tuple[str, MemRec]] = []
+        self.facts: list[tuple[str, FactRec]] = []
+        self.events: list[tuple[str, EventRec]] = []
+        self._mem_tip: dict[tuple[str, str], MemRec] = {}
+        self._fact_tip: dict[tuple[str, str, str], FactRec] = {}
+        self._stream_tip: dict[tuple[str, str], tuple[int, int]] = {}
+
+    # -- lookups that see this batch's earlier ops -------------------------------------------
+
+    def latest_memory(self, ns: str, mid: str) -> MemRec | None:
+        rec = self._mem_tip.get((ns, mid))
+        if rec is not None:
+            return rec
+        state = self.states.get(ns)
+        chain = state.mems.get(mid) if state is not None else None
+        return chain[-1] if chain else None
+
+    def latest_fact(self, ns: str, entity: str, key: str) -> FactRec | None:
+        rec = self._fact_tip.get((ns, entity, key))
+        if rec is not None:
+            return rec
+        state = self.states.get(ns)
+        chain = state.facts.get((entity, key)) if state is not None else None
+        return chain[-1] if chain else None
+
+    def stream_tail(self, ns: str, stream: str) -> tuple[int, int] | None:
+        tip = self._stream_tip.get((ns, stream))
+        if tip is not None:
+            return tip
+        state = self.states.get(ns)
+        return state.stream_tail(stream) if state is not None else None
+
+    def dim(self, ns: str) -> int | None:
+        if ns in self.dims:
+            return self.dims[ns]
+        state = self.states.get(ns)
+        return state.dim if state is not None else None
+
+    # -- emitting (only after every check of the op passed) ----------------------------------
+
+    def ensure_namespace(self, ns: str) -> None:
+        if ns not in self.states and ns not in self.new_ns:
+            self.new_ns[ns] = NamespaceState(ns, self.now_us)
+            self.batch.namespaces.append((ns, self.now_us, None))
+
+    def set_dim(self, ns: str, dim: int) -> None:
+        self.ensure_namespace(ns)
+        self.dims[ns] = dim
+        state = self.states.get(ns) or self.new_ns[ns]
+        self.batch.namespaces.append((ns, state.created_us, dim))
+
+    def add_memory(self, ns: str, rec: MemRec) -> None:
+        self.ensure_namespace(ns)
+        self._mem_tip[(ns, rec.id)] = rec
+        self.mems.append((ns, rec))
+        self.batch.memories.append(rec.to_row(ns))
+
+    def add_fact(self, ns: str, rec: FactRec) -> None:
+        self.ensure_namespace(ns)
+        self._fact_tip[(ns, rec.entity, rec.key)] = rec
+        self.facts.append((ns, rec))
+        self.batch.facts.append(rec.to_row(ns))
+
+    def add_event(self, ns: str, rec: EventRec) -> None:
+        self.ensure_namespace(ns)
+        self._stream_tip[(ns, rec.stream)] = rec.key
+        self.events.append((ns, rec))
+        self.batch.events.append(rec.to_row(ns))
+
+    def apply(self) -> None:
+        """Make the committed batch visible (writer thread, after a successful commit)."""
+        states = self.states
+        for ns, state in self.new_ns.items():
+            states[ns] = state
+        for ns, dim in self.dims.items():
+            states[ns].dim = dim
+        for ns, rec in self.mems:
+            states[ns].add_memory(rec)
+        for ns, frec in self.facts:
+            states[ns].add_fact(frec)
+        for ns, erec in self.events:
+            states[ns].add_event(erec)
+
+
+class Op:
+    """A unit of work for the writer thread. ``plan`` checks against ``tx`` first, then emits;
+    it must not emit anything before it can no longer fail."""
+
+    __slots__ = ("_done", "error", "result", "size")
+
+    def __init__(self, size: int = 1) -> None:
+        self.size = size
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+
+    def plan(self, tx: Tx) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class Writer:
+    def __init__(
+        self,
+        storage: Storage,
+        states: dict[str, NamespaceState],
+        clock: Clock,
+        *,
+        last_us: int = 0,
+        max_rows: int = 2000,
+        on_commit: Callable[[int, float], None] | None = None,
+    ) -> None:
+        self._storage = storage
+        self._states = states
+        self._clock = clock
+        self._last_us = last_us
+        self._max_rows = max_rows
+        self._on_commit = on_commit
+        self._queue: deque[Op] = deque()
+        self._cv = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name="synapsedb-writer", daemon=True)
+        self._thread.start()
+
+    @property
+    def last_us(self) -> int:
+        """System time of the latest batch (never decreases)."""
+        return self._last_us
+
+    def submit(self, op: Op) -> Any:
+        """Queue ``op``, wait until its batch is durable, return its result or raise its error."""
+        with self._cv:
+            if self._closing:
+                raise ClosedError("the database is closed")
+            self._queue.append(op)
+            self._cv.notify()
+        op._done.wait()
+        if op.error is not None:
+            raise op.error
+        return op.result
+
+    def close(self) -> None:
+        """Finish every queued op, then stop the thread."""
+        with self._cv:
+            self._closing = True
+            self._cv.notify()
+        self._thread.join()
+
+    def _take(self) -> list[Op] | None:
+        with self._cv:
+            while not self._queue:
+                if self._closing:
+                    return None
+                self._cv.wait()
+            ops = [self._queue.popleft()]
+            rows = ops[0].size
+            while self._queue and rows + self._queue[0].size <= self._max_rows:
+                op = self._queue.popleft()
+                rows += op.size
+                ops.append(op)
+            return ops
+
+    def _run(self) -> None:
+        while (ops := self._take()) is not None:
+            try:
+                self._process(ops)
+            except BaseException as exc:  # never leave a caller hanging
+                log.exception("writer batch failed")
+                for op in ops:
+                    if op.error is None:
+                        op.error = StorageError(f"internal writer failure: {exc!r}")
+            finally:
+                for op in ops:
+                    op._done.set()
+
+    def _process(self, ops: list[Op]) -> None:
+        now = max(self._clock.now_us(), self._last_us)
+        self._last_us = now
+        tx = Tx(self._states, now)
+        for op in ops:
+            try:
+                op.result = op.plan(tx)
+            except SynapseError as exc:
+                op.error = exc
+        if len(tx.batch):
+            started = time.perf_counter()
+            try:
+                self._storage.commit(tx.batch)
+            except SynapseError as exc:
+                for op in ops:
+                    if op.error is None:
+                        op.error, op.result = exc, None
+                return
+            if self._on_commit is not None:
+                self._on_commit(len(tx.batch), time.perf_counter() - started)
+        tx.apply()

@@ -1,0 +1,140 @@
+"""The whole SynapseDB error tree.
+
+Every error the library raises on purpose is a :class:`SynapseError`. Each class has a stable
+wire ``code`` and an ``http_status``, so the HTTP server can serialize it and a remote client can
+rebuild the very same class from the code (:func:`error_from_code`)::
+
+    SynapseError                      code              http
+    ├── ValidationError               validation        422   bad input; nothing was written
+    ├── NotFoundError                 not_found         404
+    ├── VersionConflictError          version_conflict  409   compare-and-set lost
+    ├── QuotaExceededError            quota_exceeded    429   namespace or tenant limit
+    ├── StorageError                  storage           503   the durable store failed
+    └── ClosedError                   closed            503   the database was closed
+
+Errors carry a human message that names the field and the limit, plus structured ``details``
+(``field``, ``limit``, ...), which survive the wire unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "ClosedError",
+    "NotFoundError",
+    "QuotaExceededError",
+    "StorageError",
+    "SynapseError",
+    "ValidationError",
+    "VersionConflictError",
+    "error_from_code",
+]
+
+
+class SynapseError(Exception):
+    """Root of every error SynapseDB raises on purpose."""
+
+    code: ClassVar[str] = "internal"
+    http_status: ClassVar[int] = 500
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = {k: v for k, v in details.items() if v is not None}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire shape: ``{"code", "message", "details"}``."""
+        return {"code": self.code, "message": self.message, "details": dict(self.details)}
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes
+        return (_rebuild, (self.code, self.message, self.details))
+
+
+class ValidationError(SynapseError, ValueError):
+    """Bad input: a field is missing, malformed or over its limit. Nothing was written.
+
+    ``details["field"]`` names the offending field (dotted path, e.g. ``metadata.tags``) and
+    ``details["limit"]`` the limit that was exceeded, when there is one.
+    """
+
+    code = "validation"
+    http_status = 422
+
+    def __init__(
+        self, message: str, *, field: str | None = None, limit: Any = None, **details: Any
+    ) -> None:
+        super().__init__(message, field=field, limit=limit, **details)
+
+    @property
+    def field(self) -> str | None:
+        return self.details.get("field")
+
+
+class NotFoundError(SynapseError, LookupError):
+    """The memory, fact, stream or namespace does not exist (at the requested moment)."""
+
+    code = "not_found"
+    http_status = 404
+
+
+class VersionConflictError(SynapseError):
+    """A compare-and-set failed: the current version is not the expected one."""
+
+    code = "version_conflict"
+    http_status = 409
+
+    @property
+    def expected(self) -> int | None:
+        return self.details.get("expected")
+
+    @property
+    def actual(self) -> int | None:
+        return self.details.get("actual")
+
+
+class QuotaExceededError(SynapseError):
+    """A namespace or tenant limit would be exceeded and the policy is to reject."""
+
+    code = "quota_exceeded"
+    http_status = 429
+
+
+class StorageError(SynapseError):
+    """The durable store failed (disk full, I/O error, corrupt file). The write did not happen."""
+
+    code = "storage"
+    http_status = 503
+
+
+class ClosedError(SynapseError):
+    """The database (or client) was closed."""
+
+    code = "closed"
+    http_status = 503
+
+
+_BY_CODE: dict[str, type[SynapseError]] = {
+    cls.code: cls
+    for cls in (
+        SynapseError,
+        ValidationError,
+        NotFoundError,
+        VersionConflictError,
+        QuotaExceededError,
+        StorageError,
+        ClosedError,
+    )
+}
+
+
+def error_from_code(code: str, message: str, details: dict[str, Any] | None = None) -> SynapseError:
+    """Rebuild the error class named by a wire ``code`` (unknown codes become SynapseError)."""
+    cls = _BY_CODE.get(code, SynapseError)
+    err = cls.__new__(cls)
+    SynapseError.__init__(err, message, **(details or {}))
+    return err
+
+
+def _rebuild(code: str, message: str, details: dict[str, Any]) -> SynapseError:
+    return error_from_code(code, message, details)

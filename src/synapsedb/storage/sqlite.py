@@ -1,0 +1,184 @@
+"""SQLite backend: WAL mode, one writer connection, versioned schema with migrations.
+
+Durability maps to ``PRAGMA synchronous``: ``fsync`` -> FULL (the WAL is fsynced at every
+commit, so a write survives power loss), ``os`` -> NORMAL (a write survives a process crash;
+the OS may lose the last commits on power loss). Rows are loaded back in insertion order, which
+is commit order, so replaying them rebuilds every version chain.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import StorageError
+from .base import Batch, LoadedRows
+
+__all__ = ["MIGRATIONS", "SQLiteStorage"]
+
+# Each entry migrates the schema from version i to i + 1. Never edit a released entry: append.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE namespaces (
+        name       TEXT PRIMARY KEY,
+        created_us INTEGER NOT NULL,
+        dim        INTEGER
+    );
+    CREATE TABLE memory_versions (
+        ns         TEXT NOT NULL,
+        id         TEXT NOT NULL,
+        version    INTEGER NOT NULL,
+        sys_us     INTEGER NOT NULL,
+        created_us INTEGER NOT NULL,
+        entity     TEXT NOT NULL,
+        type       TEXT NOT NULL,
+        content    TEXT NOT NULL,
+        metadata   TEXT NOT NULL,
+        embedding  BLOB,
+        salience   REAL NOT NULL,
+        ts_us      INTEGER NOT NULL,
+        agent      TEXT,
+        pinned     INTEGER NOT NULL,
+        ttl        REAL,
+        expires_us INTEGER,
+        deleted    INTEGER NOT NULL,
+        UNIQUE (ns, id, version)
+    );
+    CREATE INDEX memory_versions_entity ON memory_versions (ns, entity);
+    CREATE TABLE fact_versions (
+        ns         TEXT NOT NULL,
+        entity     TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        version    INTEGER NOT NULL,
+        sys_us     INTEGER NOT NULL,
+        created_us INTEGER NOT NULL,
+        value      TEXT NOT NULL,
+        agent      TEXT,
+        ttl        REAL,
+        expires_us INTEGER,
+        deleted    INTEGER NOT NULL,
+        UNIQUE (ns, entity, key, version)
+    );
+    CREATE TABLE events (
+        ns         TEXT NOT NULL,
+        stream     TEXT NOT NULL,
+        ms         INTEGER NOT NULL,
+        seq        INTEGER NOT NULL,
+        sys_us     INTEGER NOT NULL,
+        entity     TEXT NOT NULL,
+        ts_us      INTEGER NOT NULL,
+        agent      TEXT,
+        content    TEXT NOT NULL,
+        data       TEXT,
+        memory_id  TEXT,
+        UNIQUE (ns, stream, ms, seq)
+    );
+    CREATE INDEX events_entity ON events (ns, entity);
+    """,
+]
+
+_NS_UPSERT = (
+    "INSERT INTO namespaces (name, created_us, dim) VALUES (?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET dim = excluded.dim"
+)
+_MEM_INSERT = "INSERT INTO memory_versions VALUES (" + ", ".join("?" * 17) + ")"
+_FACT_INSERT = "INSERT INTO fact_versions VALUES (" + ", ".join("?" * 11) + ")"
+_EVENT_INSERT = "INSERT INTO events VALUES (" + ", ".join("?" * 11) + ")"
+
+
+class SQLiteStorage:
+    """One SQLite file. :meth:`commit` is called from one writer thread at a time."""
+
+    FILENAME = "synapse.db"
+
+    def __init__(self, directory: str | Path, *, durability: str = "fsync") -> None:
+        self.path = Path(directory) / self.FILENAME
+        self._lock = threading.Lock()
+        try:
+            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(
+                "PRAGMA synchronous=" + ("FULL" if durability == "fsync" else "NORMAL")
+            )
+            self._conn.execute("PRAGMA busy_timeout=5000")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open {self.path}: {exc}", path=str(self.path)) from exc
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self) -> None:
+        current = self.schema_version
+        if current > len(MIGRATIONS):
+            raise StorageError(
+                f"{self.path} has schema version {current}, newer than this SynapseDB "
+                f"understands ({len(MIGRATIONS)}); upgrade SynapseDB",
+                path=str(self.path),
+            )
+        for version in range(current, len(MIGRATIONS)):
+            # executescript commits; run each migration and its version bump as one script
+            self._conn.executescript(
+                f"BEGIN; {MIGRATIONS[version]}; PRAGMA user_version = {version + 1}; COMMIT;"
+            )
+
+    def _rows(self, sql: str) -> Iterator[tuple[Any, ...]]:
+        cur = self._conn.execute(sql)
+        while rows := cur.fetchmany(4096):
+            yield from rows
+
+    def load(self) -> LoadedRows:
+        return LoadedRows(
+            namespaces=self._rows("SELECT name, created_us, dim FROM namespaces"),
+            memories=self._rows(
+                "SELECT ns, id, version, sys_us, created_us, entity, type, content, metadata, "
+                "embedding, salience, ts_us, agent, pinned, ttl, expires_us, deleted "
+                "FROM memory_versions ORDER BY rowid"
+            ),
+            facts=self._rows(
+                "SELECT ns, entity, key, version, sys_us, created_us, value, agent, ttl, "
+                "expires_us, deleted FROM fact_versions ORDER BY rowid"
+            ),
+            events=self._rows(
+                "SELECT ns, stream, ms, seq, sys_us, entity, ts_us, agent, content, data, "
+                "memory_id FROM events ORDER BY rowid"
+            ),
+        )
+
+    def commit(self, batch: Batch) -> None:
+        conn = self._conn
+        with self._lock:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                if batch.namespaces:
+                    conn.executemany(_NS_UPSERT, batch.namespaces)
+                if batch.memories:
+                    conn.executemany(_MEM_INSERT, batch.memories)
+                if batch.facts:
+                    conn.executemany(_FACT_INSERT, batch.facts)
+                if batch.events:
+                    conn.executemany(_EVENT_INSERT, batch.events)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise StorageError(f"commit failed: {exc}", path=str(self.path)) from exc
+
+    def count_rows(self) -> dict[str, int]:
+        """Row counts per table (for checks that memory agrees with disk)."""
+        with self._lock:
+            return {
+                t: int(self._conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
+                for t in ("namespaces", "memory_versions", "fact_versions", "events")
+            }
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._conn.close()
+            except sqlite3.Error as exc:  # pragma: no cover - close rarely fails
+                raise StorageError(f"close failed: {exc}", path=str(self.path)) from exc

@@ -1,0 +1,102 @@
+"""Public value objects returned by SynapseDB: Memory, Fact, Event, Stats.
+
+They are immutable snapshots: changing the database never changes an object you already hold,
+and changing a returned ``metadata`` dict never changes the database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BUILTIN_TYPES", "Event", "Fact", "Memory", "Stats"]
+
+BUILTIN_TYPES = (
+    "fact",
+    "event",
+    "episode",
+    "procedure",
+    "preference",
+    "summary",
+    "state",
+    "action",
+    "interaction",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One version of a memory.
+
+    ``ts`` is event time (when the thing happened, given by the writer); ``recorded_at`` is system
+    time (when this version was committed). ``created_at`` is the system time of version 1.
+    ``deleted`` is true only for the tombstone version that ``history()`` shows after a delete.
+    """
+
+    id: str
+    entity: str
+    content: str
+    type: str
+    metadata: dict[str, Any]
+    salience: float
+    ts: datetime
+    agent: str | None
+    pinned: bool
+    ttl: float | None
+    expires_at: datetime | None
+    version: int
+    created_at: datetime
+    recorded_at: datetime
+    deleted: bool = False
+    embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One version of a KV fact: a JSON value stored under (entity, key)."""
+
+    entity: str
+    key: str
+    value: Any
+    version: int
+    agent: str | None
+    ttl: float | None
+    expires_at: datetime | None
+    created_at: datetime
+    recorded_at: datetime
+    deleted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """An entry of an append-only stream. ``id`` is ``"<ms>-<seq>"``, sortable and monotonic."""
+
+    id: str
+    stream: str
+    entity: str
+    content: str
+    data: dict[str, Any] | None
+    ts: datetime
+    agent: str | None
+    recorded_at: datetime
+    memory_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Counts for one namespace at one moment."""
+
+    namespace: str
+    memories: int
+    memories_by_type: dict[str, int]
+    memory_versions: int
+    entities: int
+    facts: int
+    fact_versions: int
+    streams: int
+    events: int
+    bytes: int
+    dim: int | None

@@ -1,0 +1,342 @@
+"""Input validation. Every check raises ValidationError naming the field and the limit.
+
+Validation is pure (it reads no database state) and runs in the caller's thread before anything
+is queued for writing, so bad input never reaches storage.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from .config import Settings
+from .errors import ValidationError
+from .times import to_us
+
+__all__ = [
+    "MemoryInput",
+    "check_agent",
+    "check_entity",
+    "check_key",
+    "check_namespace",
+    "check_ttl",
+    "check_version",
+    "dump_json",
+    "memory_input",
+    "memory_patch",
+]
+
+NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+TYPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+MAX_NAME_CHARS = 256
+MAX_AGENT_CHARS = 128
+MAX_JSON_DEPTH = 32
+
+MEMORY_FIELDS = frozenset(
+    {"id", "content", "type", "metadata", "embedding", "salience", "ts", "agent", "pinned", "ttl"}
+)
+PATCH_FIELDS = MEMORY_FIELDS - {"id"}
+
+
+@dataclass(slots=True)
+class MemoryInput:
+    """A validated memory write. ``ts_us`` None means "now, at commit"."""
+
+    id: str | None
+    entity: str
+    content: str
+    type: str
+    meta_json: str
+    vec: np.ndarray | None
+    salience: float
+    ts_us: int | None
+    agent: str | None
+    pinned: bool
+    ttl: float | None
+
+
+def check_namespace(name: Any) -> str:
+    if not isinstance(name, str) or not NAMESPACE_RE.match(name):
+        raise ValidationError(
+            f"namespace: {name!r} is not a valid name; use 1-64 characters of [a-z0-9._-] "
+            "starting with a letter or digit",
+            field="namespace",
+            limit=64,
+        )
+    return name
+
+
+def _check_name(value: Any, field: str, limit: int = MAX_NAME_CHARS) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(
+            f"{field}: expected a string, got {type(value).__name__}", field=field
+        )
+    if not value or value.isspace():
+        raise ValidationError(f"{field}: must not be empty", field=field)
+    if len(value) > limit:
+        raise ValidationError(
+            f"{field}: {len(value)} characters, over the limit of {limit}",
+            field=field,
+            limit=limit,
+        )
+    if "\x00" in value:
+        raise ValidationError(f"{field}: must not contain NUL characters", field=field)
+    return value
+
+
+def check_entity(value: Any, field: str = "entity") -> str:
+    return _check_name(value, field)
+
+
+def check_key(value: Any, field: str = "key") -> str:
+    return _check_name(value, field)
+
+
+def check_agent(value: Any, field: str = "agent") -> str | None:
+    if value is None:
+        return None
+    return _check_name(value, field, MAX_AGENT_CHARS)
+
+
+def check_version(value: Any, field: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError(
+            f"{field}: expected a non-negative integer version, got {value!r}", field=field
+        )
+    return value
+
+
+def _check_json(value: Any, field: str, depth: int = 0) -> None:
+    """Reject what JSON cannot carry faithfully: NaN/inf, non-string keys, odd types, deep nesting."""
+    if depth > MAX_JSON_DEPTH:
+        raise ValidationError(
+            f"{field}: nested deeper than {MAX_JSON_DEPTH} levels",
+            field=field,
+            limit=MAX_JSON_DEPTH,
+        )
+    if value is None or isinstance(value, str | bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValidationError(f"{field}: {value} is not valid JSON", field=field)
+        return
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValidationError(
+                    f"{field}: object keys must be strings, got {type(k).__name__}", field=field
+                )
+            _check_json(v, f"{field}.{k}", depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            _check_json(v, f"{field}[{i}]", depth + 1)
+        return
+    raise ValidationError(f"{field}: {type(value).__name__} is not a JSON value", field=field)
+
+
+def dump_json(value: Any, field: str, limit: int) -> str:
+    """Validate and serialize a JSON value; enforce ``limit`` bytes of compact JSON."""
+    _check_json(value, field)
+    try:
+        raw = orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError) as exc:  # e.g. integers beyond 64 bits
+        raise ValidationError(f"{field}: not serializable as JSON ({exc})", field=field) from None
+    if len(raw) > limit:
+        raise ValidationError(
+            f"{field}: {len(raw)} bytes of JSON, over the limit of {limit}",
+            field=field,
+            limit=limit,
+        )
+    return raw.decode()
+
+
+def _content(value: Any, field: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(
+            f"{field}: expected a string, got {type(value).__name__}", field=field
+        )
+    # len(str) <= bytes <= 4*len(str): only encode when the answer is not obvious.
+    if len(value) * 4 > limit:
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            raise ValidationError(
+                f"{field}: {size} bytes, over the limit of {limit}", field=field, limit=limit
+            )
+    if not value.strip():
+        raise ValidationError(f"{field}: must not be empty", field=field)
+    return value
+
+
+def _vector(value: Any, field: str, max_dim: int) -> np.ndarray:
+    if isinstance(value, str | bytes) or not hasattr(value, "__len__"):
+        raise ValidationError(f"{field}: expected a list of numbers", field=field)
+    try:
+        vec = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise ValidationError(f"{field}: expected a list of numbers", field=field) from None
+    if vec.ndim != 1 or vec.shape[0] == 0:
+        raise ValidationError(
+            f"{field}: expected a flat, non-empty list of numbers, got shape {vec.shape}",
+            field=field,
+        )
+    if vec.shape[0] > max_dim:
+        raise ValidationError(
+            f"{field}: {vec.shape[0]} dimensions, over the limit of {max_dim}",
+            field=field,
+            limit=max_dim,
+        )
+    if not np.isfinite(vec).all():
+        raise ValidationError(f"{field}: contains NaN or infinity", field=field)
+    if vec is value:  # never alias the caller's array
+        vec = vec.copy()
+    vec.setflags(write=False)
+    return vec
+
+
+def _salience(value: Any, field: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise ValidationError(
+            f"{field}: expected a number from 0 to 1, got {value!r}", field=field, limit=1
+        )
+    return float(value)
+
+
+def check_ttl(value: Any, field: str = "ttl") -> float | None:
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValidationError(
+            f"{field}: expected a positive number of seconds, got {value!r}", field=field
+        )
+    return float(value)
+
+
+def _type(value: Any, field: str) -> str:
+    if not isinstance(value, str) or not TYPE_RE.match(value):
+        raise ValidationError(
+            f"{field}: {value!r} is not a valid type; use a lowercase word of up to 32 "
+            "characters ([a-z][a-z0-9_-]*)",
+            field=field,
+            limit=32,
+        )
+    return value
+
+
+def _pinned(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(f"{field}: expected true or false, got {value!r}", field=field)
+    return value
+
+
+def _unknown(payload: Mapping[str, Any], allowed: frozenset[str], prefix: str) -> None:
+    for key in payload:
+        if key not in allowed:
+            raise ValidationError(
+                f"{prefix}{key}: unknown field; allowed: {', '.join(sorted(allowed))}",
+                field=f"{prefix}{key}",
+            )
+
+
+def memory_input(
+    entity: Any,
+    payload: Any,
+    settings: Settings,
+    *,
+    agent: str | None = None,
+    prefix: str = "",
+) -> MemoryInput:
+    """Validate a memory write: ``payload`` is the content string or a dict of fields."""
+    entity = check_entity(entity, f"{prefix}entity")
+    if isinstance(payload, str):
+        payload = {"content": payload}
+    elif not isinstance(payload, Mapping):
+        raise ValidationError(
+            f"{prefix or 'memory'}: expected a string or an object, got {type(payload).__name__}",
+            field=prefix.rstrip(".") or "memory",
+        )
+    _unknown(payload, MEMORY_FIELDS, prefix)
+    if "content" not in payload:
+        raise ValidationError(f"{prefix}content: required", field=f"{prefix}content")
+    mid = payload.get("id")
+    if mid is not None and (not isinstance(mid, str) or not ID_RE.match(mid)):
+        raise ValidationError(
+            f"{prefix}id: {mid!r} is not a valid id; use up to 128 characters of [A-Za-z0-9._:-]",
+            field=f"{prefix}id",
+            limit=128,
+        )
+    meta = payload.get("metadata")
+    if meta is None:
+        meta_json = "{}"
+    elif not isinstance(meta, Mapping):
+        raise ValidationError(
+            f"{prefix}metadata: expected an object, got {type(meta).__name__}",
+            field=f"{prefix}metadata",
+        )
+    else:
+        meta_json = dump_json(meta, f"{prefix}metadata", settings.max_metadata_bytes)
+    emb = payload.get("embedding")
+    ts = payload.get("ts")
+    return MemoryInput(
+        id=mid,
+        entity=entity,
+        content=_content(payload["content"], f"{prefix}content", settings.max_content_bytes),
+        type=_type(payload.get("type", "fact"), f"{prefix}type"),
+        meta_json=meta_json,
+        vec=None if emb is None else _vector(emb, f"{prefix}embedding", settings.max_dim),
+        salience=_salience(payload.get("salience", 0.5), f"{prefix}salience"),
+        ts_us=None if ts is None else to_us(ts, f"{prefix}ts"),
+        agent=check_agent(payload.get("agent", agent), f"{prefix}agent"),
+        pinned=_pinned(payload.get("pinned", False), f"{prefix}pinned"),
+        ttl=check_ttl(payload.get("ttl"), f"{prefix}ttl"),
+    )
+
+
+def memory_patch(patch: Any, settings: Settings) -> dict[str, Any]:
+    """Validate an update: only the given fields change (``metadata`` is replaced whole)."""
+    if not isinstance(patch, Mapping):
+        raise ValidationError(
+            f"changes: expected an object, got {type(patch).__name__}", field="changes"
+        )
+    _unknown(patch, PATCH_FIELDS, "")
+    if not patch:
+        raise ValidationError("changes: nothing to update", field="changes")
+    out: dict[str, Any] = {}
+    for key, value in patch.items():
+        if key == "content":
+            out["content"] = _content(value, "content", settings.max_content_bytes)
+        elif key == "type":
+            out["type"] = _type(value, "type")
+        elif key == "metadata":
+            if value is not None and not isinstance(value, Mapping):
+                raise ValidationError(
+                    f"metadata: expected an object, got {type(value).__name__}", field="metadata"
+                )
+            out["meta_json"] = dump_json(value or {}, "metadata", settings.max_metadata_bytes)
+        elif key == "embedding":
+            out["vec"] = None if value is None else _vector(value, "embedding", settings.max_dim)
+        elif key == "salience":
+            out["salience"] = _salience(value, "salience")
+        elif key == "ts":
+            out["ts_us"] = to_us(value, "ts")
+        elif key == "agent":
+            out["agent"] = check_agent(value)
+        elif key == "pinned":
+            out["pinned"] = _pinned(value, "pinned")
+        elif key == "ttl":
+            out["ttl"] = check_ttl(value, "ttl")
+    return out
