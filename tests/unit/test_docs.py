@@ -1,0 +1,25 @@
+"""Docs that can drift get a test."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+from synapsedb import Namespace, Settings
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def test_every_setting_is_documented_with_its_default() -> None:
+    text = (DOCS / "concepts.md").read_text()
+    for name, field in Settings.__dataclass_fields__.items():
+        assert (
+            f"| `{name}` | `{field.default}` |" in text or f"| `{name}` | {field.default} |" in text
+        ), name
+
+
+def test_every_public_namespace_method_is_documented() -> None:
+    text = (DOCS / "concepts.md").read_text()
+    for name, member in inspect.getmembers(Namespace, inspect.isfunction):
+        if not name.startswith("_"):
+            assert f"`{name}(" in text, name
