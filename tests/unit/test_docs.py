@@ -20,6 +20,6 @@ def test_every_setting_is_documented_with_its_default() -> None:
 
 def test_every_public_namespace_method_is_documented() -> None:
     text = (DOCS / "concepts.md").read_text()
-    for name, member in inspect.getmembers(Namespace, inspect.isfunction):
+    for name, _member in inspect.getmembers(Namespace, inspect.isfunction):
         if not name.startswith("_"):
             assert f"`{name}(" in text, name
