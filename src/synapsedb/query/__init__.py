@@ -1,0 +1,1 @@
+"""Query planning and the filter language."""
