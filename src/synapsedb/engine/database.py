@@ -84,6 +84,8 @@ class Database:
             erec = EventRec.from_row(row[1:])
             states[row[0]].add_event(erec)
             last = max(last, erec.sys_us)
+        for state in states.values():
+            state.catalog.trim()
         return last
 
     # -- public API ------------------------------------------------------------------------------

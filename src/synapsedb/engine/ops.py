@@ -116,7 +116,7 @@ class UpdateMemory(Op):
         prev = _current_memory(tx, ns, self.mid)
         _check_version(self.if_version, prev.version, f"memory {self.mid!r}")
         old_dim = tx.dim(ns)
-        vec = ch.get("vec", prev.vec)
+        vec = ch["vec"] if "vec" in ch else prev.vector()
         dim = _check_dim(tx, ns, vec if "vec" in ch else None, old_dim, "embedding")
         if "ttl" in ch:
             ttl, expires = ch["ttl"], _expires(now, ch["ttl"])
@@ -145,7 +145,7 @@ class DeleteMemory(Op):
         prev = _current_memory(tx, self.ns, self.mid)
         _check_version(self.if_version, prev.version, f"memory {self.mid!r}")
         rec = MemRec(prev.id, prev.version + 1, tx.now_us, prev.created_us, prev.entity,
-                     prev.type, prev.content, prev.meta_json, prev.vec, prev.salience,
+                     prev.type, prev.content, prev.meta_json, prev.vector(), prev.salience,
                      prev.ts_us, self.agent, prev.pinned, prev.ttl, prev.expires_us,
                      True)  # fmt: skip
         tx.add_memory(self.ns, rec)

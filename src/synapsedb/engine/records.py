@@ -7,7 +7,7 @@ mutable state with the engine.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -15,6 +15,9 @@ import orjson
 from ..ids import format_event_id
 from ..times import to_datetime
 from ..types import Event, Fact, Memory
+
+if TYPE_CHECKING:
+    from ..index.catalog import Catalog
 
 __all__ = ["EventRec", "FactRec", "MemRec"]
 
@@ -24,6 +27,7 @@ class MemRec:
 
     __slots__ = (
         "agent",
+        "cat",
         "content",
         "created_us",
         "deleted",
@@ -32,6 +36,7 @@ class MemRec:
         "id",
         "meta_json",
         "pinned",
+        "row",
         "salience",
         "sys_us",
         "ts_us",
@@ -76,15 +81,24 @@ class MemRec:
         self.ttl = ttl
         self.expires_us = expires_us
         self.deleted = deleted
+        # Set when applied to the namespace catalog, which then holds the vector (vec -> None).
+        self.row = -1
+        self.cat: Catalog | None = None
 
     def visible_at(self, t_us: int) -> bool:
         """Whether this record, being the latest version at ``t_us``, shows at ``t_us``."""
         return not self.deleted and (self.expires_us is None or t_us < self.expires_us)
 
+    def vector(self) -> np.ndarray | None:
+        """The embedding: pending records hold it; committed ones read it from the catalog."""
+        if self.vec is not None:
+            return self.vec
+        return self.cat.vector(self.row) if self.cat is not None else None
+
     @property
     def nbytes(self) -> int:
-        n = len(self.content) + len(self.meta_json)
-        return n + (self.vec.nbytes if self.vec is not None else 0)
+        vec = self.vector()
+        return len(self.content) + len(self.meta_json) + (vec.nbytes if vec is not None else 0)
 
     def to_row(self, ns: str) -> tuple[Any, ...]:
         return (
@@ -97,7 +111,7 @@ class MemRec:
             self.type,
             self.content,
             self.meta_json,
-            None if self.vec is None else self.vec.tobytes(),
+            None if (vec := self.vector()) is None else vec.tobytes(),
             self.salience,
             self.ts_us,
             self.agent,
@@ -117,6 +131,10 @@ class MemRec:
                    ts_us, agent, bool(pinned), ttl, expires_us, bool(deleted))  # fmt: skip
 
     def to_public(self) -> Memory:
+        vec = self.vector()
+        if vec is not None:
+            vec = vec.copy()
+            vec.setflags(write=False)
         return Memory(
             id=self.id,
             entity=self.entity,
@@ -133,7 +151,7 @@ class MemRec:
             created_at=to_datetime(self.created_us),
             recorded_at=to_datetime(self.sys_us),
             deleted=self.deleted,
-            embedding=self.vec,
+            embedding=vec,
         )
 
 

@@ -11,6 +11,7 @@ import bisect
 from collections.abc import Iterator
 from typing import TypeVar
 
+from ..index.catalog import Catalog
 from .records import EventRec, FactRec, MemRec
 
 __all__ = ["NamespaceState", "version_at"]
@@ -27,7 +28,7 @@ def version_at(chain: list[R], t_us: int) -> R | None:
 
 
 class NamespaceState:
-    __slots__ = ("created_us", "dim", "entity_facts", "entity_mems", "facts", "mems", "name",
+    __slots__ = ("catalog", "created_us", "dim", "entity_facts", "entity_mems", "facts", "mems", "name",
                  "stream_keys", "streams")  # fmt: skip
 
     def __init__(self, name: str, created_us: int, dim: int | None = None) -> None:
@@ -35,6 +36,7 @@ class NamespaceState:
         self.created_us = created_us
         self.dim = dim
         self.mems: dict[str, list[MemRec]] = {}
+        self.catalog = Catalog(dim)
         self.entity_mems: dict[str, list[str]] = {}
         self.facts: dict[tuple[str, str], list[FactRec]] = {}
         self.entity_facts: dict[str, list[str]] = {}
@@ -46,6 +48,7 @@ class NamespaceState:
 
     def add_memory(self, rec: MemRec) -> None:
         chain = self.mems.get(rec.id)
+        self.catalog.add(rec, chain[-1] if chain else None)  # before readers can reach rec
         if chain is None:
             self.mems[rec.id] = [rec]
             ids = self.entity_mems.get(rec.entity)

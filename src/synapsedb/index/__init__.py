@@ -1,0 +1,1 @@
+"""Per-namespace indexes: the columnar catalog, vector and keyword search."""

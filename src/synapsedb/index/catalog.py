@@ -1,0 +1,237 @@
+"""The catalog: a columnar view of every memory version of one namespace.
+
+Row ``r`` is one version that has content (tombstones add no row; they close the previous one).
+Each row carries its system-time visibility interval ``[from_us, to_us)`` and its expiry, so the
+rows visible at any moment T are one vectorized expression::
+
+    (from_us <= T) & (T < to_us) & (T < exp_us)
+
+plus columns for the built-in filter fields, the vectors (one float32 matrix; the only copy the
+engine keeps) and inverted postings of metadata values. Queries turn visibility and filters into
+boolean masks over rows and hand them to the vector and keyword indexes.
+
+Concurrency: only the commit leader writes. It fills row ``n`` in spare capacity and only then
+bumps ``n``; growth allocates new arrays, copies, and swaps them in. Readers take ``n`` first and
+slice every array to it, so they see a consistent prefix.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import orjson
+
+if TYPE_CHECKING:
+    from ..engine.records import MemRec
+
+__all__ = ["INF", "Catalog", "meta_key"]
+
+INF = np.iinfo(np.int64).max
+_NO_AGENT = -1
+
+
+def meta_key(value: Any) -> tuple[str, Any] | None:
+    """The postings key of a scalar metadata value (numbers of equal value share a key)."""
+    if value is None:
+        return ("null", None)
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        return ("num", float(value))
+    if isinstance(value, str):
+        return ("str", value)
+    return None
+
+
+def _flatten(
+    obj: Mapping[str, Any], prefix: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], str, Any]]:
+    """Yield (path, role, key) postings: role "x" = path exists, "v" = scalar value,
+    "e" = element of an array value."""
+    for k, v in obj.items():
+        path = (*prefix, k)
+        yield path, "x", None
+        if isinstance(v, Mapping):
+            yield from _flatten(v, path)
+        elif isinstance(v, list):
+            for item in v:
+                key = meta_key(item)
+                if key is not None:
+                    yield path, "e", key
+        else:
+            key = meta_key(v)
+            if key is not None:
+                yield path, "v", key
+
+
+class Codes:
+    """String <-> small int dictionary for a categorical column."""
+
+    __slots__ = ("codes", "names")
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+        self.names: list[str] = []
+
+    def code(self, name: str) -> int:
+        c = self.codes.get(name)
+        if c is None:
+            c = self.codes[name] = len(self.names)
+            self.names.append(name)
+        return c
+
+
+class Catalog:
+    __slots__ = (
+        "agent",
+        "agents",
+        "dim",
+        "entities",
+        "entity",
+        "exp_us",
+        "from_us",
+        "has_vec",
+        "inv_norm",
+        "meta_post",
+        "n",
+        "n_ttl",
+        "pinned",
+        "recs",
+        "salience",
+        "to_us",
+        "ts_us",
+        "type",
+        "types",
+        "vectors",
+    )
+
+    def __init__(self, dim: int | None = None) -> None:
+        self.n = 0
+        self.dim = dim
+        self.recs: list[MemRec] = []
+        self.entities, self.types, self.agents = Codes(), Codes(), Codes()
+        self.from_us = np.zeros(0, np.int64)
+        self.to_us = np.zeros(0, np.int64)
+        self.exp_us = np.zeros(0, np.int64)
+        self.ts_us = np.zeros(0, np.int64)
+        self.salience = np.zeros(0, np.float64)
+        self.entity = np.zeros(0, np.int32)
+        self.type = np.zeros(0, np.int32)
+        self.agent = np.zeros(0, np.int32)
+        self.pinned = np.zeros(0, bool)
+        self.has_vec = np.zeros(0, bool)
+        self.inv_norm = np.zeros(0, np.float32)
+        self.vectors: np.ndarray | None = None
+        # (path, role) -> {key: rows}
+        self.meta_post: dict[tuple[tuple[str, ...], str], dict[Any, array[int]]] = {}
+        self.n_ttl = 0
+
+    @property
+    def capacity(self) -> int:
+        return int(self.from_us.shape[0])
+
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` more rows (exactly, when growing from empty)."""
+        need = self.n + rows
+        cap = self.capacity
+        if need <= cap:
+            return
+        new_cap = max(need, int(cap * 1.5))
+        for name in ("from_us", "to_us", "exp_us", "ts_us", "salience", "entity", "type",
+                     "agent", "pinned", "has_vec", "inv_norm"):  # fmt: skip
+            old = getattr(self, name)
+            grown = np.zeros(new_cap, old.dtype)
+            grown[: self.n] = old[: self.n]
+            setattr(self, name, grown)
+        if self.vectors is not None:
+            grown_v = np.zeros((new_cap, self.vectors.shape[1]), np.float32)
+            grown_v[: self.n] = self.vectors[: self.n]
+            self.vectors = grown_v
+
+    def trim(self) -> None:
+        """Drop spare capacity (after a bulk load, when no more rows are expected soon)."""
+        if self.capacity == self.n:
+            return
+        for name in ("from_us", "to_us", "exp_us", "ts_us", "salience", "entity", "type",
+                     "agent", "pinned", "has_vec", "inv_norm"):  # fmt: skip
+            setattr(self, name, getattr(self, name)[: self.n].copy())
+        if self.vectors is not None:
+            self.vectors = self.vectors[: self.n].copy()
+
+    def _ensure_vectors(self, dim: int) -> None:
+        if self.vectors is None:
+            self.dim = dim
+            self.vectors = np.zeros((self.capacity, dim), np.float32)
+
+    def add(self, rec: MemRec, prev: MemRec | None) -> None:
+        """Record a committed version: close ``prev``'s row; add a row unless a tombstone."""
+        if prev is not None and prev.row >= 0 and self.to_us[prev.row] == INF:
+            self.to_us[prev.row] = rec.sys_us
+        if rec.deleted:
+            rec.row = prev.row if prev is not None else -1
+            rec.vec = None
+            return
+        self.reserve(1)
+        r = self.n
+        self.from_us[r] = rec.sys_us
+        self.to_us[r] = INF
+        if rec.expires_us is None:
+            self.exp_us[r] = INF
+        else:
+            self.exp_us[r] = rec.expires_us
+            self.n_ttl += 1
+        self.ts_us[r] = rec.ts_us
+        self.salience[r] = rec.salience
+        self.entity[r] = self.entities.code(rec.entity)
+        self.type[r] = self.types.code(rec.type)
+        self.agent[r] = _NO_AGENT if rec.agent is None else self.agents.code(rec.agent)
+        self.pinned[r] = rec.pinned
+        vec = rec.vec
+        if vec is not None:
+            self._ensure_vectors(int(vec.shape[0]))
+            assert self.vectors is not None
+            self.vectors[r] = vec
+            norm = float(np.linalg.norm(vec))
+            self.inv_norm[r] = 1.0 / norm if norm > 0 else 0.0
+            self.has_vec[r] = True
+        if rec.meta_json != "{}":
+            for path, role, key in _flatten(orjson.loads(rec.meta_json), ()):
+                bucket = self.meta_post.setdefault((path, role), {})
+                rows = bucket.get(key)
+                if rows is None:
+                    bucket[key] = array("i", (r,))
+                else:
+                    rows.append(r)
+        self.recs.append(rec)
+        rec.row = r
+        rec.cat = self
+        rec.vec = None
+        self.n = r + 1  # publish last
+
+    # -- reads -----------------------------------------------------------------------------------
+
+    def vector(self, row: int) -> np.ndarray | None:
+        if row < 0 or not self.has_vec[row] or self.vectors is None:
+            return None
+        return self.vectors[row]
+
+    def visible(self, t_us: int, n: int | None = None) -> np.ndarray:
+        """Boolean mask of the rows visible at ``t_us``."""
+        n = self.n if n is None else n
+        mask = (self.from_us[:n] <= t_us) & (self.to_us[:n] > t_us)
+        if self.n_ttl:
+            mask &= self.exp_us[:n] > t_us
+        return mask
+
+    def rows_mask(self, rows: array[int] | list[int], n: int) -> np.ndarray:
+        mask = np.zeros(n, bool)
+        if len(rows):
+            idx = np.array(rows, dtype=np.int64)
+            mask[idx[idx < n]] = True
+        return mask
+
+    def postings(self, path: tuple[str, ...], role: str) -> dict[Any, array[int]]:
+        return self.meta_post.get((path, role), {})

@@ -1,0 +1,126 @@
+"""Vectorized filter evaluation: a parsed filter becomes a boolean mask over catalog rows.
+
+Same semantics as :func:`synapsedb.query.filters.matches` (the property tests hold them equal),
+computed from columns and metadata postings instead of one record at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from ..index.catalog import Catalog, Codes, meta_key
+from .filters import And, Cond, Node, Not, Or, compare
+
+__all__ = ["filter_mask"]
+
+IdRows = Callable[[str], Iterable[int]]
+
+
+def filter_mask(node: Node, cat: Catalog, n: int, id_rows: IdRows) -> np.ndarray:
+    if isinstance(node, And):
+        mask = filter_mask(node.parts[0], cat, n, id_rows)
+        for part in node.parts[1:]:
+            mask &= filter_mask(part, cat, n, id_rows)
+        return mask
+    if isinstance(node, Or):
+        mask = filter_mask(node.parts[0], cat, n, id_rows)
+        for part in node.parts[1:]:
+            mask |= filter_mask(part, cat, n, id_rows)
+        return mask
+    if isinstance(node, Not):
+        return ~filter_mask(node.part, cat, n, id_rows)
+    if isinstance(node.field, tuple):
+        return _meta(node, cat, n)
+    return _builtin(node, cat, n, id_rows)
+
+
+def _codes_where(codes: Codes, pred: Callable[[str], bool]) -> list[int]:
+    return [c for c, name in enumerate(list(codes.names)) if pred(name)]
+
+
+def _categorical(col: np.ndarray, codes: Codes, node: Cond, missing: int | None) -> np.ndarray:
+    op, want = node.op, node.value
+    if op == "$exists":
+        present = np.ones(col.shape[0], bool) if missing is None else col != missing
+        return present if want else ~present
+    if op in ("$eq", "$ne"):
+        c = codes.codes.get(want)
+        eq = col == c if c is not None else np.zeros(col.shape[0], bool)
+        return eq if op == "$eq" else ~eq
+    if op in ("$in", "$nin"):
+        cs = [codes.codes[w] for w in want if w in codes.codes]
+        hit = np.isin(col, cs)
+        return hit if op == "$in" else ~hit
+    # $contains and range operators: decided on the (small) vocabulary of names
+    cs = _codes_where(codes, lambda name: compare(op, name, want))
+    return np.isin(col, cs)
+
+
+def _builtin(node: Cond, cat: Catalog, n: int, id_rows: IdRows) -> np.ndarray:
+    name, op, want = node.field, node.op, node.value
+    if name == "entity":
+        return _categorical(cat.entity[:n], cat.entities, node, None)
+    if name == "type":
+        return _categorical(cat.type[:n], cat.types, node, None)
+    if name == "agent":
+        return _categorical(cat.agent[:n], cat.agents, node, -1)
+    if name == "id":
+        if op == "$exists":
+            return np.full(n, bool(want))
+        if op in ("$eq", "$ne", "$in", "$nin"):
+            wanted = (want,) if op in ("$eq", "$ne") else want
+            rows = [r for mid in wanted for r in id_rows(mid)]
+            hit = cat.rows_mask(rows, n)
+            return hit if op in ("$eq", "$in") else ~hit
+        return np.fromiter(
+            (compare(op, cat.recs[r].id, want) for r in range(n)), dtype=bool, count=n
+        )
+    col: np.ndarray = {"ts": cat.ts_us, "salience": cat.salience, "pinned": cat.pinned}[name][:n]
+    if op == "$exists":
+        return np.full(n, bool(want))
+    if op == "$eq":
+        return col == want
+    if op == "$ne":
+        return col != want
+    if op in ("$in", "$nin"):
+        hit = np.isin(col, list(want))
+        return hit if op == "$in" else ~hit
+    if name == "pinned":  # no ordering on booleans
+        return np.zeros(n, bool)
+    return {"$gt": np.greater, "$gte": np.greater_equal, "$lt": np.less, "$lte": np.less_equal}[op](
+        col, want
+    )
+
+
+def _rows_for_keys(bucket: dict[Any, Any], keys: Iterable[Any]) -> list[int]:
+    out: list[int] = []
+    for key in keys:
+        rows = bucket.get(key)
+        if rows is not None:
+            out.extend(rows)
+    return out
+
+
+def _meta(node: Cond, cat: Catalog, n: int) -> np.ndarray:
+    path = node.field[1:]
+    op, want = node.op, node.value
+    if op == "$exists":
+        present = cat.rows_mask(cat.postings(path, "x").get(None, ()), n)
+        return present if want else ~present
+    values = cat.postings(path, "v")
+    if op in ("$eq", "$ne", "$in", "$nin"):
+        wanted = (want,) if op in ("$eq", "$ne") else want
+        hit = cat.rows_mask(_rows_for_keys(values, (meta_key(w) for w in wanted)), n)
+        return hit if op in ("$eq", "$in") else ~hit
+    if op == "$contains":
+        rows = _rows_for_keys(cat.postings(path, "e"), (meta_key(want),))
+        if isinstance(want, str):
+            keys = [k for k in list(values) if k[0] == "str" and want in k[1]]
+            rows.extend(_rows_for_keys(values, keys))
+        return cat.rows_mask(rows, n)
+    kind = "str" if isinstance(want, str) else "num"
+    keys = [k for k in list(values) if k[0] == kind and compare(op, k[1], want)]
+    return cat.rows_mask(_rows_for_keys(values, keys), n)
