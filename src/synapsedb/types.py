@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BUILTIN_TYPES", "Event", "Fact", "Memory", "Stats"]
+__all__ = ["BUILTIN_TYPES", "Event", "Fact", "Hit", "Memory", "QueryResult", "Stats"]
 
 BUILTIN_TYPES = (
     "fact",
@@ -100,3 +100,46 @@ class Stats:
     events: int
     bytes: int
     dim: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One query result: a memory version and its score.
+
+    ``duplicates`` lists the ids of near-identical hits that were collapsed into this one;
+    ``explanation`` (with ``explain=True``) holds each scoring component.
+    """
+
+    id: str
+    entity: str
+    content: str
+    type: str
+    metadata: dict[str, Any]
+    ts: datetime
+    version: int
+    score: float
+    agent: str | None = None
+    salience: float = 0.5
+    duplicates: tuple[str, ...] = ()
+    explanation: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """What ``query`` returns: the ranked hits and the query's id (for lineage).
+
+    Iterating, indexing and ``len`` act on ``hits``.
+    """
+
+    query_id: str
+    hits: list[Hit]
+    entity: str | None = None
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __getitem__(self, i: int) -> Hit:
+        return self.hits[i]

@@ -26,6 +26,7 @@ __all__ = [
     "check_key",
     "check_namespace",
     "check_ttl",
+    "check_vector",
     "check_version",
     "dump_json",
     "memory_input",
@@ -177,7 +178,7 @@ def _content(value: Any, field: str, limit: int) -> str:
     return value
 
 
-def _vector(value: Any, field: str, max_dim: int) -> np.ndarray:
+def check_vector(value: Any, field: str, max_dim: int) -> np.ndarray:
     if isinstance(value, str | bytes) or not hasattr(value, "__len__"):
         raise ValidationError(f"{field}: expected a list of numbers", field=field)
     try:
@@ -297,7 +298,7 @@ def memory_input(
         content=_content(payload["content"], f"{prefix}content", settings.max_content_bytes),
         type=_type(payload.get("type", "fact"), f"{prefix}type"),
         meta_json=meta_json,
-        vec=None if emb is None else _vector(emb, f"{prefix}embedding", settings.max_dim),
+        vec=None if emb is None else check_vector(emb, f"{prefix}embedding", settings.max_dim),
         salience=_salience(payload.get("salience", 0.5), f"{prefix}salience"),
         ts_us=None if ts is None else to_us(ts, f"{prefix}ts"),
         agent=check_agent(payload.get("agent", agent), f"{prefix}agent"),
@@ -328,7 +329,9 @@ def memory_patch(patch: Any, settings: Settings) -> dict[str, Any]:
                 )
             out["meta_json"] = dump_json(value or {}, "metadata", settings.max_metadata_bytes)
         elif key == "embedding":
-            out["vec"] = None if value is None else _vector(value, "embedding", settings.max_dim)
+            out["vec"] = (
+                None if value is None else check_vector(value, "embedding", settings.max_dim)
+            )
         elif key == "salience":
             out["salience"] = _salience(value, "salience")
         elif key == "ts":

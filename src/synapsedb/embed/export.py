@@ -25,6 +25,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -71,7 +72,7 @@ class ExportResult:
     tokenizer_path: Path
     size_bytes: int
     seconds: float
-    source_sha256: str
+    source_sha256: str  # of model.safetensors; "" when nothing was exported
     exported: bool  # False when an up-to-date file was already there
 
 
@@ -179,7 +180,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def _dir_lock(folder: Path):  # type: ignore[no-untyped-def]
+def _dir_lock(folder: Path) -> Iterator[None]:
     """Serialize exports into one folder across threads and (on POSIX) processes."""
     with _export_lock:
         try:
@@ -201,7 +202,7 @@ def read_export_version(model_path: Path) -> str | None:
 
     try:
         meta = onnx.load(str(model_path), load_external_data=False).metadata_props
-    except Exception:
+    except Exception:  # missing, truncated or not ONNX at all: treat as stale
         return None
     return next((p.value for p in meta if p.key == "synapsedb.export_version"), None)
 

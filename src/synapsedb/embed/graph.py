@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -44,18 +45,18 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
 
     @classmethod
-    def from_hf(cls, cfg: Mapping[str, object]) -> BertConfig:
+    def from_hf(cls, cfg: Mapping[str, Any]) -> BertConfig:
         """Read a Hugging Face ``config.json`` dict; reject anything this builder can't mirror."""
         if cfg.get("hidden_act", "gelu") != "gelu":
             raise ValueError(f"unsupported hidden_act {cfg.get('hidden_act')!r}")
         if cfg.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError("only absolute position embeddings are supported")
         return cls(
-            hidden_size=int(cfg["hidden_size"]),  # type: ignore[call-overload]
-            num_layers=int(cfg["num_hidden_layers"]),  # type: ignore[call-overload]
-            num_heads=int(cfg["num_attention_heads"]),  # type: ignore[call-overload]
-            intermediate_size=int(cfg["intermediate_size"]),  # type: ignore[call-overload]
-            layer_norm_eps=float(cfg["layer_norm_eps"]),  # type: ignore[arg-type]
+            hidden_size=int(cfg["hidden_size"]),
+            num_layers=int(cfg["num_hidden_layers"]),
+            num_heads=int(cfg["num_attention_heads"]),
+            intermediate_size=int(cfg["intermediate_size"]),
+            layer_norm_eps=float(cfg["layer_norm_eps"]),
         )
 
 

@@ -26,9 +26,29 @@ from .export import (
     resolve_model_dir,
 )
 
-__all__ = ["OnnxMiniLM"]
+__all__ = ["OnnxMiniLM", "plan_batches"]
 
 log = logging.getLogger("synapsedb.embed")
+
+
+def plan_batches(sorted_lengths: np.ndarray, batch_size: int, max_tokens: int) -> list[slice]:
+    """Cut ascending token counts into mini-batches that waste little padding.
+
+    A batch closes when it holds ``batch_size`` texts, when padding the next text's length would
+    exceed ``max_tokens`` token slots, or when the next text is much longer than the batch's
+    first (``> 1.3 * first + 8`` tokens). Each batch is then padded to its own longest text.
+    """
+    cuts: list[slice] = []
+    start = 0
+    for i in range(1, len(sorted_lengths) + 1):
+        if i < len(sorted_lengths):
+            n, rows = int(sorted_lengths[i]), i - start + 1
+            fits = rows <= batch_size and rows * n <= max_tokens
+            if fits and n <= 1.3 * int(sorted_lengths[start]) + 8:
+                continue
+        cuts.append(slice(start, i))
+        start = i
+    return cuts
 
 
 def _check_texts(texts: object) -> list[str]:
@@ -67,9 +87,11 @@ class OnnxMiniLM:
         *,
         intra_op_num_threads: int = 2,
         batch_size: int = 32,
+        max_batch_tokens: int = 4096,
     ) -> None:
         self.intra_op_num_threads = _positive_int(intra_op_num_threads, "intra_op_num_threads")
         self.batch_size = _positive_int(batch_size, "batch_size")
+        self.max_batch_tokens = _positive_int(max_batch_tokens, "max_batch_tokens")
         self.model_dir = resolve_model_dir(model_dir)
         self.model_path = self.model_dir / MODEL_FILE
         self.tokenizer_path = self.model_dir / TOKENIZER_FILE
@@ -108,7 +130,18 @@ class OnnxMiniLM:
     def _load_session(self) -> ort.InferenceSession:
         if not (self.model_path.is_file() and self.tokenizer_path.is_file()):
             self._export("missing")
-        session = self._open()
+        try:
+            session = self._open()
+        except Exception as e:  # a damaged file: rebuild it (export re-reads its version)
+            self._export(f"unreadable ({type(e).__name__})")
+            try:
+                session = self._open()
+            except Exception as again:
+                raise SynapseError(
+                    f"onnxruntime {ort.__version__} cannot load {self.model_path}: {again} "
+                    "(the model needs onnxruntime >= 1.22 for 8-bit MatMulNBits)",
+                    path=str(self.model_path),
+                ) from again
         found = session.get_modelmeta().custom_metadata_map.get("synapsedb.export_version")
         if found != EXPORT_VERSION:
             self._export(f"is export version {found}, not {EXPORT_VERSION}")
@@ -118,8 +151,9 @@ class OnnxMiniLM:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: float32 ``(len(texts), 384)``, rows of unit L2 norm.
 
-        Texts are sorted by token count and run in mini-batches of ``batch_size`` padded to their
-        own longest text, so short texts don't pay for long ones.
+        Texts are sorted by token count and run in mini-batches (:func:`plan_batches`) padded to
+        their own longest text, so short texts don't pay for long ones. A text's vector does not
+        depend on the other texts in the call.
         """
         items = _check_texts(texts)
         out = np.zeros((len(items), self.dim), np.float32)
@@ -128,16 +162,16 @@ class OnnxMiniLM:
         encodings = self._tokenizer.encode_batch(items)
         lengths = np.array([len(e.ids) for e in encodings])
         order = np.argsort(lengths, kind="stable")
-        for start in range(0, len(items), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            width = int(lengths[idx].max())
-            ids = np.zeros((len(idx), width), np.int64)
-            mask = np.zeros((len(idx), width), np.int64)
-            for row, i in enumerate(idx):
+        for idx in plan_batches(lengths[order], self.batch_size, self.max_batch_tokens):
+            rows = order[idx]
+            width = int(lengths[rows].max())
+            ids = np.zeros((len(rows), width), np.int64)
+            mask = np.zeros((len(rows), width), np.int64)
+            for r, i in enumerate(rows):
                 n = int(lengths[i])
-                ids[row, :n] = encodings[i].ids
-                mask[row, :n] = 1
-            out[idx] = self._pool(ids, mask)
+                ids[r, :n] = encodings[i].ids
+                mask[r, :n] = 1
+            out[rows] = self._pool(ids, mask)
         return out
 
     def _pool(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -8,9 +8,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..clock import Clock, SystemClock
 from ..config import Settings
-from ..errors import ClosedError, StorageError
+from ..errors import ClosedError, StorageError, ValidationError
+from ..query.executor import Fusion
 from ..storage.sqlite import SQLiteStorage
 from ..validation import check_agent, check_namespace
 from .namespace import Namespace
@@ -40,6 +43,7 @@ class Database:
             (settings or Settings()).replace(**overrides) if overrides else (settings or Settings())
         )
         self.clock: Clock = clock or SystemClock()
+        self.fusion = Fusion()
         self.path = Path(path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -142,6 +146,17 @@ class Database:
     def _now_us(self) -> int:
         """The present for reads: never before the last committed change."""
         return max(self.clock.now_us(), self._writer.last_us)
+
+    def _embed_query(
+        self, text: str, state: NamespaceState, *, required: bool = True
+    ) -> np.ndarray | None:
+        """Embed query text with the configured embedder (None when there is none)."""
+        if required:
+            raise ValidationError(
+                "embedding: no embedder is configured; pass embedding= or use mode='keyword'",
+                field="embedding",
+            )
+        return None
 
     def _state(self, ns: str) -> NamespaceState | None:
         self._check_open()

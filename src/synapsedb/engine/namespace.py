@@ -16,14 +16,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..errors import NotFoundError, ValidationError
-from ..ids import parse_event_id
+from ..ids import new_memory_id, parse_event_id
+from ..index.keyword import analyze
+from ..query.executor import QuerySpec, execute
+from ..query.filters import parse_filter
 from ..times import TimeLike, to_us
-from ..types import Event, Fact, Memory, Stats
+from ..types import Event, Fact, Memory, QueryResult, Stats
 from ..validation import (
     check_agent,
     check_entity,
     check_key,
     check_ttl,
+    check_vector,
     check_version,
     dump_json,
     memory_input,
@@ -39,6 +43,9 @@ if TYPE_CHECKING:
 __all__ = ["Namespace"]
 
 MAX_LIMIT = 10_000
+MAX_K = 1000
+MODES = ("hybrid", "vector", "keyword")
+_TRIM = ".,;:!?\"'()[]{}"
 EVENT_FIELDS = frozenset(
     {"content", "data", "ts", "agent", "salience", "metadata", "embedding", "pinned", "ttl"}
 )
@@ -264,6 +271,111 @@ class Namespace:
             )
         return out
 
+    # -- retrieval ------------------------------------------------------------------------------
+
+    def query(
+        self,
+        text: str | None = None,
+        *,
+        embedding: Sequence[float] | None = None,
+        entity: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        k: int = 10,
+        mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
+        as_of: TimeLike | None = None,
+        min_score: float | None = None,
+        types: Iterable[str] | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
+        dedup: bool = True,
+        explain: bool = False,
+    ) -> QueryResult:
+        """Find memories by meaning and keywords, inside filters, as of any moment.
+
+        ``text`` is embedded (when an embedder is configured) and matched by BM25; an
+        ``embedding`` given by the caller is used as is. An entity named in the text (a token
+        like ``user:4321`` that exists in the namespace) scopes the search to that entity and is
+        not searched as text; ``entity=`` wins. ``filter`` uses the filter language
+        (docs/concepts.md); ``types``, ``since`` <= ts < ``until`` are shorthands. Near-identical
+        hits (cosine >= 0.95, or the same text) collapse into the best one (``duplicates``).
+        """
+        t = self._time(as_of)
+        if text is not None and not isinstance(text, str):
+            raise ValidationError(
+                f"text: expected a string, got {type(text).__name__}", field="text"
+            )
+        if mode not in MODES:
+            raise ValidationError(
+                f"mode: expected one of {', '.join(MODES)}, got {mode!r}", field="mode"
+            )
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise ValidationError(
+                f"k: expected an integer from 1 to {MAX_K}, got {k!r}", field="k", limit=MAX_K
+            )
+        if min_score is not None and (
+            isinstance(min_score, bool) or not isinstance(min_score, int | float)
+        ):
+            raise ValidationError("min_score: expected a number", field="min_score")
+        if not isinstance(dedup, bool) or not isinstance(explain, bool):
+            raise ValidationError(
+                "dedup, explain: expected true or false",
+                field="dedup" if not isinstance(dedup, bool) else "explain",
+            )
+        qvec = (
+            None
+            if embedding is None
+            else check_vector(embedding, "embedding", self._db.settings.max_dim)
+        )
+        node = parse_filter(filter)
+        wanted = _types(types)
+        since_us = None if since is None else to_us(since, "since")
+        until_us = None if until is None else to_us(until, "until")
+        if entity is not None:
+            entity = check_entity(entity)
+        state = self._db._state(self.name)
+        qid = new_memory_id(self._db._now_us())
+        if state is None:
+            return QueryResult(qid, [], entity)
+        cat = state.catalog
+        if qvec is not None and cat.dim is not None and qvec.shape[0] != cat.dim:
+            raise ValidationError(
+                f"embedding: namespace {self.name!r} holds {cat.dim}-dimensional embeddings, "
+                f"got {qvec.shape[0]}",
+                field="embedding",
+                limit=cat.dim,
+            )
+        if text is not None and entity is None:
+            text, entity = _scope_entity(text, cat.entities.codes)
+        if mode == "vector" and qvec is None and text is not None:
+            qvec = self._db._embed_query(text, state)
+        elif mode == "hybrid" and qvec is None and text is not None:
+            qvec = self._db._embed_query(text, state, required=False)
+        if mode == "vector" and qvec is None:
+            raise ValidationError(
+                "embedding: mode='vector' needs an embedding or an embedder for the text",
+                field="embedding",
+            )
+        spec = QuerySpec(
+            terms=analyze(text) if text and mode != "vector" else [],
+            qvec=qvec,
+            mode=mode,
+            k=k,
+            t_us=t,
+            entity=entity,
+            filter=node,
+            types=wanted,
+            since_us=since_us,
+            until_us=until_us,
+            min_score=None if min_score is None else float(min_score),
+            dedup=dedup,
+            explain=explain,
+            fusion=self._db.fusion,
+        )
+        hits = execute(
+            cat, spec, lambda mid: [r.row for r in state.mems.get(mid, ()) if r.row >= 0]
+        )
+        return QueryResult(qid, hits, entity)
+
     # -- KV facts -------------------------------------------------------------------------------
 
     def set(
@@ -449,6 +561,17 @@ def _id(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ValidationError(f"id: expected a memory id string, got {value!r}", field="id")
     return value
+
+
+def _scope_entity(text: str, entities: Mapping[str, int]) -> tuple[str, str | None]:
+    """Find a token naming an existing entity; return the text without it and the entity."""
+    words = text.split()
+    for i, word in enumerate(words):
+        token = word.strip(_TRIM)
+        if token in entities:
+            rest = " ".join(words[:i] + words[i + 1 :])
+            return rest, token
+    return text, None
 
 
 def _types(types: Iterable[str] | None) -> frozenset[str] | None:

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
+from .keyword import KeywordIndex, analyze
+
 if TYPE_CHECKING:
     from ..engine.records import MemRec
 
@@ -95,6 +97,7 @@ class Catalog:
         "from_us",
         "has_vec",
         "inv_norm",
+        "keywords",
         "meta_post",
         "n",
         "n_ttl",
@@ -128,6 +131,7 @@ class Catalog:
         # (path, role) -> {key: rows}
         self.meta_post: dict[tuple[tuple[str, ...], str], dict[Any, array[int]]] = {}
         self.n_ttl = 0
+        self.keywords = KeywordIndex()
 
     @property
     def capacity(self) -> int:
@@ -205,6 +209,7 @@ class Catalog:
                     bucket[key] = array("i", (r,))
                 else:
                     rows.append(r)
+        self.keywords.add(r, analyze(rec.content))
         self.recs.append(rec)
         rec.row = r
         rec.cat = self
