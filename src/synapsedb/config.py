@@ -39,6 +39,17 @@ class Settings:
         default=10_000, metadata={"doc": "most memories accepted by one write_many call"}
     )
     max_dim: int = field(default=4096, metadata={"doc": "largest embedding dimension"})
+    hnsw_threshold: int = field(
+        default=20_000,
+        metadata={"doc": "rows (memory versions) from which a namespace gets an HNSW index"},
+    )
+    hnsw_m: int = field(default=16, metadata={"doc": "HNSW graph degree (M)"})
+    hnsw_ef_construction: int = field(
+        default=100, metadata={"doc": "HNSW build-time candidate list size"}
+    )
+    hnsw_ef_search: int = field(
+        default=100, metadata={"doc": "HNSW query-time candidate list size (at least k)"}
+    )
     group_commit_max: int = field(
         default=2_000, metadata={"doc": "most rows the writer thread puts in one transaction"}
     )

@@ -16,6 +16,7 @@ from ..errors import ClosedError, StorageError, ValidationError
 from ..query.executor import Fusion
 from ..storage.sqlite import SQLiteStorage
 from ..validation import check_agent, check_namespace
+from .indexer import Indexer
 from .namespace import Namespace
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
@@ -59,13 +60,16 @@ class Database:
         except BaseException:
             os.close(self._lock_fd)
             raise
+        self._indexer = Indexer(self._states, self.settings, self.path / "indexes")
         self._writer = Writer(
             self._storage,
             self._states,
             self.clock,
             last_us=last_us,
             max_rows=self.settings.group_commit_max,
+            on_commit=lambda rows, seconds: self._indexer.wake(),
         )
+        self._indexer.start()
 
     def _load(self) -> int:
         """Rebuild the in-memory state from storage; returns the latest system time seen."""
@@ -116,9 +120,19 @@ class Database:
             self._closed = True
         try:
             self._writer.close()
+            self._indexer.close()
             self._storage.close()
         finally:
             os.close(self._lock_fd)
+
+    def wait_for_indexes(self, timeout: float | None = None) -> bool:
+        """Block until background indexing has caught up with every write (False on timeout).
+
+        Queries never need this (rows not yet in an HNSW graph are searched exactly); it is for
+        benchmarks and operations that want steady-state speed.
+        """
+        self._check_open()
+        return self._indexer.wait(timeout)
 
     @property
     def closed(self) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import TypeVar
 
 from ..index.catalog import Catalog
+from ..index.hnsw import HnswIndex
 from .records import EventRec, FactRec, MemRec
 
 __all__ = ["NamespaceState", "version_at"]
@@ -28,8 +29,19 @@ def version_at(chain: list[R], t_us: int) -> R | None:
 
 
 class NamespaceState:
-    __slots__ = ("catalog", "created_us", "dim", "entity_facts", "entity_mems", "facts", "mems", "name",
-                 "stream_keys", "streams")  # fmt: skip
+    __slots__ = (
+        "catalog",
+        "created_us",
+        "dim",
+        "entity_facts",
+        "entity_mems",
+        "facts",
+        "hnsw",
+        "mems",
+        "name",
+        "stream_keys",
+        "streams",
+    )  # fmt: skip
 
     def __init__(self, name: str, created_us: int, dim: int | None = None) -> None:
         self.name = name
@@ -37,6 +49,7 @@ class NamespaceState:
         self.dim = dim
         self.mems: dict[str, list[MemRec]] = {}
         self.catalog = Catalog(dim)
+        self.hnsw: HnswIndex | None = None  # set by the indexer for large namespaces
         self.entity_mems: dict[str, list[str]] = {}
         self.facts: dict[tuple[str, str], list[FactRec]] = {}
         self.entity_facts: dict[str, list[str]] = {}

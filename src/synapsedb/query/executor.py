@@ -15,6 +15,7 @@ import numpy as np
 import orjson
 
 from ..index.catalog import Catalog
+from ..index.hnsw import HnswIndex
 from ..times import to_datetime
 from ..types import Hit
 from .filters import Node
@@ -90,34 +91,71 @@ def _top(scores: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.n
     return rows[order], scores[order]
 
 
-def vector_candidates(
-    cat: Catalog, qvec: np.ndarray, allowed: np.ndarray, k: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Exact cosine top ``k`` among allowed rows that have a vector."""
-    n = allowed.shape[0]
-    vectors = cat.vectors
-    if vectors is None:
-        return np.zeros(0, np.int64), np.zeros(0, np.float32)
-    rows = np.flatnonzero(allowed & cat.has_vec[:n])
-    if rows.shape[0] == 0:
-        return rows, np.zeros(0, np.float32)
-    qn = float(np.linalg.norm(qvec)) or 1.0
-    q = (qvec / qn).astype(np.float32)
-    if rows.shape[0] * 4 < n:  # selective: gather the allowed rows
-        sims = (vectors[rows] @ q) * cat.inv_norm[rows]
-    else:  # broad: one pass over the prefix, then keep the allowed rows
-        sims = ((vectors[:n] @ q) * cat.inv_norm[:n])[rows]
+EXACT_GATHER = 4096  # up to this many allowed rows, exact search beats the graph
+
+
+def _exact(cat: Catalog, q: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    assert cat.vectors is not None
+    sims = (cat.vectors[rows] @ q) * cat.inv_norm[rows]
     return _top(sims, rows, k)
 
 
-def execute(cat: Catalog, spec: QuerySpec, id_rows: Callable[[str], Iterable[int]]) -> list[Hit]:
+def vector_candidates(
+    cat: Catalog, qvec: np.ndarray, allowed: np.ndarray, k: int, hnsw: HnswIndex | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cosine top ``k`` among allowed rows that have a vector.
+
+    Exact while the namespace is small or the filter selective; otherwise the HNSW graph covers
+    its prefix of rows (over-fetching by the inverse of the allowed share, then a filtered graph
+    search if that was not enough) and the rows after the prefix are scanned exactly.
+    """
+    n = allowed.shape[0]
+    if cat.vectors is None:
+        return np.zeros(0, np.int64), np.zeros(0, np.float32)
+    ok = allowed & cat.has_vec[:n]
+    qn = float(np.linalg.norm(qvec)) or 1.0
+    q = (qvec / qn).astype(np.float32)
+    h = min(hnsw.count, n) if hnsw is not None else 0
+    allowed_in_graph = int(ok[:h].sum()) if h else 0
+    if allowed_in_graph <= EXACT_GATHER:
+        rows = np.flatnonzero(ok)
+        if rows.shape[0] == 0:
+            return rows, np.zeros(0, np.float32)
+        if rows.shape[0] * 4 < n:  # selective: gather the allowed rows
+            return _exact(cat, q, rows, k)
+        sims = ((cat.vectors[:n] @ q) * cat.inv_norm[:n])[rows]
+        return _top(sims, rows, k)
+    assert hnsw is not None
+    share = allowed_in_graph / h
+    want = min(h, int(k / share * 2) + 16)
+    labels, sims = hnsw.search(q, want, max(hnsw.ef_search, want))
+    keep = (labels < h) & ok[np.minimum(labels, n - 1)]
+    if int(keep.sum()) < min(k, allowed_in_graph) and want < h:
+        labels, sims = hnsw.search(
+            q, k, max(hnsw.ef_search, k), allowed=lambda label: label < h and bool(ok[label])
+        )
+        keep = np.ones(labels.shape[0], bool)
+    g_rows, g_sims = labels[keep], sims[keep]
+    tail = np.flatnonzero(ok[h:]) + h
+    if tail.shape[0]:
+        t_rows, t_sims = _exact(cat, q, tail, k)
+        g_rows, g_sims = np.concatenate([g_rows, t_rows]), np.concatenate([g_sims, t_sims])
+    return _top(g_sims, g_rows, k)
+
+
+def execute(
+    cat: Catalog,
+    spec: QuerySpec,
+    id_rows: Callable[[str], Iterable[int]],
+    hnsw: HnswIndex | None = None,
+) -> list[Hit]:
     n = cat.n
     allowed = allowed_rows(cat, spec, n, id_rows)
     fz = spec.fusion
     pool = max(fz.candidates, spec.k * 5)
     v_rows = v_scores = k_rows = k_scores = None
     if spec.mode in ("hybrid", "vector") and spec.qvec is not None:
-        v_rows, v_scores = vector_candidates(cat, spec.qvec, allowed, pool)
+        v_rows, v_scores = vector_candidates(cat, spec.qvec, allowed, pool, hnsw)
     if spec.mode in ("hybrid", "keyword") and spec.terms:
         k_rows, k_scores = cat.keywords.search(spec.terms, allowed, pool)
     if v_rows is None and k_rows is None:  # nothing to rank by: newest first
