@@ -61,6 +61,7 @@ class MemoryInput:
     agent: str | None
     pinned: bool
     ttl: float | None
+    source: str = "caller"  # who made ``vec``: "caller", or the embedder's name
 
 
 def check_namespace(name: Any) -> str:

@@ -76,8 +76,8 @@ class Database:
         states = self._states
         rows = self._storage.load()
         last = 0
-        for name, created_us, dim in rows.namespaces:
-            states[name] = NamespaceState(name, created_us, dim)
+        for name, created_us, dim, embedder in rows.namespaces:
+            states[name] = NamespaceState(name, created_us, dim, embedder)
             last = max(last, created_us)
         for row in rows.memories:
             mrec = MemRec.from_row(row[1:])

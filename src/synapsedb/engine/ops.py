@@ -25,19 +25,30 @@ def _expires(now_us: int, ttl: float | None) -> int | None:
     return None if ttl is None else now_us + int(ttl * 1_000_000)
 
 
-def _check_dim(tx: Tx, ns: str, vec: np.ndarray | None, dim: int | None, field: str) -> int | None:
-    """The namespace dimension after accepting ``vec`` (set by the first vector written)."""
+Space = tuple[int, str] | None
+
+
+def _check_space(ns: str, vec: np.ndarray | None, source: str, space: Space, field: str) -> Space:
+    """The namespace's vector space after accepting ``vec``: the first vector fixes the
+    dimension and what produced it (an embedder's name or "caller"). Caller vectors of the
+    right dimension are always accepted; an embedder's vectors only in its own namespaces."""
     if vec is None:
-        return dim
-    if dim is None:
-        return int(vec.shape[0])
-    if vec.shape[0] != dim:
+        return space
+    if space is None:
+        return int(vec.shape[0]), source
+    if vec.shape[0] != space[0]:
         raise ValidationError(
-            f"{field}: namespace {ns!r} holds {dim}-dimensional embeddings, got {vec.shape[0]}",
+            f"{field}: namespace {ns!r} holds {space[0]}-dimensional embeddings, "
+            f"got {vec.shape[0]}",
             field=field,
-            limit=dim,
+            limit=space[0],
         )
-    return dim
+    if source != "caller" and source != space[1]:
+        raise ValidationError(
+            f"{field}: namespace {ns!r} holds vectors from {space[1]!r}, not from {source!r}",
+            field=field,
+        )
+    return space
 
 
 def _current_memory(tx: Tx, ns: str, mid: str) -> MemRec:
@@ -67,11 +78,11 @@ class WriteMemories(Op):
 
     def plan(self, tx: Tx) -> list[MemRec]:
         ns, now = self.ns, tx.now_us
-        old_dim = dim = tx.dim(ns)
+        old_space = space = tx.space(ns)
         seen: dict[str, tuple[int, int, str]] = {}  # id -> (version, created_us, entity)
         plans: list[tuple[str, int, int]] = []
         for item, prefix in zip(self.items, self.prefixes, strict=True):
-            dim = _check_dim(tx, ns, item.vec, dim, f"{prefix}embedding")
+            space = _check_space(ns, item.vec, item.source, space, f"{prefix}embedding")
             if item.id is None:
                 plans.append((new_memory_id(now), 1, now))
                 continue
@@ -88,8 +99,8 @@ class WriteMemories(Op):
             version, created = (prior[0] + 1, prior[1]) if prior else (1, now)
             seen[item.id] = (version, created, item.entity)
             plans.append((item.id, version, created))
-        if dim is not None and dim != old_dim:
-            tx.set_dim(ns, dim)
+        if space is not None and space != old_space:
+            tx.set_space(ns, space)
         out = []
         for item, (mid, version, created) in zip(self.items, plans, strict=True):
             rec = MemRec(mid, version, now, created, item.entity, item.type, item.content,
@@ -115,15 +126,17 @@ class UpdateMemory(Op):
         ns, now, ch = self.ns, tx.now_us, self.changes
         prev = _current_memory(tx, ns, self.mid)
         _check_version(self.if_version, prev.version, f"memory {self.mid!r}")
-        old_dim = tx.dim(ns)
+        old_space = tx.space(ns)
         vec = ch["vec"] if "vec" in ch else prev.vector()
-        dim = _check_dim(tx, ns, vec if "vec" in ch else None, old_dim, "embedding")
+        space = _check_space(
+            ns, ch.get("vec"), ch.get("vec_source", "caller"), old_space, "embedding"
+        )
         if "ttl" in ch:
             ttl, expires = ch["ttl"], _expires(now, ch["ttl"])
         else:
             ttl, expires = prev.ttl, prev.expires_us
-        if dim is not None and dim != old_dim:
-            tx.set_dim(ns, dim)
+        if space is not None and space != old_space:
+            tx.set_space(ns, space)
         rec = MemRec(self.mid, prev.version + 1, now, prev.created_us, prev.entity,
                      ch.get("type", prev.type), ch.get("content", prev.content),
                      ch.get("meta_json", prev.meta_json), vec,
@@ -222,8 +235,10 @@ class AppendEvent(Op):
 
     def plan(self, tx: Tx) -> tuple[EventRec, MemRec | None]:
         ns, now, item = self.ns, tx.now_us, self.item
-        old_dim = tx.dim(ns)
-        dim = _check_dim(tx, ns, item.vec if self.searchable else None, old_dim, "embedding")
+        old_space = tx.space(ns)
+        space = _check_space(
+            ns, item.vec if self.searchable else None, item.source, old_space, "embedding"
+        )
         ms, seq = now // 1000, 0
         tail = tx.stream_tail(ns, self.stream)
         if tail is not None and ms <= tail[0]:
@@ -234,8 +249,8 @@ class AppendEvent(Op):
             meta = orjson.loads(item.meta_json)
             meta["stream"] = self.stream
             meta["event_id"] = format_event_id(ms, seq)
-            if dim is not None and dim != old_dim:
-                tx.set_dim(ns, dim)
+            if space is not None and space != old_space:
+                tx.set_space(ns, space)
             mrec = MemRec(new_memory_id(now), 1, now, now, item.entity, "event", item.content,
                           orjson.dumps(meta).decode(), item.vec, item.salience, ts_us, item.agent,
                           item.pinned, item.ttl, _expires(now, item.ttl), False)  # fmt: skip

@@ -33,6 +33,7 @@ class NamespaceState:
         "catalog",
         "created_us",
         "dim",
+        "embedder",
         "entity_facts",
         "entity_mems",
         "facts",
@@ -43,10 +44,14 @@ class NamespaceState:
         "streams",
     )  # fmt: skip
 
-    def __init__(self, name: str, created_us: int, dim: int | None = None) -> None:
+    def __init__(
+        self, name: str, created_us: int, dim: int | None = None, embedder: str | None = None
+    ) -> None:
         self.name = name
         self.created_us = created_us
         self.dim = dim
+        # what produced the vectors: an embedder's name, or "caller" (vectors given by writers)
+        self.embedder = embedder
         self.mems: dict[str, list[MemRec]] = {}
         self.catalog = Catalog(dim)
         self.hnsw: HnswIndex | None = None  # set by the indexer for large namespaces

@@ -43,7 +43,7 @@ class Tx:
         self.now_us = now_us
         self.batch = Batch()
         self.new_ns: dict[str, NamespaceState] = {}
-        self.dims: dict[str, int] = {}
+        self.spaces: dict[str, tuple[int, str]] = {}
         self.mems: list[tuple[str, MemRec]] = []
         self.facts: list[tuple[str, FactRec]] = []
         self.events: list[tuple[str, EventRec]] = []
@@ -76,24 +76,27 @@ class Tx:
         state = self.states.get(ns)
         return state.stream_tail(stream) if state is not None else None
 
-    def dim(self, ns: str) -> int | None:
-        if ns in self.dims:
-            return self.dims[ns]
+    def space(self, ns: str) -> tuple[int, str] | None:
+        """The namespace's vector space: (dimension, embedder name or "caller"), once set."""
+        if ns in self.spaces:
+            return self.spaces[ns]
         state = self.states.get(ns)
-        return state.dim if state is not None else None
+        if state is None or state.dim is None:
+            return None
+        return state.dim, state.embedder or "caller"
 
     # -- emitting (only after every check of the op passed) ----------------------------------
 
     def ensure_namespace(self, ns: str) -> None:
         if ns not in self.states and ns not in self.new_ns:
             self.new_ns[ns] = NamespaceState(ns, self.now_us)
-            self.batch.namespaces.append((ns, self.now_us, None))
+            self.batch.namespaces.append((ns, self.now_us, None, None))
 
-    def set_dim(self, ns: str, dim: int) -> None:
+    def set_space(self, ns: str, space: tuple[int, str]) -> None:
         self.ensure_namespace(ns)
-        self.dims[ns] = dim
+        self.spaces[ns] = space
         state = self.states.get(ns) or self.new_ns[ns]
-        self.batch.namespaces.append((ns, state.created_us, dim))
+        self.batch.namespaces.append((ns, state.created_us, *space))
 
     def add_memory(self, ns: str, rec: MemRec) -> None:
         self.ensure_namespace(ns)
@@ -118,7 +121,8 @@ class Tx:
         states = self.states
         for ns, state in self.new_ns.items():
             states[ns] = state
-        for ns, dim in self.dims.items():
+        for ns, (dim, embedder) in self.spaces.items():
+            states[ns].embedder = embedder
             states[ns].dim = dim
         for ns, rec in self.mems:
             states[ns].add_memory(rec)

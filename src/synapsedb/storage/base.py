@@ -20,7 +20,7 @@ Row = tuple[Any, ...]
 class Batch:
     """Rows to commit together. Row layouts are the column orders in ``sqlite.SCHEMA``."""
 
-    namespaces: list[Row] = field(default_factory=list)  # (name, created_us, dim)
+    namespaces: list[Row] = field(default_factory=list)  # (name, created_us, dim, embedder)
     memories: list[Row] = field(default_factory=list)
     facts: list[Row] = field(default_factory=list)
     events: list[Row] = field(default_factory=list)

@@ -78,11 +78,15 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX events_entity ON events (ns, entity);
     """,
+    # 2: which embedder produced a namespace's vectors (a model name, or "caller")
+    """
+    ALTER TABLE namespaces ADD COLUMN embedder TEXT;
+    """,
 ]
 
 _NS_UPSERT = (
-    "INSERT INTO namespaces (name, created_us, dim) VALUES (?, ?, ?) "
-    "ON CONFLICT (name) DO UPDATE SET dim = excluded.dim"
+    "INSERT INTO namespaces (name, created_us, dim, embedder) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET dim = excluded.dim, embedder = excluded.embedder"
 )
 _MEM_INSERT = "INSERT INTO memory_versions VALUES (" + ", ".join("?" * 17) + ")"
 _FACT_INSERT = "INSERT INTO fact_versions VALUES (" + ", ".join("?" * 11) + ")"
@@ -133,7 +137,7 @@ class SQLiteStorage:
 
     def load(self) -> LoadedRows:
         return LoadedRows(
-            namespaces=self._rows("SELECT name, created_us, dim FROM namespaces"),
+            namespaces=self._rows("SELECT name, created_us, dim, embedder FROM namespaces"),
             memories=self._rows(
                 "SELECT ns, id, version, sys_us, created_us, entity, type, content, metadata, "
                 "embedding, salience, ts_us, agent, pinned, ttl, expires_us, deleted "
