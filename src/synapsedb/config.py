@@ -26,6 +26,16 @@ class Settings:
         default="fsync",
         metadata={"doc": "fsync: a write survives power loss; os: it survives a process crash"},
     )
+    embedder: str = field(
+        default="minilm",
+        metadata={
+            "doc": "minilm: embed text locally with all-MiniLM-L6-v2 (384-d); none: only "
+            "caller-provided vectors"
+        },
+    )
+    query_cache_size: int = field(
+        default=1024, metadata={"doc": "query texts whose embeddings are kept (LRU)"}
+    )
     max_content_bytes: int = field(
         default=32 * 1024, metadata={"doc": "largest memory content, UTF-8 bytes"}
     )
@@ -59,6 +69,10 @@ class Settings:
             raise ValidationError(
                 f"durability: expected 'fsync' or 'os', got {self.durability!r}",
                 field="durability",
+            )
+        if self.embedder not in ("minilm", "none"):
+            raise ValidationError(
+                f"embedder: expected 'minilm' or 'none', got {self.embedder!r}", field="embedder"
             )
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)

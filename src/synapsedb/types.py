@@ -100,6 +100,7 @@ class Stats:
     events: int
     bytes: int
     dim: int | None
+    embedder: str | None = None  # what produced the vectors: a model name, or "caller"
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,7 +91,10 @@ filters = st.recursive(
 @settings(max_examples=60, deadline=None)
 @given(st.lists(records, min_size=1, max_size=25), st.lists(filters, min_size=1, max_size=8))
 def test_masks_match_reference(recs: list[dict[str, Any]], flts: list[dict[str, Any]]) -> None:
-    with tempfile.TemporaryDirectory() as d, synapsedb.open(d, durability="os") as db:
+    with (
+        tempfile.TemporaryDirectory() as d,
+        synapsedb.open(d, durability="os", embedder=None) as db,
+    ):
         mem = db.namespace("p")
         written = mem.write_many(recs)
         state = db._state("p")

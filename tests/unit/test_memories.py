@@ -145,12 +145,12 @@ def test_namespaces_are_isolated(db: synapsedb.Database) -> None:
     assert db.namespaces() == ["tenant-a"]
 
 
-def test_returned_objects_do_not_alias_engine_state(mem: Namespace) -> None:
+def test_returned_objects_do_not_alias_engine_state(mem: Namespace, db: synapsedb.Database) -> None:
     m = mem.write("u", {"content": "a", "metadata": {"tags": ["x"]}})
     m.metadata["tags"].append("mutated")
     assert mem.get(m.id).metadata == {"tags": ["x"]}
     vec = np.ones(4, dtype=np.float32)
-    m2 = mem.write("u", {"content": "b", "embedding": vec})
+    m2 = db.namespace("caller-vectors").write("u", {"content": "b", "embedding": vec})
     vec[0] = 42.0
     assert m2.embedding is not None and float(m2.embedding[0]) == 1.0
 

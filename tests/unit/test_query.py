@@ -120,3 +120,9 @@ def test_query_errors(mem: Namespace) -> None:
 
 def test_query_on_an_empty_namespace(mem: Namespace) -> None:
     assert len(mem.query("anything")) == 0
+
+
+def test_a_text_of_only_stopwords_matches_nothing(mem: Namespace) -> None:
+    mem.write("u", "the refund was issued")
+    assert len(mem.query("the and of", mode="keyword")) == 0
+    assert len(mem.query(filter={"type": "fact"})) == 1  # no text at all: filters only

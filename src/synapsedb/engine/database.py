@@ -8,14 +8,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..clock import Clock, SystemClock
 from ..config import Settings
-from ..errors import ClosedError, StorageError, ValidationError
+from ..embed.base import Embedder
+from ..errors import ClosedError, StorageError
 from ..query.executor import Fusion
 from ..storage.sqlite import SQLiteStorage
 from ..validation import check_agent, check_namespace
+from .embedding import EmbeddingService
 from .indexer import Indexer
 from .namespace import Namespace
 from .records import EventRec, FactRec, MemRec
@@ -38,6 +38,7 @@ class Database:
         *,
         settings: Settings | None = None,
         clock: Clock | None = None,
+        embedder: Embedder | str | None = "settings",
         **overrides: Any,
     ) -> None:
         self.settings = (
@@ -45,6 +46,9 @@ class Database:
         )
         self.clock: Clock = clock or SystemClock()
         self.fusion = Fusion()
+        if embedder == "settings":
+            embedder = self.settings.embedder
+        self.embedding = EmbeddingService(embedder, self.settings.query_cache_size)
         self.path = Path(path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
@@ -160,17 +164,6 @@ class Database:
     def _now_us(self) -> int:
         """The present for reads: never before the last committed change."""
         return max(self.clock.now_us(), self._writer.last_us)
-
-    def _embed_query(
-        self, text: str, state: NamespaceState, *, required: bool = True
-    ) -> np.ndarray | None:
-        """Embed query text with the configured embedder (None when there is none)."""
-        if required:
-            raise ValidationError(
-                "embedding: no embedder is configured; pass embedding= or use mode='keyword'",
-                field="embedding",
-            )
-        return None
 
     def _state(self, ns: str) -> NamespaceState | None:
         self._check_open()

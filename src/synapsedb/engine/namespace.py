@@ -95,6 +95,7 @@ class Namespace:
         ``pinned``, ``ttl`` (seconds), ``id`` (writing an existing id adds a version).
         """
         item = memory_input(entity, memory, self._db.settings, agent=self._agent_for(agent))
+        self._db.embedding.fill(self._db._state(self.name), [item])
         (rec,) = self._db._submit(WriteMemories(self.name, [item], [""]))
         return rec.to_public()
 
@@ -140,6 +141,7 @@ class Namespace:
                 memory_input(entity, payload, settings, agent=default_agent, prefix=prefix)
             )
             prefixes.append(prefix)
+        self._db.embedding.fill(self._db._state(self.name), inputs)
         recs = self._db._submit(WriteMemories(self.name, inputs, prefixes))
         return [r.to_public() for r in recs]
 
@@ -154,6 +156,10 @@ class Namespace:
         """Add a new version of memory ``id`` with ``changes`` applied (other fields kept;
         ``metadata`` is replaced whole). ``if_version`` makes it a compare-and-set."""
         patch = memory_patch(changes, self._db.settings)
+        if "content" in patch and "vec" not in patch:  # keep the vector in step with the text
+            vec = self._db.embedding.embed_text(self._db._state(self.name), patch["content"])
+            if vec is not None:
+                patch["vec"], patch["vec_source"] = vec, self._db.embedding.model.name
         op = UpdateMemory(
             self.name, _id(id), patch, check_version(if_version, "if_version"),
             self._agent_for(agent),
@@ -347,9 +353,9 @@ class Namespace:
         if text is not None and entity is None:
             text, entity = _scope_entity(text, cat.entities.codes)
         if mode == "vector" and qvec is None and text is not None:
-            qvec = self._db._embed_query(text, state)
-        elif mode == "hybrid" and qvec is None and text is not None:
-            qvec = self._db._embed_query(text, state, required=False)
+            qvec = self._db.embedding.query(state, text, required=True)
+        elif mode == "hybrid" and qvec is None and text:
+            qvec = self._db.embedding.query(state, text, required=False)
         if mode == "vector" and qvec is None:
             raise ValidationError(
                 "embedding: mode='vector' needs an embedding or an embedder for the text",
@@ -369,6 +375,7 @@ class Namespace:
             min_score=None if min_score is None else float(min_score),
             dedup=dedup,
             explain=explain,
+            has_text=bool(text and text.strip()),
             fusion=self._db.fusion,
         )
         hits = execute(
@@ -449,6 +456,8 @@ class Namespace:
                 data_json = dump_json(data, "data", settings.max_value_bytes)
             event = {k: v for k, v in event.items() if k != "data"}
         item = memory_input(entity, event, settings, agent=self._agent_for(agent))
+        if searchable:
+            self._db.embedding.fill(self._db._state(self.name), [item])
         erec, _ = self._db._submit(AppendEvent(self.name, stream, item, data_json, searchable))
         return erec.to_public()
 
@@ -554,6 +563,7 @@ class Namespace:
             events=events,
             bytes=nbytes,
             dim=state.dim,
+            embedder=state.embedder if state.dim is not None else None,
         )
 
 

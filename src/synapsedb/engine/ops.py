@@ -22,10 +22,17 @@ __all__ = ["AppendEvent", "DeleteFact", "DeleteMemory", "SetFact", "UpdateMemory
 
 
 def _expires(now_us: int, ttl: float | None) -> int | None:
-    return None if ttl is None else now_us + int(ttl * 1_000_000)
+    return None if ttl is None else now_us + round(ttl * 1_000_000)
 
 
 Space = tuple[int, str] | None
+
+
+def _auto_vector_fits(vec: np.ndarray | None, source: str, space: Space) -> bool:
+    """Whether an automatic vector (made by the database's embedder, decided before the op was
+    queued) still belongs here. A concurrent write may meanwhile have given the namespace
+    caller vectors: then the memory is stored without an automatic vector, as documented."""
+    return vec is None or source == "caller" or space is None or space[1] != "caller"
 
 
 def _check_space(ns: str, vec: np.ndarray | None, source: str, space: Space, field: str) -> Space:
@@ -82,6 +89,8 @@ class WriteMemories(Op):
         seen: dict[str, tuple[int, int, str]] = {}  # id -> (version, created_us, entity)
         plans: list[tuple[str, int, int]] = []
         for item, prefix in zip(self.items, self.prefixes, strict=True):
+            if not _auto_vector_fits(item.vec, item.source, space):
+                item.vec = None
             space = _check_space(ns, item.vec, item.source, space, f"{prefix}embedding")
             if item.id is None:
                 plans.append((new_memory_id(now), 1, now))
@@ -127,10 +136,11 @@ class UpdateMemory(Op):
         prev = _current_memory(tx, ns, self.mid)
         _check_version(self.if_version, prev.version, f"memory {self.mid!r}")
         old_space = tx.space(ns)
+        source = ch.get("vec_source", "caller")
+        if not _auto_vector_fits(ch.get("vec"), source, old_space):
+            ch = {k: v for k, v in ch.items() if k != "vec"}  # keep the previous vector
         vec = ch["vec"] if "vec" in ch else prev.vector()
-        space = _check_space(
-            ns, ch.get("vec"), ch.get("vec_source", "caller"), old_space, "embedding"
-        )
+        space = _check_space(ns, ch.get("vec"), source, old_space, "embedding")
         if "ttl" in ch:
             ttl, expires = ch["ttl"], _expires(now, ch["ttl"])
         else:
@@ -236,6 +246,8 @@ class AppendEvent(Op):
     def plan(self, tx: Tx) -> tuple[EventRec, MemRec | None]:
         ns, now, item = self.ns, tx.now_us, self.item
         old_space = tx.space(ns)
+        if not _auto_vector_fits(item.vec, item.source, old_space):
+            item.vec = None
         space = _check_space(
             ns, item.vec if self.searchable else None, item.source, old_space, "embedding"
         )

@@ -58,6 +58,7 @@ class QuerySpec:
     dedup: bool = True
     dedup_threshold: float = 0.95
     explain: bool = False
+    has_text: bool = False
     fusion: Fusion = field(default_factory=Fusion)
 
 
@@ -158,7 +159,9 @@ def execute(
         v_rows, v_scores = vector_candidates(cat, spec.qvec, allowed, pool, hnsw)
     if spec.mode in ("hybrid", "keyword") and spec.terms:
         k_rows, k_scores = cat.keywords.search(spec.terms, allowed, pool)
-    if v_rows is None and k_rows is None:  # nothing to rank by: newest first
+    if v_rows is None and k_rows is None and spec.has_text:
+        return []  # a text with nothing searchable in it (only stopwords, say) matches nothing
+    if v_rows is None and k_rows is None:  # no text, no vector: filters only, newest first
         rows = np.flatnonzero(allowed)
         rows, _ = _top(cat.ts_us[rows].astype(np.float64), rows, pool)
         cand = {int(r): {"vector": 0.0, "keyword": 0.0} for r in rows}

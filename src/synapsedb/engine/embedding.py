@@ -1,0 +1,127 @@
+"""Embedding for the engine: which texts get vectors, from which model, with what caching.
+
+A namespace's vectors all come from one source, fixed by its first vector: the database's
+embedder (by name) or ``"caller"``. Texts written without a vector are embedded in batches in
+the writer's own thread, before anything is queued for commit; a namespace whose vectors come
+from callers gets no automatic vectors. Query texts are embedded through an LRU cache.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..embed.base import Embedder
+from ..errors import ValidationError
+
+if TYPE_CHECKING:
+    from ..validation import MemoryInput
+    from .state import NamespaceState
+
+__all__ = ["EmbeddingService"]
+
+
+class EmbeddingService:
+    def __init__(self, embedder: Embedder | str | None, cache_size: int = 1024) -> None:
+        self._spec = embedder
+        self._model: Embedder | None = embedder if not isinstance(embedder, str | None) else None
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_size = cache_size
+        self.batches: list[int] = []  # sizes of recent write batches (for metrics)
+
+    @property
+    def enabled(self) -> bool:
+        return self._spec not in (None, "none")
+
+    @property
+    def model(self) -> Embedder:
+        """The embedder, loaded on first use (the local model loads in ~0.2 s)."""
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    if self._spec != "minilm":
+                        raise ValidationError(
+                            f"embedder: unknown embedder {self._spec!r}", field="embedder"
+                        )
+                    from ..embed import OnnxMiniLM
+
+                    self._model = OnnxMiniLM()
+        return self._model
+
+    def _usable_for(self, state: NamespaceState | None, field: str) -> bool:
+        """Whether texts in this namespace get vectors from our model (raises on a mismatch)."""
+        if not self.enabled:
+            return False
+        source = state.embedder if state is not None and state.dim is not None else None
+        if source is None:
+            return True
+        if source == "caller":
+            return False
+        name = self.model.name
+        if source != name:
+            raise ValidationError(
+                f"{field}: namespace {state.name!r} holds vectors from {source!r}, but this "  # type: ignore[union-attr]
+                f"database embeds with {name!r}; open it with that embedder or pass vectors",
+                field=field,
+            )
+        return True
+
+    def fill(self, state: NamespaceState | None, items: Sequence[MemoryInput]) -> None:
+        """Give every item without a vector one from the model (one batch), if applicable."""
+        todo = [it for it in items if it.vec is None]
+        if not todo or not self._usable_for(state, "embedding"):
+            return
+        model = self.model
+        vecs = model.embed([it.content for it in todo])
+        self.batches.append(len(todo))
+        del self.batches[:-256]
+        for it, vec in zip(todo, vecs, strict=True):
+            vec.setflags(write=False)
+            it.vec = vec
+            it.source = model.name
+
+    def embed_text(self, state: NamespaceState | None, text: str) -> np.ndarray | None:
+        """A vector for a text about to be written (None when the namespace gets none)."""
+        if not self._usable_for(state, "embedding"):
+            return None
+        vec = self.model.embed([text])[0]
+        vec.setflags(write=False)
+        return vec
+
+    def query(self, state: NamespaceState, text: str, *, required: bool) -> np.ndarray | None:
+        """The query vector for ``text``; None when vector search cannot apply here."""
+        if not self.enabled:
+            if required:
+                raise ValidationError(
+                    "embedding: no embedder is configured; pass embedding= or use mode='keyword'",
+                    field="embedding",
+                )
+            return None
+        if state.embedder == "caller" and state.dim is not None:
+            if required:
+                raise ValidationError(
+                    f"embedding: namespace {state.name!r} holds caller-provided vectors; "
+                    "pass embedding= with the query",
+                    field="embedding",
+                )
+            return None
+        if state.dim is None and not required:
+            return None  # nothing to compare with
+        self._usable_for(state, "embedding")
+        with self._lock:
+            vec = self._cache.get(text)
+            if vec is not None:
+                self._cache.move_to_end(text)
+                return vec
+        vec = self.model.embed([text])[0]
+        vec.setflags(write=False)
+        with self._lock:
+            self._cache[text] = vec
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return vec
