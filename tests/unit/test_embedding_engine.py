@@ -50,7 +50,9 @@ def test_caller_vector_namespaces_get_no_automatic_vectors(db: synapsedb.Databas
     assert [h.content for h in mem.query("embedding", mode="keyword")] == [
         "carries its own embedding"
     ]
-    assert [h.content for h in mem.query("plain text")] == ["plain text only"]  # keywords only
+    res = mem.query("plain text", explain=True)  # keywords only (no automatic vectors here)
+    assert res.hits[0].content == "plain text only"
+    assert all(h.explanation is not None and h.explanation["cosine"] == 0 for h in res)
     with pytest.raises(ValidationError, match="caller-provided"):
         mem.query("anything", mode="vector")
     assert mem.query(embedding=[1.0, 0.0, 0.0], mode="vector").hits[0].content.startswith("carr")

@@ -20,6 +20,7 @@ from ..ids import new_memory_id, parse_event_id
 from ..index.keyword import analyze
 from ..query.executor import QuerySpec, execute
 from ..query.filters import parse_filter
+from ..query.rank import named_labels, strip_words
 from ..times import TimeLike, to_us
 from ..types import Event, Fact, Memory, QueryResult, Stats
 from ..validation import (
@@ -352,10 +353,12 @@ class Namespace:
             )
         if text is not None and entity is None:
             text, entity = _scope_entity(text, cat.entities.codes)
-        if mode == "vector" and qvec is None and text is not None:
-            qvec = self._db.embedding.query(state, text, required=True)
-        elif mode == "hybrid" and qvec is None and text:
-            qvec = self._db.embedding.query(state, text, required=False)
+        names, named = named_labels(text, cat.label_words) if text else ([], set())
+        dense_text = strip_words(text, names) if text and mode == "hybrid" else text
+        if mode == "vector" and qvec is None and dense_text is not None:
+            qvec = self._db.embedding.query(state, dense_text, required=True)
+        elif mode == "hybrid" and qvec is None and dense_text:
+            qvec = self._db.embedding.query(state, dense_text, required=False)
         if mode == "vector" and qvec is None:
             raise ValidationError(
                 "embedding: mode='vector' needs an embedding or an embedder for the text",
@@ -376,6 +379,7 @@ class Namespace:
             dedup=dedup,
             explain=explain,
             has_text=bool(text and text.strip()),
+            named=frozenset(named),
             fusion=self._db.fusion,
         )
         hits = execute(

@@ -17,6 +17,7 @@ slice every array to it, so they see a consistent prefix.
 
 from __future__ import annotations
 
+import re
 import time
 from array import array
 from collections.abc import Iterator, Mapping
@@ -25,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
-from .keyword import KeywordIndex, analyze
+from .keyword import STOPWORDS, KeywordIndex, analyze
+from .timeline import Timelines
 
 if TYPE_CHECKING:
     from ..engine.records import MemRec
@@ -34,6 +36,9 @@ __all__ = ["INF", "Catalog", "meta_key"]
 
 INF = np.iinfo(np.int64).max
 _NO_AGENT = -1
+# A speaker label: content written as a transcript line, "Name: text".
+_LABEL = re.compile(r"^([^:\n]{1,40}):\s")
+_WORD = re.compile(r"\w+")
 
 
 def meta_key(value: Any) -> tuple[str, Any] | None:
@@ -100,6 +105,9 @@ class Catalog:
         "has_vec",
         "inv_norm",
         "keywords",
+        "label",
+        "label_words",
+        "labels",
         "latest_us",
         "live",
         "meta_post",
@@ -108,6 +116,7 @@ class Catalog:
         "pinned",
         "recs",
         "salience",
+        "timelines",
         "to_us",
         "ts_us",
         "type",
@@ -136,6 +145,11 @@ class Catalog:
         self.meta_post: dict[tuple[tuple[str, ...], str], dict[Any, array[int]]] = {}
         self.n_ttl = 0
         self.keywords = KeywordIndex()
+        self.timelines = Timelines()
+        # speaker labels ("Name: text"): a label id per row (-1: none), label word -> label ids
+        self.label = np.zeros(0, np.int32)
+        self.labels = Codes()
+        self.label_words: dict[str, set[int]] = {}
         # live[r]: row r is the current version (ignoring expiry) as of latest_us, the newest
         # system time of any change; for T >= latest_us visibility is live & (exp_us > T).
         self.live = np.zeros(0, bool)
@@ -156,7 +170,7 @@ class Catalog:
             return
         new_cap = max(need, int(cap * 1.5))
         for name in ("from_us", "to_us", "exp_us", "ts_us", "salience", "entity", "type",
-                     "agent", "pinned", "has_vec", "inv_norm", "live"):  # fmt: skip
+                     "agent", "pinned", "has_vec", "inv_norm", "live", "label"):  # fmt: skip
             old = getattr(self, name)
             grown = np.zeros(new_cap, old.dtype)
             grown[: self.n] = old[: self.n]
@@ -171,7 +185,7 @@ class Catalog:
         if self.capacity == self.n:
             return
         for name in ("from_us", "to_us", "exp_us", "ts_us", "salience", "entity", "type",
-                     "agent", "pinned", "has_vec", "inv_norm", "live"):  # fmt: skip
+                     "agent", "pinned", "has_vec", "inv_norm", "live", "label"):  # fmt: skip
             setattr(self, name, getattr(self, name)[: self.n].copy())
         if self.vectors is not None:
             self.vectors = self.vectors[: self.n].copy()
@@ -232,11 +246,26 @@ class Catalog:
                 else:
                     rows.append(r)
         self.keywords.add(r, analyze(rec.content))
+        self.label[r] = self._label(rec.content)
+        self.timelines.add(int(self.entity[r]), r, rec.ts_us)
         self.recs.append(rec)
         rec.row = r
         rec.cat = self
         rec.vec = None
         self.n = r + 1  # publish last
+
+    def _label(self, content: str) -> int:
+        m = _LABEL.match(content)
+        if m is None:
+            return -1
+        name = m.group(1).strip()
+        known = name in self.labels.codes
+        code = self.labels.code(name)
+        if not known:
+            for word in _WORD.findall(name.lower()):
+                if len(word) > 1 and word not in STOPWORDS:
+                    self.label_words.setdefault(word, set()).add(code)
+        return code
 
     # -- reads -----------------------------------------------------------------------------------
 

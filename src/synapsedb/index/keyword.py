@@ -12,6 +12,7 @@ import re
 from array import array
 from collections import Counter
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import Stemmer
@@ -61,15 +62,16 @@ class KeywordIndex:
                 post[0].append(row)
         self.doclen.append(len(terms))
 
-    def search(
-        self, terms: list[str], allowed: np.ndarray, k: int
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def search(self, terms: list[str], allowed: np.ndarray, k: int, *, full: bool = False) -> Any:
         """Top ``k`` rows by BM25 among ``allowed`` (a mask over the first ``len(allowed)`` rows).
 
-        Returns (rows, scores), best first; rows with no query term are not returned.
+        Returns (rows, scores), best first; rows with no query term are not returned. With
+        ``full=True`` also the score of every row (0 where no query term occurs).
         """
         n = allowed.shape[0]
-        empty = (np.zeros(0, np.int64), np.zeros(0, np.float32))
+        empty: tuple[np.ndarray, ...] = (np.zeros(0, np.int64), np.zeros(0, np.float32))
+        if full:
+            empty = (*empty, np.zeros(n, np.float64))
         if not terms or n == 0:
             return empty
         doclen = np.array(self.doclen[:n], dtype=np.float32)
@@ -105,4 +107,6 @@ class KeywordIndex:
             hit = hit[np.argpartition(-scores[hit], k - 1)[:k]]
         order = np.argsort(-scores[hit], kind="stable")
         hit = hit[order]
+        if full:
+            return hit, scores[hit].astype(np.float32), scores
         return hit, scores[hit].astype(np.float32)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import orjson
 
 from ..index.catalog import Catalog
 from ..index.hnsw import HnswIndex
+from ..index.timeline import neighbours
 from ..times import to_datetime
 from ..types import Hit
 from .filters import Node
@@ -28,18 +28,18 @@ US_PER_DAY = 86_400_000_000
 
 @dataclass(frozen=True, slots=True)
 class Fusion:
-    """How hybrid scores combine (defaults chosen on the LoCoMo dev benchmark; docs/retrieval.md).
-
-    score = vector * cos' + keyword * bm25' + recency * 2^(-age/half_life) + salience * salience
-    where cos' and bm25' are the candidates' scores scaled to [0, 1] by the best of each list.
-    """
+    """Ranking weights of hybrid queries (defaults chosen on LoCoMo dev; see query/rank.py and
+    docs/retrieval.md). ``context`` and ``author`` apply to text queries in hybrid mode."""
 
     vector: float = 0.5
     keyword: float = 0.5
+    context: float = 0.5
+    window: int = 2
+    author: float = 0.5
     recency: float = 0.0
     salience: float = 0.0
     half_life_days: float = 30.0
-    candidates: int = 100  # per list, at least; grows with k
+    candidates: int = 100  # per list
 
 
 @dataclass(slots=True)
@@ -59,6 +59,7 @@ class QuerySpec:
     dedup_threshold: float = 0.95
     explain: bool = False
     has_text: bool = False
+    named: frozenset[int] = frozenset()  # speaker labels the query names
     fusion: Fusion = field(default_factory=Fusion)
 
 
@@ -153,56 +154,82 @@ def execute(
     n = cat.n
     allowed = allowed_rows(cat, spec, n, id_rows)
     fz = spec.fusion
-    pool = max(fz.candidates, spec.k * 5)
-    v_rows = v_scores = k_rows = k_scores = None
-    if spec.mode in ("hybrid", "vector") and spec.qvec is not None:
-        v_rows, v_scores = vector_candidates(cat, spec.qvec, allowed, pool, hnsw)
-    if spec.mode in ("hybrid", "keyword") and spec.terms:
-        k_rows, k_scores = cat.keywords.search(spec.terms, allowed, pool)
-    if v_rows is None and k_rows is None and spec.has_text:
-        return []  # a text with nothing searchable in it (only stopwords, say) matches nothing
-    if v_rows is None and k_rows is None:  # no text, no vector: filters only, newest first
-        rows = np.flatnonzero(allowed)
-        rows, _ = _top(cat.ts_us[rows].astype(np.float64), rows, pool)
-        cand = {int(r): {"vector": 0.0, "keyword": 0.0} for r in rows}
+    use_v = spec.mode != "keyword" and spec.qvec is not None
+    use_k = spec.mode != "vector" and bool(spec.terms)
+    if not use_v and not use_k:
+        if spec.has_text:
+            return []  # a text with nothing searchable in it (only stopwords, say)
+        rows = np.flatnonzero(allowed)  # no text, no vector: filters only, newest first
+        rows, _ = _top(cat.ts_us[rows].astype(np.float64), rows, spec.k * 2 + 10)
+        zeros = np.zeros(rows.shape[0])
+        return _finish(cat, spec, rows, zeros, {"score": zeros})
+    hybrid = spec.mode == "hybrid"
+    pool = fz.candidates if hybrid else spec.k * 2 + 10  # slack for dedup
+    cand_parts = []
+    q = None
+    if use_v:
+        assert spec.qvec is not None
+        q = (spec.qvec / (float(np.linalg.norm(spec.qvec)) or 1.0)).astype(np.float32)
+        v_rows, _ = vector_candidates(cat, spec.qvec, allowed, pool, hnsw)
+        cand_parts.append(v_rows)
+    bm = None
+    if use_k:
+        k_rows, _k_scores, bm = cat.keywords.search(spec.terms, allowed, pool, full=True)
+        cand_parts.append(k_rows)
+    cand = np.unique(np.concatenate(cand_parts)) if cand_parts else np.zeros(0, np.int64)
+    rich = hybrid and spec.has_text
+    window = fz.window if rich and fz.context > 0 else 0
+    nb = None
+    if window:
+        first = neighbours(cat.timelines, cat.entity, allowed, cand, window)
+        rows = np.unique(np.concatenate([cand, first[first >= 0]]))
+        nb = neighbours(cat.timelines, cat.entity, allowed, rows, window)
+        near = np.unique(np.concatenate([rows, nb[nb >= 0]]))
     else:
-        cand = {}
-        if v_rows is not None and v_rows.shape[0]:
-            for r, s in zip(v_rows.tolist(), v_scores.tolist(), strict=True):  # type: ignore[union-attr]
-                cand.setdefault(r, {"vector": 0.0, "keyword": 0.0})["cosine"] = s
-        if k_rows is not None and k_rows.shape[0]:
-            top = float(k_scores[0]) or 1.0  # type: ignore[index]
-            for r, s in zip(k_rows.tolist(), k_scores.tolist(), strict=True):  # type: ignore[union-attr]
-                c = cand.setdefault(r, {"vector": 0.0, "keyword": 0.0})
-                c["bm25"] = s
-                c["keyword"] = s / top
-        if v_rows is not None and v_rows.shape[0]:
-            best = float(v_scores[0]) or 1.0  # type: ignore[index]
-            for c in cand.values():
-                if "cosine" in c:
-                    c["vector"] = max(0.0, c["cosine"]) / best if best > 0 else 0.0
-    scored = []
-    half_life = fz.half_life_days * US_PER_DAY
-    weights_v = fz.vector if spec.mode != "keyword" else 0.0
-    weights_k = fz.keyword if spec.mode != "vector" else 0.0
-    for r, c in cand.items():
-        rec = cat.recs[r]
-        recency = 2.0 ** (-max(0, spec.t_us - rec.ts_us) / half_life) if half_life > 0 else 0.0
-        c["recency"] = recency
-        c["salience"] = rec.salience
-        score = (
-            weights_v * c["vector"]
-            + weights_k * c["keyword"]
-            + fz.recency * recency
-            + fz.salience * rec.salience
-        )
-        if spec.mode == "vector" and "cosine" in c:
-            score = c["cosine"] + fz.recency * recency + fz.salience * rec.salience
-        c["score"] = score
-        if spec.min_score is None or score >= spec.min_score:
-            scored.append((score, r))
-    scored.sort(key=lambda x: (-x[0], x[1]))
-    return _finish(cat, spec, scored, cand)
+        rows = near = cand
+    comp: dict[str, np.ndarray] = {}
+    cos = np.zeros(near.shape[0])
+    if q is not None and cat.vectors is not None and near.shape[0]:
+        cos = (cat.vectors[near] @ q).astype(np.float64) * cat.inv_norm[near]
+    bmn = bm[near].astype(np.float64) if bm is not None else np.zeros(near.shape[0])
+    if spec.mode == "vector":
+        s0 = cos
+    elif spec.mode == "keyword":
+        s0 = bmn
+    else:
+        cmax = float(cos[np.searchsorted(near, cand)].max()) if use_v and cand.shape[0] else 0.0
+        bmax = float(bmn.max()) if use_k and bmn.shape[0] else 0.0
+        vec_n = np.maximum(cos, 0.0) / cmax if cmax > 0 else np.zeros_like(cos)
+        key_n = bmn / bmax if bmax > 0 else np.zeros_like(bmn)
+        s0 = fz.vector * vec_n + fz.keyword * key_n
+        at = np.searchsorted(near, rows)
+        comp["vector"], comp["keyword"] = vec_n[at], key_n[at]
+    at = np.searchsorted(near, rows)
+    comp["cosine"], comp["bm25"], comp["base"] = cos[at], bmn[at], s0[at]
+    score = s0[at].copy()
+    if nb is not None:
+        nb_s0 = np.where(nb >= 0, s0[np.searchsorted(near, np.maximum(nb, 0))], 0.0)
+        comp["context"] = fz.context * nb_s0.max(axis=1)
+        score += comp["context"]
+    if rich and spec.named and fz.author:
+        comp["author"] = fz.author * np.isin(cat.label[rows], list(spec.named))
+        score += comp["author"]
+    if fz.recency:
+        half_life = fz.half_life_days * US_PER_DAY
+        age = np.maximum(0, spec.t_us - cat.ts_us[rows]).astype(np.float64)
+        comp["recency"] = fz.recency * np.exp2(-age / half_life)
+        score += comp["recency"]
+    if fz.salience:
+        comp["salience"] = fz.salience * cat.salience[rows]
+        score += comp["salience"]
+    if spec.min_score is not None:
+        keep = score >= spec.min_score
+        rows, score = rows[keep], score[keep]
+        comp = {k: v[keep] for k, v in comp.items()}
+    order = np.lexsort((rows, -score))
+    comp = {k: v[order] for k, v in comp.items()}
+    comp["score"] = score[order]
+    return _finish(cat, spec, rows[order], score[order], comp)
 
 
 def _same(a: str, b: str) -> bool:
@@ -210,17 +237,21 @@ def _same(a: str, b: str) -> bool:
 
 
 def _finish(
-    cat: Catalog, spec: QuerySpec, scored: list[tuple[float, int]], cand: dict[int, dict[str, Any]]
+    cat: Catalog,
+    spec: QuerySpec,
+    rows: np.ndarray,
+    scores: np.ndarray,
+    comp: dict[str, np.ndarray],
 ) -> list[Hit]:
-    kept: list[tuple[int, list[str]]] = []
-    for _score, r in scored:
+    """Dedup in rank order (same text, or cosine >= threshold), then build the top k hits."""
+    kept: list[tuple[int, int, list[str]]] = []  # (position, row, duplicate ids)
+    for pos, r in enumerate(rows.tolist()):
         if spec.dedup:
             rec = cat.recs[r]
             vec = cat.vector(r)
             dup_of = None
-            for kr, dups in kept:
-                krec = cat.recs[kr]
-                if _same(rec.content, krec.content):
+            for _p, kr, dups in kept:
+                if _same(rec.content, cat.recs[kr].content):
                     dup_of = dups
                     break
                 kvec = cat.vector(kr)
@@ -232,13 +263,12 @@ def _finish(
             if dup_of is not None:
                 dup_of.append(rec.id)
                 continue
-        kept.append((r, []))
+        kept.append((pos, r, []))
         if len(kept) == spec.k:
             break
     hits = []
-    for r, dups in kept:
+    for pos, r, dups in kept:
         rec = cat.recs[r]
-        c = cand[r]
         hits.append(
             Hit(
                 id=rec.id,
@@ -248,11 +278,13 @@ def _finish(
                 metadata=orjson.loads(rec.meta_json),
                 ts=to_datetime(rec.ts_us),
                 version=rec.version,
-                score=round(float(c["score"]), 6),
+                score=round(float(scores[pos]), 6),
                 agent=rec.agent,
                 salience=rec.salience,
                 duplicates=tuple(dups),
-                explanation=dict(c) if spec.explain else None,
+                explanation={k: round(float(v[pos]), 6) for k, v in comp.items()}
+                if spec.explain
+                else None,
             )
         )
     return hits

@@ -1,0 +1,95 @@
+"""Per-entity timelines: each entity's rows in (event time, write order) order.
+
+Ranking uses them to find a memory's neighbours: the memories just before and after it about
+the same entity (for conversations, the turns around a matching turn). Writes append to compact
+arrays in the serialized commit path; the sorted numpy view is built lazily by readers and
+extended cheaply while event times keep increasing.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+
+__all__ = ["Timelines", "neighbours"]
+
+
+class _Line:
+    __slots__ = ("cache", "rows", "ts")
+
+    def __init__(self) -> None:
+        self.ts = array("q")
+        self.rows = array("i")
+        # (rows ordered by (ts, row), how many rows it covers, its last ts): one tuple, so a
+        # reader always sees a consistent triple
+        self.cache: tuple[np.ndarray, int, int] = (np.zeros(0, np.int64), 0, 0)
+
+
+class Timelines:
+    __slots__ = ("lines",)
+
+    def __init__(self) -> None:
+        self.lines: dict[int, _Line] = {}
+
+    def add(self, entity: int, row: int, ts_us: int) -> None:
+        line = self.lines.get(entity)
+        if line is None:
+            line = self.lines[entity] = _Line()
+        line.ts.append(ts_us)  # ts first: a reader's rows are never longer than its ts
+        line.rows.append(row)
+
+    def ordered(self, entity: int) -> np.ndarray:
+        """The entity's rows ordered by (event time, row)."""
+        line = self.lines.get(entity)
+        if line is None:
+            return np.zeros(0, np.int64)
+        rows = np.array(line.rows, dtype=np.int64)
+        m = rows.shape[0]
+        cached, done, last = line.cache
+        if done == m:
+            return cached
+        ts = np.array(line.ts[:m], dtype=np.int64)
+        fresh = ts[done:]
+        if (done == 0 or fresh[0] >= last) and bool(np.all(fresh[1:] >= fresh[:-1])):
+            out = np.concatenate([cached, rows[done:]])  # still in order: extend
+            last = int(fresh[-1])
+        else:  # an event-time back-fill: sort again
+            order = np.lexsort((rows, ts))
+            out, last = rows[order], int(ts[order[-1]])
+        line.cache = (out, m, last)
+        return out
+
+
+def neighbours(
+    timelines: Timelines,
+    entity_col: np.ndarray,
+    allowed: np.ndarray,
+    rows: np.ndarray,
+    window: int,
+) -> np.ndarray:
+    """For each of ``rows``, the rows at offsets -window..-1, +1..+window in its entity's
+    timeline of *allowed* rows; -1 past the timeline's ends. Shape (len(rows), 2 * window)."""
+    out = np.full((rows.shape[0], 2 * window), -1, np.int64)
+    if rows.shape[0] == 0 or window == 0:
+        return out
+    n = allowed.shape[0]
+    ents = entity_col[rows]
+    offsets = [d for d in range(-window, window + 1) if d]
+    for ent in np.unique(ents).tolist():
+        line = timelines.ordered(int(ent))
+        line = line[line < n]
+        line = line[allowed[line]]
+        m = line.shape[0]
+        if m == 0:
+            continue
+        sel = np.flatnonzero(ents == ent)
+        by_row = np.argsort(line, kind="stable")
+        idx = np.minimum(np.searchsorted(line[by_row], rows[sel]), m - 1)
+        p = by_row[idx]
+        found = line[p] == rows[sel]
+        for j, d in enumerate(offsets):
+            q = p + d
+            ok = found & (q >= 0) & (q < m)
+            out[sel[ok], j] = line[q[ok]]
+    return out
