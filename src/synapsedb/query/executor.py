@@ -232,8 +232,55 @@ def execute(
     return _finish(cat, spec, rows[order], score[order], comp)
 
 
-def _same(a: str, b: str) -> bool:
-    return " ".join(a.lower().split()) == " ".join(b.lower().split())
+def _norm_text(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _dedup(cat: Catalog, rows: np.ndarray, k: int, threshold: float) -> list[tuple[int, list[str]]]:
+    """Walk ``rows`` in rank order, keeping a row unless it repeats a kept one (same text, or
+    cosine >= threshold); returns (position, duplicate ids) of up to ``k`` kept rows.
+
+    Works in chunks: one matrix product per chunk against the kept rows and within the chunk.
+    """
+    kept: list[tuple[int, list[str]]] = []
+    kept_text: dict[str, int] = {}
+    dim = cat.vectors.shape[1] if cat.vectors is not None else 0
+    kept_vecs = np.zeros((0, dim), np.float32)
+    chunk = max(2 * k, 32)
+    pos = 0
+    total = rows.shape[0]
+    while len(kept) < k and pos < total:
+        part = rows[pos : pos + chunk]
+        if dim:
+            vecs = cat.vectors[part] * cat.inv_norm[part, None]  # type: ignore[index]
+            vs_kept = vecs @ kept_vecs.T
+            vs_self = vecs @ vecs.T
+        local: list[int] = []  # chunk offsets kept so far
+        for i, r in enumerate(part.tolist()):
+            rec = cat.recs[r]
+            text = _norm_text(rec.content)
+            j = kept_text.get(text)  # the best-ranked kept hit it repeats, by either rule
+            if dim and cat.has_vec[r]:
+                hit = np.flatnonzero(vs_kept[i] >= threshold)
+                if hit.shape[0]:
+                    j = int(hit[0]) if j is None else min(j, int(hit[0]))
+                elif local:
+                    near = vs_self[i, local] >= threshold
+                    if near.any():
+                        jj = len(kept) - len(local) + int(np.argmax(near))
+                        j = jj if j is None else min(j, jj)
+            if j is not None:
+                kept[j][1].append(rec.id)
+                continue
+            kept_text[text] = len(kept)
+            kept.append((pos + i, []))
+            local.append(i)
+            if len(kept) == k:
+                break
+        if dim and local:
+            kept_vecs = np.concatenate([kept_vecs, vecs[local]])
+        pos += chunk
+    return kept
 
 
 def _finish(
@@ -244,30 +291,13 @@ def _finish(
     comp: dict[str, np.ndarray],
 ) -> list[Hit]:
     """Dedup in rank order (same text, or cosine >= threshold), then build the top k hits."""
-    kept: list[tuple[int, int, list[str]]] = []  # (position, row, duplicate ids)
-    for pos, r in enumerate(rows.tolist()):
-        if spec.dedup:
-            rec = cat.recs[r]
-            vec = cat.vector(r)
-            dup_of = None
-            for _p, kr, dups in kept:
-                if _same(rec.content, cat.recs[kr].content):
-                    dup_of = dups
-                    break
-                kvec = cat.vector(kr)
-                if vec is not None and kvec is not None:
-                    cos = float(vec @ kvec) * float(cat.inv_norm[r]) * float(cat.inv_norm[kr])
-                    if cos >= spec.dedup_threshold:
-                        dup_of = dups
-                        break
-            if dup_of is not None:
-                dup_of.append(rec.id)
-                continue
-        kept.append((pos, r, []))
-        if len(kept) == spec.k:
-            break
+    if spec.dedup:
+        kept = _dedup(cat, rows, spec.k, spec.dedup_threshold)
+    else:
+        kept = [(i, []) for i in range(min(spec.k, rows.shape[0]))]
     hits = []
-    for pos, r, dups in kept:
+    for pos, dups in kept:
+        r = int(rows[pos])
         rec = cat.recs[r]
         hits.append(
             Hit(
