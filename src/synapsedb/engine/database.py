@@ -82,6 +82,7 @@ class Database:
         last = 0
         for name, created_us, dim, embedder in rows.namespaces:
             states[name] = NamespaceState(name, created_us, dim, embedder)
+            states[name].catalog.reserve(rows.memory_rows.get(name, 0))  # exact: no regrowth
             last = max(last, created_us)
         for row in rows.memories:
             mrec = MemRec.from_row(row[1:])

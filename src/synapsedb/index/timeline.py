@@ -69,27 +69,30 @@ def neighbours(
     window: int,
 ) -> np.ndarray:
     """For each of ``rows``, the rows at offsets -window..-1, +1..+window in its entity's
-    timeline of *allowed* rows; -1 past the timeline's ends. Shape (len(rows), 2 * window)."""
+    timeline of *allowed* rows; -1 past the timeline's ends. Shape (len(rows), 2 * window).
+
+    All entities at once: their timelines are concatenated into one array with a segment id per
+    entity, so the work is a few array operations whatever the number of entities.
+    """
     out = np.full((rows.shape[0], 2 * window), -1, np.int64)
     if rows.shape[0] == 0 or window == 0:
         return out
     n = allowed.shape[0]
-    ents = entity_col[rows]
-    offsets = [d for d in range(-window, window + 1) if d]
-    for ent in np.unique(ents).tolist():
-        line = timelines.ordered(int(ent))
-        line = line[line < n]
-        line = line[allowed[line]]
-        m = line.shape[0]
-        if m == 0:
-            continue
-        sel = np.flatnonzero(ents == ent)
-        by_row = np.argsort(line, kind="stable")
-        idx = np.minimum(np.searchsorted(line[by_row], rows[sel]), m - 1)
-        p = by_row[idx]
-        found = line[p] == rows[sel]
-        for j, d in enumerate(offsets):
-            q = p + d
-            ok = found & (q >= 0) & (q < m)
-            out[sel[ok], j] = line[q[ok]]
+    lines = [timelines.ordered(e) for e in np.unique(entity_col[rows]).tolist()]
+    line = np.concatenate(lines)
+    seg = np.repeat(np.arange(len(lines)), [x.shape[0] for x in lines])
+    keep = line < n
+    keep[keep] = allowed[line[keep]]
+    line, seg = line[keep], seg[keep]
+    m = line.shape[0]
+    if m == 0:
+        return out
+    by_row = np.argsort(line, kind="stable")
+    p = by_row[np.minimum(np.searchsorted(line[by_row], rows), m - 1)]
+    found = line[p] == rows
+    for j, d in enumerate(d for d in range(-window, window + 1) if d):
+        q = p + d
+        ok = found & (q >= 0) & (q < m)
+        ok[ok] = seg[q[ok]] == seg[p[ok]]
+        out[ok, j] = line[q[ok]]
     return out

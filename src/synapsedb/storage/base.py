@@ -34,6 +34,7 @@ class LoadedRows:
     """Everything a backend holds, as row iterators ordered for replay (oldest version first)."""
 
     namespaces: Iterator[Row]
+    memory_rows: dict[str, int]  # per namespace: memory versions that are not tombstones
     memories: Iterator[Row]
     facts: Iterator[Row]
     events: Iterator[Row]

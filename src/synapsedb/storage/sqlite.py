@@ -138,6 +138,11 @@ class SQLiteStorage:
     def load(self) -> LoadedRows:
         return LoadedRows(
             namespaces=self._rows("SELECT name, created_us, dim, embedder FROM namespaces"),
+            memory_rows=dict(
+                self._conn.execute(
+                    "SELECT ns, count(*) FROM memory_versions WHERE deleted = 0 GROUP BY ns"
+                ).fetchall()
+            ),
             memories=self._rows(
                 "SELECT ns, id, version, sys_us, created_us, entity, type, content, metadata, "
                 "embedding, salience, ts_us, agent, pinned, ttl, expires_us, deleted "
