@@ -18,6 +18,7 @@ from .embed.base import Embedder
 from .engine import Database, Namespace
 from .errors import (
     ClosedError,
+    EmbeddingError,
     NotFoundError,
     QuotaExceededError,
     StorageError,
@@ -35,6 +36,7 @@ __all__ = [
     "ClosedError",
     "Database",
     "Embedder",
+    "EmbeddingError",
     "Event",
     "Fact",
     "ManualClock",

@@ -18,6 +18,7 @@ from .errors import ValidationError
 __all__ = ["Settings"]
 
 Durability = Literal["fsync", "os"]
+EMBEDDERS = ("minilm", "openai", "sentence-transformers", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,9 +30,19 @@ class Settings:
     embedder: str = field(
         default="minilm",
         metadata={
-            "doc": "minilm: embed text locally with all-MiniLM-L6-v2 (384-d); none: only "
-            "caller-provided vectors"
+            "doc": "minilm (local all-MiniLM-L6-v2, 384-d), openai (an OpenAI-compatible "
+            "endpoint), sentence-transformers (optional extra) or none (caller vectors only)"
         },
+    )
+    openai_base_url: str = field(
+        default="",
+        metadata={
+            "doc": "base URL of the OpenAI-compatible endpoint, e.g. https://api.openai.com/v1"
+        },
+    )
+    openai_model: str = field(default="", metadata={"doc": "model name sent to that endpoint"})
+    st_model: str = field(
+        default="", metadata={"doc": "sentence-transformers model name or local path"}
     )
     query_cache_size: int = field(
         default=1024, metadata={"doc": "query texts whose embeddings are kept (LRU)"}
@@ -70,9 +81,10 @@ class Settings:
                 f"durability: expected 'fsync' or 'os', got {self.durability!r}",
                 field="durability",
             )
-        if self.embedder not in ("minilm", "none"):
+        if self.embedder not in EMBEDDERS:
             raise ValidationError(
-                f"embedder: expected 'minilm' or 'none', got {self.embedder!r}", field="embedder"
+                f"embedder: expected one of {', '.join(EMBEDDERS)}, got {self.embedder!r}",
+                field="embedder",
             )
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)

@@ -10,6 +10,7 @@ rebuild the very same class from the code (:func:`error_from_code`)::
     ├── VersionConflictError          version_conflict  409   compare-and-set lost
     ├── QuotaExceededError            quota_exceeded    429   namespace or tenant limit
     ├── StorageError                  storage           503   the durable store failed
+    ├── EmbeddingError                embedding         502   the embedding service failed
     └── ClosedError                   closed            503   the database was closed
 
 Errors carry a human message that names the field and the limit, plus structured ``details``
@@ -22,6 +23,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "ClosedError",
+    "EmbeddingError",
     "NotFoundError",
     "QuotaExceededError",
     "StorageError",
@@ -107,6 +109,13 @@ class StorageError(SynapseError):
     http_status = 503
 
 
+class EmbeddingError(SynapseError):
+    """A remote embedding service failed or answered something unusable. Nothing was written."""
+
+    code = "embedding"
+    http_status = 502
+
+
 class ClosedError(SynapseError):
     """The database (or client) was closed."""
 
@@ -123,6 +132,7 @@ _BY_CODE: dict[str, type[SynapseError]] = {
         VersionConflictError,
         QuotaExceededError,
         StorageError,
+        EmbeddingError,
         ClosedError,
     )
 }

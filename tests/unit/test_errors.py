@@ -17,6 +17,7 @@ def test_every_error_has_a_stable_code_and_status() -> None:
         errors.VersionConflictError,
         errors.QuotaExceededError,
         errors.StorageError,
+        errors.EmbeddingError,
         errors.ClosedError,
     ):
         assert issubclass(cls, errors.SynapseError)
@@ -24,7 +25,8 @@ def test_every_error_has_a_stable_code_and_status() -> None:
         seen[cls.code] = cls
         assert 400 <= cls.http_status < 600
     assert set(seen) == {
-        "validation", "not_found", "version_conflict", "quota_exceeded", "storage", "closed"
+        "validation", "not_found", "version_conflict", "quota_exceeded", "storage", "embedding",
+        "closed",
     }  # fmt: skip
 
 

@@ -48,7 +48,7 @@ class Database:
         self.fusion = Fusion()
         if embedder == "settings":
             embedder = self.settings.embedder
-        self.embedding = EmbeddingService(embedder, self.settings.query_cache_size)
+        self.embedding = EmbeddingService(embedder, self.settings)
         self.path = Path(path)
         try:
             self.path.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..config import Settings
 from ..embed.base import Embedder
 from ..errors import ValidationError
 
@@ -26,8 +27,10 @@ __all__ = ["EmbeddingService"]
 
 
 class EmbeddingService:
-    def __init__(self, embedder: Embedder | str | None, cache_size: int = 1024) -> None:
+    def __init__(self, embedder: Embedder | str | None, settings: Settings | None = None) -> None:
         self._spec = embedder
+        self._settings = settings or Settings()
+        cache_size = self._settings.query_cache_size
         self._model: Embedder | None = embedder if not isinstance(embedder, str | None) else None
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -44,13 +47,7 @@ class EmbeddingService:
         if self._model is None:
             with self._lock:
                 if self._model is None:
-                    if self._spec != "minilm":
-                        raise ValidationError(
-                            f"embedder: unknown embedder {self._spec!r}", field="embedder"
-                        )
-                    from ..embed import OnnxMiniLM
-
-                    self._model = OnnxMiniLM()
+                    self._model = _build(str(self._spec), self._settings)
         return self._model
 
     def _usable_for(self, state: NamespaceState | None, field: str) -> bool:
@@ -125,3 +122,23 @@ class EmbeddingService:
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return vec
+
+
+def _build(spec: str, settings: Settings) -> Embedder:
+    if spec == "minilm":
+        from ..embed import OnnxMiniLM
+
+        return OnnxMiniLM()
+    if spec == "openai":
+        from ..embed.openai_compat import OpenAIEmbedder
+
+        return OpenAIEmbedder(settings.openai_base_url or None, settings.openai_model or None)
+    if spec == "sentence-transformers":
+        from ..embed.sentence_transformers import SentenceTransformerEmbedder
+
+        if not settings.st_model:
+            raise ValidationError(
+                "st_model: required with embedder='sentence-transformers'", field="st_model"
+            )
+        return SentenceTransformerEmbedder(settings.st_model)
+    raise ValidationError(f"embedder: unknown embedder {spec!r}", field="embedder")
