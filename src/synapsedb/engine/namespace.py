@@ -383,7 +383,10 @@ class Namespace:
             fusion=self._db.fusion,
         )
         hits = execute(
-            cat, spec, lambda mid: [r.row for r in state.mems.get(mid, ()) if r.row >= 0]
+            cat,
+            spec,
+            lambda mid: [r.row for r in state.mems.get(mid, ()) if r.row >= 0],
+            state.hnsw,
         )
         return QueryResult(qid, hits, entity)
 

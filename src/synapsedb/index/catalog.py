@@ -296,10 +296,10 @@ class Catalog:
             mask &= self.exp_us[:n] > t_us
         return mask
 
-    def rows_mask(self, rows: array[int] | list[int], n: int) -> np.ndarray:
+    def rows_mask(self, rows: np.ndarray | array[int], n: int) -> np.ndarray:
         mask = np.zeros(n, bool)
         if len(rows):
-            idx = np.array(rows, dtype=np.int64)
+            idx = rows if isinstance(rows, np.ndarray) else np.array(rows, dtype=np.int64)
             mask[idx[idx < n]] = True
         return mask
 

@@ -66,13 +66,14 @@ class HnswIndex:
     """Cosine HNSW over catalog rows ``[0, count)``."""
 
     def __init__(
-        self, dim: int, *, m: int = 16, ef_construction: int = 100, ef_search: int = 64
+        self, dim: int, *, m: int = 16, ef_construction: int = 200, ef_search: int = 100
     ) -> None:
         self.dim = dim
         self.m = m
         self.ef_construction = ef_construction
         self.ef_search = ef_search
         self.count = 0
+        self.searches = 0  # graph searches served (an observable for tests and metrics)
         self._index = hnswlib.Index(space="ip", dim=dim)
         self._index.init_index(max_elements=1024, ef_construction=ef_construction, M=m)
         self._index.set_num_threads(1)
@@ -110,6 +111,7 @@ class HnswIndex:
             count = self.count
             if count == 0:
                 return np.zeros(0, np.int64), np.zeros(0, np.float32)
+            self.searches += 1
             k = min(k, count)
             self._index.set_ef(max(ef, k))
             try:

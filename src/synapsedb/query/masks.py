@@ -72,8 +72,7 @@ def _builtin(node: Cond, cat: Catalog, n: int, id_rows: IdRows) -> np.ndarray:
             return np.full(n, bool(want))
         if op in ("$eq", "$ne", "$in", "$nin"):
             wanted = (want,) if op in ("$eq", "$ne") else want
-            rows = [r for mid in wanted for r in id_rows(mid)]
-            hit = cat.rows_mask(rows, n)
+            hit = cat.rows_mask(np.array([r for mid in wanted for r in id_rows(mid)], np.int64), n)
             return hit if op in ("$eq", "$in") else ~hit
         return np.fromiter(
             (compare(op, cat.recs[r].id, want) for r in range(n)), dtype=bool, count=n
@@ -95,13 +94,12 @@ def _builtin(node: Cond, cat: Catalog, n: int, id_rows: IdRows) -> np.ndarray:
     )
 
 
-def _rows_for_keys(bucket: dict[Any, Any], keys: Iterable[Any]) -> list[int]:
-    out: list[int] = []
-    for key in keys:
-        rows = bucket.get(key)
-        if rows is not None:
-            out.extend(rows)
-    return out
+def _rows_for_keys(bucket: dict[Any, Any], keys: Iterable[Any]) -> np.ndarray:
+    """The rows holding any of ``keys`` (copied from the compact postings at C speed)."""
+    parts = [np.array(rows, dtype=np.int64) for key in keys if (rows := bucket.get(key))]
+    if not parts:
+        return np.zeros(0, np.int64)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _meta(node: Cond, cat: Catalog, n: int) -> np.ndarray:
@@ -119,7 +117,7 @@ def _meta(node: Cond, cat: Catalog, n: int) -> np.ndarray:
         rows = _rows_for_keys(cat.postings(path, "e"), (meta_key(want),))
         if isinstance(want, str):
             keys = [k for k in list(values) if k[0] == "str" and want in k[1]]
-            rows.extend(_rows_for_keys(values, keys))
+            rows = np.concatenate([rows, _rows_for_keys(values, keys)])
         return cat.rows_mask(rows, n)
     kind = "str" if isinstance(want, str) else "num"
     keys = [k for k in list(values) if k[0] == kind and compare(op, k[1], want)]
