@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp-install
 
-.PHONY: install test test-slow lint bench clean
+.PHONY: install test test-slow lint bench bench-quick clean
 
 install: $(STAMP)
 
@@ -29,6 +29,13 @@ lint: install
 
 bench: install
 	$(PY) bench/bench_engine.py
+	$(PY) bench/bench_retrieval.py
+	$(PY) bench/bench_quality.py
+
+bench-quick: install
+	$(PY) bench/bench_engine.py --quick --no-report
+	$(PY) bench/bench_retrieval.py --quick --no-report
+	$(PY) bench/bench_quality.py --quick --no-report
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
