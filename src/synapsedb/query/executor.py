@@ -164,7 +164,8 @@ def execute(
         zeros = np.zeros(rows.shape[0])
         return _finish(cat, spec, rows, zeros, {"score": zeros})
     hybrid = spec.mode == "hybrid"
-    pool = fz.candidates if hybrid else spec.k * 2 + 10  # slack for dedup
+    # two lists to fuse need deep candidate lists; one list needs k plus slack for dedup
+    pool = fz.candidates if use_v and use_k else spec.k + 10
     cand_parts = []
     q = None
     if use_v:
