@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ __all__ = [
     "check_key",
     "check_namespace",
     "check_ttl",
+    "check_types",
     "check_vector",
     "check_version",
     "dump_json",
@@ -343,4 +344,15 @@ def memory_patch(patch: Any, settings: Settings) -> dict[str, Any]:
             out["pinned"] = _pinned(value, "pinned")
         elif key == "ttl":
             out["ttl"] = check_ttl(value, "ttl")
+    return out
+
+
+def check_types(types: Iterable[str] | None) -> frozenset[str] | None:
+    if types is None:
+        return None
+    if isinstance(types, str):
+        return frozenset((types,))
+    out = frozenset(types)
+    if not out or not all(isinstance(t, str) for t in out):
+        raise ValidationError("types: expected a non-empty list of type names", field="types")
     return out

@@ -16,11 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..errors import NotFoundError, ValidationError
-from ..ids import new_memory_id, parse_event_id
-from ..index.keyword import analyze
-from ..query.executor import QuerySpec, execute
-from ..query.filters import parse_filter
-from ..query.rank import named_labels, strip_words
+from ..ids import parse_event_id
 from ..times import TimeLike, to_us
 from ..types import Event, Fact, Memory, QueryResult, Stats
 from ..validation import (
@@ -28,7 +24,7 @@ from ..validation import (
     check_entity,
     check_key,
     check_ttl,
-    check_vector,
+    check_types,
     check_version,
     dump_json,
     memory_input,
@@ -36,6 +32,7 @@ from ..validation import (
 )
 from .ops import AppendEvent, DeleteFact, DeleteMemory, SetFact, UpdateMemory, WriteMemories
 from .records import FactRec, MemRec
+from .retrieval import run_query
 from .state import version_at
 
 if TYPE_CHECKING:
@@ -208,7 +205,7 @@ class Namespace:
         limit = _limit(limit)
         if entity is not None:
             entity = check_entity(entity)
-        wanted = _types(types)
+        wanted = check_types(types)
         state = self._db._state(self.name)
         if state is None:
             return []
@@ -306,89 +303,11 @@ class Namespace:
         (docs/concepts.md); ``types``, ``since`` <= ts < ``until`` are shorthands. Near-identical
         hits (cosine >= 0.95, or the same text) collapse into the best one (``duplicates``).
         """
-        t = self._time(as_of)
-        if text is not None and not isinstance(text, str):
-            raise ValidationError(
-                f"text: expected a string, got {type(text).__name__}", field="text"
-            )
-        if mode not in MODES:
-            raise ValidationError(
-                f"mode: expected one of {', '.join(MODES)}, got {mode!r}", field="mode"
-            )
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-            raise ValidationError(
-                f"k: expected an integer from 1 to {MAX_K}, got {k!r}", field="k", limit=MAX_K
-            )
-        if min_score is not None and (
-            isinstance(min_score, bool) or not isinstance(min_score, int | float)
-        ):
-            raise ValidationError("min_score: expected a number", field="min_score")
-        if not isinstance(dedup, bool) or not isinstance(explain, bool):
-            raise ValidationError(
-                "dedup, explain: expected true or false",
-                field="dedup" if not isinstance(dedup, bool) else "explain",
-            )
-        qvec = (
-            None
-            if embedding is None
-            else check_vector(embedding, "embedding", self._db.settings.max_dim)
-        )
-        node = parse_filter(filter)
-        wanted = _types(types)
-        since_us = None if since is None else to_us(since, "since")
-        until_us = None if until is None else to_us(until, "until")
-        if entity is not None:
-            entity = check_entity(entity)
-        state = self._db._state(self.name)
-        qid = new_memory_id(self._db._now_us())
-        if state is None:
-            return QueryResult(qid, [], entity)
-        cat = state.catalog
-        if qvec is not None and cat.dim is not None and qvec.shape[0] != cat.dim:
-            raise ValidationError(
-                f"embedding: namespace {self.name!r} holds {cat.dim}-dimensional embeddings, "
-                f"got {qvec.shape[0]}",
-                field="embedding",
-                limit=cat.dim,
-            )
-        if text is not None and entity is None:
-            text, entity = _scope_entity(text, cat.entities.codes)
-        names, named = named_labels(text, cat.label_words) if text else ([], set())
-        dense_text = strip_words(text, names) if text and mode == "hybrid" else text
-        if mode == "vector" and qvec is None and dense_text is not None:
-            qvec = self._db.embedding.query(state, dense_text, required=True)
-        elif mode == "hybrid" and qvec is None and dense_text:
-            qvec = self._db.embedding.query(state, dense_text, required=False)
-        if mode == "vector" and qvec is None:
-            raise ValidationError(
-                "embedding: mode='vector' needs an embedding or an embedder for the text",
-                field="embedding",
-            )
-        spec = QuerySpec(
-            terms=analyze(text) if text and mode != "vector" else [],
-            qvec=qvec,
-            mode=mode,
-            k=k,
-            t_us=t,
-            entity=entity,
-            filter=node,
-            types=wanted,
-            since_us=since_us,
-            until_us=until_us,
-            min_score=None if min_score is None else float(min_score),
-            dedup=dedup,
-            explain=explain,
-            has_text=bool(text and text.strip()),
-            named=frozenset(named),
-            fusion=self._db.fusion,
-        )
-        hits = execute(
-            cat,
-            spec,
-            lambda mid: [r.row for r in state.mems.get(mid, ()) if r.row >= 0],
-            state.hnsw,
-        )
-        return QueryResult(qid, hits, entity)
+        return run_query(
+            self._db, self.name, self._time(as_of), text=text, embedding=embedding,
+            entity=entity, filter=filter, k=k, mode=mode, min_score=min_score, types=types,
+            since=since, until=until, dedup=dedup, explain=explain,
+        )  # fmt: skip
 
     # -- KV facts -------------------------------------------------------------------------------
 
@@ -578,25 +497,3 @@ def _id(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ValidationError(f"id: expected a memory id string, got {value!r}", field="id")
     return value
-
-
-def _scope_entity(text: str, entities: Mapping[str, int]) -> tuple[str, str | None]:
-    """Find a token naming an existing entity; return the text without it and the entity."""
-    words = text.split()
-    for i, word in enumerate(words):
-        token = word.strip(_TRIM)
-        if token in entities:
-            rest = " ".join(words[:i] + words[i + 1 :])
-            return rest, token
-    return text, None
-
-
-def _types(types: Iterable[str] | None) -> frozenset[str] | None:
-    if types is None:
-        return None
-    if isinstance(types, str):
-        return frozenset((types,))
-    out = frozenset(types)
-    if not out or not all(isinstance(t, str) for t in out):
-        raise ValidationError("types: expected a non-empty list of type names", field="types")
-    return out

@@ -1,0 +1,133 @@
+"""Running a query for a namespace: argument checks, entity scoping, speaker names, the query
+embedding, then the executor. Kept apart from the Namespace handle so each stays small."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ValidationError
+from ..ids import new_memory_id
+from ..index.keyword import analyze
+from ..query.executor import QuerySpec, execute
+from ..query.filters import parse_filter
+from ..query.rank import named_labels, strip_words
+from ..times import TimeLike, to_us
+from ..types import QueryResult
+from ..validation import check_entity, check_types, check_vector
+
+if TYPE_CHECKING:
+    from .database import Database
+
+__all__ = ["run_query"]
+
+MAX_K = 1000
+MODES = ("hybrid", "vector", "keyword")
+_TRIM = ".,;:!?\"'()[]{}"
+
+
+def run_query(
+    db: Database,
+    ns: str,
+    t: int,
+    *,
+    text: str | None,
+    embedding: Sequence[float] | None,
+    entity: str | None,
+    filter: Mapping[str, Any] | None,
+    k: int,
+    mode: str,
+    min_score: float | None,
+    types: Iterable[str] | None,
+    since: TimeLike | None,
+    until: TimeLike | None,
+    dedup: bool,
+    explain: bool,
+) -> QueryResult:
+    if text is not None and not isinstance(text, str):
+        raise ValidationError(f"text: expected a string, got {type(text).__name__}", field="text")
+    if mode not in MODES:
+        raise ValidationError(
+            f"mode: expected one of {', '.join(MODES)}, got {mode!r}", field="mode"
+        )
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise ValidationError(
+            f"k: expected an integer from 1 to {MAX_K}, got {k!r}", field="k", limit=MAX_K
+        )
+    if min_score is not None and (
+        isinstance(min_score, bool) or not isinstance(min_score, int | float)
+    ):
+        raise ValidationError("min_score: expected a number", field="min_score")
+    if not isinstance(dedup, bool) or not isinstance(explain, bool):
+        raise ValidationError(
+            "dedup, explain: expected true or false",
+            field="dedup" if not isinstance(dedup, bool) else "explain",
+        )
+    qvec = None if embedding is None else check_vector(embedding, "embedding", db.settings.max_dim)
+    node = parse_filter(filter)
+    wanted = check_types(types)
+    since_us = None if since is None else to_us(since, "since")
+    until_us = None if until is None else to_us(until, "until")
+    if entity is not None:
+        entity = check_entity(entity)
+    state = db._state(ns)
+    qid = new_memory_id(db._now_us())
+    if state is None:
+        return QueryResult(qid, [], entity)
+    cat = state.catalog
+    if qvec is not None and cat.dim is not None and qvec.shape[0] != cat.dim:
+        raise ValidationError(
+            f"embedding: namespace {ns!r} holds {cat.dim}-dimensional embeddings, "
+            f"got {qvec.shape[0]}",
+            field="embedding",
+            limit=cat.dim,
+        )
+    if text is not None and entity is None:
+        text, entity = _scope_entity(text, cat.entities.codes)
+    names, named = named_labels(text, cat.label_words) if text else ([], set())
+    dense_text = strip_words(text, names) if text and mode == "hybrid" else text
+    if mode == "vector" and qvec is None and dense_text is not None:
+        qvec = db.embedding.query(state, dense_text, required=True)
+    elif mode == "hybrid" and qvec is None and dense_text:
+        qvec = db.embedding.query(state, dense_text, required=False)
+    if mode == "vector" and qvec is None:
+        raise ValidationError(
+            "embedding: mode='vector' needs an embedding or an embedder for the text",
+            field="embedding",
+        )
+    spec = QuerySpec(
+        terms=analyze(text) if text and mode != "vector" else [],
+        qvec=qvec,
+        mode=mode,
+        k=k,
+        t_us=t,
+        entity=entity,
+        filter=node,
+        types=wanted,
+        since_us=since_us,
+        until_us=until_us,
+        min_score=None if min_score is None else float(min_score),
+        dedup=dedup,
+        explain=explain,
+        has_text=bool(text and text.strip()),
+        named=frozenset(named),
+        fusion=db.fusion,
+    )
+    hits = execute(
+        cat,
+        spec,
+        lambda mid: [r.row for r in state.mems.get(mid, ()) if r.row >= 0],
+        state.hnsw,
+    )
+    return QueryResult(qid, hits, entity)
+
+
+def _scope_entity(text: str, entities: Mapping[str, int]) -> tuple[str, str | None]:
+    """Find a token naming an existing entity; return the text without it and the entity."""
+    words = text.split()
+    for i, word in enumerate(words):
+        token = word.strip(_TRIM)
+        if token in entities:
+            rest = " ".join(words[:i] + words[i + 1 :])
+            return rest, token
+    return text, None
