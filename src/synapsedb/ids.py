@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import re
 
 from .errors import ValidationError
@@ -10,17 +11,18 @@ from .errors import ValidationError
 __all__ = ["format_event_id", "new_memory_id", "parse_event_id"]
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+# two Crockford characters per 10 bits: 13 table lookups make the 26 characters
+_PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]
+# ids need uniqueness, not secrecy: a per-process generator seeded from the OS (no syscall per id)
+_RANDOM = random.Random(os.urandom(16))
 _EVENT_ID = re.compile(r"^(\d{1,15})(?:-(\d{1,15}))?$")
 
 
 def new_memory_id(now_us: int) -> str:
     """A ULID: 48 bits of milliseconds + 80 random bits, 26 Crockford base-32 characters."""
-    value = ((now_us // 1000) << 80) | int.from_bytes(os.urandom(10), "big")
-    chars = []
-    for _ in range(26):
-        chars.append(_CROCKFORD[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
+    value = ((now_us // 1000) << 80) | _RANDOM.getrandbits(80)
+    pairs = _PAIRS
+    return "".join([pairs[(value >> shift) & 1023] for shift in range(120, -1, -10)])
 
 
 def format_event_id(ms: int, seq: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from .errors import ValidationError
@@ -60,6 +61,7 @@ def to_us(value: Any, field: str) -> int:
     )
 
 
+@lru_cache(maxsize=4096)  # datetimes are immutable; a batch shares its commit time
 def to_datetime(us: int) -> datetime:
     """Microseconds since the epoch to an aware UTC datetime."""
     return datetime.fromtimestamp(us // 1_000_000, UTC).replace(microsecond=us % 1_000_000)

@@ -134,14 +134,20 @@ def _check_json(value: Any, field: str, depth: int = 0) -> None:
         return
     if isinstance(value, Mapping):
         for k, v in value.items():
-            if not isinstance(k, str):
+            if type(k) is not str:
                 raise ValidationError(
                     f"{field}: object keys must be strings, got {type(k).__name__}", field=field
                 )
+            t = type(v)  # plain scalars need no recursion (nor a field path built for them)
+            if t is str or t is int or t is bool or v is None or (t is float and math.isfinite(v)):
+                continue
             _check_json(v, f"{field}.{k}", depth + 1)
         return
     if isinstance(value, list | tuple):
         for i, v in enumerate(value):
+            t = type(v)
+            if t is str or t is int or t is bool or v is None or (t is float and math.isfinite(v)):
+                continue
             _check_json(v, f"{field}[{i}]", depth + 1)
         return
     raise ValidationError(f"{field}: {type(value).__name__} is not a JSON value", field=field)

@@ -84,11 +84,19 @@ class Database:
             states[name] = NamespaceState(name, created_us, dim, embedder)
             states[name].catalog.reserve(rows.memory_rows.get(name, 0))  # exact: no regrowth
             last = max(last, created_us)
-        for row in rows.memories:
+        batch: list[MemRec] = []
+        batch_ns = None
+        for row in rows.memories:  # in commit order; applied in per-namespace runs
             mrec = MemRec.from_row(row[1:])
-            states[row[0]].add_memory(mrec)
+            if row[0] != batch_ns or len(batch) >= 4096:
+                if batch:
+                    states[batch_ns].add_memories(batch)  # type: ignore[index]
+                batch, batch_ns = [], row[0]
+            batch.append(mrec)
             if mrec.sys_us > last:
                 last = mrec.sys_us
+        if batch:
+            states[batch_ns].add_memories(batch)  # type: ignore[index]
         for row in rows.facts:
             frec = FactRec.from_row(row[1:])
             states[row[0]].add_fact(frec)

@@ -11,8 +11,10 @@ id; an entity and a key address a KV fact.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..errors import NotFoundError, ValidationError
@@ -106,7 +108,19 @@ class Namespace:
         """Store many memories in one transaction: all or none.
 
         Each item is ``{"entity": ..., <fields as for write>}`` or ``(entity, memory)``.
+        Python's cyclic garbage collector is paused while the batch is built and applied (its
+        previous state is restored): a batch allocates several objects per memory, and letting
+        the collector rescan every stored record a dozen times per batch cost ~10% of
+        throughput.
         """
+        with _gc_paused():
+            return self._write_many(items, agent)
+
+    def _write_many(
+        self,
+        items: Sequence[Mapping[str, Any] | tuple[str, str | Mapping[str, Any]]],
+        agent: str | None,
+    ) -> list[Memory]:
         settings = self._db.settings
         if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
             raise ValidationError("items: expected a list of memories", field="items")
@@ -491,6 +505,17 @@ class Namespace:
             dim=state.dim,
             embedder=state.embedder if state.dim is not None else None,
         )
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _id(value: Any) -> str:

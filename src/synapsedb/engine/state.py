@@ -65,17 +65,32 @@ class NamespaceState:
     # -- applying committed changes (writer thread only) --------------------------------------
 
     def add_memory(self, rec: MemRec) -> None:
-        chain = self.mems.get(rec.id)
-        self.catalog.add(rec, chain[-1] if chain else None)  # before readers can reach rec
-        if chain is None:
-            self.mems[rec.id] = [rec]
-            ids = self.entity_mems.get(rec.entity)
-            if ids is None:
-                self.entity_mems[rec.entity] = [rec.id]
+        self.add_memories([rec])
+
+    def add_memories(self, recs: list[MemRec]) -> None:
+        """Apply committed memory versions in commit order (catalog first, so a reader that
+        reaches a record through its chain finds it fully indexed)."""
+        tips: dict[str, MemRec] = {}
+        items = []
+        for rec in recs:
+            prev = tips.get(rec.id)
+            if prev is None:
+                chain = self.mems.get(rec.id)
+                prev = chain[-1] if chain else None
+            items.append((rec, prev))
+            tips[rec.id] = rec
+        self.catalog.add_many(items)
+        for rec in recs:
+            chain = self.mems.get(rec.id)
+            if chain is None:
+                self.mems[rec.id] = [rec]
+                ids = self.entity_mems.get(rec.entity)
+                if ids is None:
+                    self.entity_mems[rec.entity] = [rec.id]
+                else:
+                    ids.append(rec.id)
             else:
-                ids.append(rec.id)
-        else:
-            chain.append(rec)
+                chain.append(rec)
 
     def add_fact(self, rec: FactRec) -> None:
         k = (rec.entity, rec.key)

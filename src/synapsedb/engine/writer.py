@@ -124,8 +124,11 @@ class Tx:
         for ns, (dim, embedder) in self.spaces.items():
             states[ns].embedder = embedder
             states[ns].dim = dim
+        by_ns: dict[str, list[MemRec]] = {}
         for ns, rec in self.mems:
-            states[ns].add_memory(rec)
+            by_ns.setdefault(ns, []).append(rec)
+        for ns, recs in by_ns.items():
+            states[ns].add_memories(recs)
         for ns, frec in self.facts:
             states[ns].add_fact(frec)
         for ns, erec in self.events:

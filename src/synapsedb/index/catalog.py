@@ -196,63 +196,83 @@ class Catalog:
             self.vectors = np.zeros((self.capacity, dim), np.float32)
 
     def add(self, rec: MemRec, prev: MemRec | None) -> None:
-        """Record a committed version: close ``prev``'s row; add a row unless a tombstone."""
+        """Record one committed version (see :meth:`add_many`)."""
+        self.add_many([(rec, prev)])
+
+    def add_many(self, items: list[tuple[MemRec, MemRec | None]]) -> None:
+        """Record committed versions in commit order, each with the version it supersedes:
+        close the superseded rows and add a row per version that is not a tombstone.
+
+        Columns and vectors are written in slices (one norm computation for the batch); only
+        the postings, labels and timelines are per row. Rows become visible together.
+        """
         self.epoch += 1
         try:
-            self._add(rec, prev)
+            self._add_many(items)
         finally:
             self.epoch += 1
 
-    def _add(self, rec: MemRec, prev: MemRec | None) -> None:
-        if rec.sys_us > self.latest_us:
-            self.latest_us = rec.sys_us
-        if prev is not None and prev.row >= 0 and self.to_us[prev.row] == INF:
-            self.to_us[prev.row] = rec.sys_us
-            self.live[prev.row] = False
-        if rec.deleted:
-            rec.row = prev.row if prev is not None else -1
+    def _add_many(self, items: list[tuple[MemRec, MemRec | None]]) -> None:
+        new = [rec for rec, _ in items if not rec.deleted]
+        self.reserve(len(new))
+        r0 = self.n
+        r1 = r0 + len(new)
+        if new:
+            sl = slice(r0, r1)
+            self.from_us[sl] = [rec.sys_us for rec in new]
+            self.to_us[sl] = INF
+            exp = [INF if rec.expires_us is None else rec.expires_us for rec in new]
+            self.exp_us[sl] = exp
+            self.n_ttl += sum(1 for e in exp if e != INF)
+            self.ts_us[sl] = [rec.ts_us for rec in new]
+            self.salience[sl] = [rec.salience for rec in new]
+            self.entity[sl] = [self.entities.code(rec.entity) for rec in new]
+            self.type[sl] = [self.types.code(rec.type) for rec in new]
+            self.agent[sl] = [
+                _NO_AGENT if rec.agent is None else self.agents.code(rec.agent) for rec in new
+            ]
+            self.pinned[sl] = [rec.pinned for rec in new]
+            self.live[sl] = True
+            self.label[sl] = [self._label(rec.content) for rec in new]
+            with_vec = [i for i, rec in enumerate(new) if rec.vec is not None]
+            if with_vec:
+                first = new[with_vec[0]].vec
+                assert first is not None
+                self._ensure_vectors(int(first.shape[0]))
+                assert self.vectors is not None
+                rows = np.asarray(with_vec, dtype=np.int64) + r0
+                block = np.stack([new[i].vec for i in with_vec])  # type: ignore[misc]
+                self.vectors[rows] = block
+                sq = np.einsum("ij,ij->i", block, block)
+                self.inv_norm[rows] = np.where(sq > 0, 1.0 / np.sqrt(np.maximum(sq, 1e-30)), 0.0)
+                self.has_vec[rows] = True
+        r = r0
+        for rec, prev in items:  # in commit order: a version's predecessor has its row already
+            if rec.sys_us > self.latest_us:
+                self.latest_us = rec.sys_us
+            if prev is not None and prev.row >= 0 and self.to_us[prev.row] == INF:
+                self.to_us[prev.row] = rec.sys_us
+                self.live[prev.row] = False
+            if rec.deleted:
+                rec.row = prev.row if prev is not None else -1
+                rec.vec = None
+                continue
+            if rec.meta_json != "{}":
+                for path, role, key in _flatten(orjson.loads(rec.meta_json), ()):
+                    bucket = self.meta_post.setdefault((path, role), {})
+                    posting = bucket.get(key)
+                    if posting is None:
+                        bucket[key] = array("i", (r,))
+                    else:
+                        posting.append(r)
+            self.keywords.add(r, analyze(rec.content))
+            self.timelines.add(int(self.entity[r]), r, rec.ts_us)
+            self.recs.append(rec)
+            rec.row = r
+            rec.cat = self
             rec.vec = None
-            return
-        self.reserve(1)
-        r = self.n
-        self.from_us[r] = rec.sys_us
-        self.to_us[r] = INF
-        if rec.expires_us is None:
-            self.exp_us[r] = INF
-        else:
-            self.exp_us[r] = rec.expires_us
-            self.n_ttl += 1
-        self.ts_us[r] = rec.ts_us
-        self.salience[r] = rec.salience
-        self.entity[r] = self.entities.code(rec.entity)
-        self.type[r] = self.types.code(rec.type)
-        self.agent[r] = _NO_AGENT if rec.agent is None else self.agents.code(rec.agent)
-        self.pinned[r] = rec.pinned
-        self.live[r] = True
-        vec = rec.vec
-        if vec is not None:
-            self._ensure_vectors(int(vec.shape[0]))
-            assert self.vectors is not None
-            self.vectors[r] = vec
-            norm = float(np.linalg.norm(vec))
-            self.inv_norm[r] = 1.0 / norm if norm > 0 else 0.0
-            self.has_vec[r] = True
-        if rec.meta_json != "{}":
-            for path, role, key in _flatten(orjson.loads(rec.meta_json), ()):
-                bucket = self.meta_post.setdefault((path, role), {})
-                rows = bucket.get(key)
-                if rows is None:
-                    bucket[key] = array("i", (r,))
-                else:
-                    rows.append(r)
-        self.keywords.add(r, analyze(rec.content))
-        self.label[r] = self._label(rec.content)
-        self.timelines.add(int(self.entity[r]), r, rec.ts_us)
-        self.recs.append(rec)
-        rec.row = r
-        rec.cat = self
-        rec.vec = None
-        self.n = r + 1  # publish last
+            r += 1
+        self.n = r1  # publish last
 
     def _label(self, content: str) -> int:
         m = _LABEL.match(content)

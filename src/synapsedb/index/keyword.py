@@ -53,7 +53,10 @@ class KeywordIndex:
     def add(self, row: int, terms: list[str]) -> None:
         """Index catalog row ``row`` (rows arrive in order, 0, 1, 2, ...)."""
         assert row == len(self.doclen), "rows must be added in order"
-        for term, tf in Counter(terms).items():
+        counts: dict[str, int] = {}
+        for term in terms:
+            counts[term] = counts.get(term, 0) + 1
+        for term, tf in counts.items():
             post = self.postings.get(term)
             if post is None:
                 self.postings[term] = (array("i", (row,)), array("i", (tf,)))
