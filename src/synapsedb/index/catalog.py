@@ -17,6 +17,7 @@ slice every array to it, so they see a consistent prefix.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from array import array
@@ -217,35 +218,10 @@ class Catalog:
         self.reserve(len(new))
         r0 = self.n
         r1 = r0 + len(new)
-        if new:
-            sl = slice(r0, r1)
-            self.from_us[sl] = [rec.sys_us for rec in new]
-            self.to_us[sl] = INF
-            exp = [INF if rec.expires_us is None else rec.expires_us for rec in new]
-            self.exp_us[sl] = exp
-            self.n_ttl += sum(1 for e in exp if e != INF)
-            self.ts_us[sl] = [rec.ts_us for rec in new]
-            self.salience[sl] = [rec.salience for rec in new]
-            self.entity[sl] = [self.entities.code(rec.entity) for rec in new]
-            self.type[sl] = [self.types.code(rec.type) for rec in new]
-            self.agent[sl] = [
-                _NO_AGENT if rec.agent is None else self.agents.code(rec.agent) for rec in new
-            ]
-            self.pinned[sl] = [rec.pinned for rec in new]
-            self.live[sl] = True
-            self.label[sl] = [self._label(rec.content) for rec in new]
-            with_vec = [i for i, rec in enumerate(new) if rec.vec is not None]
-            if with_vec:
-                first = new[with_vec[0]].vec
-                assert first is not None
-                self._ensure_vectors(int(first.shape[0]))
-                assert self.vectors is not None
-                rows = np.asarray(with_vec, dtype=np.int64) + r0
-                block = np.stack([new[i].vec for i in with_vec])  # type: ignore[misc]
-                self.vectors[rows] = block
-                sq = np.einsum("ij,ij->i", block, block)
-                self.inv_norm[rows] = np.where(sq > 0, 1.0 / np.sqrt(np.maximum(sq, 1e-30)), 0.0)
-                self.has_vec[rows] = True
+        if len(new) == 1:  # the common single write: scalar stores beat building arrays
+            self._columns_one(new[0], r0)
+        elif new:
+            self._columns_many(new, r0, r1)
         r = r0
         for rec, prev in items:  # in commit order: a version's predecessor has its row already
             if rec.sys_us > self.latest_us:
@@ -273,6 +249,61 @@ class Catalog:
             rec.vec = None
             r += 1
         self.n = r1  # publish last
+
+    def _columns_one(self, rec: MemRec, r: int) -> None:
+        self.from_us[r] = rec.sys_us
+        self.to_us[r] = INF
+        if rec.expires_us is None:
+            self.exp_us[r] = INF
+        else:
+            self.exp_us[r] = rec.expires_us
+            self.n_ttl += 1
+        self.ts_us[r] = rec.ts_us
+        self.salience[r] = rec.salience
+        self.entity[r] = self.entities.code(rec.entity)
+        self.type[r] = self.types.code(rec.type)
+        self.agent[r] = _NO_AGENT if rec.agent is None else self.agents.code(rec.agent)
+        self.pinned[r] = rec.pinned
+        self.live[r] = True
+        self.label[r] = self._label(rec.content)
+        vec = rec.vec
+        if vec is not None:
+            self._ensure_vectors(int(vec.shape[0]))
+            assert self.vectors is not None
+            self.vectors[r] = vec
+            sq = float(vec @ vec)
+            self.inv_norm[r] = 1.0 / math.sqrt(sq) if sq > 0 else 0.0
+            self.has_vec[r] = True
+
+    def _columns_many(self, new: list[MemRec], r0: int, r1: int) -> None:
+        sl = slice(r0, r1)
+        self.from_us[sl] = [rec.sys_us for rec in new]
+        self.to_us[sl] = INF
+        exp = [INF if rec.expires_us is None else rec.expires_us for rec in new]
+        self.exp_us[sl] = exp
+        self.n_ttl += sum(1 for e in exp if e != INF)
+        self.ts_us[sl] = [rec.ts_us for rec in new]
+        self.salience[sl] = [rec.salience for rec in new]
+        self.entity[sl] = [self.entities.code(rec.entity) for rec in new]
+        self.type[sl] = [self.types.code(rec.type) for rec in new]
+        self.agent[sl] = [
+            _NO_AGENT if rec.agent is None else self.agents.code(rec.agent) for rec in new
+        ]
+        self.pinned[sl] = [rec.pinned for rec in new]
+        self.live[sl] = True
+        self.label[sl] = [self._label(rec.content) for rec in new]
+        with_vec = [i for i, rec in enumerate(new) if rec.vec is not None]
+        if with_vec:
+            first = new[with_vec[0]].vec
+            assert first is not None
+            self._ensure_vectors(int(first.shape[0]))
+            assert self.vectors is not None
+            rows = np.asarray(with_vec, dtype=np.int64) + r0
+            block = np.stack([new[i].vec for i in with_vec])  # type: ignore[misc]
+            self.vectors[rows] = block
+            sq = np.einsum("ij,ij->i", block, block)
+            self.inv_norm[rows] = np.where(sq > 0, 1.0 / np.sqrt(np.maximum(sq, 1e-30)), 0.0)
+            self.has_vec[rows] = True
 
     def _label(self, content: str) -> int:
         m = _LABEL.match(content)

@@ -82,6 +82,12 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE namespaces ADD COLUMN embedder TEXT;
     """,
+    # 3: no read path uses the per-entity indexes (state loads in rowid order), and each one
+    # cost a WAL page per write
+    """
+    DROP INDEX memory_versions_entity;
+    DROP INDEX events_entity;
+    """,
 ]
 
 _NS_UPSERT = (
