@@ -242,7 +242,7 @@ def main() -> None:
         f"metadata and vectors; {reopen['file_mib']:.0f} MiB on disk) | | |",
     ]
     if not args.no_report:
-        cmd = "make bench" + (" (--quick)" if q else "")
+        cmd = "python bench/bench_engine.py" + (" --quick" if q else "") + " (part of make bench)"
         append_report("Engine core" + (" (quick)" if q else ""), cmd, lines)
     else:
         print("\n".join(lines))

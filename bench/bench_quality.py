@@ -112,7 +112,9 @@ def main() -> None:
     else:
         append_report(
             "Retrieval quality" + (" (quick)" if args.quick else ""),
-            "make bench" + (" (--quick)" if args.quick else ""),
+            "python bench/bench_quality.py"
+            + (" --quick" if args.quick else "")
+            + " (part of make bench)",
             lines,
         )
 

@@ -312,7 +312,7 @@ def main() -> None:
     if not args.no_report:
         append_report(
             "Retrieval speed" + (" (quick)" if q else ""),
-            "make bench" + (" (--quick)" if q else ""),
+            "python bench/bench_retrieval.py" + (" --quick" if q else "") + " (part of make bench)",
             lines,
         )
     else:
