@@ -12,7 +12,20 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BUILTIN_TYPES", "Event", "Fact", "Hit", "Memory", "QueryResult", "Stats"]
+__all__ = [
+    "BUILTIN_TYPES",
+    "AuditEntry",
+    "Event",
+    "Fact",
+    "Hit",
+    "Lineage",
+    "LoggedQuery",
+    "Memory",
+    "MemoryRef",
+    "QueryResult",
+    "Snapshot",
+    "Stats",
+]
 
 BUILTIN_TYPES = (
     "fact",
@@ -144,3 +157,66 @@ class QueryResult:
 
     def __getitem__(self, i: int) -> Hit:
         return self.hits[i]
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRef:
+    """A memory version as it was when a query returned it or an answer cited it.
+
+    ``content`` is that version's text, even if the memory changed or was deleted since; it is
+    None, with ``erased=True``, after the memory's entity was erased (forget purge).
+    """
+
+    id: str
+    version: int
+    entity: str | None
+    content: str | None
+    score: float | None = None
+    erased: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedQuery:
+    """A query as the query log recorded it: who asked what, when, and what came back."""
+
+    query_id: str
+    agent: str | None
+    text: str | None
+    request: dict[str, Any]
+    recorded_at: datetime
+    hits: list[MemoryRef]
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """What an answer was built on: its queries and their hits, and the memories it cited."""
+
+    answer_id: str
+    agent: str | None
+    text: str | None
+    recorded_at: datetime
+    queries: list[LoggedQuery]
+    cited: list[MemoryRef]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One thing an agent did: write, update, delete, set, unset, append, query, answer, erase."""
+
+    at: datetime
+    agent: str | None
+    action: str
+    entity: str | None
+    target: str
+    version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything known about an entity at a moment: facts, memories and stream events."""
+
+    entity: str
+    as_of: datetime
+    facts: list[Fact]
+    memories: list[Memory]
+    events: list[Event]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import hashlib
+import hmac
 import os
 import threading
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from ..clock import Clock, SystemClock
 from ..config import Settings
@@ -17,6 +22,7 @@ from ..storage.sqlite import SQLiteStorage
 from ..validation import check_agent, check_namespace
 from .embedding import EmbeddingService
 from .indexer import Indexer
+from .lineage import Flush, QueryLog
 from .namespace import Namespace
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
@@ -55,6 +61,7 @@ class Database:
         except OSError as exc:
             raise StorageError(f"cannot create data directory {self.path}: {exc}") from exc
         self._lock_fd = _lock_directory(self.path)
+        self._secret = _secret(self.path)
         self._closed = False
         self._close_lock = threading.Lock()
         try:
@@ -64,7 +71,10 @@ class Database:
         except BaseException:
             os.close(self._lock_fd)
             raise
-        self._indexer = Indexer(self._states, self.settings, self.path / "indexes")
+        self.query_log = QueryLog()
+        self._indexer = Indexer(
+            self._states, self.settings, self.path / "indexes", flush=self._flush_log
+        )
         self._writer = Writer(
             self._storage,
             self._states,
@@ -72,6 +82,7 @@ class Database:
             last_us=last_us,
             max_rows=self.settings.group_commit_max,
             on_commit=lambda rows, seconds: self._indexer.wake(),
+            log=self.query_log,
         )
         self._indexer.start()
 
@@ -105,6 +116,11 @@ class Database:
             erec = EventRec.from_row(row[1:])
             states[row[0]].add_event(erec)
             last = max(last, erec.sys_us)
+        for ns, _aid, memories in rows.answers:
+            state = states.get(ns)
+            if state is not None:
+                for mid, _version in orjson.loads(memories):
+                    state.impact[mid] = state.impact.get(mid, 0) + 1
         for state in states.values():
             state.catalog.trim()
         return last
@@ -132,6 +148,7 @@ class Database:
                 return
             self._closed = True
         try:
+            self._flush_log()
             self._writer.close()
             self._indexer.close()
             self._storage.close()
@@ -170,6 +187,20 @@ class Database:
         self._check_open()
         return self._writer.submit(op)
 
+    def subject_of(self, entity: str) -> str:
+        """The erasure log's stand-in for an entity: a keyed hash, never the name itself."""
+        return hmac.new(self._secret, entity.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def _flush_log(self) -> None:
+        """Commit the buffered query log now (the background thread calls this when idle)."""
+        if len(self.query_log):
+            with contextlib.suppress(ClosedError):  # closing: close() flushes first itself
+                self._writer.submit(Flush())
+
+    def _log_query(self, row: tuple[Any, ...]) -> None:
+        if self.query_log.add(row) >= 1024:
+            self._indexer.wake()  # a busy reader: do not let the buffer grow
+
     def _now_us(self) -> int:
         """The present for reads: never before the last committed change."""
         return max(self.clock.now_us(), self._writer.last_us)
@@ -177,6 +208,20 @@ class Database:
     def _state(self, ns: str) -> NamespaceState | None:
         self._check_open()
         return self._states.get(ns)
+
+
+def _secret(path: Path) -> bytes:
+    """A per-database key for hashing erased entities (so their names are not guessable)."""
+    key = path / "SECRET"
+    try:
+        return key.read_bytes()
+    except FileNotFoundError:
+        value = os.urandom(32)
+        tmp = path / "SECRET.tmp"
+        tmp.write_bytes(value)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, key)
+        return value
 
 
 def _lock_directory(path: Path) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Settings
@@ -23,8 +24,13 @@ log = logging.getLogger("synapsedb.indexer")
 
 class Indexer:
     def __init__(
-        self, states: dict[str, NamespaceState], settings: Settings, directory: Path
+        self,
+        states: dict[str, NamespaceState],
+        settings: Settings,
+        directory: Path,
+        flush: Callable[[], None] | None = None,
     ) -> None:
+        self._flush = flush
         self._states = states
         self._settings = settings
         self._dir = directory
@@ -105,6 +111,11 @@ class Indexer:
                 worked = False
             finally:
                 self._busy = False
+            if not worked and self._flush is not None:
+                try:
+                    self._flush()  # commit a buffered query log while nothing else is going on
+                except Exception:
+                    log.exception("flushing the query log failed")
             if not worked:
                 with self._cv:
                     if self._stop:

@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ..errors import NotFoundError, ValidationError
 from ..ids import parse_event_id
-from ..times import TimeLike, to_us
-from ..types import Event, Fact, Memory, QueryResult, Stats
+from ..times import TimeLike, to_datetime, to_us
+from ..types import AuditEntry, Event, Fact, Lineage, Memory, QueryResult, Snapshot, Stats
 from ..validation import (
+    ID_RE,
     check_agent,
     check_entity,
     check_key,
@@ -32,6 +33,7 @@ from ..validation import (
     memory_input,
     memory_patch,
 )
+from .lineage import RecordAnswer, audit, lineage
 from .ops import AppendEvent, DeleteFact, DeleteMemory, SetFact, UpdateMemory, WriteMemories
 from .records import FactRec, MemRec
 from .retrieval import run_query
@@ -307,6 +309,7 @@ class Namespace:
         until: TimeLike | None = None,
         dedup: bool = True,
         explain: bool = False,
+        agent: str | None = None,
     ) -> QueryResult:
         """Find memories by meaning and keywords, inside filters, as of any moment.
 
@@ -321,7 +324,78 @@ class Namespace:
             self._db, self.name, self._time(as_of), text=text, embedding=embedding,
             entity=entity, filter=filter, k=k, mode=mode, min_score=min_score, types=types,
             since=since, until=until, dedup=dedup, explain=explain,
+            agent=self._agent_for(agent),
         )  # fmt: skip
+
+    # -- lineage and audit -----------------------------------------------------------------------
+
+    def record_answer(
+        self,
+        answer_id: str,
+        query_ids: Sequence[str],
+        *,
+        agent: str | None = None,
+        text: str | None = None,
+        cited: Sequence[str] | None = None,
+    ) -> Lineage:
+        """Tie an answer to the queries (``query_id`` of each QueryResult) and memories behind
+        it; ``cited`` names the memories the answer actually used. Returns its lineage."""
+        answer_id = _answer_id(answer_id)
+        qids = _str_list(query_ids, "query_ids")
+        cites = _str_list(cited or [], "cited")
+        if text is not None and not isinstance(text, str):
+            raise ValidationError("text: expected a string", field="text")
+        op = RecordAnswer(self.name, answer_id, qids, cites, self._agent_for(agent), text,
+                          self._db._storage)  # fmt: skip
+        self._db._submit(op)
+        return self.lineage(answer_id)
+
+    def lineage(self, answer_id: str) -> Lineage:
+        """The queries behind an answer, with every memory version they returned and the
+        answer's citations, each with its content as it was then (or ``erased``)."""
+        return lineage(self._db._storage, self._db._state(self.name), self.name,
+                       _answer_id(answer_id))  # fmt: skip
+
+    def audit(
+        self,
+        entity: str | None = None,
+        *,
+        agent: str | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
+        limit: int = 1000,
+    ) -> list[AuditEntry]:
+        """Who wrote and read what, when (oldest first): writes, updates, deletes, fact sets,
+        appends, queries, answers and erasures, optionally about one entity or by one agent."""
+        self._db._flush_log()
+        return audit(
+            self._db._storage, self._db._state(self.name), self.name,
+            entity=None if entity is None else check_entity(entity),
+            agent=None if agent is None else check_agent(agent),
+            since_us=0 if since is None else to_us(since, "since"),
+            until_us=(1 << 62) if until is None else to_us(until, "until"),
+            limit=_limit(limit), subject_of=self._db.subject_of,
+        )  # fmt: skip
+
+    def snapshot(self, entity: str, *, as_of: TimeLike | None = None) -> Snapshot:
+        """Everything known about ``entity`` at ``as_of`` (default now): its KV facts, its
+        memories and the stream events about it, as they were then."""
+        t = self._time(as_of)
+        entity = check_entity(entity)
+        state = self._db._state(self.name)
+        events = []
+        if state is not None:
+            for name in list(state.streams):
+                events.extend(e for e in state.events_in(name, (0, 0), (1 << 62, 1 << 62), t)
+                              if e.entity == entity)  # fmt: skip
+        events.sort(key=lambda e: (e.ms, e.seq))
+        return Snapshot(
+            entity=entity,
+            as_of=to_datetime(t),
+            facts=self.facts(entity, as_of=t / 1e6),
+            memories=self.memories(entity, as_of=to_datetime(t), limit=MAX_LIMIT),
+            events=[e.to_public() for e in events],
+        )
 
     # -- KV facts -------------------------------------------------------------------------------
 
@@ -516,6 +590,30 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _answer_id(value: Any) -> str:
+    if not isinstance(value, str) or not ID_RE.match(value):
+        raise ValidationError(
+            f"answer_id: {value!r} is not a valid id; use up to 128 characters of [A-Za-z0-9._:-]",
+            field="answer_id",
+            limit=128,
+        )
+    return value
+
+
+def _str_list(value: Any, field: str) -> list[str]:
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ValidationError(f"{field}: expected a list of ids", field=field)
+    if not all(isinstance(v, str) and v for v in value):
+        raise ValidationError(f"{field}: every entry must be a non-empty string", field=field)
+    if len(value) > MAX_LIMIT:
+        raise ValidationError(
+            f"{field}: {len(value)} ids, over the limit of {MAX_LIMIT}",
+            field=field,
+            limit=MAX_LIMIT,
+        )
+    return list(dict.fromkeys(value))
 
 
 def _id(value: Any) -> str:

@@ -32,6 +32,7 @@ class MemRec:
         "created_us",
         "deleted",
         "entity",
+        "erased",
         "expires_us",
         "id",
         "meta_json",
@@ -81,6 +82,7 @@ class MemRec:
         self.ttl = ttl
         self.expires_us = expires_us
         self.deleted = deleted
+        self.erased = False  # content removed by an erasure (forget purge)
         # Set when applied to the namespace catalog, which then holds the vector (vec -> None).
         self.row = -1
         self.cat: Catalog | None = None
@@ -125,10 +127,12 @@ class MemRec:
     def from_row(cls, row: tuple[Any, ...]) -> MemRec:
         # row without the leading namespace column
         (id_, version, sys_us, created_us, entity, type_, content, meta, emb, sal, ts_us, agent,
-         pinned, ttl, expires_us, deleted) = row  # fmt: skip
+         pinned, ttl, expires_us, deleted, erased) = row  # fmt: skip
         vec = None if emb is None else np.frombuffer(emb, dtype=np.float32)
-        return cls(id_, version, sys_us, created_us, entity, type_, content, meta, vec, sal,
-                   ts_us, agent, bool(pinned), ttl, expires_us, bool(deleted))  # fmt: skip
+        rec = cls(id_, version, sys_us, created_us, entity, type_, content, meta, vec, sal,
+                  ts_us, agent, bool(pinned), ttl, expires_us, bool(deleted))  # fmt: skip
+        rec.erased = bool(erased)
+        return rec
 
     def to_public(self) -> Memory:
         vec = self.vector()
@@ -163,6 +167,7 @@ class FactRec:
         "created_us",
         "deleted",
         "entity",
+        "erased",
         "expires_us",
         "key",
         "sys_us",
@@ -194,6 +199,7 @@ class FactRec:
         self.ttl = ttl
         self.expires_us = expires_us
         self.deleted = deleted
+        self.erased = False
 
     def visible_at(self, t_us: int) -> bool:
         return not self.deleted and (self.expires_us is None or t_us < self.expires_us)
@@ -204,9 +210,12 @@ class FactRec:
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> FactRec:
-        entity, key, version, sys_us, created_us, value, agent, ttl, expires_us, deleted = row
-        return cls(entity, key, version, sys_us, created_us, value, agent, ttl, expires_us,
-                   bool(deleted))  # fmt: skip
+        (entity, key, version, sys_us, created_us, value, agent, ttl, expires_us, deleted,
+         erased) = row  # fmt: skip
+        rec = cls(entity, key, version, sys_us, created_us, value, agent, ttl, expires_us,
+                  bool(deleted))  # fmt: skip
+        rec.erased = bool(erased)
+        return rec
 
     def to_public(self) -> Fact:
         return Fact(
@@ -226,8 +235,8 @@ class FactRec:
 class EventRec:
     """One stream entry. ``(ms, seq)`` is its sortable id."""
 
-    __slots__ = ("agent", "content", "data_json", "entity", "memory_id", "ms", "seq", "stream",
-                 "sys_us", "ts_us")  # fmt: skip
+    __slots__ = ("agent", "content", "data_json", "entity", "erased", "memory_id", "ms", "seq",
+                 "stream", "sys_us", "ts_us")  # fmt: skip
 
     def __init__(
         self,
@@ -252,6 +261,7 @@ class EventRec:
         self.content = content
         self.data_json = data_json
         self.memory_id = memory_id
+        self.erased = False
 
     @property
     def key(self) -> tuple[int, int]:
@@ -263,7 +273,9 @@ class EventRec:
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> EventRec:
-        return cls(*row)
+        rec = cls(*row[:-1])
+        rec.erased = bool(row[-1])
+        return rec
 
     def to_public(self) -> Event:
         return Event(

@@ -6,14 +6,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from ..errors import ValidationError
 from ..ids import new_memory_id
 from ..index.keyword import analyze
 from ..query.executor import QuerySpec, execute
 from ..query.filters import parse_filter
 from ..query.rank import named_labels, strip_words
-from ..times import TimeLike, to_us
-from ..types import QueryResult
+from ..times import TimeLike, format_us, to_us
+from ..types import Hit, QueryResult
 from ..validation import check_entity, check_types, check_vector
 
 if TYPE_CHECKING:
@@ -43,7 +45,9 @@ def run_query(
     until: TimeLike | None,
     dedup: bool,
     explain: bool,
+    agent: str | None = None,
 ) -> QueryResult:
+    asked = text  # logged as the agent asked it (entity scoping may strip a token below)
     if text is not None and not isinstance(text, str):
         raise ValidationError(f"text: expected a string, got {type(text).__name__}", field="text")
     if mode not in MODES:
@@ -73,6 +77,7 @@ def run_query(
     state = db._state(ns)
     qid = new_memory_id(db._now_us())
     if state is None:
+        _log(db, ns, qid, t, agent, asked, filter, entity, k, mode, [])
         return QueryResult(qid, [], entity)
     cat = state.catalog
     if qvec is not None and cat.dim is not None and qvec.shape[0] != cat.dim:
@@ -119,6 +124,7 @@ def run_query(
         lambda mid: [r.row for r in state.mems.get(mid, ()) if r.row >= 0],
         state.hnsw,
     )
+    _log(db, ns, qid, t, agent, asked, filter, entity, k, mode, hits)
     return QueryResult(qid, hits, entity)
 
 
@@ -131,3 +137,25 @@ def _scope_entity(text: str, entities: Mapping[str, int]) -> tuple[str, str | No
             rest = " ".join(words[:i] + words[i + 1 :])
             return rest, token
     return text, None
+
+
+def _log(
+    db: Database,
+    ns: str,
+    qid: str,
+    t: int,
+    agent: str | None,
+    text: str | None,
+    flt: Mapping[str, Any] | None,
+    entity: str | None,
+    k: int,
+    mode: str,
+    hits: list[Hit],
+) -> None:
+    """Record the query in the query log (committed with the next group commit)."""
+    request = {"as_of": format_us(t), "entity": entity, "filter": flt, "k": k, "mode": mode}
+    db._log_query(
+        (ns, qid, db._now_us(), agent, text,
+         orjson.dumps(request, default=str).decode(),
+         orjson.dumps([[h.id, h.version, h.score] for h in hits]).decode())
+    )  # fmt: skip

@@ -38,6 +38,7 @@ class NamespaceState:
         "entity_mems",
         "facts",
         "hnsw",
+        "impact",
         "mems",
         "name",
         "stream_keys",
@@ -55,6 +56,7 @@ class NamespaceState:
         self.mems: dict[str, list[MemRec]] = {}
         self.catalog = Catalog(dim)
         self.hnsw: HnswIndex | None = None  # set by the indexer for large namespaces
+        self.impact: dict[str, int] = {}  # memory id -> recorded answers it stood behind
         self.entity_mems: dict[str, list[str]] = {}
         self.facts: dict[tuple[str, str], list[FactRec]] = {}
         self.entity_facts: dict[str, list[str]] = {}

@@ -22,13 +22,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..clock import Clock
 from ..errors import ClosedError, StorageError, SynapseError
 from ..storage.base import Batch, Storage
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
+
+if TYPE_CHECKING:
+    from .lineage import QueryLog
 
 __all__ = ["Op", "Tx", "Writer"]
 
@@ -47,6 +50,7 @@ class Tx:
         self.mems: list[tuple[str, MemRec]] = []
         self.facts: list[tuple[str, FactRec]] = []
         self.events: list[tuple[str, EventRec]] = []
+        self.impacts: list[tuple[str, str]] = []  # (namespace, memory id) behind a new answer
         self._mem_tip: dict[tuple[str, str], MemRec] = {}
         self._fact_tip: dict[tuple[str, str, str], FactRec] = {}
         self._stream_tip: dict[tuple[str, str], tuple[int, int]] = {}
@@ -133,6 +137,10 @@ class Tx:
             states[ns].add_fact(frec)
         for ns, erec in self.events:
             states[ns].add_event(erec)
+        for ns, mid in self.impacts:
+            state = states.get(ns)
+            if state is not None:
+                state.impact[mid] = state.impact.get(mid, 0) + 1
 
 
 class Op:
@@ -161,7 +169,9 @@ class Writer:
         last_us: int = 0,
         max_rows: int = 2000,
         on_commit: Callable[[int, float], None] | None = None,
+        log: QueryLog | None = None,
     ) -> None:
+        self._log = log
         self._storage = storage
         self._states = states
         self._clock = clock
@@ -236,6 +246,8 @@ class Writer:
         now = max(self._clock.now_us(), self._last_us)
         self._last_us = now
         tx = Tx(self._states, now)
+        logged = self._log.drain() if self._log is not None else []
+        tx.batch.queries.extend(logged)  # the query log rides along with every commit
         for op in ops:
             try:
                 op.result = op.plan(tx)
@@ -246,6 +258,8 @@ class Writer:
             try:
                 self._storage.commit(tx.batch)
             except SynapseError as exc:
+                if logged and self._log is not None:
+                    self._log.requeue(logged)
                 for op in ops:
                     if op.error is None:
                         op.error, op.result = exc, None

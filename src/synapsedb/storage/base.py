@@ -24,9 +24,14 @@ class Batch:
     memories: list[Row] = field(default_factory=list)
     facts: list[Row] = field(default_factory=list)
     events: list[Row] = field(default_factory=list)
+    queries: list[Row] = field(default_factory=list)  # the query log (lineage)
+    answers: list[Row] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.namespaces) + len(self.memories) + len(self.facts) + len(self.events)
+        return (
+            len(self.namespaces) + len(self.memories) + len(self.facts) + len(self.events)
+            + len(self.queries) + len(self.answers)
+        )  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -38,11 +43,23 @@ class LoadedRows:
     memories: Iterator[Row]
     facts: Iterator[Row]
     events: Iterator[Row]
+    answers: Iterator[Row]  # (ns, answer id, JSON [[memory id, version], ...]) for impact
 
 
 class Storage(Protocol):
     def load(self) -> LoadedRows: ...
 
     def commit(self, batch: Batch) -> None: ...
+
+    # lineage and audit reads (rare, never on the query path)
+    def read_queries(self, ns: str, ids: list[str]) -> list[Row]: ...
+
+    def scan_queries(self, ns: str, since_us: int, until_us: int) -> list[Row]: ...
+
+    def read_answer(self, ns: str, answer_id: str) -> Row | None: ...
+
+    def scan_answers(self, ns: str, since_us: int, until_us: int) -> list[Row]: ...
+
+    def scan_erasures(self, ns: str, since_us: int, until_us: int) -> list[Row]: ...
 
     def close(self) -> None: ...

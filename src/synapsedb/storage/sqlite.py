@@ -88,15 +88,68 @@ MIGRATIONS: list[str] = [
     DROP INDEX memory_versions_entity;
     DROP INDEX events_entity;
     """,
+    # 4: lineage (the query log and recorded answers) and erasure (purged content is flagged;
+    # an erasure leaves an audit row without content)
+    """
+    CREATE TABLE queries (
+        ns        TEXT NOT NULL,
+        id        TEXT NOT NULL,
+        sys_us    INTEGER NOT NULL,
+        agent     TEXT,
+        text      TEXT,
+        request   TEXT NOT NULL,
+        hits      TEXT NOT NULL,
+        PRIMARY KEY (ns, id)
+    ) WITHOUT ROWID;
+    CREATE INDEX queries_time ON queries (ns, sys_us);
+    CREATE TABLE answers (
+        ns        TEXT NOT NULL,
+        id        TEXT NOT NULL,
+        sys_us    INTEGER NOT NULL,
+        agent     TEXT,
+        text      TEXT,
+        query_ids TEXT NOT NULL,
+        cited     TEXT NOT NULL,
+        memories  TEXT NOT NULL,
+        PRIMARY KEY (ns, id)
+    ) WITHOUT ROWID;
+    CREATE INDEX answers_time ON answers (ns, sys_us);
+    CREATE TABLE erasures (
+        ns        TEXT NOT NULL,
+        sys_us    INTEGER NOT NULL,
+        agent     TEXT,
+        subject   TEXT NOT NULL,
+        counts    TEXT NOT NULL
+    );
+    ALTER TABLE memory_versions ADD COLUMN erased INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE fact_versions ADD COLUMN erased INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE events ADD COLUMN erased INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 _NS_UPSERT = (
     "INSERT INTO namespaces (name, created_us, dim, embedder) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (name) DO UPDATE SET dim = excluded.dim, embedder = excluded.embedder"
 )
-_MEM_INSERT = "INSERT INTO memory_versions VALUES (" + ", ".join("?" * 17) + ")"
-_FACT_INSERT = "INSERT INTO fact_versions VALUES (" + ", ".join("?" * 11) + ")"
-_EVENT_INSERT = "INSERT INTO events VALUES (" + ", ".join("?" * 11) + ")"
+_MEM_COLUMNS = (
+    "ns, id, version, sys_us, created_us, entity, type, content, metadata, embedding, salience, "
+    "ts_us, agent, pinned, ttl, expires_us, deleted"
+)
+_FACT_COLUMNS = (
+    "ns, entity, key, version, sys_us, created_us, value, agent, ttl, expires_us, deleted"
+)
+_EVENT_COLUMNS = "ns, stream, ms, seq, sys_us, entity, ts_us, agent, content, data, memory_id"
+
+
+def _insert(table: str, columns: str) -> str:
+    return f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * (columns.count(',') + 1))})"
+
+
+_MEM_INSERT = _insert("memory_versions", _MEM_COLUMNS)
+_FACT_INSERT = _insert("fact_versions", _FACT_COLUMNS)
+_EVENT_INSERT = _insert("events", _EVENT_COLUMNS)
+_QUERY_INSERT = _insert("queries", "ns, id, sys_us, agent, text, request, hits")
+_ANSWER_INSERT = _insert("answers", "ns, id, sys_us, agent, text, query_ids, cited, memories")
 
 
 class SQLiteStorage:
@@ -150,18 +203,11 @@ class SQLiteStorage:
                 ).fetchall()
             ),
             memories=self._rows(
-                "SELECT ns, id, version, sys_us, created_us, entity, type, content, metadata, "
-                "embedding, salience, ts_us, agent, pinned, ttl, expires_us, deleted "
-                "FROM memory_versions ORDER BY rowid"
+                f"SELECT {_MEM_COLUMNS}, erased FROM memory_versions ORDER BY rowid"
             ),
-            facts=self._rows(
-                "SELECT ns, entity, key, version, sys_us, created_us, value, agent, ttl, "
-                "expires_us, deleted FROM fact_versions ORDER BY rowid"
-            ),
-            events=self._rows(
-                "SELECT ns, stream, ms, seq, sys_us, entity, ts_us, agent, content, data, "
-                "memory_id FROM events ORDER BY rowid"
-            ),
+            facts=self._rows(f"SELECT {_FACT_COLUMNS}, erased FROM fact_versions ORDER BY rowid"),
+            events=self._rows(f"SELECT {_EVENT_COLUMNS}, erased FROM events ORDER BY rowid"),
+            answers=self._rows("SELECT ns, id, memories FROM answers"),
         )
 
     def commit(self, batch: Batch) -> None:
@@ -177,11 +223,63 @@ class SQLiteStorage:
                     conn.executemany(_FACT_INSERT, batch.facts)
                 if batch.events:
                     conn.executemany(_EVENT_INSERT, batch.events)
+                if batch.queries:
+                    conn.executemany(_QUERY_INSERT, batch.queries)
+                if batch.answers:
+                    conn.executemany(_ANSWER_INSERT, batch.answers)
                 conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise StorageError(f"commit failed: {exc}", path=str(self.path)) from exc
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return self._conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise StorageError(f"read failed: {exc}", path=str(self.path)) from exc
+
+    def read_queries(self, ns: str, ids: list[str]) -> list[tuple[Any, ...]]:
+        """Logged queries by id: (id, sys_us, agent, text, request JSON, hits JSON)."""
+        if not ids:
+            return []
+        marks = ", ".join("?" * len(ids))
+        return self._read(
+            f"SELECT id, sys_us, agent, text, request, hits FROM queries "
+            f"WHERE ns = ? AND id IN ({marks})",
+            (ns, *ids),
+        )
+
+    def scan_queries(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
+        return self._read(
+            "SELECT id, sys_us, agent, text, request, hits FROM queries "
+            "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY sys_us",
+            (ns, since_us, until_us),
+        )
+
+    def read_answer(self, ns: str, answer_id: str) -> tuple[Any, ...] | None:
+        """(id, sys_us, agent, text, query_ids JSON, cited JSON, memories JSON) or None."""
+        rows = self._read(
+            "SELECT id, sys_us, agent, text, query_ids, cited, memories FROM answers "
+            "WHERE ns = ? AND id = ?",
+            (ns, answer_id),
+        )
+        return rows[0] if rows else None
+
+    def scan_answers(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
+        return self._read(
+            "SELECT id, sys_us, agent, text, query_ids, cited, memories FROM answers "
+            "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY sys_us",
+            (ns, since_us, until_us),
+        )
+
+    def scan_erasures(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
+        return self._read(
+            "SELECT sys_us, agent, subject, counts FROM erasures "
+            "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY sys_us",
+            (ns, since_us, until_us),
+        )
 
     def count_rows(self) -> dict[str, int]:
         """Row counts per table (for checks that memory agrees with disk)."""

@@ -1,0 +1,256 @@
+"""Lineage and audit: the query log, recorded answers, and who wrote and read what, when.
+
+Every query is logged (agent, text, request, the hits' ids, versions and scores). To keep queries
+at millisecond cost, log rows wait in a small in-memory buffer and are committed with the next
+group commit (or by the background flusher within about a second); ``record_answer`` commits in
+the same transaction as every query logged before it, so an answer never points at an unlogged
+query. The log holds ids and versions, never copies of content: ``lineage`` shows each memory
+version's content from the version history, so it stays right after the memory changes, and
+says ``erased`` after a purge.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ..errors import NotFoundError, ValidationError
+from ..times import to_datetime
+from ..types import AuditEntry, Lineage, LoggedQuery, MemoryRef
+from .records import MemRec
+from .state import NamespaceState
+from .writer import Op, Tx
+
+if TYPE_CHECKING:
+    from ..storage.base import Row, Storage
+
+__all__ = ["Flush", "QueryLog", "RecordAnswer", "audit", "lineage"]
+
+INF = 1 << 62
+
+
+class QueryLog:
+    """Rows of the query log waiting for the next commit."""
+
+    def __init__(self) -> None:
+        self._rows: list[Row] = []
+        self._lock = threading.Lock()
+
+    def add(self, row: Row) -> int:
+        with self._lock:
+            self._rows.append(row)
+            return len(self._rows)
+
+    def drain(self) -> list[Row]:
+        with self._lock:
+            rows, self._rows = self._rows, []
+            return rows
+
+    def requeue(self, rows: list[Row]) -> None:
+        """Put back rows whose commit failed (they go out with the next one)."""
+        with self._lock:
+            self._rows[:0] = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
+class Flush(Op):
+    """Commits whatever is buffered (the query log) without changing anything else."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+    def plan(self, tx: Tx) -> None:
+        return None
+
+
+def _hits_of(request_rows: Iterable[Row]) -> dict[str, list[list[Any]]]:
+    return {row[0]: orjson.loads(row[5]) for row in request_rows}
+
+
+class RecordAnswer(Op):
+    """Ties an answer to the queries and memories behind it (one durable row)."""
+
+    __slots__ = ("agent", "answer_id", "cited", "ns", "query_ids", "storage", "text")
+
+    def __init__(
+        self,
+        ns: str,
+        answer_id: str,
+        query_ids: list[str],
+        cited: list[str],
+        agent: str | None,
+        text: str | None,
+        storage: Storage,
+    ) -> None:
+        super().__init__()
+        self.ns, self.answer_id, self.query_ids, self.cited = ns, answer_id, query_ids, cited
+        self.agent, self.text, self.storage = agent, text, storage
+
+    def plan(self, tx: Tx) -> list[tuple[str, int]]:
+        ns = self.ns
+        if self.storage.read_answer(ns, self.answer_id) is not None or any(
+            r[0] == ns and r[1] == self.answer_id for r in tx.batch.answers
+        ):
+            raise ValidationError(
+                f"answer_id: answer {self.answer_id!r} is already recorded", field="answer_id"
+            )
+        pending = _hits_of((r[1], None, None, None, None, r[6]) for r in tx.batch.queries
+                           if r[0] == ns)  # fmt: skip
+        stored = _hits_of(self.storage.read_queries(ns, [q for q in self.query_ids
+                                                           if q not in pending]))  # fmt: skip
+        hits = {**stored, **pending}
+        for qid in self.query_ids:
+            if qid not in hits:
+                raise NotFoundError(
+                    f"query_ids: query {qid!r} is not in the query log of namespace {ns!r}",
+                    field="query_ids",
+                    id=qid,
+                )
+        behind: dict[str, int] = {}
+        for qid in self.query_ids:
+            for mid, version, _score in hits[qid]:
+                behind.setdefault(mid, version)
+        cited: list[list[Any]] = []
+        for mid in self.cited:
+            version = behind.get(mid)
+            if version is None:
+                rec = tx.latest_memory(ns, mid)
+                if rec is None:
+                    raise NotFoundError(
+                        f"cited: memory {mid!r} not found in namespace {ns!r}",
+                        field="cited",
+                        id=mid,
+                    )
+                version = rec.version
+                behind[mid] = version
+            cited.append([mid, version])
+        memories = [[mid, v] for mid, v in behind.items()]
+        tx.impacts.extend((ns, mid) for mid in behind)
+        tx.batch.answers.append(
+            (ns, self.answer_id, tx.now_us, self.agent, self.text,
+             orjson.dumps(self.query_ids).decode(), orjson.dumps(cited).decode(),
+             orjson.dumps(memories).decode())
+        )  # fmt: skip
+        return [(mid, v) for mid, v in behind.items()]
+
+
+def _version(state: NamespaceState | None, mid: str, version: int) -> MemRec | None:
+    chain = state.mems.get(mid) if state is not None else None
+    if not chain:
+        return None
+    for rec in chain:
+        if rec.version == version:
+            return rec
+    return None
+
+
+def _ref(state: NamespaceState | None, mid: str, version: int, score: float | None) -> MemoryRef:
+    rec = _version(state, mid, version)
+    if rec is None or rec.erased:
+        return MemoryRef(mid, version, rec.entity if rec else None, None, score, erased=True)
+    return MemoryRef(mid, version, rec.entity, rec.content, score)
+
+
+def logged_query(state: NamespaceState | None, row: Row) -> LoggedQuery:
+    qid, sys_us, agent, text, request, hits = row
+    return LoggedQuery(
+        query_id=qid,
+        agent=agent,
+        text=text,
+        request=orjson.loads(request),
+        recorded_at=to_datetime(sys_us),
+        hits=[_ref(state, mid, v, s) for mid, v, s in orjson.loads(hits)],
+    )
+
+
+def lineage(storage: Storage, state: NamespaceState | None, ns: str, answer_id: str) -> Lineage:
+    row = storage.read_answer(ns, answer_id)
+    if row is None:
+        raise NotFoundError(
+            f"answer {answer_id!r} not found in namespace {ns!r}", field="answer_id", id=answer_id
+        )
+    aid, sys_us, agent, text, query_ids, cited, _memories = row
+    qids = orjson.loads(query_ids)
+    by_id = {r[0]: r for r in storage.read_queries(ns, qids)}
+    return Lineage(
+        answer_id=aid,
+        agent=agent,
+        text=text,
+        recorded_at=to_datetime(sys_us),
+        queries=[logged_query(state, by_id[q]) for q in qids if q in by_id],
+        cited=[_ref(state, mid, v, None) for mid, v in orjson.loads(cited)],
+    )
+
+
+def audit(
+    storage: Storage,
+    state: NamespaceState | None,
+    ns: str,
+    *,
+    entity: str | None,
+    agent: str | None,
+    since_us: int,
+    until_us: int,
+    limit: int,
+    subject_of: Any,
+) -> list[AuditEntry]:
+    """Who wrote and read what, when: oldest first, at most ``limit`` entries."""
+    out: list[tuple[int, AuditEntry]] = []
+
+    def keep(at: int, who: str | None, about: Iterable[str | None]) -> bool:
+        if not since_us <= at < until_us or (agent is not None and who != agent):
+            return False
+        return entity is None or entity in about
+
+    if state is not None:
+        for chain in list(state.mems.values()):
+            for rec in chain:
+                if keep(rec.sys_us, rec.agent, (rec.entity,)):
+                    action = (
+                        "delete" if rec.deleted else ("write" if rec.version == 1 else "update")
+                    )
+                    out.append((rec.sys_us, AuditEntry(to_datetime(rec.sys_us), rec.agent, action,
+                                                       rec.entity, rec.id, rec.version)))  # fmt: skip
+        for (ent, key), fchain in list(state.facts.items()):
+            for frec in fchain:
+                if keep(frec.sys_us, frec.agent, (ent,)):
+                    action = "unset" if frec.deleted else "set"
+                    out.append((frec.sys_us, AuditEntry(to_datetime(frec.sys_us), frec.agent,
+                                                        action, ent, key, frec.version)))  # fmt: skip
+        for name, events in list(state.streams.items()):
+            for ev in events:
+                if keep(ev.sys_us, ev.agent, (ev.entity,)):
+                    out.append((ev.sys_us, AuditEntry(to_datetime(ev.sys_us), ev.agent, "append",
+                                                      ev.entity, f"{name}/{ev.ms}-{ev.seq}")))  # fmt: skip
+
+    def entities_of(pairs: Iterable[list[Any]]) -> set[str | None]:
+        return {(_version(state, p[0], p[1]) or _Unknown).entity for p in pairs}
+
+    for qid, sys_us, who, _text, request, hits in storage.scan_queries(ns, since_us, until_us):
+        req = orjson.loads(request)
+        about = entities_of(orjson.loads(hits)) | {req.get("entity")}
+        if keep(sys_us, who, about):
+            scoped = req.get("entity")
+            out.append((sys_us, AuditEntry(to_datetime(sys_us), who, "query", scoped, qid)))
+    for aid, sys_us, who, _text, _q, _c, memories in storage.scan_answers(ns, since_us, until_us):
+        if keep(sys_us, who, entities_of(orjson.loads(memories))):
+            out.append((sys_us, AuditEntry(to_datetime(sys_us), who, "answer", None, aid)))
+    for sys_us, who, subject, counts in storage.scan_erasures(ns, since_us, until_us):
+        if entity is not None and subject != subject_of(entity):
+            continue
+        if keep(sys_us, who, (entity,)):
+            out.append((sys_us, AuditEntry(to_datetime(sys_us), who, "erase", entity,
+                                           f"subject:{subject} {counts}")))  # fmt: skip
+    out.sort(key=lambda x: x[0])
+    return [e for _, e in out[:limit]]
+
+
+class _Unknown:
+    entity = None
