@@ -17,6 +17,7 @@ __all__ = [
     "AuditEntry",
     "Event",
     "Fact",
+    "Forgotten",
     "Hit",
     "Lineage",
     "LoggedQuery",
@@ -65,6 +66,7 @@ class Memory:
     recorded_at: datetime
     deleted: bool = False
     embedding: np.ndarray | None = field(default=None, compare=False, repr=False)
+    erased: bool = False  # content removed by forget(entity=..., purge=True); history only
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,7 @@ class Fact:
     created_at: datetime
     recorded_at: datetime
     deleted: bool = False
+    erased: bool = False  # value removed by forget(entity=..., purge=True); history only
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,3 +223,16 @@ class Snapshot:
     facts: list[Fact]
     memories: list[Memory]
     events: list[Event]
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """What ``forget`` did: counts of what it tombstoned or (``purged``) erased."""
+
+    target: str
+    purged: bool
+    memories: int
+    versions: int
+    facts: int
+    events: int
+    at: datetime

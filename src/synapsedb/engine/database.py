@@ -18,6 +18,7 @@ from ..config import Settings
 from ..embed.base import Embedder
 from ..errors import ClosedError, StorageError
 from ..query.executor import Fusion
+from ..storage.base import LoadedRows
 from ..storage.sqlite import SQLiteStorage
 from ..validation import check_agent, check_namespace
 from .embedding import EmbeddingService
@@ -83,13 +84,24 @@ class Database:
             max_rows=self.settings.group_commit_max,
             on_commit=lambda rows, seconds: self._indexer.wake(),
             log=self.query_log,
+            reload=self._reload_namespace,
         )
         self._indexer.start()
 
     def _load(self) -> int:
         """Rebuild the in-memory state from storage; returns the latest system time seen."""
-        states = self._states
-        rows = self._storage.load()
+        return self._apply_rows(self._storage.load(), self._states)
+
+    def _reload_namespace(self, ns: str) -> NamespaceState | None:
+        """A fresh state for ``ns`` from storage (after an erasure), without its saved graph."""
+        states: dict[str, NamespaceState] = {}
+        self._apply_rows(self._storage.load(ns), states)
+        with contextlib.suppress(FileNotFoundError):
+            (self.path / "indexes" / f"{ns}.hnsw").unlink()  # it holds the erased vectors
+        return states.get(ns)
+
+    @staticmethod
+    def _apply_rows(rows: LoadedRows, states: dict[str, NamespaceState]) -> int:
         last = 0
         for name, created_us, dim, embedder in rows.namespaces:
             states[name] = NamespaceState(name, created_us, dim, embedder)

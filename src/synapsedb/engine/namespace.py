@@ -20,7 +20,17 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from ..errors import NotFoundError, ValidationError
 from ..ids import parse_event_id
 from ..times import TimeLike, to_datetime, to_us
-from ..types import AuditEntry, Event, Fact, Lineage, Memory, QueryResult, Snapshot, Stats
+from ..types import (
+    AuditEntry,
+    Event,
+    Fact,
+    Forgotten,
+    Lineage,
+    Memory,
+    QueryResult,
+    Snapshot,
+    Stats,
+)
 from ..validation import (
     ID_RE,
     check_agent,
@@ -34,7 +44,15 @@ from ..validation import (
     memory_patch,
 )
 from .lineage import RecordAnswer, audit, lineage
-from .ops import AppendEvent, DeleteFact, DeleteMemory, SetFact, UpdateMemory, WriteMemories
+from .ops import (
+    AppendEvent,
+    DeleteFact,
+    DeleteMemory,
+    ForgetEntity,
+    SetFact,
+    UpdateMemory,
+    WriteMemories,
+)
 from .records import FactRec, MemRec
 from .retrieval import run_query
 from .state import version_at
@@ -326,6 +344,43 @@ class Namespace:
             since=since, until=until, dedup=dedup, explain=explain,
             agent=self._agent_for(agent),
         )  # fmt: skip
+
+    def forget(
+        self,
+        id: str | None = None,
+        *,
+        entity: str | None = None,
+        purge: bool = False,
+        agent: str | None = None,
+    ) -> Forgotten:
+        """Forget a memory (``forget(id)``: a tombstone; history keeps it) or everything about
+        an entity (``forget(entity=...)``: tombstones for its memories and facts).
+
+        With ``purge=True`` (entity only), erase instead: every version's content, metadata and
+        vector, every fact value and stream payload about the entity is removed from the
+        database files (the WAL is checkpointed and truncated) and from memory. Version
+        skeletons stay, marked erased, so history, audit and lineage can say an erasure
+        happened; an erasure record keeps who, when and how many, and the entity only as a
+        keyed hash.
+        """
+        who = self._agent_for(agent)
+        if not isinstance(purge, bool):
+            raise ValidationError("purge: expected true or false", field="purge")
+        if (id is None) == (entity is None):
+            raise ValidationError("forget: pass a memory id or entity=, not both", field="id")
+        if id is not None:
+            if purge:
+                raise ValidationError(
+                    "purge: erasure works on a whole entity; use forget(entity=..., purge=True)",
+                    field="purge",
+                )
+            tomb = self._db._submit(DeleteMemory(self.name, _id(id), None, who))
+            return Forgotten(id, False, 1, 0, 0, 0, to_datetime(tomb.sys_us))
+        entity = check_entity(entity)
+        op = ForgetEntity(self.name, entity, purge, who, self._db.subject_of(entity))
+        counts = self._db._submit(op)
+        return Forgotten(entity, purge, counts["memories"], counts["versions"], counts["facts"],
+                         counts["events"], to_datetime(self._db._now_us()))  # fmt: skip
 
     # -- lineage and audit -----------------------------------------------------------------------
 

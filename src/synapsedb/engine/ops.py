@@ -18,7 +18,15 @@ from ..validation import MemoryInput
 from .records import EventRec, FactRec, MemRec
 from .writer import Op, Tx
 
-__all__ = ["AppendEvent", "DeleteFact", "DeleteMemory", "SetFact", "UpdateMemory", "WriteMemories"]
+__all__ = [
+    "AppendEvent",
+    "DeleteFact",
+    "DeleteMemory",
+    "ForgetEntity",
+    "SetFact",
+    "UpdateMemory",
+    "WriteMemories",
+]
 
 
 def _expires(now_us: int, ttl: float | None) -> int | None:
@@ -271,3 +279,63 @@ class AppendEvent(Op):
                         self.data_json, mrec.id if mrec else None)  # fmt: skip
         tx.add_event(ns, erec)
         return erec, mrec
+
+
+class ForgetEntity(Op):
+    """Forget everything about an entity: tombstones (history keeps it) or, with ``purge``,
+    erasure of every version's content, vectors, fact values and event payloads, leaving an
+    audit row (who, when, how many; the entity only as a keyed hash)."""
+
+    __slots__ = ("agent", "entity", "ns", "purge", "subject")
+
+    def __init__(self, ns: str, entity: str, purge: bool, agent: str | None, subject: str) -> None:
+        super().__init__(2)
+        self.ns, self.entity, self.purge, self.agent, self.subject = (
+            ns,
+            entity,
+            purge,
+            agent,
+            subject,
+        )
+
+    def plan(self, tx: Tx) -> dict[str, int]:
+        ns, entity, now = self.ns, self.entity, tx.now_us
+        state = tx.states.get(ns)
+        mids = list(state.entity_mems.get(entity, ())) if state is not None else []
+        keys = list(state.entity_facts.get(entity, ())) if state is not None else []
+        if self.purge:
+            events = 0
+            if state is not None:
+                for name, evs in list(state.streams.items()):
+                    events += sum(1 for e in evs if e.entity == entity or name == entity)
+            counts = {
+                "memories": len(mids),
+                "versions": sum(len(state.mems[m]) for m in mids) if state is not None else 0,
+                "facts": len(keys),
+                "events": events,
+            }
+            tx.batch.purges.append((ns, entity))
+            tx.batch.erasures.append(
+                (ns, now, self.agent, self.subject, orjson.dumps(counts).decode())
+            )
+            tx.reloads.append(ns)
+            return counts
+        n_mem = n_fact = 0
+        for mid in mids:
+            prev = tx.latest_memory(ns, mid)
+            if prev is None or not prev.visible_at(now):
+                continue
+            tx.add_memory(ns, MemRec(prev.id, prev.version + 1, now, prev.created_us, prev.entity,
+                                     prev.type, prev.content, prev.meta_json, prev.vector(),
+                                     prev.salience, prev.ts_us, self.agent, prev.pinned, prev.ttl,
+                                     prev.expires_us, True))  # fmt: skip
+            n_mem += 1
+        for key in keys:
+            frec = tx.latest_fact(ns, entity, key)
+            if frec is None or not frec.visible_at(now):
+                continue
+            tx.add_fact(ns, FactRec(entity, key, frec.version + 1, now, frec.created_us,
+                                    frec.value_json, self.agent, frec.ttl, frec.expires_us,
+                                    True))  # fmt: skip
+            n_fact += 1
+        return {"memories": n_mem, "versions": 0, "facts": n_fact, "events": 0}

@@ -89,7 +89,11 @@ class MemRec:
 
     def visible_at(self, t_us: int) -> bool:
         """Whether this record, being the latest version at ``t_us``, shows at ``t_us``."""
-        return not self.deleted and (self.expires_us is None or t_us < self.expires_us)
+        return (
+            not self.deleted
+            and not self.erased
+            and (self.expires_us is None or t_us < self.expires_us)
+        )
 
     def vector(self) -> np.ndarray | None:
         """The embedding: pending records hold it; committed ones read it from the catalog."""
@@ -156,6 +160,7 @@ class MemRec:
             recorded_at=to_datetime(self.sys_us),
             deleted=self.deleted,
             embedding=vec,
+            erased=self.erased,
         )
 
 
@@ -202,7 +207,11 @@ class FactRec:
         self.erased = False
 
     def visible_at(self, t_us: int) -> bool:
-        return not self.deleted and (self.expires_us is None or t_us < self.expires_us)
+        return (
+            not self.deleted
+            and not self.erased
+            and (self.expires_us is None or t_us < self.expires_us)
+        )
 
     def to_row(self, ns: str) -> tuple[Any, ...]:
         return (ns, self.entity, self.key, self.version, self.sys_us, self.created_us,
@@ -229,6 +238,7 @@ class FactRec:
             created_at=to_datetime(self.created_us),
             recorded_at=to_datetime(self.sys_us),
             deleted=self.deleted,
+            erased=self.erased,
         )
 
 

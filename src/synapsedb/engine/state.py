@@ -162,7 +162,7 @@ class NamespaceState:
         n = min(len(keys), len(events))
         i = bisect.bisect_left(keys, lo, 0, n)
         j = bisect.bisect_right(keys, hi, 0, n)
-        return [e for e in events[i:j] if e.sys_us <= t_us]
+        return [e for e in events[i:j] if e.sys_us <= t_us and not e.erased]
 
     def stream_tail(self, stream: str) -> tuple[int, int] | None:
         keys = self.stream_keys.get(stream)

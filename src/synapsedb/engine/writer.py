@@ -51,6 +51,7 @@ class Tx:
         self.facts: list[tuple[str, FactRec]] = []
         self.events: list[tuple[str, EventRec]] = []
         self.impacts: list[tuple[str, str]] = []  # (namespace, memory id) behind a new answer
+        self.reloads: list[str] = []  # namespaces to rebuild from storage after the commit
         self._mem_tip: dict[tuple[str, str], MemRec] = {}
         self._fact_tip: dict[tuple[str, str, str], FactRec] = {}
         self._stream_tip: dict[tuple[str, str], tuple[int, int]] = {}
@@ -170,8 +171,10 @@ class Writer:
         max_rows: int = 2000,
         on_commit: Callable[[int, float], None] | None = None,
         log: QueryLog | None = None,
+        reload: Callable[[str], NamespaceState | None] | None = None,
     ) -> None:
         self._log = log
+        self._reload = reload
         self._storage = storage
         self._states = states
         self._clock = clock
@@ -267,3 +270,10 @@ class Writer:
             if self._on_commit is not None:
                 self._on_commit(len(tx.batch), time.perf_counter() - started)
         tx.apply()
+        for ns in tx.reloads:  # after an erasure: rebuild the namespace from what is stored
+            assert self._reload is not None
+            state = self._reload(ns)
+            if state is None:
+                self._states.pop(ns, None)
+            else:
+                self._states[ns] = state

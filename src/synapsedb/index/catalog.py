@@ -214,7 +214,7 @@ class Catalog:
             self.epoch += 1
 
     def _add_many(self, items: list[tuple[MemRec, MemRec | None]]) -> None:
-        new = [rec for rec, _ in items if not rec.deleted]
+        new = [rec for rec, _ in items if not rec.deleted and not rec.erased]
         self.reserve(len(new))
         r0 = self.n
         r1 = r0 + len(new)
@@ -229,6 +229,9 @@ class Catalog:
             if prev is not None and prev.row >= 0 and self.to_us[prev.row] == INF:
                 self.to_us[prev.row] = rec.sys_us
                 self.live[prev.row] = False
+            if rec.erased:  # nothing left to search
+                rec.row, rec.vec = -1, None
+                continue
             if rec.deleted:
                 rec.row = prev.row if prev is not None else -1
                 rec.vec = None

@@ -26,11 +26,13 @@ class Batch:
     events: list[Row] = field(default_factory=list)
     queries: list[Row] = field(default_factory=list)  # the query log (lineage)
     answers: list[Row] = field(default_factory=list)
+    purges: list[tuple[str, str]] = field(default_factory=list)  # (namespace, entity) to erase
+    erasures: list[Row] = field(default_factory=list)  # (ns, sys_us, agent, subject, counts)
 
     def __len__(self) -> int:
         return (
             len(self.namespaces) + len(self.memories) + len(self.facts) + len(self.events)
-            + len(self.queries) + len(self.answers)
+            + len(self.queries) + len(self.answers) + len(self.purges) + len(self.erasures)
         )  # fmt: skip
 
 
@@ -47,7 +49,9 @@ class LoadedRows:
 
 
 class Storage(Protocol):
-    def load(self) -> LoadedRows: ...
+    def load(self, ns: str | None = None) -> LoadedRows:
+        """Every row (or one namespace's) in commit order."""
+        ...
 
     def commit(self, batch: Batch) -> None: ...
 

@@ -167,6 +167,8 @@ class SQLiteStorage:
                 "PRAGMA synchronous=" + ("FULL" if durability == "fsync" else "NORMAL")
             )
             self._conn.execute("PRAGMA busy_timeout=5000")
+            # erased content must not linger in free space (forget purge)
+            self._conn.execute("PRAGMA secure_delete=ON")
             self._migrate()
         except sqlite3.Error as exc:
             raise StorageError(f"cannot open {self.path}: {exc}", path=str(self.path)) from exc
@@ -189,25 +191,36 @@ class SQLiteStorage:
                 f"BEGIN; {MIGRATIONS[version]}; PRAGMA user_version = {version + 1}; COMMIT;"
             )
 
-    def _rows(self, sql: str) -> Iterator[tuple[Any, ...]]:
-        cur = self._conn.execute(sql)
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+        cur = self._conn.execute(sql, args)
         while rows := cur.fetchmany(4096):
             yield from rows
 
-    def load(self) -> LoadedRows:
+    def load(self, ns: str | None = None) -> LoadedRows:
+        where, args = ("", ()) if ns is None else (" WHERE ns = ?", (ns,))
+        name_where = "" if ns is None else " WHERE name = ?"
         return LoadedRows(
-            namespaces=self._rows("SELECT name, created_us, dim, embedder FROM namespaces"),
+            namespaces=self._rows(
+                f"SELECT name, created_us, dim, embedder FROM namespaces{name_where}", args
+            ),
             memory_rows=dict(
                 self._conn.execute(
-                    "SELECT ns, count(*) FROM memory_versions WHERE deleted = 0 GROUP BY ns"
+                    "SELECT ns, count(*) FROM memory_versions WHERE deleted = 0 AND erased = 0"
+                    + ("" if ns is None else " AND ns = ?")
+                    + " GROUP BY ns",
+                    args,
                 ).fetchall()
             ),
             memories=self._rows(
-                f"SELECT {_MEM_COLUMNS}, erased FROM memory_versions ORDER BY rowid"
+                f"SELECT {_MEM_COLUMNS}, erased FROM memory_versions{where} ORDER BY rowid", args
             ),
-            facts=self._rows(f"SELECT {_FACT_COLUMNS}, erased FROM fact_versions ORDER BY rowid"),
-            events=self._rows(f"SELECT {_EVENT_COLUMNS}, erased FROM events ORDER BY rowid"),
-            answers=self._rows("SELECT ns, id, memories FROM answers"),
+            facts=self._rows(
+                f"SELECT {_FACT_COLUMNS}, erased FROM fact_versions{where} ORDER BY rowid", args
+            ),
+            events=self._rows(
+                f"SELECT {_EVENT_COLUMNS}, erased FROM events{where} ORDER BY rowid", args
+            ),
+            answers=self._rows(f"SELECT ns, id, memories FROM answers{where}", args),
         )
 
     def commit(self, batch: Batch) -> None:
@@ -227,11 +240,51 @@ class SQLiteStorage:
                     conn.executemany(_QUERY_INSERT, batch.queries)
                 if batch.answers:
                     conn.executemany(_ANSWER_INSERT, batch.answers)
+                for ns, entity in batch.purges:
+                    self._purge(ns, entity)
+                if batch.erasures:
+                    conn.executemany(
+                        "INSERT INTO erasures (ns, sys_us, agent, subject, counts) "
+                        "VALUES (?, ?, ?, ?, ?)",
+                        batch.erasures,
+                    )
                 conn.execute("COMMIT")
+                if batch.purges:  # the old page images in the WAL still hold the content
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise StorageError(f"commit failed: {exc}", path=str(self.path)) from exc
+
+    def _purge(self, ns: str, entity: str) -> None:
+        """Erase every version's content, metadata and vector, fact values and event payloads
+        about ``entity`` (rows stay, flagged erased: version skeletons for history and audit)."""
+        conn = self._conn
+        conn.execute(
+            "UPDATE memory_versions SET content = '', metadata = '{}', embedding = NULL, "
+            "erased = 1 WHERE ns = ? AND entity = ?",
+            (ns, entity),
+        )
+        conn.execute(
+            "UPDATE fact_versions SET value = 'null', erased = 1 WHERE ns = ? AND entity = ?",
+            (ns, entity),
+        )
+        conn.execute(
+            "UPDATE events SET content = '', data = NULL, erased = 1 "
+            "WHERE ns = ? AND (entity = ? OR stream = ?)",
+            (ns, entity, entity),
+        )
+        # queries that named the entity or returned its memories keep only ids and scores
+        conn.execute(
+            """UPDATE queries SET text = NULL, request = '{"erased": true}'
+               WHERE ns = ?1 AND (instr(coalesce(text, ''), ?2) > 0
+                     OR instr(request, ?2) > 0
+                     OR EXISTS (SELECT 1 FROM json_each(queries.hits) AS h
+                                WHERE json_extract(h.value, '$[0]') IN
+                                      (SELECT id FROM memory_versions
+                                       WHERE ns = ?1 AND entity = ?2)))""",
+            (ns, entity),
+        )
 
     def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         with self._lock:
