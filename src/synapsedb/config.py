@@ -71,6 +71,13 @@ class Settings:
     hnsw_ef_search: int = field(
         default=100, metadata={"doc": "HNSW query-time candidate list size (at least k)"}
     )
+    ttl_grace_s: int = field(
+        default=7 * 86_400,
+        metadata={"doc": "seconds after expiry before expired memories and facts are erased"},
+    )
+    maintenance_interval_s: int = field(
+        default=60, metadata={"doc": "seconds between background maintenance passes"}
+    )
     group_commit_max: int = field(
         default=2_000, metadata={"doc": "most rows the writer thread puts in one transaction"}
     )

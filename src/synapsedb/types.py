@@ -21,6 +21,7 @@ __all__ = [
     "Hit",
     "Lineage",
     "LoggedQuery",
+    "MaintenanceReport",
     "Memory",
     "MemoryRef",
     "QueryResult",
@@ -236,3 +237,14 @@ class Forgotten:
     facts: int
     events: int
     at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceReport:
+    """What a maintenance pass did (or, with ``dry_run``, would do) in one namespace, and why."""
+
+    namespace: str
+    dry_run: bool
+    at: datetime
+    expired_memories: list[str]  # erased: their TTL ran out more than ttl_grace_s ago
+    expired_facts: list[tuple[str, str]]

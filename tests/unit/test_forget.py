@@ -64,7 +64,7 @@ def test_purge_erases_the_entity_from_memory_and_from_the_files(tmp_path: Path) 
         # gone from every read, at any moment
         assert mem.memories("user:4321", as_of=clock.now_us() / 1e6 - 2) == []
         assert mem.facts("user:4321") == [] and mem.events("user:4321") == []
-        assert all("user:4321" != h.entity for h in mem.query("card replaced on file"))
+        assert all(h.entity != "user:4321" for h in mem.query("card replaced on file"))
         with pytest.raises(NotFoundError):
             mem.get(m1.id)
         hist = mem.history(m1.id)

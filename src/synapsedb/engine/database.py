@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..errors import ClosedError, StorageError
 from ..query.executor import Fusion
 from ..storage.base import LoadedRows
 from ..storage.sqlite import SQLiteStorage
+from ..types import MaintenanceReport
 from ..validation import check_agent, check_namespace
 from .embedding import EmbeddingService
 from .indexer import Indexer
@@ -73,8 +75,13 @@ class Database:
             os.close(self._lock_fd)
             raise
         self.query_log = QueryLog()
+        self._last_maintenance = time.monotonic()
         self._indexer = Indexer(
-            self._states, self.settings, self.path / "indexes", flush=self._flush_log
+            self._states,
+            self.settings,
+            self.path / "indexes",
+            flush=self._flush_log,
+            maintain=self._maintain_in_background,
         )
         self._writer = Writer(
             self._storage,
@@ -166,6 +173,19 @@ class Database:
             self._storage.close()
         finally:
             os.close(self._lock_fd)
+
+    def maintain(self, *, dry_run: bool = False) -> list[MaintenanceReport]:
+        """Run maintenance in every namespace (see :meth:`Namespace.maintain`)."""
+        self._check_open()
+        return [self.namespace(ns).maintain(dry_run=dry_run) for ns in sorted(self._states)]
+
+    def _maintain_in_background(self) -> None:
+        now = time.monotonic()
+        if now - self._last_maintenance < self.settings.maintenance_interval_s:
+            return
+        self._last_maintenance = now
+        with contextlib.suppress(ClosedError):
+            self.maintain()
 
     def wait_for_indexes(self, timeout: float | None = None) -> bool:
         """Block until background indexing has caught up with every write (False on timeout).

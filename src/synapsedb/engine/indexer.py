@@ -29,8 +29,10 @@ class Indexer:
         settings: Settings,
         directory: Path,
         flush: Callable[[], None] | None = None,
+        maintain: Callable[[], None] | None = None,
     ) -> None:
         self._flush = flush
+        self._maintain = maintain
         self._states = states
         self._settings = settings
         self._dir = directory
@@ -111,11 +113,14 @@ class Indexer:
                 worked = False
             finally:
                 self._busy = False
-            if not worked and self._flush is not None:
-                try:
-                    self._flush()  # commit a buffered query log while nothing else is going on
-                except Exception:
-                    log.exception("flushing the query log failed")
+            if not worked:  # idle: commit a buffered query log, run maintenance when due
+                for task in (self._flush, self._maintain):
+                    if task is None:
+                        continue
+                    try:
+                        task()
+                    except Exception:
+                        log.exception("background task failed")
             if not worked:
                 with self._cv:
                     if self._stop:

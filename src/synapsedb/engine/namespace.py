@@ -26,6 +26,7 @@ from ..types import (
     Fact,
     Forgotten,
     Lineage,
+    MaintenanceReport,
     Memory,
     QueryResult,
     Snapshot,
@@ -49,6 +50,7 @@ from .ops import (
     DeleteFact,
     DeleteMemory,
     ForgetEntity,
+    PurgeExpired,
     SetFact,
     UpdateMemory,
     WriteMemories,
@@ -381,6 +383,17 @@ class Namespace:
         counts = self._db._submit(op)
         return Forgotten(entity, purge, counts["memories"], counts["versions"], counts["facts"],
                          counts["events"], to_datetime(self._db._now_us()))  # fmt: skip
+
+    def maintain(self, *, dry_run: bool = False) -> MaintenanceReport:
+        """Run maintenance now: erase memories and KV facts whose TTL ran out more than
+        ``ttl_grace_s`` ago. ``dry_run=True`` reports what would happen and changes nothing.
+        The background thread does this every ``maintenance_interval_s``."""
+        if not isinstance(dry_run, bool):
+            raise ValidationError("dry_run: expected true or false", field="dry_run")
+        grace_us = self._db.settings.ttl_grace_s * 1_000_000
+        mems, facts = self._db._submit(PurgeExpired(self.name, grace_us, dry_run))
+        return MaintenanceReport(self.name, dry_run, to_datetime(self._db._now_us()),
+                                 sorted(mems), sorted(facts))  # fmt: skip
 
     # -- lineage and audit -----------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ __all__ = [
     "DeleteFact",
     "DeleteMemory",
     "ForgetEntity",
+    "PurgeExpired",
     "SetFact",
     "UpdateMemory",
     "WriteMemories",
@@ -339,3 +340,41 @@ class ForgetEntity(Op):
                                     True))  # fmt: skip
             n_fact += 1
         return {"memories": n_mem, "versions": 0, "facts": n_fact, "events": 0}
+
+
+class PurgeExpired(Op):
+    """Erase memories and facts whose TTL ran out at least ``grace_us`` ago (``as_of`` reads
+    before their expiry see them until then). With ``dry_run`` it only reports."""
+
+    __slots__ = ("dry_run", "grace_us", "ns")
+
+    def __init__(self, ns: str, grace_us: int, dry_run: bool) -> None:
+        super().__init__(0 if dry_run else 1)
+        self.ns, self.grace_us, self.dry_run = ns, grace_us, dry_run
+
+    def plan(self, tx: Tx) -> tuple[list[str], list[tuple[str, str]]]:
+        state = tx.states.get(self.ns)
+        if state is None:
+            return [], []
+        cutoff = tx.now_us - self.grace_us
+        mems = [
+            mid
+            for mid, chain in list(state.mems.items())
+            if not (last := chain[-1]).erased
+            and not last.deleted
+            and last.expires_us is not None
+            and last.expires_us <= cutoff
+        ]
+        facts = [
+            key
+            for key, chain in list(state.facts.items())
+            if not (flast := chain[-1]).erased
+            and not flast.deleted
+            and flast.expires_us is not None
+            and flast.expires_us <= cutoff
+        ]
+        if not self.dry_run and (mems or facts):
+            tx.batch.expired_memories.extend((self.ns, mid) for mid in mems)
+            tx.batch.expired_facts.extend((self.ns, e, k) for e, k in facts)
+            tx.reloads.append(self.ns)
+        return mems, facts

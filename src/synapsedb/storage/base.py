@@ -27,12 +27,16 @@ class Batch:
     queries: list[Row] = field(default_factory=list)  # the query log (lineage)
     answers: list[Row] = field(default_factory=list)
     purges: list[tuple[str, str]] = field(default_factory=list)  # (namespace, entity) to erase
+    # expired past their grace period: (namespace, memory id) and (namespace, entity, key)
+    expired_memories: list[tuple[str, str]] = field(default_factory=list)
+    expired_facts: list[tuple[str, str, str]] = field(default_factory=list)
     erasures: list[Row] = field(default_factory=list)  # (ns, sys_us, agent, subject, counts)
 
     def __len__(self) -> int:
         return (
             len(self.namespaces) + len(self.memories) + len(self.facts) + len(self.events)
             + len(self.queries) + len(self.answers) + len(self.purges) + len(self.erasures)
+            + len(self.expired_memories) + len(self.expired_facts)
         )  # fmt: skip
 
 

@@ -242,6 +242,18 @@ class SQLiteStorage:
                     conn.executemany(_ANSWER_INSERT, batch.answers)
                 for ns, entity in batch.purges:
                     self._purge(ns, entity)
+                if batch.expired_memories:
+                    conn.executemany(
+                        "UPDATE memory_versions SET content = '', metadata = '{}', "
+                        "embedding = NULL, erased = 1 WHERE ns = ? AND id = ?",
+                        batch.expired_memories,
+                    )
+                if batch.expired_facts:
+                    conn.executemany(
+                        "UPDATE fact_versions SET value = 'null', erased = 1 "
+                        "WHERE ns = ? AND entity = ? AND key = ?",
+                        batch.expired_facts,
+                    )
                 if batch.erasures:
                     conn.executemany(
                         "INSERT INTO erasures (ns, sys_us, agent, subject, counts) "
@@ -249,7 +261,8 @@ class SQLiteStorage:
                         batch.erasures,
                     )
                 conn.execute("COMMIT")
-                if batch.purges:  # the old page images in the WAL still hold the content
+                if batch.purges or batch.expired_memories or batch.expired_facts:
+                    # the old page images in the WAL still hold the content
                     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
                 if conn.in_transaction:
