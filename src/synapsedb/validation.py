@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,8 @@ __all__ = [
     "MemoryInput",
     "check_agent",
     "check_entity",
+    "check_id",
+    "check_id_list",
     "check_key",
     "check_namespace",
     "check_ttl",
@@ -282,12 +284,8 @@ def memory_input(
     if "content" not in payload:
         raise ValidationError(f"{prefix}content: required", field=f"{prefix}content")
     mid = payload.get("id")
-    if mid is not None and (not isinstance(mid, str) or not ID_RE.match(mid)):
-        raise ValidationError(
-            f"{prefix}id: {mid!r} is not a valid id; use up to 128 characters of [A-Za-z0-9._:-]",
-            field=f"{prefix}id",
-            limit=128,
-        )
+    if mid is not None:
+        check_id(mid, f"{prefix}id")
     meta = payload.get("metadata")
     if meta is None:
         meta_json = "{}"
@@ -362,3 +360,27 @@ def check_types(types: Iterable[str] | None) -> frozenset[str] | None:
     if not out or not all(isinstance(t, str) for t in out):
         raise ValidationError("types: expected a non-empty list of type names", field="types")
     return out
+
+
+def check_id(value: Any, field: str) -> str:
+    """A caller-chosen id (memory id, answer id): up to 128 characters of [A-Za-z0-9._:-]."""
+    if not isinstance(value, str) or not ID_RE.match(value):
+        raise ValidationError(
+            f"{field}: {value!r} is not a valid id; use up to 128 characters of [A-Za-z0-9._:-]",
+            field=field,
+            limit=128,
+        )
+    return value
+
+
+def check_id_list(value: Any, field: str, limit: int) -> list[str]:
+    """A list of ids (duplicates dropped, order kept)."""
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ValidationError(f"{field}: expected a list of ids", field=field)
+    if not all(isinstance(v, str) and v for v in value):
+        raise ValidationError(f"{field}: every entry must be a non-empty string", field=field)
+    if len(value) > limit:
+        raise ValidationError(
+            f"{field}: {len(value)} ids, over the limit of {limit}", field=field, limit=limit
+        )
+    return list(dict.fromkeys(value))

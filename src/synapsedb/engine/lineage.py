@@ -19,15 +19,16 @@ import orjson
 
 from ..errors import NotFoundError, ValidationError
 from ..times import to_datetime
-from ..types import AuditEntry, Lineage, LoggedQuery, MemoryRef
+from ..types import AuditEntry, Lineage, LoggedQuery, MemoryRef, Snapshot
 from .records import MemRec
 from .state import NamespaceState
 from .writer import Op, Tx
 
 if TYPE_CHECKING:
     from ..storage.base import Row, Storage
+    from .namespace import Namespace
 
-__all__ = ["Flush", "QueryLog", "RecordAnswer", "audit", "lineage"]
+__all__ = ["Flush", "QueryLog", "RecordAnswer", "audit", "lineage", "snapshot"]
 
 INF = 1 << 62
 
@@ -254,3 +255,22 @@ def audit(
 
 class _Unknown:
     entity = None
+
+
+def snapshot(mem: Namespace, entity: str, t: int) -> Snapshot:
+    """The entity's facts, memories and stream events as they were at system time ``t``."""
+    state = mem._db._state(mem.name)
+    events = []
+    if state is not None:
+        for name in list(state.streams):
+            events.extend(e for e in state.events_in(name, (0, 0), (INF, INF), t)
+                          if e.entity == entity)  # fmt: skip
+    events.sort(key=lambda e: (e.ms, e.seq))
+    when = to_datetime(t)
+    return Snapshot(
+        entity=entity,
+        as_of=when,
+        facts=mem.facts(entity, as_of=when),
+        memories=mem.memories(entity, as_of=when, limit=10_000),
+        events=[e.to_public() for e in events],
+    )

@@ -33,9 +33,10 @@ from ..types import (
     Stats,
 )
 from ..validation import (
-    ID_RE,
     check_agent,
     check_entity,
+    check_id,
+    check_id_list,
     check_key,
     check_ttl,
     check_types,
@@ -44,7 +45,7 @@ from ..validation import (
     memory_input,
     memory_patch,
 )
-from .lineage import RecordAnswer, audit, lineage
+from .lineage import RecordAnswer, audit, lineage, snapshot
 from .ops import (
     AppendEvent,
     DeleteFact,
@@ -408,9 +409,9 @@ class Namespace:
     ) -> Lineage:
         """Tie an answer to the queries (``query_id`` of each QueryResult) and memories behind
         it; ``cited`` names the memories the answer actually used. Returns its lineage."""
-        answer_id = _answer_id(answer_id)
-        qids = _str_list(query_ids, "query_ids")
-        cites = _str_list(cited or [], "cited")
+        answer_id = check_id(answer_id, "answer_id")
+        qids = check_id_list(query_ids, "query_ids", MAX_LIMIT)
+        cites = check_id_list(cited or [], "cited", MAX_LIMIT)
         if text is not None and not isinstance(text, str):
             raise ValidationError("text: expected a string", field="text")
         op = RecordAnswer(self.name, answer_id, qids, cites, self._agent_for(agent), text,
@@ -422,7 +423,7 @@ class Namespace:
         """The queries behind an answer, with every memory version they returned and the
         answer's citations, each with its content as it was then (or ``erased``)."""
         return lineage(self._db._storage, self._db._state(self.name), self.name,
-                       _answer_id(answer_id))  # fmt: skip
+                       check_id(answer_id, "answer_id"))  # fmt: skip
 
     def audit(
         self,
@@ -448,24 +449,7 @@ class Namespace:
     def snapshot(self, entity: str, *, as_of: TimeLike | None = None) -> Snapshot:
         """Everything known about ``entity`` at ``as_of`` (default now): its KV facts, its
         memories and the stream events about it, as they were then."""
-        t = self._time(as_of)
-        entity = check_entity(entity)
-        state = self._db._state(self.name)
-        events = []
-        if state is not None:
-            for name in list(state.streams):
-                events.extend(e for e in state.events_in(name, (0, 0), (1 << 62, 1 << 62), t)
-                              if e.entity == entity)  # fmt: skip
-        events.sort(key=lambda e: (e.ms, e.seq))
-        return Snapshot(
-            entity=entity,
-            as_of=to_datetime(t),
-            facts=self.facts(entity, as_of=t / 1e6),
-            memories=self.memories(entity, as_of=to_datetime(t), limit=MAX_LIMIT),
-            events=[e.to_public() for e in events],
-        )
-
-    # -- KV facts -------------------------------------------------------------------------------
+        return snapshot(self, check_entity(entity), self._time(as_of))
 
     def set(
         self,
@@ -658,30 +642,6 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def _answer_id(value: Any) -> str:
-    if not isinstance(value, str) or not ID_RE.match(value):
-        raise ValidationError(
-            f"answer_id: {value!r} is not a valid id; use up to 128 characters of [A-Za-z0-9._:-]",
-            field="answer_id",
-            limit=128,
-        )
-    return value
-
-
-def _str_list(value: Any, field: str) -> list[str]:
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise ValidationError(f"{field}: expected a list of ids", field=field)
-    if not all(isinstance(v, str) and v for v in value):
-        raise ValidationError(f"{field}: every entry must be a non-empty string", field=field)
-    if len(value) > MAX_LIMIT:
-        raise ValidationError(
-            f"{field}: {len(value)} ids, over the limit of {MAX_LIMIT}",
-            field=field,
-            limit=MAX_LIMIT,
-        )
-    return list(dict.fromkeys(value))
 
 
 def _id(value: Any) -> str:
