@@ -24,6 +24,7 @@ __all__ = [
     "MaintenanceReport",
     "Memory",
     "MemoryRef",
+    "NamespaceConfig",
     "QueryResult",
     "Snapshot",
     "Stats",
@@ -118,6 +119,7 @@ class Stats:
     bytes: int
     dim: int | None
     embedder: str | None = None  # what produced the vectors: a model name, or "caller"
+    cold_memories: int = 0  # of ``memories``, on disk only (cold tier); the rest are hot
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +142,7 @@ class Hit:
     salience: float = 0.5
     duplicates: tuple[str, ...] = ()
     explanation: dict[str, Any] | None = None
+    tier: str = "hot"  # "cold" when it came from the cold tier (on disk only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,3 +251,31 @@ class MaintenanceReport:
     at: datetime
     expired_memories: list[str]  # erased: their TTL ran out more than ttl_grace_s ago
     expired_facts: list[tuple[str, str]]
+    demoted: list[tuple[str, float | None, str]] = field(default_factory=list)  # id, score, why
+    promoted: list[tuple[str, str]] = field(default_factory=list)  # id, why
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceConfig:
+    """Per-namespace lifecycle settings (``Namespace.configure``).
+
+    Quotas: ``max_hot`` memories and ``max_bytes`` (content, metadata and vectors) in the hot
+    tier, ``max_writes_per_s`` writes per second. Over a memory or byte quota, ``policy``
+    ``"evict"`` demotes the lowest-salience unpinned memories to the cold tier (at the next
+    maintenance pass, within ``maintenance_interval_s``); ``"reject"`` refuses the write with
+    QuotaExceededError and writes nothing. Salience = ``recency`` * 2^(-age/half_life) +
+    ``frequency`` * (1 - e^(-accesses/5)) + ``importance`` * salience + ``impact`` *
+    (1 - e^(-answers/2)), where age counts from the later of event time and last access.
+    """
+
+    max_hot: int | None = None
+    max_bytes: int | None = None
+    max_writes_per_s: float | None = None
+    policy: str = "evict"
+    recency: float = 0.3
+    frequency: float = 0.2
+    importance: float = 0.35
+    impact: float = 0.15
+    half_life_days: float = 7.0
+    promote_after: int = 3
+    cold_fallback: bool = True

@@ -25,6 +25,7 @@ from ..types import MaintenanceReport
 from ..validation import check_agent, check_namespace
 from .embedding import EmbeddingService
 from .indexer import Indexer
+from .lifecycle import RateLimiter, parse_config
 from .lineage import Flush, QueryLog
 from .namespace import Namespace
 from .records import EventRec, FactRec, MemRec
@@ -75,6 +76,7 @@ class Database:
             os.close(self._lock_fd)
             raise
         self.query_log = QueryLog()
+        self.rates = RateLimiter()
         self._last_maintenance = time.monotonic()
         self._indexer = Indexer(
             self._states,
@@ -100,23 +102,45 @@ class Database:
         return self._apply_rows(self._storage.load(), self._states)
 
     def _reload_namespace(self, ns: str) -> NamespaceState | None:
-        """A fresh state for ``ns`` from storage (after an erasure), without its saved graph."""
+        """A fresh state for ``ns`` from storage (after an erasure or a tier move), without its
+        saved graph; access counters not yet persisted carry over from the old state."""
         states: dict[str, NamespaceState] = {}
         self._apply_rows(self._storage.load(ns), states)
         with contextlib.suppress(FileNotFoundError):
-            (self.path / "indexes" / f"{ns}.hnsw").unlink()  # it holds the erased vectors
-        return states.get(ns)
+            (self.path / "indexes" / f"{ns}.hnsw").unlink()  # stale rows (or erased vectors)
+        new, old = states.get(ns), self._states.get(ns)
+        if new is not None and old is not None:
+            new.access.update(old.access)
+            new.cold_access = {m: n for m, n in old.cold_access.items() if m in new.cold}
+        return new
 
     @staticmethod
     def _apply_rows(rows: LoadedRows, states: dict[str, NamespaceState]) -> int:
         last = 0
-        for name, created_us, dim, embedder in rows.namespaces:
+        for name, created_us, dim, embedder, config in rows.namespaces:
             states[name] = NamespaceState(name, created_us, dim, embedder)
-            states[name].catalog.reserve(rows.memory_rows.get(name, 0))  # exact: no regrowth
+            states[name].config = parse_config(config)
             last = max(last, created_us)
+        tiers: dict[tuple[str, str], str] = {}
+        for ns, mid, tier in rows.tiers:  # the last move of a memory decides its tier
+            tiers[(ns, mid)] = tier
+        cold: set[tuple[str, str]] = {key for key, tier in tiers.items() if tier == "cold"}
+        for ns, mid, count, last_us in rows.access:
+            if ns in states:
+                states[ns].access[mid] = (count, last_us)
+        for name, state in states.items():
+            n_cold = sum(1 for ns, _ in cold if ns == name) if cold else 0
+            state.catalog.reserve(max(0, rows.memory_rows.get(name, 0) - n_cold))
         batch: list[MemRec] = []
         batch_ns = None
         for row in rows.memories:  # in commit order; applied in per-namespace runs
+            if cold and (row[0], row[1]) in cold:  # on disk only: remember its id and entity
+                state = states[row[0]]
+                if row[1] not in state.cold:
+                    state.cold[row[1]] = row[5]
+                    state.cold_by_entity.setdefault(row[5], set()).add(row[1])
+                last = max(last, row[3])
+                continue
             mrec = MemRec.from_row(row[1:])
             if row[0] != batch_ns or len(batch) >= 4096:
                 if batch:

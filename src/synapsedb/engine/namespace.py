@@ -28,6 +28,7 @@ from ..types import (
     Lineage,
     MaintenanceReport,
     Memory,
+    NamespaceConfig,
     QueryResult,
     Snapshot,
     Stats,
@@ -45,6 +46,7 @@ from ..validation import (
     memory_input,
     memory_patch,
 )
+from .lifecycle import ConfigureNamespace, MoveTiers, check_config, plan_moves, touch
 from .lineage import RecordAnswer, audit, lineage, snapshot
 from .ops import (
     AppendEvent,
@@ -58,7 +60,7 @@ from .ops import (
 )
 from .records import FactRec, MemRec
 from .retrieval import run_query
-from .state import version_at
+from .state import NamespaceState, version_at
 
 if TYPE_CHECKING:
     from .database import Database
@@ -106,6 +108,30 @@ class Namespace:
     def _time(self, as_of: TimeLike | None) -> int:
         return self._db._now_us() if as_of is None else to_us(as_of, "as_of")
 
+    def _chain(self, state: NamespaceState | None, mid: str) -> list[MemRec]:
+        """A memory's versions: from memory when hot, from storage when cold."""
+        if state is None:
+            return []
+        chain = state.mems.get(mid)
+        if chain is not None:
+            return chain
+        if mid in state.cold:
+            return [MemRec.from_row(r) for r in self._db._storage.read_memory_chain(self.name, mid)]
+        return []
+
+    def _touch(self, state: NamespaceState | None, mids: Iterable[str]) -> None:
+        touch(state, mids, self._db._now_us())
+
+    def _before_write(self, n: int, ids: Iterable[str | None] = ()) -> None:
+        """Rate limit, then bring cold memories that are about to change back to hot."""
+        state = self._db._state(self.name)
+        if state is None:
+            return
+        self._db.rates.take(self.name, state.config.max_writes_per_s, n)
+        cold = [m for m in ids if m is not None and m in state.cold]
+        if cold:
+            self._db._submit(MoveTiers(self.name, [(m, "hot", None, "written") for m in cold]))
+
     # -- memories ---------------------------------------------------------------------------------
 
     def write(
@@ -118,6 +144,7 @@ class Namespace:
         ``pinned``, ``ttl`` (seconds), ``id`` (writing an existing id adds a version).
         """
         item = memory_input(entity, memory, self._db.settings, agent=self._agent_for(agent))
+        self._before_write(1, (item.id,))
         self._db.embedding.fill(self._db._state(self.name), [item])
         (rec,) = self._db._submit(WriteMemories(self.name, [item], [""]))
         return rec.to_public()
@@ -176,6 +203,7 @@ class Namespace:
                 memory_input(entity, payload, settings, agent=default_agent, prefix=prefix)
             )
             prefixes.append(prefix)
+        self._before_write(len(inputs), (it.id for it in inputs))
         self._db.embedding.fill(self._db._state(self.name), inputs)
         recs = self._db._submit(WriteMemories(self.name, inputs, prefixes))
         return [r.to_public() for r in recs]
@@ -191,6 +219,7 @@ class Namespace:
         """Add a new version of memory ``id`` with ``changes`` applied (other fields kept;
         ``metadata`` is replaced whole). ``if_version`` makes it a compare-and-set."""
         patch = memory_patch(changes, self._db.settings)
+        self._before_write(1, (_id(id),))
         if "content" in patch and "vec" not in patch:  # keep the vector in step with the text
             vec = self._db.embedding.embed_text(self._db._state(self.name), patch["content"])
             if vec is not None:
@@ -223,6 +252,11 @@ class Namespace:
             return frec.to_public()
         mid = _id(target)
         rec = state.memory_at(mid, t) if state is not None else None
+        if rec is None and state is not None and mid in state.cold:
+            found = version_at(self._chain(state, mid), t)
+            rec = found if found is not None and found.visible_at(t) else None
+        if rec is not None:
+            self._touch(state, (mid,))
         if rec is None:
             raise NotFoundError(
                 f"memory {mid!r} not found in namespace {self.name!r}", id=mid, namespace=self.name
@@ -247,6 +281,13 @@ class Namespace:
         if state is None:
             return []
         recs: Iterable[MemRec] = state.memories_at(t, entity)
+        cold = list(state.cold if entity is None else state.cold_by_entity.get(entity, ()))
+        if cold:
+            recs = list(recs)
+            for chain in _chains(self._db._storage.read_memory_chains(self.name, cold)):
+                rec = version_at(chain, t)
+                if rec is not None and rec.visible_at(t):
+                    recs.append(rec)
         if wanted is not None:
             recs = (r for r in recs if r.type in wanted)
         top = heapq.nlargest(limit, recs, key=lambda r: (r.ts_us, r.id))
@@ -279,6 +320,7 @@ class Namespace:
         if key is not None:
             op = DeleteFact(self.name, check_entity(target), check_key(key), expected, who)
             return self._db._submit(op).to_public()
+        self._before_write(1, (_id(target),))
         return self._db._submit(DeleteMemory(self.name, _id(target), expected, who)).to_public()
 
     @overload
@@ -304,7 +346,7 @@ class Namespace:
                 )
             return fout
         mid = _id(target)
-        chain: list[MemRec] = state.mems.get(mid, []) if state else []
+        chain = self._chain(state, mid)
         out = [r.to_public() for r in chain if r.sys_us <= t]
         if not out:
             raise NotFoundError(
@@ -331,6 +373,7 @@ class Namespace:
         dedup: bool = True,
         explain: bool = False,
         agent: str | None = None,
+        tiers: Sequence[str] | None = None,
     ) -> QueryResult:
         """Find memories by meaning and keywords, inside filters, as of any moment.
 
@@ -345,7 +388,7 @@ class Namespace:
             self._db, self.name, self._time(as_of), text=text, embedding=embedding,
             entity=entity, filter=filter, k=k, mode=mode, min_score=min_score, types=types,
             since=since, until=until, dedup=dedup, explain=explain,
-            agent=self._agent_for(agent),
+            agent=self._agent_for(agent), tiers=tiers,
         )  # fmt: skip
 
     def forget(
@@ -386,15 +429,39 @@ class Namespace:
                          counts["events"], to_datetime(self._db._now_us()))  # fmt: skip
 
     def maintain(self, *, dry_run: bool = False) -> MaintenanceReport:
-        """Run maintenance now: erase memories and KV facts whose TTL ran out more than
-        ``ttl_grace_s`` ago. ``dry_run=True`` reports what would happen and changes nothing.
-        The background thread does this every ``maintenance_interval_s``."""
+        """Run maintenance now: demote the lowest-salience unpinned memories over the hot
+        quota (policy ``evict``), promote cold memories accessed ``promote_after`` times, erase
+        memories and KV facts whose TTL ran out more than ``ttl_grace_s`` ago, and persist
+        access statistics. ``dry_run=True`` reports every move with its score and reason and
+        changes nothing. The background thread does this every ``maintenance_interval_s``."""
         if not isinstance(dry_run, bool):
             raise ValidationError("dry_run: expected true or false", field="dry_run")
+        state = self._db._state(self.name)
+        moves = plan_moves(state, state.config, self._db._now_us()) if state is not None else []
+        if not dry_run and state is not None:
+            access = [(self.name, m, c, t) for m, (c, t) in list(state.access.items())]
+            self._db._submit(MoveTiers(self.name, moves, access))
         grace_us = self._db.settings.ttl_grace_s * 1_000_000
         mems, facts = self._db._submit(PurgeExpired(self.name, grace_us, dry_run))
-        return MaintenanceReport(self.name, dry_run, to_datetime(self._db._now_us()),
-                                 sorted(mems), sorted(facts))  # fmt: skip
+        return MaintenanceReport(
+            self.name, dry_run, to_datetime(self._db._now_us()), sorted(mems), sorted(facts),
+            demoted=[(m, s, r) for m, t, s, r in moves if t == "cold"],
+            promoted=[(m, r) for m, t, _s, r in moves if t == "hot"],
+        )  # fmt: skip
+
+    @property
+    def config(self) -> NamespaceConfig:
+        """The namespace's lifecycle settings (defaults until ``configure`` is called)."""
+        state = self._db._state(self.name)
+        return state.config if state is not None else NamespaceConfig()
+
+    def configure(self, **changes: Any) -> NamespaceConfig:
+        """Change lifecycle settings (see ``NamespaceConfig``): quotas ``max_hot``,
+        ``max_bytes``, ``max_writes_per_s``, ``policy`` (``evict``/``reject``), salience
+        weights ``recency``, ``frequency``, ``importance``, ``impact``, ``half_life_days``,
+        ``promote_after``, ``cold_fallback``. Durable; returns the new settings."""
+        cfg = check_config(self.config, changes)
+        return self._db._submit(ConfigureNamespace(self.name, cfg))
 
     # -- lineage and audit -----------------------------------------------------------------------
 
@@ -468,6 +535,7 @@ class Namespace:
         """
         entity, key = check_entity(entity), check_key(key)
         value_json = dump_json(value, "value", self._db.settings.max_value_bytes)
+        self._before_write(1)
         op = SetFact(
             self.name, entity, key, value_json, check_version(if_version, "if_version"),
             check_ttl(ttl),
@@ -522,6 +590,7 @@ class Namespace:
                 data_json = dump_json(data, "data", settings.max_value_bytes)
             event = {k: v for k, v in event.items() if k != "data"}
         item = memory_input(entity, event, settings, agent=self._agent_for(agent))
+        self._before_write(1)
         if searchable:
             self._db.embedding.fill(self._db._state(self.name), [item])
         erec, _ = self._db._submit(AppendEvent(self.name, stream, item, data_json, searchable))
@@ -619,7 +688,7 @@ class Namespace:
             nbytes += sum(len(e.content) + len(e.data_json or "") for e in evs)
         return Stats(
             namespace=self.name,
-            memories=live,
+            memories=live + len(state.cold),
             memories_by_type=dict(sorted(by_type.items())),
             memory_versions=versions,
             entities=len(entities),
@@ -630,6 +699,7 @@ class Namespace:
             bytes=nbytes,
             dim=state.dim,
             embedder=state.embedder if state.dim is not None else None,
+            cold_memories=len(state.cold),
         )
 
 
@@ -642,6 +712,17 @@ def _gc_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def _chains(rows: list[tuple[Any, ...]]) -> list[list[MemRec]]:
+    """Group storage rows (any order of ids, versions ascending per id) into version chains."""
+    by_id: dict[str, list[MemRec]] = {}
+    for row in rows:
+        rec = MemRec.from_row(row)
+        by_id.setdefault(rec.id, []).append(rec)
+    for chain in by_id.values():
+        chain.sort(key=lambda r: r.version)
+    return list(by_id.values())
 
 
 def _id(value: Any) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ..errors import NotFoundError, ValidationError, VersionConflictError
+from ..errors import NotFoundError, QuotaExceededError, ValidationError, VersionConflictError
 from ..ids import format_event_id, new_memory_id
 from ..validation import MemoryInput
 from .records import EventRec, FactRec, MemRec
@@ -67,6 +67,30 @@ def _check_space(ns: str, vec: np.ndarray | None, source: str, space: Space, fie
     return space
 
 
+def _check_quota(tx: Tx, ns: str, new: int, nbytes: int) -> None:
+    """Policy ``reject``: refuse a write that would take the hot tier over its quota."""
+    state = tx.states.get(ns)
+    if state is None or state.config.policy != "reject":
+        return
+    cfg = state.config
+    pending = tx.new_live.get(ns, (0, 0))
+    if cfg.max_hot is not None and state.live + pending[0] + new > cfg.max_hot:
+        raise QuotaExceededError(
+            f"namespace {ns!r}: {state.live + pending[0] + new} memories would exceed "
+            f"max_hot={cfg.max_hot} (policy reject); nothing was written",
+            field="max_hot",
+            limit=cfg.max_hot,
+        )
+    if cfg.max_bytes is not None and state.hot_bytes + pending[1] + nbytes > cfg.max_bytes:
+        raise QuotaExceededError(
+            f"namespace {ns!r}: {state.hot_bytes + pending[1] + nbytes} bytes would exceed "
+            f"max_bytes={cfg.max_bytes} (policy reject); nothing was written",
+            field="max_bytes",
+            limit=cfg.max_bytes,
+        )
+    tx.new_live[ns] = (pending[0] + new, pending[1] + nbytes)
+
+
 def _current_memory(tx: Tx, ns: str, mid: str) -> MemRec:
     rec = tx.latest_memory(ns, mid)
     if rec is None or not rec.visible_at(tx.now_us):
@@ -117,6 +141,8 @@ class WriteMemories(Op):
             version, created = (prior[0] + 1, prior[1]) if prior else (1, now)
             seen[item.id] = (version, created, item.entity)
             plans.append((item.id, version, created))
+        new = sum(1 for _mid, version, _c in plans if version == 1)
+        _check_quota(tx, ns, new, sum(len(it.content) + len(it.meta_json) for it in self.items))
         if space is not None and space != old_space:
             tx.set_space(ns, space)
         out = []
@@ -260,6 +286,8 @@ class AppendEvent(Op):
         space = _check_space(
             ns, item.vec if self.searchable else None, item.source, old_space, "embedding"
         )
+        if self.searchable:
+            _check_quota(tx, ns, 1, len(item.content) + len(item.meta_json))
         ms, seq = now // 1000, 0
         tail = tx.stream_tail(ns, self.stream)
         if tail is not None and ms <= tail[0]:

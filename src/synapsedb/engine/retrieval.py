@@ -3,6 +3,7 @@ embedding, then the executor. Kept apart from the Namespace handle so each stays
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,9 @@ from ..query.rank import named_labels, strip_words
 from ..times import TimeLike, format_us, to_us
 from ..types import Hit, QueryResult
 from ..validation import check_entity, check_types, check_vector
+from .lifecycle import touch
+from .records import MemRec
+from .state import NamespaceState
 
 if TYPE_CHECKING:
     from .database import Database
@@ -46,8 +50,10 @@ def run_query(
     dedup: bool,
     explain: bool,
     agent: str | None = None,
+    tiers: Sequence[str] | None = None,
 ) -> QueryResult:
     asked = text  # logged as the agent asked it (entity scoping may strip a token below)
+    wanted_tiers = _tiers(tiers)
     if text is not None and not isinstance(text, str):
         raise ValidationError(f"text: expected a string, got {type(text).__name__}", field="text")
     if mode not in MODES:
@@ -118,14 +124,57 @@ def run_query(
         named=frozenset(named),
         fusion=db.fusion,
     )
-    hits = execute(
-        cat,
-        spec,
-        lambda mid: [r.row for r in state.mems.get(mid, ()) if r.row >= 0],
-        state.hnsw,
-    )
+    hits: list[Hit] = []
+    if "hot" in wanted_tiers:
+        hits = execute(
+            cat,
+            spec,
+            lambda mid: [r.row for r in state.mems.get(mid, ()) if r.row >= 0],
+            state.hnsw,
+        )
+    fallback = "hot" in wanted_tiers and state.config.cold_fallback and len(hits) < k
+    if state.cold and ("cold" in wanted_tiers or fallback):
+        cold = _search_cold(db, ns, state, spec, entity)
+        if "hot" in wanted_tiers and "cold" in wanted_tiers:  # both asked for: merge by score
+            hits = sorted(hits + cold, key=lambda h: -h.score)[:k]
+        elif "hot" in wanted_tiers:  # fallback: cold hits fill the remaining slots
+            hits = hits + cold[: k - len(hits)]
+        else:
+            hits = cold
+    touch(state, (h.id for h in hits), db._now_us())
     _log(db, ns, qid, t, agent, asked, filter, entity, k, mode, hits)
     return QueryResult(qid, hits, entity)
+
+
+def _tiers(value: Sequence[str] | None) -> frozenset[str]:
+    if value is None:
+        return frozenset(("hot",))
+    if isinstance(value, str):
+        value = (value,)
+    out = frozenset(value)
+    if not out or not out <= {"hot", "cold"}:
+        raise ValidationError(
+            f"tiers: expected 'hot' and/or 'cold', got {list(value)!r}", field="tiers"
+        )
+    return out
+
+
+def _search_cold(
+    db: Database, ns: str, state: NamespaceState, spec: QuerySpec, entity: str | None
+) -> list[Hit]:
+    """Search the cold tier: its rows are read from storage into a temporary index and the
+    same executor runs on it, so filters, as_of and ranking mean exactly what they mean hot."""
+    ids = list(state.cold if entity is None else state.cold_by_entity.get(entity, ()))
+    if not ids:
+        return []
+    recs = [MemRec.from_row(r) for r in db._storage.read_memory_chains(ns, ids)]
+    recs.sort(key=lambda r: (r.sys_us, r.version))
+    temp = NamespaceState(ns, state.created_us, state.dim, state.embedder)
+    temp.add_memories(recs)
+    hits = execute(
+        temp.catalog, spec, lambda mid: [r.row for r in temp.mems.get(mid, ()) if r.row >= 0]
+    )
+    return [dataclasses.replace(h, tier="cold") for h in hits]
 
 
 def _scope_entity(text: str, entities: Mapping[str, int]) -> tuple[str, str | None]:

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from ..index.catalog import Catalog
 from ..index.hnsw import HnswIndex
+from ..types import NamespaceConfig
 from .records import EventRec, FactRec, MemRec
 
 __all__ = ["NamespaceState", "version_at"]
@@ -30,7 +31,12 @@ def version_at(chain: list[R], t_us: int) -> R | None:
 
 class NamespaceState:
     __slots__ = (
+        "access",
         "catalog",
+        "cold",
+        "cold_access",
+        "cold_by_entity",
+        "config",
         "created_us",
         "dim",
         "embedder",
@@ -38,7 +44,9 @@ class NamespaceState:
         "entity_mems",
         "facts",
         "hnsw",
+        "hot_bytes",
         "impact",
+        "live",
         "mems",
         "name",
         "stream_keys",
@@ -57,6 +65,15 @@ class NamespaceState:
         self.catalog = Catalog(dim)
         self.hnsw: HnswIndex | None = None  # set by the indexer for large namespaces
         self.impact: dict[str, int] = {}  # memory id -> recorded answers it stood behind
+        self.config = NamespaceConfig()
+        # lifecycle: accesses (count, last access), cold memories (id -> entity) and the
+        # accesses each cold memory got since its demotion (promotion after promote_after)
+        self.access: dict[str, tuple[int, int]] = {}
+        self.cold: dict[str, str] = {}
+        self.cold_by_entity: dict[str, set[str]] = {}
+        self.cold_access: dict[str, int] = {}
+        self.live = 0  # hot memories whose latest version is not a tombstone (quota count)
+        self.hot_bytes = 0
         self.entity_mems: dict[str, list[str]] = {}
         self.facts: dict[tuple[str, str], list[FactRec]] = {}
         self.entity_facts: dict[str, list[str]] = {}
@@ -82,6 +99,11 @@ class NamespaceState:
             items.append((rec, prev))
             tips[rec.id] = rec
         self.catalog.add_many(items)
+        for rec, prev in items:
+            was = prev is not None and not prev.deleted and not prev.erased
+            now = not rec.deleted and not rec.erased
+            self.live += int(now) - int(was)
+            self.hot_bytes += (rec.nbytes if now else 0) - (prev.nbytes if was and prev else 0)
         for rec in recs:
             chain = self.mems.get(rec.id)
             if chain is None:

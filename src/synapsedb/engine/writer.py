@@ -52,6 +52,8 @@ class Tx:
         self.events: list[tuple[str, EventRec]] = []
         self.impacts: list[tuple[str, str]] = []  # (namespace, memory id) behind a new answer
         self.reloads: list[str] = []  # namespaces to rebuild from storage after the commit
+        self.configs: list[tuple[str, Any]] = []  # (namespace, NamespaceConfig) to apply
+        self.new_live: dict[str, tuple[int, int]] = {}  # per namespace: memories, bytes added
         self._mem_tip: dict[tuple[str, str], MemRec] = {}
         self._fact_tip: dict[tuple[str, str, str], FactRec] = {}
         self._stream_tip: dict[tuple[str, str], tuple[int, int]] = {}
@@ -138,6 +140,8 @@ class Tx:
             states[ns].add_fact(frec)
         for ns, erec in self.events:
             states[ns].add_event(erec)
+        for ns, cfg in self.configs:
+            states[ns].config = cfg
         for ns, mid in self.impacts:
             state = states.get(ns)
             if state is not None:

@@ -30,6 +30,9 @@ class Batch:
     # expired past their grace period: (namespace, memory id) and (namespace, entity, key)
     expired_memories: list[tuple[str, str]] = field(default_factory=list)
     expired_facts: list[tuple[str, str, str]] = field(default_factory=list)
+    configs: list[Row] = field(default_factory=list)  # (config JSON, namespace)
+    tiers: list[Row] = field(default_factory=list)  # (ns, id, sys_us, tier, score, reason)
+    access: list[Row] = field(default_factory=list)  # (ns, id, count, last_us)
     erasures: list[Row] = field(default_factory=list)  # (ns, sys_us, agent, subject, counts)
 
     def __len__(self) -> int:
@@ -37,6 +40,7 @@ class Batch:
             len(self.namespaces) + len(self.memories) + len(self.facts) + len(self.events)
             + len(self.queries) + len(self.answers) + len(self.purges) + len(self.erasures)
             + len(self.expired_memories) + len(self.expired_facts)
+            + len(self.configs) + len(self.tiers) + len(self.access)
         )  # fmt: skip
 
 
@@ -44,7 +48,9 @@ class Batch:
 class LoadedRows:
     """Everything a backend holds, as row iterators ordered for replay (oldest version first)."""
 
-    namespaces: Iterator[Row]
+    namespaces: Iterator[Row]  # (name, created_us, dim, embedder, config JSON)
+    tiers: Iterator[Row]  # (ns, id, tier) in log order: the last row of an id is its tier
+    access: Iterator[Row]  # (ns, id, count, last_us)
     memory_rows: dict[str, int]  # per namespace: memory versions that are not tombstones
     memories: Iterator[Row]
     facts: Iterator[Row]
@@ -65,6 +71,12 @@ class Storage(Protocol):
     def scan_queries(self, ns: str, since_us: int, until_us: int) -> list[Row]: ...
 
     def read_answer(self, ns: str, answer_id: str) -> Row | None: ...
+
+    def read_memory_chain(self, ns: str, mid: str) -> list[Row]:
+        """Every version of one memory (cold reads), oldest first, as load() rows minus ns."""
+        ...
+
+    def read_memory_chains(self, ns: str, ids: list[str]) -> list[Row]: ...
 
     def scan_answers(self, ns: str, since_us: int, until_us: int) -> list[Row]: ...
 

@@ -125,6 +125,27 @@ MIGRATIONS: list[str] = [
     ALTER TABLE fact_versions ADD COLUMN erased INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE events ADD COLUMN erased INTEGER NOT NULL DEFAULT 0;
     """,
+    # 5: lifecycle: per-namespace configuration (quotas, policy, salience weights), the tier
+    # log (every demotion and promotion with its score and reason), and access statistics
+    """
+    ALTER TABLE namespaces ADD COLUMN config TEXT;
+    CREATE TABLE tiers (
+        ns     TEXT NOT NULL,
+        id     TEXT NOT NULL,
+        sys_us INTEGER NOT NULL,
+        tier   TEXT NOT NULL,
+        score  REAL,
+        reason TEXT NOT NULL
+    );
+    CREATE INDEX tiers_id ON tiers (ns, id);
+    CREATE TABLE access (
+        ns      TEXT NOT NULL,
+        id      TEXT NOT NULL,
+        count   INTEGER NOT NULL,
+        last_us INTEGER NOT NULL,
+        PRIMARY KEY (ns, id)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 _NS_UPSERT = (
@@ -201,8 +222,10 @@ class SQLiteStorage:
         name_where = "" if ns is None else " WHERE name = ?"
         return LoadedRows(
             namespaces=self._rows(
-                f"SELECT name, created_us, dim, embedder FROM namespaces{name_where}", args
+                f"SELECT name, created_us, dim, embedder, config FROM namespaces{name_where}", args
             ),
+            tiers=self._rows(f"SELECT ns, id, tier FROM tiers{where} ORDER BY rowid", args),
+            access=self._rows(f"SELECT ns, id, count, last_us FROM access{where}", args),
             memory_rows=dict(
                 self._conn.execute(
                     "SELECT ns, count(*) FROM memory_versions WHERE deleted = 0 AND erased = 0"
@@ -253,6 +276,22 @@ class SQLiteStorage:
                         "UPDATE fact_versions SET value = 'null', erased = 1 "
                         "WHERE ns = ? AND entity = ? AND key = ?",
                         batch.expired_facts,
+                    )
+                if batch.configs:
+                    conn.executemany("UPDATE namespaces SET config = ? WHERE name = ?",
+                                     batch.configs)  # fmt: skip
+                if batch.tiers:
+                    conn.executemany(
+                        "INSERT INTO tiers (ns, id, sys_us, tier, score, reason) "
+                        "VALUES (?, ?, ?, ?, ?, ?)",
+                        batch.tiers,
+                    )
+                if batch.access:
+                    conn.executemany(
+                        "INSERT INTO access (ns, id, count, last_us) VALUES (?, ?, ?, ?) "
+                        "ON CONFLICT (ns, id) DO UPDATE SET count = excluded.count, "
+                        "last_us = excluded.last_us",
+                        batch.access,
                     )
                 if batch.erasures:
                     conn.executemany(
@@ -316,6 +355,26 @@ class SQLiteStorage:
             f"WHERE ns = ? AND id IN ({marks})",
             (ns, *ids),
         )
+
+    def read_memory_chain(self, ns: str, mid: str) -> list[tuple[Any, ...]]:
+        return self._read(
+            f"SELECT {_MEM_COLUMNS.split(', ', 1)[1]}, erased FROM memory_versions "
+            "WHERE ns = ? AND id = ? ORDER BY version",
+            (ns, mid),
+        )
+
+    def read_memory_chains(self, ns: str, ids: list[str]) -> list[tuple[Any, ...]]:
+        out: list[tuple[Any, ...]] = []
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            out.extend(
+                self._read(
+                    f"SELECT {_MEM_COLUMNS.split(', ', 1)[1]}, erased FROM memory_versions "
+                    f"WHERE ns = ? AND id IN ({', '.join('?' * len(part))}) ORDER BY rowid",
+                    (ns, *part),
+                )
+            )
+        return out
 
     def scan_queries(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
         return self._read(
