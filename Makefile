@@ -31,11 +31,13 @@ bench: install
 	$(PY) bench/bench_engine.py
 	$(PY) bench/bench_retrieval.py
 	$(PY) bench/bench_quality.py
+	$(PY) bench/bench_lifecycle.py
 
 bench-quick: install
 	$(PY) bench/bench_engine.py --quick --no-report
 	$(PY) bench/bench_retrieval.py --quick --no-report
 	$(PY) bench/bench_quality.py --quick --no-report
+	$(PY) bench/bench_lifecycle.py --quick --no-report
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis

@@ -208,7 +208,8 @@ class Lineage:
 
 @dataclass(frozen=True, slots=True)
 class AuditEntry:
-    """One thing an agent did: write, update, delete, set, unset, append, query, answer, erase."""
+    """One thing that happened: write, update, delete, set, unset, append, query, answer,
+    erase, or (by maintenance, ``agent`` None) demote and promote with score and reason."""
 
     at: datetime
     agent: str | None

@@ -40,6 +40,9 @@ def test_evict_demotes_lowest_salience_and_loses_nothing(mem: Namespace) -> None
     assert demoted == {m for _s, m in unpinned[:20]}  # exactly the 20 lowest
     report = mem.maintain()
     assert {m for m, _s, _w in report.demoted} == demoted
+    logged = [e for e in mem.audit(limit=10_000) if e.action == "demote"]
+    assert {e.target.split(" ")[0] for e in logged} == demoted
+    assert all("score" in e.target and "lowest salience" in e.target for e in logged)
     st = mem.stats()
     assert (st.memories, st.cold_memories) == (30, 20)
     for mid in ids:  # every memory stays readable

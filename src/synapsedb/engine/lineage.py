@@ -243,6 +243,15 @@ def audit(
     for aid, sys_us, who, _text, _q, _c, memories in storage.scan_answers(ns, since_us, until_us):
         if keep(sys_us, who, entities_of(orjson.loads(memories))):
             out.append((sys_us, AuditEntry(to_datetime(sys_us), who, "answer", None, aid)))
+    for mid, sys_us, tier, score, reason in storage.scan_tiers(ns, since_us, until_us):
+        about = state.cold.get(mid) if state is not None else None
+        if about is None and state is not None and mid in state.mems:
+            about = state.mems[mid][-1].entity
+        if keep(sys_us, None, (about,)):
+            action = "demote" if tier == "cold" else "promote"
+            note = reason if score is None else f"score {score}: {reason}"
+            out.append((sys_us, AuditEntry(to_datetime(sys_us), None, action, about,
+                                           f"{mid} ({note})")))  # fmt: skip
     for sys_us, who, subject, counts in storage.scan_erasures(ns, since_us, until_us):
         if entity is not None and subject != subject_of(entity):
             continue

@@ -399,6 +399,14 @@ class SQLiteStorage:
             (ns, since_us, until_us),
         )
 
+    def scan_tiers(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
+        """Tier moves: (id, sys_us, tier, score, reason)."""
+        return self._read(
+            "SELECT id, sys_us, tier, score, reason FROM tiers "
+            "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY rowid",
+            (ns, since_us, until_us),
+        )
+
     def scan_erasures(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
         return self._read(
             "SELECT sys_us, agent, subject, counts FROM erasures "
