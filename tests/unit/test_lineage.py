@@ -111,3 +111,17 @@ def test_snapshot_is_what_was_known_then(mem: Namespace, clock: ManualClock) -> 
     }
     now = mem.snapshot("user:4321")
     assert [f.value["status"] for f in now.facts] == ["refunded"] and len(now.events) == 2
+
+
+def test_lineage_holds_after_the_memories_are_demoted(mem: Namespace) -> None:
+    ids = [mem.write("user:1", {"content": f"fact number {i} about the parcel",
+                                "salience": 0.0}).id for i in range(6)]  # fmt: skip
+    res = mem.query("parcel", k=6, dedup=False)
+    mem.record_answer("ans-cold", [res.query_id], cited=[ids[0]])
+    mem.configure(max_hot=1)
+    mem.maintain()
+    assert mem.stats().cold_memories == 5
+    lin = mem.lineage("ans-cold")
+    assert {h.id for h in lin.queries[0].hits} == set(ids)
+    assert all(not h.erased and h.content and "parcel" in h.content for h in lin.queries[0].hits)
+    assert lin.cited[0].content == "fact number 0 about the parcel"

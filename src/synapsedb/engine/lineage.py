@@ -142,8 +142,13 @@ class RecordAnswer(Op):
         return [(mid, v) for mid, v in behind.items()]
 
 
-def _version(state: NamespaceState | None, mid: str, version: int) -> MemRec | None:
+def _version(
+    state: NamespaceState | None, mid: str, version: int, storage: Storage | None = None
+) -> MemRec | None:
+    """Version ``version`` of memory ``mid``: from memory when hot, from storage when cold."""
     chain = state.mems.get(mid) if state is not None else None
+    if not chain and state is not None and storage is not None and mid in state.cold:
+        chain = [MemRec.from_row(r) for r in storage.read_memory_chain(state.name, mid)]
     if not chain:
         return None
     for rec in chain:
@@ -152,14 +157,20 @@ def _version(state: NamespaceState | None, mid: str, version: int) -> MemRec | N
     return None
 
 
-def _ref(state: NamespaceState | None, mid: str, version: int, score: float | None) -> MemoryRef:
-    rec = _version(state, mid, version)
+def _ref(
+    state: NamespaceState | None,
+    mid: str,
+    version: int,
+    score: float | None,
+    storage: Storage | None = None,
+) -> MemoryRef:
+    rec = _version(state, mid, version, storage)
     if rec is None or rec.erased:
         return MemoryRef(mid, version, rec.entity if rec else None, None, score, erased=True)
     return MemoryRef(mid, version, rec.entity, rec.content, score)
 
 
-def logged_query(state: NamespaceState | None, row: Row) -> LoggedQuery:
+def logged_query(state: NamespaceState | None, row: Row, storage: Storage) -> LoggedQuery:
     qid, sys_us, agent, text, request, hits = row
     return LoggedQuery(
         query_id=qid,
@@ -167,7 +178,7 @@ def logged_query(state: NamespaceState | None, row: Row) -> LoggedQuery:
         text=text,
         request=orjson.loads(request),
         recorded_at=to_datetime(sys_us),
-        hits=[_ref(state, mid, v, s) for mid, v, s in orjson.loads(hits)],
+        hits=[_ref(state, mid, v, s, storage) for mid, v, s in orjson.loads(hits)],
     )
 
 
@@ -185,8 +196,8 @@ def lineage(storage: Storage, state: NamespaceState | None, ns: str, answer_id: 
         agent=agent,
         text=text,
         recorded_at=to_datetime(sys_us),
-        queries=[logged_query(state, by_id[q]) for q in qids if q in by_id],
-        cited=[_ref(state, mid, v, None) for mid, v in orjson.loads(cited)],
+        queries=[logged_query(state, by_id[q], storage) for q in qids if q in by_id],
+        cited=[_ref(state, mid, v, None, storage) for mid, v in orjson.loads(cited)],
     )
 
 
