@@ -16,7 +16,10 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def db(tmp_path: Path, clock: ManualClock) -> Iterator[Database]:
-    database = synapsedb.open(tmp_path / "data", clock=clock, durability="os")
+    # background maintenance off: tests decide when maintenance runs
+    database = synapsedb.open(
+        tmp_path / "data", clock=clock, durability="os", background_maintenance=False
+    )
     yield database
     database.close()
 

@@ -75,6 +75,10 @@ class Settings:
         default=7 * 86_400,
         metadata={"doc": "seconds after expiry before expired memories and facts are erased"},
     )
+    background_maintenance: bool = field(
+        default=True,
+        metadata={"doc": "run maintenance in a background thread (off: only maintain() calls)"},
+    )
     maintenance_interval_s: int = field(
         default=60, metadata={"doc": "seconds between background maintenance passes"}
     )
@@ -116,7 +120,14 @@ class Settings:
             raw = env.get(f"SYNAPSEDB_{f.name.upper()}")
             if raw is None:
                 continue
-            if f.type == "int":
+            if f.type == "bool":
+                if raw.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValidationError(
+                        f"SYNAPSEDB_{f.name.upper()}: expected true or false, got {raw!r}",
+                        field=f.name,
+                    )
+                changes[f.name] = raw.lower() in ("1", "true", "yes", "on")
+            elif f.type == "int":
                 try:
                     changes[f.name] = int(raw)
                 except ValueError:

@@ -29,7 +29,9 @@ steps = st.lists(
 def test_eviction_never_loses_a_memory(plan: list[tuple[Any, ...]]) -> None:
     clock = synapsedb.ManualClock()
     with tempfile.TemporaryDirectory() as d:
-        db = synapsedb.open(d, clock=clock, durability="os", embedder=None)
+        db = synapsedb.open(
+            d, clock=clock, durability="os", embedder=None, background_maintenance=False
+        )
         try:
             model: dict[str, str] = {}  # live memory id -> content
             pinned: set[str] = set()
@@ -66,7 +68,9 @@ def test_eviction_never_loses_a_memory(plan: list[tuple[Any, ...]]) -> None:
                     mem.maintain()
                 elif kind == "restart":
                     db.close()
-                    db = synapsedb.open(d, clock=clock, durability="os", embedder=None)
+                    db = synapsedb.open(
+                        d, clock=clock, durability="os", embedder=None, background_maintenance=False
+                    )
                     mem = db.namespace("p")
                 state = db._state("p")
                 for mid, content in model.items():  # nothing is ever lost

@@ -78,12 +78,16 @@ def test_promotion_after_accesses_and_on_write(mem: Namespace) -> None:
 
 def test_the_cold_tier_survives_a_restart(tmp_path: Path) -> None:
     clock = ManualClock()
-    with synapsedb.open(tmp_path / "d", clock=clock, durability="os") as db:
+    with synapsedb.open(
+        tmp_path / "d", clock=clock, durability="os", background_maintenance=False
+    ) as db:
         mem = db.namespace("n")
         ids = fill(mem, 8)
         mem.configure(max_hot=4)
         cold = {m for m, _s, _w in mem.maintain().demoted}
-    with synapsedb.open(tmp_path / "d", clock=clock, durability="os") as db:
+    with synapsedb.open(
+        tmp_path / "d", clock=clock, durability="os", background_maintenance=False
+    ) as db:
         mem = db.namespace("n")
         assert mem.config.max_hot == 4
         state = db._state("n")
@@ -129,3 +133,16 @@ def test_configure_validation(mem: Namespace) -> None:
         assert err.value.field == field
     assert mem.configure(max_hot=5, recency=0.5).max_hot == 5
     assert mem.config.recency == 0.5
+
+
+def test_going_over_quota_triggers_eviction_in_the_background(tmp_path: Path) -> None:
+    import time
+
+    with synapsedb.open(tmp_path / "d", durability="os", embedder=None) as db:
+        mem = db.namespace("n")
+        mem.configure(max_hot=5)  # maintenance_interval_s is 60 s: this must not wait for it
+        fill(mem, 12)
+        deadline = time.monotonic() + 30
+        while mem.stats().cold_memories < 7 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mem.stats().cold_memories == 7

@@ -91,7 +91,7 @@ class Database:
             self.clock,
             last_us=last_us,
             max_rows=self.settings.group_commit_max,
-            on_commit=lambda rows, seconds: self._indexer.wake(),
+            on_commit=lambda rows, seconds: self._after_commit(),
             log=self.query_log,
             reload=self._reload_namespace,
         )
@@ -204,12 +204,23 @@ class Database:
         return [self.namespace(ns).maintain(dry_run=dry_run) for ns in sorted(self._states)]
 
     def _maintain_in_background(self) -> None:
-        now = time.monotonic()
-        if now - self._last_maintenance < self.settings.maintenance_interval_s:
+        if not self.settings.background_maintenance:
             return
-        self._last_maintenance = now
+        now = time.monotonic()
+        due = now - self._last_maintenance >= self.settings.maintenance_interval_s
+        over = [ns for ns, st in list(self._states.items()) if _over_quota(st)]
+        if not due and not over:
+            return
         with contextlib.suppress(ClosedError):
-            self.maintain()
+            if due:
+                self._last_maintenance = now
+                self.maintain()
+            else:  # a namespace went over its quota (policy evict): evict now, not later
+                for ns in over:
+                    self.namespace(ns).maintain()
+
+    def _after_commit(self) -> None:
+        self._indexer.wake()
 
     def wait_for_indexes(self, timeout: float | None = None) -> bool:
         """Block until background indexing has caught up with every write (False on timeout).
@@ -264,6 +275,15 @@ class Database:
     def _state(self, ns: str) -> NamespaceState | None:
         self._check_open()
         return self._states.get(ns)
+
+
+def _over_quota(state: NamespaceState) -> bool:
+    cfg = state.config
+    if cfg.policy != "evict":
+        return False
+    return (cfg.max_hot is not None and state.live > cfg.max_hot) or (
+        cfg.max_bytes is not None and state.hot_bytes > cfg.max_bytes
+    )
 
 
 def _secret(path: Path) -> bytes:
