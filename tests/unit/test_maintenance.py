@@ -47,3 +47,17 @@ def test_maintain_arguments(tmp_path: Path) -> None:
         with pytest.raises(ValidationError):
             db.namespace("n").maintain(dry_run="yes")  # type: ignore[arg-type]
         assert db.namespace("empty").maintain().expired_memories == []
+
+
+def test_expired_cold_memories_are_erased_too(tmp_path: Path) -> None:
+    clock = ManualClock()
+    with synapsedb.open(tmp_path / "d", clock=clock, ttl_grace_s=10, durability="os",
+                        embedder=None, background_maintenance=False) as db:  # fmt: skip
+        mem = db.namespace("n")
+        short = mem.write("u", {"content": "expires while cold", "ttl": 5, "salience": 0.0})
+        mem.write("u", {"content": "stays hot", "salience": 1.0})
+        mem.configure(max_hot=1)
+        assert [m for m, _s, _w in mem.maintain().demoted] == [short.id]
+        clock.advance(60)
+        assert mem.maintain().expired_memories == [short.id]
+        assert mem.history(short.id)[0].erased

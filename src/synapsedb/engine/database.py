@@ -139,6 +139,10 @@ class Database:
                 if row[1] not in state.cold:
                     state.cold[row[1]] = row[5]
                     state.cold_by_entity.setdefault(row[5], set()).add(row[1])
+                if row[15] is not None and not row[17]:  # the latest version's expiry wins
+                    state.cold_expiry[row[1]] = row[15]
+                else:
+                    state.cold_expiry.pop(row[1], None)
                 last = max(last, row[3])
                 continue
             mrec = MemRec.from_row(row[1:])

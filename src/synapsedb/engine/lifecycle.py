@@ -127,6 +127,7 @@ def touch(state: NamespaceState | None, mids: Iterable[str], now_us: int) -> Non
     for mid in mids:
         count, _ = state.access.get(mid, (0, 0))
         state.access[mid] = (count + 1, now_us)
+        state.access_dirty = True
         if mid in state.cold:
             state.cold_access[mid] = state.cold_access.get(mid, 0) + 1
 

@@ -438,11 +438,20 @@ class Namespace:
             raise ValidationError("dry_run: expected true or false", field="dry_run")
         state = self._db._state(self.name)
         moves = plan_moves(state, state.config, self._db._now_us()) if state is not None else []
-        if not dry_run and state is not None:
+        if not dry_run and state is not None and (moves or state.access_dirty):
+            state.access_dirty = False  # (a concurrent access re-sets it: persisted next time)
             access = [(self.name, m, c, t) for m, (c, t) in list(state.access.items())]
             self._db._submit(MoveTiers(self.name, moves, access))
-        grace_us = self._db.settings.ttl_grace_s * 1_000_000
-        mems, facts = self._db._submit(PurgeExpired(self.name, grace_us, dry_run))
+        mems: list[str] = []
+        facts: list[tuple[str, str]] = []
+        has_ttl = state is not None and (
+            state.catalog.n_ttl > 0
+            or bool(state.cold_expiry)
+            or any(c[-1].expires_us for c in list(state.facts.values()))
+        )
+        if has_ttl:  # nothing can expire in a namespace without TTLs: no commit for it
+            grace_us = self._db.settings.ttl_grace_s * 1_000_000
+            mems, facts = self._db._submit(PurgeExpired(self.name, grace_us, dry_run))
         return MaintenanceReport(
             self.name, dry_run, to_datetime(self._db._now_us()), sorted(mems), sorted(facts),
             demoted=[(m, s, r) for m, t, s, r in moves if t == "cold"],

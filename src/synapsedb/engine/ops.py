@@ -393,6 +393,7 @@ class PurgeExpired(Op):
             and last.expires_us is not None
             and last.expires_us <= cutoff
         ]
+        mems += [mid for mid, exp in list(state.cold_expiry.items()) if exp <= cutoff]
         facts = [
             key
             for key, chain in list(state.facts.items())

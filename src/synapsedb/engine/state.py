@@ -32,10 +32,12 @@ def version_at(chain: list[R], t_us: int) -> R | None:
 class NamespaceState:
     __slots__ = (
         "access",
+        "access_dirty",
         "catalog",
         "cold",
         "cold_access",
         "cold_by_entity",
+        "cold_expiry",
         "config",
         "created_us",
         "dim",
@@ -69,9 +71,11 @@ class NamespaceState:
         # lifecycle: accesses (count, last access), cold memories (id -> entity) and the
         # accesses each cold memory got since its demotion (promotion after promote_after)
         self.access: dict[str, tuple[int, int]] = {}
+        self.access_dirty = False  # accesses not yet persisted
         self.cold: dict[str, str] = {}
         self.cold_by_entity: dict[str, set[str]] = {}
         self.cold_access: dict[str, int] = {}
+        self.cold_expiry: dict[str, int] = {}  # cold memories with a TTL: id -> expires_us
         self.live = 0  # hot memories whose latest version is not a tombstone (quota count)
         self.hot_bytes = 0
         self.entity_mems: dict[str, list[str]] = {}
