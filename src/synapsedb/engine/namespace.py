@@ -423,8 +423,18 @@ class Namespace:
             tomb = self._db._submit(DeleteMemory(self.name, _id(id), None, who))
             return Forgotten(id, False, 1, 0, 0, 0, to_datetime(tomb.sys_us))
         entity = check_entity(entity)
+        state = self._db._state(self.name)
+        cold = sorted(state.cold_by_entity.get(entity, ())) if state is not None else []
+        if cold and not purge:  # tombstones need the memories hot (a purge reaches disk anyway)
+            self._before_write(1, cold)
+        cold_versions = (
+            len(self._db._storage.read_memory_chains(self.name, cold)) if cold and purge else 0
+        )
         op = ForgetEntity(self.name, entity, purge, who, self._db.subject_of(entity))
         counts = self._db._submit(op)
+        if purge:
+            counts["memories"] += len(cold)
+            counts["versions"] += cold_versions
         return Forgotten(entity, purge, counts["memories"], counts["versions"], counts["facts"],
                          counts["events"], to_datetime(self._db._now_us()))  # fmt: skip
 

@@ -1,0 +1,400 @@
+"""The HTTP JSON API: ``create_app(db)`` returns an ASGI app over an open Database.
+
+Routes are thin: they parse the request, call the same Namespace methods as embedded use, and
+encode the same value objects (msgspec: fast, and dataclasses and datetimes as they are). Every
+error leaves as one JSON body ``{"error": {"code", "message", "details"}}`` with the status of
+its class in the error tree; bad input is a 4xx and changes nothing.
+
+Pure in-memory reads run on the event loop; writes and queries (which wait for a commit or
+embed text) run in the thread pool, so concurrent writers share group commits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+import numpy as np
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..engine import Database, Namespace
+from ..errors import NotFoundError, PayloadTooLargeError, SynapseError, ValidationError
+from ..validation import check_namespace
+
+__all__ = ["create_app"]
+
+MAX_BODY = 8 * 1024 * 1024
+
+
+def _enc(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, frozenset | set):
+        return sorted(obj)
+    raise TypeError(f"cannot encode {type(obj).__name__}")
+
+
+_encoder = msgspec.json.Encoder(enc_hook=_enc)
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = _plain(value)
+    elif isinstance(value, list):
+        value = [_plain(v) if dataclasses.is_dataclass(v) else v for v in value]
+    return Response(_encoder.encode(value), status_code=status, media_type="application/json")
+
+
+def _plain(obj: Any) -> Any:
+    """A dataclass as a dict (QueryResult keeps its fields, not its list behaviour)."""
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+def error_response(err: SynapseError) -> Response:
+    return Response(
+        _encoder.encode({"error": err.to_dict()}),
+        status_code=err.http_status,
+        media_type="application/json",
+    )
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    size = request.headers.get("content-length")
+    if size is not None and size.isdigit() and int(size) > MAX_BODY:
+        raise PayloadTooLargeError(
+            f"body: {size} bytes, over the limit of {MAX_BODY}", field="body", limit=MAX_BODY
+        )
+    raw = await request.body()
+    if len(raw) > MAX_BODY:
+        raise PayloadTooLargeError(
+            f"body: over the limit of {MAX_BODY} bytes", field="body", limit=MAX_BODY
+        )
+    if not raw:
+        return {}
+    try:
+        body = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise ValidationError(f"body: invalid JSON ({exc})", field="body") from None
+    if not isinstance(body, dict):
+        raise ValidationError("body: expected a JSON object", field="body")
+    return body
+
+
+def _int(request: Request, name: str, default: int | None = None) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValidationError(f"{name}: expected an integer, got {raw!r}", field=name) from None
+
+
+def _time(request: Request, name: str) -> str | float | None:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    try:
+        return float(raw)  # epoch seconds
+    except ValueError:
+        return raw  # ISO-8601: the engine parses and validates
+
+
+def _agent(request: Request, body: dict[str, Any] | None = None) -> str | None:
+    if body is not None and body.get("agent") is not None:
+        return body["agent"]  # type: ignore[no-any-return]
+    return request.headers.get("x-agent")
+
+
+Handler = Callable[[Request, Namespace], Awaitable[Response]]
+
+
+def _ns_route(path: str, handler: Handler, methods: list[str]) -> Route:
+    async def endpoint(request: Request) -> Response:
+        try:
+            db: Database = request.app.state.db
+            mem = db.namespace(check_namespace(request.path_params["ns"]))
+            return await handler(request, mem)
+        except SynapseError as err:
+            return error_response(err)
+        except (TypeError, ValueError) as exc:  # a JSON value of the wrong shape
+            return error_response(ValidationError(f"body: {exc}", field="body"))
+
+    return Route("/v1/namespaces/{ns}" + path, endpoint, methods=methods)
+
+
+def _pick(body: dict[str, Any], allowed: set[str]) -> dict[str, Any]:
+    for key in body:
+        if key not in allowed:
+            raise ValidationError(
+                f"{key}: unknown field; allowed: {', '.join(sorted(allowed))}", field=key
+            )
+    return body
+
+
+# -- memories ---------------------------------------------------------------------------------
+
+
+async def write_memory(request: Request, mem: Namespace) -> Response:
+    body = await _body(request)
+    if "entity" not in body:
+        raise ValidationError("entity: required", field="entity")
+    entity = body.pop("entity")
+    agent = _agent(request)
+    m = await run_in_threadpool(mem.write, entity, body, agent=agent)
+    return json_response(m, 201)
+
+
+async def write_memories(request: Request, mem: Namespace) -> Response:
+    body = _pick(await _body(request), {"items", "agent"})
+    items = body.get("items")
+    if not isinstance(items, list):
+        raise ValidationError("items: expected a list of memories", field="items")
+    out = await run_in_threadpool(mem.write_many, items, agent=_agent(request, body))
+    return json_response(out, 201)
+
+
+async def list_memories(request: Request, mem: Namespace) -> Response:
+    types = request.query_params.getlist("types") or None
+    out = mem.memories(
+        request.query_params.get("entity"),
+        types=types,
+        as_of=_time(request, "as_of"),
+        limit=_int(request, "limit", 100) or 100,
+    )
+    return json_response(out)
+
+
+async def get_memory(request: Request, mem: Namespace) -> Response:
+    return json_response(mem.get(request.path_params["id"], as_of=_time(request, "as_of")))
+
+
+async def update_memory(request: Request, mem: Namespace) -> Response:
+    body = _pick(await _body(request), {"changes", "if_version", "agent"})
+    out = await run_in_threadpool(
+        mem.update, request.path_params["id"], body.get("changes", {}),
+        if_version=body.get("if_version"), agent=_agent(request, body),
+    )  # fmt: skip
+    return json_response(out)
+
+
+async def delete_memory(request: Request, mem: Namespace) -> Response:
+    out = await run_in_threadpool(
+        mem.delete, request.path_params["id"],
+        if_version=_int(request, "if_version"), agent=_agent(request),
+    )  # fmt: skip
+    return json_response(out)
+
+
+async def memory_history(request: Request, mem: Namespace) -> Response:
+    return json_response(mem.history(request.path_params["id"], as_of=_time(request, "as_of")))
+
+
+# -- KV facts ---------------------------------------------------------------------------------
+
+
+def _required(request: Request, name: str) -> str:
+    value = request.query_params.get(name)
+    if value is None:
+        raise ValidationError(f"{name}: required query parameter", field=name)
+    return value
+
+
+async def get_facts(request: Request, mem: Namespace) -> Response:
+    entity = _required(request, "entity")
+    key = request.query_params.get("key")
+    as_of = _time(request, "as_of")
+    if key is None:
+        return json_response(mem.facts(entity, as_of=as_of))
+    return json_response(mem.get(entity, key, as_of=as_of))
+
+
+async def set_fact(request: Request, mem: Namespace) -> Response:
+    body = _pick(await _body(request), {"entity", "key", "value", "if_version", "ttl", "agent"})
+    for name in ("entity", "key", "value"):
+        if name not in body:
+            raise ValidationError(f"{name}: required", field=name)
+    out = await run_in_threadpool(
+        mem.set, body["entity"], body["key"], body["value"], if_version=body.get("if_version"),
+        ttl=body.get("ttl"), agent=_agent(request, body),
+    )  # fmt: skip
+    return json_response(out)
+
+
+async def delete_fact(request: Request, mem: Namespace) -> Response:
+    out = await run_in_threadpool(
+        mem.delete, _required(request, "entity"), _required(request, "key"),
+        if_version=_int(request, "if_version"), agent=_agent(request),
+    )  # fmt: skip
+    return json_response(out)
+
+
+async def fact_history(request: Request, mem: Namespace) -> Response:
+    out = mem.history(
+        _required(request, "entity"), _required(request, "key"), as_of=_time(request, "as_of")
+    )
+    return json_response(out)
+
+
+# -- streams ----------------------------------------------------------------------------------
+
+
+async def append_event(request: Request, mem: Namespace) -> Response:
+    body = _pick(await _body(request), {"entity", "event", "stream", "searchable", "agent"})
+    if "entity" not in body or "event" not in body:
+        raise ValidationError("entity, event: required", field="entity" if "entity" not in body
+                              else "event")  # fmt: skip
+    out = await run_in_threadpool(
+        mem.append, body["entity"], body["event"], stream=body.get("stream"),
+        agent=_agent(request, body), searchable=body.get("searchable", True),
+    )  # fmt: skip
+    return json_response(out, 201)
+
+
+async def read_events(request: Request, mem: Namespace) -> Response:
+    q = request.query_params
+    out = mem.events(
+        _required(request, "stream"), start=q.get("start"), end=q.get("end"),
+        after=q.get("after"), since=_time(request, "since"), until=_time(request, "until"),
+        limit=_int(request, "limit", 100) or 100, order=q.get("order", "asc"),  # type: ignore[arg-type]
+        as_of=_time(request, "as_of"),
+    )  # fmt: skip
+    return json_response(out)
+
+
+# -- query, lineage, lifecycle ----------------------------------------------------------------
+
+QUERY_FIELDS = {"text", "embedding", "entity", "filter", "k", "mode", "as_of", "min_score",
+                "types", "since", "until", "dedup", "explain", "agent", "tiers"}  # fmt: skip
+
+
+async def query(request: Request, mem: Namespace) -> Response:
+    body = _pick(await _body(request), QUERY_FIELDS)
+    body["agent"] = _agent(request, body)
+    text = body.pop("text", None)
+    out = await run_in_threadpool(lambda: mem.query(text, **body))
+    return json_response(out)
+
+
+async def record_answer(request: Request, mem: Namespace) -> Response:
+    body = _pick(await _body(request), {"answer_id", "query_ids", "agent", "text", "cited"})
+    if "answer_id" not in body or "query_ids" not in body:
+        raise ValidationError("answer_id, query_ids: required", field="answer_id")
+    out = await run_in_threadpool(
+        mem.record_answer, body["answer_id"], body["query_ids"], agent=_agent(request, body),
+        text=body.get("text"), cited=body.get("cited"),
+    )  # fmt: skip
+    return json_response(out, 201)
+
+
+async def lineage(request: Request, mem: Namespace) -> Response:
+    return json_response(await run_in_threadpool(mem.lineage, request.path_params["answer_id"]))
+
+
+async def audit(request: Request, mem: Namespace) -> Response:
+    q = request.query_params
+    out = await run_in_threadpool(
+        mem.audit, q.get("entity"), agent=q.get("agent"), since=_time(request, "since"),
+        until=_time(request, "until"), limit=_int(request, "limit", 1000) or 1000,
+    )  # fmt: skip
+    return json_response(out)
+
+
+async def snapshot(request: Request, mem: Namespace) -> Response:
+    out = mem.snapshot(_required(request, "entity"), as_of=_time(request, "as_of"))
+    return json_response(out)
+
+
+async def forget(request: Request, mem: Namespace) -> Response:
+    body = _pick(await _body(request), {"id", "entity", "purge", "agent"})
+    out = await run_in_threadpool(
+        mem.forget, body.get("id"), entity=body.get("entity"), purge=body.get("purge", False),
+        agent=_agent(request, body),
+    )  # fmt: skip
+    return json_response(out)
+
+
+async def maintain(request: Request, mem: Namespace) -> Response:
+    body = _pick(await _body(request), {"dry_run"})
+    return json_response(await run_in_threadpool(mem.maintain, dry_run=body.get("dry_run", False)))
+
+
+async def get_config(request: Request, mem: Namespace) -> Response:
+    return json_response(mem.config)
+
+
+async def set_config(request: Request, mem: Namespace) -> Response:
+    body = await _body(request)
+    return json_response(await run_in_threadpool(lambda: mem.configure(**body)))
+
+
+async def stats(request: Request, mem: Namespace) -> Response:
+    return json_response(mem.stats())
+
+
+# -- service routes ---------------------------------------------------------------------------
+
+
+async def healthz(request: Request) -> Response:
+    return json_response({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    db: Database = request.app.state.db
+    if db.closed:
+        return json_response({"status": "closed"}, 503)
+    return json_response({"status": "ready", "namespaces": len(db.namespaces())})
+
+
+async def list_namespaces(request: Request) -> Response:
+    return json_response(request.app.state.db.namespaces())
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return error_response(NotFoundError(f"no route {request.method} {request.url.path}"))
+
+
+async def method_not_allowed(request: Request, exc: Exception) -> Response:
+    err = ValidationError(f"method {request.method} is not allowed on {request.url.path}")
+    return Response(_encoder.encode({"error": {**err.to_dict(), "code": "method_not_allowed"}}),
+                    status_code=405, media_type="application/json")  # fmt: skip
+
+
+def create_app(db: Database) -> Starlette:
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/v1/namespaces", list_namespaces, methods=["GET"]),
+        _ns_route("/memories", write_memory, ["POST"]),
+        _ns_route("/memories", list_memories, ["GET"]),
+        _ns_route("/memories:batch", write_memories, ["POST"]),
+        _ns_route("/memories/{id}", get_memory, ["GET"]),
+        _ns_route("/memories/{id}", update_memory, ["PATCH"]),
+        _ns_route("/memories/{id}", delete_memory, ["DELETE"]),
+        _ns_route("/memories/{id}/history", memory_history, ["GET"]),
+        _ns_route("/facts", get_facts, ["GET"]),
+        _ns_route("/facts", set_fact, ["PUT"]),
+        _ns_route("/facts", delete_fact, ["DELETE"]),
+        _ns_route("/facts/history", fact_history, ["GET"]),
+        _ns_route("/events", append_event, ["POST"]),
+        _ns_route("/events", read_events, ["GET"]),
+        _ns_route("/query", query, ["POST"]),
+        _ns_route("/answers", record_answer, ["POST"]),
+        _ns_route("/answers/{answer_id}/lineage", lineage, ["GET"]),
+        _ns_route("/audit", audit, ["GET"]),
+        _ns_route("/snapshot", snapshot, ["GET"]),
+        _ns_route("/forget", forget, ["POST"]),
+        _ns_route("/maintain", maintain, ["POST"]),
+        _ns_route("/config", get_config, ["GET"]),
+        _ns_route("/config", set_config, ["PUT"]),
+        _ns_route("/stats", stats, ["GET"]),
+    ]
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed})
+    app.state.db = db
+    return app

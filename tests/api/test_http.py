@@ -1,0 +1,211 @@
+"""The HTTP API over a real database: same semantics as embedded use, one error shape."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+import synapsedb
+from synapsedb.server import create_app
+
+NS = "/v1/namespaces/acme"
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    db = synapsedb.open(tmp_path / "d", durability="os", background_maintenance=False)
+    with TestClient(create_app(db)) as c:
+        yield c
+    db.close()
+
+
+def test_seed_story_over_http(client: TestClient) -> None:
+    r = client.post(f"{NS}/memories", json={"entity": "user:4321",
+                    "content": "Refund requested for order #1458 last week", "salience": 0.9,
+                    "ts": "2025-10-24T10:00:00Z"}, headers={"X-Agent": "intake"})  # fmt: skip
+    assert r.status_code == 201
+    m = r.json()
+    assert m["agent"] == "intake" and m["ts"] == "2025-10-24T10:00:00Z" and m["version"] == 1
+    assert client.get(f"{NS}/memories/{m['id']}").json()["content"].startswith("Refund")
+    ev = client.post(f"{NS}/events", json={"entity": "user:4321",
+                     "event": "Refund confirmed delivered on 10/28."}).json()  # fmt: skip
+    assert ev["memory_id"]
+    res = client.post(f"{NS}/query", json={"text": "user:4321 refund status"},
+                      headers={"X-Agent": "knowledge"}).json()  # fmt: skip
+    assert res["entity"] == "user:4321" and len(res["hits"]) == 2
+    ans = client.post(f"{NS}/answers", json={"answer_id": "a1", "query_ids": [res["query_id"]],
+                      "agent": "resolution"})  # fmt: skip
+    assert ans.status_code == 201 and ans.json()["queries"][0]["agent"] == "knowledge"
+    assert client.get(f"{NS}/answers/a1/lineage").json()["answer_id"] == "a1"
+    audit = client.get(f"{NS}/audit", params={"entity": "user:4321"}).json()
+    assert {e["action"] for e in audit} >= {"write", "append", "query", "answer"}
+    snap = client.get(f"{NS}/snapshot", params={"entity": "user:4321"}).json()
+    assert len(snap["memories"]) == 2 and len(snap["events"]) == 1
+    st = client.get(f"{NS}/stats").json()
+    assert st["memories"] == 2 and st["events"] == 1
+    assert client.get("/v1/namespaces").json() == ["acme"]
+
+
+def test_memories_facts_and_events_routes(client: TestClient) -> None:
+    batch = client.post(f"{NS}/memories:batch", json={"items": [
+        {"entity": "u", "content": "a"}, {"entity": "u", "content": "b"}]})  # fmt: skip
+    assert batch.status_code == 201 and len(batch.json()) == 2
+    mid = batch.json()[0]["id"]
+    up = client.patch(f"{NS}/memories/{mid}", json={"changes": {"content": "a2"},
+                      "if_version": 1})  # fmt: skip
+    assert up.json()["version"] == 2
+    conflict = client.patch(f"{NS}/memories/{mid}", json={"changes": {"content": "x"},
+                            "if_version": 1})  # fmt: skip
+    assert conflict.status_code == 409
+    assert conflict.json()["error"]["code"] == "version_conflict"
+    assert [v["content"] for v in client.get(f"{NS}/memories/{mid}/history").json()] == ["a", "a2"]
+    assert len(client.get(f"{NS}/memories", params={"entity": "u"}).json()) == 2
+    assert client.delete(f"{NS}/memories/{mid}").json()["deleted"] is True
+    assert client.get(f"{NS}/memories/{mid}").status_code == 404
+    f = client.put(f"{NS}/facts", json={"entity": "u", "key": "order", "value": {"id": 1458}})
+    assert f.json()["value"] == {"id": 1458}
+    assert client.get(f"{NS}/facts", params={"entity": "u", "key": "order"}).json()["version"] == 1
+    assert len(client.get(f"{NS}/facts", params={"entity": "u"}).json()) == 1
+    assert len(client.get(f"{NS}/facts/history", params={"entity": "u", "key": "order"}).json())
+    assert client.delete(f"{NS}/facts", params={"entity": "u", "key": "order"}).status_code == 200
+    client.post(f"{NS}/events", json={"entity": "u", "event": "one", "searchable": False})
+    client.post(f"{NS}/events", json={"entity": "u", "event": {"content": "two", "data": {"n": 2}}})
+    evs = client.get(f"{NS}/events", params={"stream": "u", "order": "desc"}).json()
+    assert [e["content"] for e in evs] == ["two", "one"] and evs[0]["data"] == {"n": 2}
+
+
+def test_lifecycle_routes(client: TestClient) -> None:
+    for i in range(6):
+        client.post(f"{NS}/memories", json={"entity": "u", "content": f"note {i}",
+                                             "salience": i / 10})  # fmt: skip
+    assert client.put(f"{NS}/config", json={"max_hot": 3}).json()["max_hot"] == 3
+    assert client.get(f"{NS}/config").json()["max_hot"] == 3
+    preview = client.post(f"{NS}/maintain", json={"dry_run": True}).json()
+    assert len(preview["demoted"]) == 3
+    client.post(f"{NS}/maintain", json={})
+    assert client.get(f"{NS}/stats").json()["cold_memories"] == 3
+    both = client.post(f"{NS}/query", json={"text": "note", "tiers": ["hot", "cold"], "k": 10})
+    assert len(both.json()["hits"]) == 6
+    gone = client.post(f"{NS}/forget", json={"entity": "u", "purge": True}).json()
+    assert gone["purged"] and gone["memories"] == 6
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kwargs", "status", "code"),
+    [
+        ("post", f"{NS}/memories", {"json": {"entity": "u", "content": ""}}, 422, "validation"),
+        ("post", f"{NS}/memories", {"json": {"content": "x"}}, 422, "validation"),
+        ("post", f"{NS}/memories", {"content": b"{not json"}, 422, "validation"),
+        ("post", f"{NS}/memories", {"content": b"[1, 2]"}, 422, "validation"),
+        ("get", f"{NS}/memories/nope", {}, 404, "not_found"),
+        ("get", "/v1/namespaces/BAD NAME/stats", {}, 422, "validation"),
+        ("get", f"{NS}/facts", {}, 422, "validation"),
+        ("get", f"{NS}/events", {"params": {"stream": "s", "limit": "many"}}, 422, "validation"),
+        (
+            "post",
+            f"{NS}/query",
+            {"json": {"text": "x", "filter": {"ts": {"$gt": "?"}}}},
+            422,
+            "validation",
+        ),
+        ("post", f"{NS}/query", {"json": {"text": "x", "colour": 1}}, 422, "validation"),
+        ("get", "/v1/nowhere", {}, 404, "not_found"),
+        ("delete", "/v1/namespaces", {}, 405, "method_not_allowed"),
+        ("post", f"{NS}/memories", {"content": b"x" * (9 * 1024 * 1024)}, 413, "payload_too_large"),
+    ],
+)
+def test_one_error_shape_and_no_500(
+    client: TestClient, method: str, path: str, kwargs: dict, status: int, code: str
+) -> None:
+    r = getattr(client, method)(path, **kwargs)
+    assert r.status_code == status
+    err = r.json()["error"]
+    assert err["code"] == code and err["message"] and isinstance(err["details"], dict)
+    assert client.get(f"{NS}/stats").json()["memory_versions"] == 0  # nothing written
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_runs_a_real_server_on_loopback(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "SYNAPSEDB_EMBEDDER": "none"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "synapsedb",
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "server did not start"
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.1)
+        r = httpx.post(f"{base}{NS}/memories", json={"entity": "u", "content": "over the wire"})
+        assert r.status_code == 201
+        hits = httpx.post(f"{base}{NS}/query", json={"text": "wire"}).json()["hits"]
+        assert [h["content"] for h in hits] == ["over the wire"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_serve_refuses_a_public_address_without_keys(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "synapsedb",
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--host",
+            "0.0.0.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and "non-loopback" in out.stderr
+
+
+def test_every_route_is_documented(tmp_path: Path) -> None:
+    from starlette.routing import Route
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "http.md").read_text()
+    with synapsedb.open(tmp_path / "d", durability="os") as db:
+        for route in create_app(db).routes:
+            assert isinstance(route, Route)
+            for method in route.methods or ():
+                if method != "HEAD":
+                    assert f"| {method} | `{route.path}` |" in doc, (method, route.path)
