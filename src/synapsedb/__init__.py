@@ -52,6 +52,7 @@ __all__ = [
     "ValidationError",
     "VersionConflictError",
     "__version__",
+    "connect",
     "open",
 ]
 
@@ -71,3 +72,11 @@ def open(
     caller-provided vectors) or any object with ``name``, ``dim`` and ``embed(texts)``.
     """
     return Database(path, settings=settings, clock=clock, embedder=embedder, **overrides)
+
+
+def connect(url: str, *, api_key: str | None = None, timeout: float = 30.0) -> Any:
+    """Connect to a SynapseDB server: the same methods, arguments, return types and exception
+    classes as :func:`open` (returns a ``synapsedb.client.RemoteDatabase``)."""
+    from .client import RemoteDatabase
+
+    return RemoteDatabase(url, api_key=api_key, timeout=timeout)

@@ -96,6 +96,11 @@ def _int(request: Request, name: str, default: int | None = None) -> int | None:
         raise ValidationError(f"{name}: expected an integer, got {raw!r}", field=name) from None
 
 
+def _limit(request: Request, default: int) -> int:
+    value = _int(request, "limit", default)
+    return default if value is None else value  # 0 and negatives reach the engine's checks
+
+
 def _time(request: Request, name: str) -> str | float | None:
     raw = request.query_params.get(name)
     if raw is None:
@@ -166,7 +171,7 @@ async def list_memories(request: Request, mem: Namespace) -> Response:
         request.query_params.get("entity"),
         types=types,
         as_of=_time(request, "as_of"),
-        limit=_int(request, "limit", 100) or 100,
+        limit=_limit(request, 100),
     )
     return json_response(out)
 
@@ -262,7 +267,7 @@ async def read_events(request: Request, mem: Namespace) -> Response:
     out = mem.events(
         _required(request, "stream"), start=q.get("start"), end=q.get("end"),
         after=q.get("after"), since=_time(request, "since"), until=_time(request, "until"),
-        limit=_int(request, "limit", 100) or 100, order=q.get("order", "asc"),  # type: ignore[arg-type]
+        limit=_limit(request, 100), order=q.get("order", "asc"),  # type: ignore[arg-type]
         as_of=_time(request, "as_of"),
     )  # fmt: skip
     return json_response(out)
@@ -301,7 +306,7 @@ async def audit(request: Request, mem: Namespace) -> Response:
     q = request.query_params
     out = await run_in_threadpool(
         mem.audit, q.get("entity"), agent=q.get("agent"), since=_time(request, "since"),
-        until=_time(request, "until"), limit=_int(request, "limit", 1000) or 1000,
+        until=_time(request, "until"), limit=_limit(request, 1000),
     )  # fmt: skip
     return json_response(out)
 
@@ -332,6 +337,14 @@ async def get_config(request: Request, mem: Namespace) -> Response:
 async def set_config(request: Request, mem: Namespace) -> Response:
     body = await _body(request)
     return json_response(await run_in_threadpool(lambda: mem.configure(**body)))
+
+
+async def entities(request: Request, mem: Namespace) -> Response:
+    return json_response(mem.entities(as_of=_time(request, "as_of")))
+
+
+async def streams(request: Request, mem: Namespace) -> Response:
+    return json_response(mem.streams(as_of=_time(request, "as_of")))
 
 
 async def stats(request: Request, mem: Namespace) -> Response:
@@ -393,6 +406,8 @@ def create_app(db: Database) -> Starlette:
         _ns_route("/maintain", maintain, ["POST"]),
         _ns_route("/config", get_config, ["GET"]),
         _ns_route("/config", set_config, ["PUT"]),
+        _ns_route("/entities", entities, ["GET"]),
+        _ns_route("/streams", streams, ["GET"]),
         _ns_route("/stats", stats, ["GET"]),
     ]
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed})

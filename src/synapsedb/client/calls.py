@@ -1,0 +1,242 @@
+"""What each remote operation sends and what it returns, independent of how it is sent.
+
+A :class:`Call` is a request (method, path, query parameters, JSON body, agent) plus the type
+its answer decodes to: the same value objects as the embedded API (:mod:`synapsedb.types`).
+The sync client (and an async one) only execute calls, so the two can never drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+import msgspec
+import numpy as np
+
+from ..errors import SynapseError, error_from_code
+from ..types import (
+    AuditEntry,
+    Event,
+    Fact,
+    Forgotten,
+    Lineage,
+    MaintenanceReport,
+    Memory,
+    NamespaceConfig,
+    QueryResult,
+    Snapshot,
+    Stats,
+)
+
+__all__ = ["Call", "decode", "error_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    method: str
+    path: str
+    type: Any
+    params: dict[str, Any] | None = None
+    json: Any = None
+    agent: str | None = None
+
+
+def _dec_hook(tp: Any, obj: Any) -> Any:
+    if tp is np.ndarray:
+        arr = np.asarray(obj, dtype=np.float32)
+        arr.setflags(write=False)
+        return arr
+    raise NotImplementedError(f"cannot decode {tp!r}")
+
+
+def decode(raw: bytes, tp: Any) -> Any:
+    return msgspec.json.decode(raw, type=tp, dec_hook=_dec_hook)
+
+
+def error_of(status: int, raw: bytes) -> SynapseError:
+    """The exception a server error body stands for (the same class as embedded)."""
+    try:
+        body = msgspec.json.decode(raw)
+        err = body["error"]
+        return error_from_code(err["code"], err["message"], err.get("details") or {})
+    except (msgspec.DecodeError, KeyError, TypeError):
+        return SynapseError(f"HTTP {status}: {raw[:200].decode('utf-8', 'replace')}")
+
+
+def _t(value: Any) -> Any:
+    """A time argument for a query string (datetimes as ISO-8601)."""
+    return value.isoformat() if isinstance(value, datetime) else value
+
+
+def _params(**kwargs: Any) -> dict[str, Any]:
+    return {k: _t(v) for k, v in kwargs.items() if v is not None}
+
+
+def _json(value: Any) -> Any:
+    """Make caller values JSON-encodable (numpy vectors, datetimes, tuples)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {k: _json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json(v) for v in value]
+    return value
+
+
+def base(ns: str) -> str:
+    return f"/v1/namespaces/{quote(ns, safe='')}"
+
+
+# -- one function per operation ----------------------------------------------------------------
+
+
+def write(ns: str, entity: str, memory: Any, agent: str | None) -> Call:
+    body = {"content": memory} if isinstance(memory, str) else dict(_json(memory))
+    if isinstance(memory, Mapping) and not isinstance(body, dict):  # pragma: no cover
+        raise TypeError("memory")
+    return Call("POST", f"{base(ns)}/memories", Memory, json={"entity": entity, **body},
+                agent=agent)  # fmt: skip
+
+
+def write_many(ns: str, items: Sequence[Any], agent: str | None) -> Call:
+    out = []
+    for item in items:
+        if isinstance(item, tuple) and len(item) == 2:
+            entity, payload = item
+            payload = {"content": payload} if isinstance(payload, str) else _json(payload)
+            out.append({"entity": entity, **payload})
+        else:
+            out.append(_json(item))
+    return Call("POST", f"{base(ns)}/memories:batch", list[Memory], json={"items": out},
+                agent=agent)  # fmt: skip
+
+
+def update(ns: str, mid: str, changes: Mapping[str, Any], if_version: int | None,
+           agent: str | None) -> Call:  # fmt: skip
+    return Call("PATCH", f"{base(ns)}/memories/{quote(mid, safe='')}", Memory,
+                json={"changes": _json(changes), "if_version": if_version}, agent=agent)  # fmt: skip
+
+
+def get_memory(ns: str, mid: str, as_of: Any) -> Call:
+    return Call("GET", f"{base(ns)}/memories/{quote(mid, safe='')}", Memory, _params(as_of=as_of))
+
+
+def get_fact(ns: str, entity: str, key: str, as_of: Any) -> Call:
+    return Call("GET", f"{base(ns)}/facts", Fact, _params(entity=entity, key=key, as_of=as_of))
+
+
+def memories(ns: str, entity: str | None, types: Iterable[str] | None, as_of: Any,
+             limit: int) -> Call:  # fmt: skip
+    params = _params(entity=entity, as_of=as_of, limit=limit)
+    if types is not None:
+        params["types"] = [types] if isinstance(types, str) else list(types)
+    return Call("GET", f"{base(ns)}/memories", list[Memory], params)
+
+
+def delete_memory(ns: str, mid: str, if_version: int | None, agent: str | None) -> Call:
+    return Call("DELETE", f"{base(ns)}/memories/{quote(mid, safe='')}", Memory,
+                _params(if_version=if_version), agent=agent)  # fmt: skip
+
+
+def delete_fact(ns: str, entity: str, key: str, if_version: int | None, agent: str | None) -> Call:
+    return Call("DELETE", f"{base(ns)}/facts", Fact,
+                _params(entity=entity, key=key, if_version=if_version), agent=agent)  # fmt: skip
+
+
+def memory_history(ns: str, mid: str, as_of: Any) -> Call:
+    return Call("GET", f"{base(ns)}/memories/{quote(mid, safe='')}/history", list[Memory],
+                _params(as_of=as_of))  # fmt: skip
+
+
+def fact_history(ns: str, entity: str, key: str, as_of: Any) -> Call:
+    return Call("GET", f"{base(ns)}/facts/history", list[Fact],
+                _params(entity=entity, key=key, as_of=as_of))  # fmt: skip
+
+
+def set_fact(ns: str, entity: str, key: str, value: Any, if_version: int | None,
+             ttl: float | None, agent: str | None) -> Call:  # fmt: skip
+    return Call("PUT", f"{base(ns)}/facts", Fact, json={"entity": entity, "key": key,
+                "value": _json(value), "if_version": if_version, "ttl": ttl}, agent=agent)  # fmt: skip
+
+
+def facts(ns: str, entity: str, as_of: Any) -> Call:
+    return Call("GET", f"{base(ns)}/facts", list[Fact], _params(entity=entity, as_of=as_of))
+
+
+def append(ns: str, entity: str, event: Any, stream: str | None, agent: str | None,
+           searchable: bool) -> Call:  # fmt: skip
+    return Call("POST", f"{base(ns)}/events", Event, json={"entity": entity,
+                "event": _json(event), "stream": stream, "searchable": searchable}, agent=agent)  # fmt: skip
+
+
+def events(ns: str, stream: str, **kwargs: Any) -> Call:
+    return Call("GET", f"{base(ns)}/events", list[Event], _params(stream=stream, **kwargs))
+
+
+def query(ns: str, text: str | None, kwargs: dict[str, Any]) -> Call:
+    body = {k: _json(v) for k, v in kwargs.items() if v is not None}
+    if "types" in body and isinstance(body["types"], str):
+        body["types"] = [body["types"]]
+    if "tiers" in body and isinstance(body["tiers"], str):
+        body["tiers"] = [body["tiers"]]
+    if text is not None:
+        body["text"] = text
+    agent = body.pop("agent", None)
+    return Call("POST", f"{base(ns)}/query", QueryResult, json=body, agent=agent)
+
+
+def record_answer(ns: str, answer_id: str, query_ids: Sequence[str], agent: str | None,
+                  text: str | None, cited: Sequence[str] | None) -> Call:  # fmt: skip
+    return Call("POST", f"{base(ns)}/answers", Lineage, json={"answer_id": answer_id,
+                "query_ids": list(query_ids), "text": text, "cited": list(cited or [])},
+                agent=agent)  # fmt: skip
+
+
+def lineage(ns: str, answer_id: str) -> Call:
+    return Call("GET", f"{base(ns)}/answers/{quote(answer_id, safe='')}/lineage", Lineage)
+
+
+def audit(ns: str, entity: str | None, **kwargs: Any) -> Call:
+    return Call("GET", f"{base(ns)}/audit", list[AuditEntry], _params(entity=entity, **kwargs))
+
+
+def snapshot(ns: str, entity: str, as_of: Any) -> Call:
+    return Call("GET", f"{base(ns)}/snapshot", Snapshot, _params(entity=entity, as_of=as_of))
+
+
+def forget(ns: str, mid: str | None, entity: str | None, purge: bool, agent: str | None) -> Call:
+    return Call("POST", f"{base(ns)}/forget", Forgotten,
+                json={"id": mid, "entity": entity, "purge": purge}, agent=agent)  # fmt: skip
+
+
+def maintain(ns: str, dry_run: bool) -> Call:
+    return Call("POST", f"{base(ns)}/maintain", MaintenanceReport, json={"dry_run": dry_run})
+
+
+def get_config(ns: str) -> Call:
+    return Call("GET", f"{base(ns)}/config", NamespaceConfig)
+
+
+def configure(ns: str, changes: dict[str, Any]) -> Call:
+    return Call("PUT", f"{base(ns)}/config", NamespaceConfig, json=changes)
+
+
+def entities(ns: str, as_of: Any) -> Call:
+    return Call("GET", f"{base(ns)}/entities", list[str], _params(as_of=as_of))
+
+
+def streams(ns: str, as_of: Any) -> Call:
+    return Call("GET", f"{base(ns)}/streams", list[str], _params(as_of=as_of))
+
+
+def stats(ns: str) -> Call:
+    return Call("GET", f"{base(ns)}/stats", Stats)
+
+
+def namespaces() -> Call:
+    return Call("GET", "/v1/namespaces", list[str])

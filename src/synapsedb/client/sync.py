@@ -1,0 +1,321 @@
+"""The remote client: ``synapsedb.connect(url)`` has the methods, arguments and return types
+of ``synapsedb.open(path)``, and raises the same exception classes (rebuilt from the server's
+error codes)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal, overload
+
+import httpx
+
+from ..errors import ClosedError, StorageError
+from ..times import TimeLike
+from ..types import (
+    AuditEntry,
+    Event,
+    Fact,
+    Forgotten,
+    Lineage,
+    MaintenanceReport,
+    Memory,
+    NamespaceConfig,
+    QueryResult,
+    Snapshot,
+    Stats,
+)
+from ..validation import check_agent, check_namespace
+from . import calls
+from .calls import Call
+
+__all__ = ["RemoteDatabase", "RemoteNamespace"]
+
+
+class RemoteDatabase:
+    """A SynapseDB server. ``client`` lets tests (or callers) supply their own httpx.Client."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        client: httpx.Client | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = client or httpx.Client(base_url=url.rstrip("/"), timeout=timeout)
+        self._http.headers.update(headers)
+        self._own = client is None
+        self._closed = False
+
+    def _run(self, call: Call) -> Any:
+        if self._closed:
+            raise ClosedError("the client is closed")
+        headers = {"X-Agent": call.agent} if call.agent else None
+        try:
+            resp = self._http.request(call.method, call.path, params=call.params,
+                                      json=call.json, headers=headers)  # fmt: skip
+        except httpx.TransportError as exc:
+            raise StorageError(f"server unreachable: {exc}") from exc
+        if resp.status_code >= 400:
+            raise calls.error_of(resp.status_code, resp.content)
+        return calls.decode(resp.content, call.type)
+
+    def namespace(self, name: str, *, agent: str | None = None) -> RemoteNamespace:
+        return RemoteNamespace(self, check_namespace(name), check_agent(agent))
+
+    def namespaces(self) -> list[str]:
+        return self._run(calls.namespaces())  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if not self._closed and self._own:
+            self._http.close()
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> RemoteDatabase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RemoteNamespace:
+    """Same methods as :class:`synapsedb.Namespace`, over HTTP."""
+
+    __slots__ = ("_agent", "_db", "name")
+
+    def __init__(self, db: RemoteDatabase, name: str, agent: str | None) -> None:
+        self._db, self.name, self._agent = db, name, agent
+
+    def __repr__(self) -> str:
+        return f"<synapsedb.RemoteNamespace {self.name!r}>"
+
+    def _who(self, agent: str | None) -> str | None:
+        return self._agent if agent is None else agent
+
+    def _run(self, call: Call) -> Any:
+        return self._db._run(call)
+
+    # -- memories -------------------------------------------------------------------------------
+
+    def write(
+        self, entity: str, memory: str | Mapping[str, Any], *, agent: str | None = None
+    ) -> Memory:
+        return self._run(calls.write(self.name, entity, memory, self._who(agent)))  # type: ignore[no-any-return]
+
+    def write_many(
+        self,
+        items: Sequence[Mapping[str, Any] | tuple[str, str | Mapping[str, Any]]],
+        *,
+        agent: str | None = None,
+    ) -> list[Memory]:
+        return self._run(calls.write_many(self.name, items, self._who(agent)))  # type: ignore[no-any-return]
+
+    def update(
+        self,
+        id: str,
+        changes: Mapping[str, Any],
+        *,
+        if_version: int | None = None,
+        agent: str | None = None,
+    ) -> Memory:
+        return self._run(calls.update(self.name, id, changes, if_version, self._who(agent)))  # type: ignore[no-any-return]
+
+    @overload
+    def get(self, id: str, /, *, as_of: TimeLike | None = None) -> Memory: ...
+    @overload
+    def get(self, entity: str, key: str, /, *, as_of: TimeLike | None = None) -> Fact: ...
+    def get(
+        self, target: str, key: str | None = None, /, *, as_of: TimeLike | None = None
+    ) -> Memory | Fact:
+        if key is not None:
+            return self._run(calls.get_fact(self.name, target, key, as_of))  # type: ignore[no-any-return]
+        return self._run(calls.get_memory(self.name, target, as_of))  # type: ignore[no-any-return]
+
+    def memories(
+        self,
+        entity: str | None = None,
+        *,
+        types: Iterable[str] | None = None,
+        as_of: TimeLike | None = None,
+        limit: int = 100,
+    ) -> list[Memory]:
+        return self._run(calls.memories(self.name, entity, types, as_of, limit))  # type: ignore[no-any-return]
+
+    @overload
+    def delete(
+        self, id: str, /, *, if_version: int | None = None, agent: str | None = None
+    ) -> Memory: ...
+    @overload
+    def delete(
+        self, entity: str, key: str, /, *, if_version: int | None = None, agent: str | None = None
+    ) -> Fact: ...
+    def delete(
+        self,
+        target: str,
+        key: str | None = None,
+        /,
+        *,
+        if_version: int | None = None,
+        agent: str | None = None,
+    ) -> Memory | Fact:
+        who = self._who(agent)
+        if key is not None:
+            return self._run(calls.delete_fact(self.name, target, key, if_version, who))  # type: ignore[no-any-return]
+        return self._run(calls.delete_memory(self.name, target, if_version, who))  # type: ignore[no-any-return]
+
+    @overload
+    def history(self, id: str, /, *, as_of: TimeLike | None = None) -> list[Memory]: ...
+    @overload
+    def history(self, entity: str, key: str, /, *, as_of: TimeLike | None = None) -> list[Fact]: ...
+    def history(
+        self, target: str, key: str | None = None, /, *, as_of: TimeLike | None = None
+    ) -> list[Memory] | list[Fact]:
+        if key is not None:
+            return self._run(calls.fact_history(self.name, target, key, as_of))  # type: ignore[no-any-return]
+        return self._run(calls.memory_history(self.name, target, as_of))  # type: ignore[no-any-return]
+
+    # -- retrieval ------------------------------------------------------------------------------
+
+    def query(
+        self,
+        text: str | None = None,
+        *,
+        embedding: Sequence[float] | None = None,
+        entity: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        k: int = 10,
+        mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
+        as_of: TimeLike | None = None,
+        min_score: float | None = None,
+        types: Iterable[str] | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
+        dedup: bool = True,
+        explain: bool = False,
+        agent: str | None = None,
+        tiers: Sequence[str] | None = None,
+    ) -> QueryResult:
+        kwargs = {"embedding": embedding, "entity": entity, "filter": filter, "k": k,
+                  "mode": mode, "as_of": as_of, "min_score": min_score,
+                  "types": None if types is None else list(types), "since": since,
+                  "until": until, "dedup": dedup, "explain": explain,
+                  "agent": self._who(agent),
+                  "tiers": None if tiers is None else list(tiers)}  # fmt: skip
+        return self._run(calls.query(self.name, text, kwargs))  # type: ignore[no-any-return]
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def forget(
+        self,
+        id: str | None = None,
+        *,
+        entity: str | None = None,
+        purge: bool = False,
+        agent: str | None = None,
+    ) -> Forgotten:
+        return self._run(calls.forget(self.name, id, entity, purge, self._who(agent)))  # type: ignore[no-any-return]
+
+    def maintain(self, *, dry_run: bool = False) -> MaintenanceReport:
+        return self._run(calls.maintain(self.name, dry_run))  # type: ignore[no-any-return]
+
+    @property
+    def config(self) -> NamespaceConfig:
+        return self._run(calls.get_config(self.name))  # type: ignore[no-any-return]
+
+    def configure(self, **changes: Any) -> NamespaceConfig:
+        return self._run(calls.configure(self.name, changes))  # type: ignore[no-any-return]
+
+    # -- lineage and audit ----------------------------------------------------------------------
+
+    def record_answer(
+        self,
+        answer_id: str,
+        query_ids: Sequence[str],
+        *,
+        agent: str | None = None,
+        text: str | None = None,
+        cited: Sequence[str] | None = None,
+    ) -> Lineage:
+        call = calls.record_answer(self.name, answer_id, query_ids, self._who(agent), text, cited)
+        return self._run(call)  # type: ignore[no-any-return]
+
+    def lineage(self, answer_id: str) -> Lineage:
+        return self._run(calls.lineage(self.name, answer_id))  # type: ignore[no-any-return]
+
+    def audit(
+        self,
+        entity: str | None = None,
+        *,
+        agent: str | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
+        limit: int = 1000,
+    ) -> list[AuditEntry]:
+        call = calls.audit(self.name, entity, agent=agent, since=since, until=until, limit=limit)
+        return self._run(call)  # type: ignore[no-any-return]
+
+    def snapshot(self, entity: str, *, as_of: TimeLike | None = None) -> Snapshot:
+        return self._run(calls.snapshot(self.name, entity, as_of))  # type: ignore[no-any-return]
+
+    # -- KV facts and streams -------------------------------------------------------------------
+
+    def set(
+        self,
+        entity: str,
+        key: str,
+        value: Any,
+        *,
+        if_version: int | None = None,
+        ttl: float | None = None,
+        agent: str | None = None,
+    ) -> Fact:
+        call = calls.set_fact(self.name, entity, key, value, if_version, ttl, self._who(agent))
+        return self._run(call)  # type: ignore[no-any-return]
+
+    def facts(self, entity: str, *, as_of: TimeLike | None = None) -> list[Fact]:
+        return self._run(calls.facts(self.name, entity, as_of))  # type: ignore[no-any-return]
+
+    def append(
+        self,
+        entity: str,
+        event: str | Mapping[str, Any],
+        *,
+        stream: str | None = None,
+        agent: str | None = None,
+        searchable: bool = True,
+    ) -> Event:
+        call = calls.append(self.name, entity, event, stream, self._who(agent), searchable)
+        return self._run(call)  # type: ignore[no-any-return]
+
+    def events(
+        self,
+        stream: str,
+        *,
+        start: str | None = None,
+        end: str | None = None,
+        after: str | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
+        limit: int = 100,
+        order: Literal["asc", "desc"] = "asc",
+        as_of: TimeLike | None = None,
+    ) -> list[Event]:
+        call = calls.events(self.name, stream, start=start, end=end, after=after, since=since,
+                            until=until, limit=limit, order=order, as_of=as_of)  # fmt: skip
+        return self._run(call)  # type: ignore[no-any-return]
+
+    # -- overview -------------------------------------------------------------------------------
+
+    def entities(self, *, as_of: TimeLike | None = None) -> list[str]:
+        return self._run(calls.entities(self.name, as_of))  # type: ignore[no-any-return]
+
+    def streams(self, *, as_of: TimeLike | None = None) -> list[str]:
+        return self._run(calls.streams(self.name, as_of))  # type: ignore[no-any-return]
+
+    def stats(self) -> Stats:
+        return self._run(calls.stats(self.name))  # type: ignore[no-any-return]
