@@ -14,7 +14,8 @@ def test_quickstart_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     blocks = [
         b
         for b in re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-        if "synapsedb.open(" in b  # the embedded example; the HTTP one is tests/api's job
+        # the embedded example; the ones talking to a server are tests/api's job
+        if "synapsedb.open(" in b and "synapsedb.connect(" not in b
     ]
     assert blocks, "README has no embedded python example"
     monkeypatch.chdir(tmp_path)
