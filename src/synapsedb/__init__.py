@@ -53,6 +53,7 @@ __all__ = [
     "VersionConflictError",
     "__version__",
     "connect",
+    "connect_async",
     "open",
 ]
 
@@ -80,3 +81,10 @@ def connect(url: str, *, api_key: str | None = None, timeout: float = 30.0) -> A
     from .client import RemoteDatabase
 
     return RemoteDatabase(url, api_key=api_key, timeout=timeout)
+
+
+def connect_async(url: str, *, api_key: str | None = None, timeout: float = 30.0) -> Any:
+    """Like :func:`connect`, with every namespace method returning an awaitable."""
+    from .client import AsyncRemoteDatabase
+
+    return AsyncRemoteDatabase(url, api_key=api_key, timeout=timeout)

@@ -118,3 +118,47 @@ def test_same_errors(pair: tuple[Any, Any], op: int) -> None:
     a, b = caught
     assert type(a) is type(b)
     assert (a.code, a.details.get("field")) == (b.code, b.details.get("field"))
+
+
+def test_async_client_gives_the_same_results(tmp_path: Path) -> None:
+    import asyncio
+
+    import httpx
+
+    from synapsedb.client import AsyncRemoteDatabase
+
+    start = 1_760_000_000_000_000
+    local = synapsedb.open(tmp_path / "a", clock=synapsedb.ManualClock(start), durability="os",
+                           embedder=None, background_maintenance=False)  # fmt: skip
+    served = synapsedb.open(tmp_path / "b", clock=synapsedb.ManualClock(start), durability="os",
+                            embedder=None, background_maintenance=False)  # fmt: skip
+
+    async def remote_run() -> list[Any]:
+        transport = httpx.ASGITransport(app=create_app(served))
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            db = AsyncRemoteDatabase("http://testserver", client=http)
+            mem = db.namespace("acme", agent="intake")
+            out = [await mem.write("u", {"id": "m1", "content": "parcel in Hamburg"})]
+            out.append(await mem.update("m1", {"content": "parcel in Munich"}))
+            out.append(await mem.history("m1"))
+            out.append(await mem.set("u", "k", [1, 2]))
+            out.append(await mem.query("parcel", mode="keyword"))
+            try:
+                await mem.get("missing")
+            except synapsedb.NotFoundError as exc:
+                out.append(type(exc))
+            return out
+
+    try:
+        got = asyncio.run(remote_run())
+        mem = local.namespace("acme", agent="intake")
+        want: list[Any] = [mem.write("u", {"id": "m1", "content": "parcel in Hamburg"})]
+        want.append(mem.update("m1", {"content": "parcel in Munich"}))
+        want.append(mem.history("m1"))
+        want.append(mem.set("u", "k", [1, 2]))
+        want.append(mem.query("parcel", mode="keyword"))
+        want.append(synapsedb.NotFoundError)
+        assert normalize(got) == normalize(want)
+    finally:
+        served.close()
+        local.close()

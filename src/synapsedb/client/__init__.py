@@ -1,5 +1,6 @@
 """The remote client: the embedded API's methods over HTTP."""
 
+from .asyncio import AsyncRemoteDatabase
 from .sync import RemoteDatabase, RemoteNamespace
 
-__all__ = ["RemoteDatabase", "RemoteNamespace"]
+__all__ = ["AsyncRemoteDatabase", "RemoteDatabase", "RemoteNamespace"]

@@ -1,0 +1,68 @@
+"""The async remote client: ``await synapsedb.connect_async(url)`` ... the same methods as the
+embedded API, each returning an awaitable of the same return type.
+
+No method is written twice: namespaces are the sync client's :class:`RemoteNamespace`, whose
+every method builds a :class:`~synapsedb.client.calls.Call` and hands it to its database's
+``_run``; here ``_run`` is a coroutine, so each method returns one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from ..errors import ClosedError, StorageError
+from ..validation import check_agent, check_namespace
+from . import calls
+from .calls import Call
+from .sync import RemoteNamespace
+
+__all__ = ["AsyncRemoteDatabase"]
+
+
+class AsyncRemoteDatabase:
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._http = client or httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout)
+        if api_key:
+            self._http.headers["Authorization"] = f"Bearer {api_key}"
+        self._own = client is None
+        self._closed = False
+
+    async def _run(self, call: Call) -> Any:
+        if self._closed:
+            raise ClosedError("the client is closed")
+        headers = {"X-Agent": call.agent} if call.agent else None
+        try:
+            resp = await self._http.request(call.method, call.path, params=call.params,
+                                            json=call.json, headers=headers)  # fmt: skip
+        except httpx.TransportError as exc:
+            raise StorageError(f"server unreachable: {exc}") from exc
+        if resp.status_code >= 400:
+            raise calls.error_of(resp.status_code, resp.content)
+        return calls.decode(resp.content, call.type)
+
+    def namespace(self, name: str, *, agent: str | None = None) -> RemoteNamespace:
+        """A namespace whose methods return awaitables (``await mem.get(id)``)."""
+        return RemoteNamespace(self, check_namespace(name), check_agent(agent))  # type: ignore[arg-type]
+
+    async def namespaces(self) -> list[str]:
+        return await self._run(calls.namespaces())  # type: ignore[no-any-return]
+
+    async def close(self) -> None:
+        if not self._closed and self._own:
+            await self._http.aclose()
+        self._closed = True
+
+    async def __aenter__(self) -> AsyncRemoteDatabase:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
