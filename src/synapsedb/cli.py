@@ -26,10 +26,14 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _serve(args: argparse.Namespace) -> int:
-    if args.host not in LOOPBACK and not args.host.startswith("127."):
+    from .server.keys import KeyStore
+
+    keys = KeyStore(args.data)
+    if args.host not in LOOPBACK and not args.host.startswith("127.") and not keys.enabled:
         print(
-            f"error: refusing to listen on {args.host}: a non-loopback address needs API keys, "
-            "which this version does not have yet; bind 127.0.0.1",
+            f"error: refusing to listen on {args.host} without API keys; create one with "
+            f"'synapsedb keys create --data {args.data} --tenant NAME --scopes read,write' "
+            "or bind 127.0.0.1",
             file=sys.stderr,
         )
         return 2
@@ -41,13 +45,37 @@ def _serve(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     db = open_db(args.data, settings=settings)
     try:
-        print(f"synapsedb {__version__}: serving {args.data} on http://{args.host}:{args.port}")
+        mode = "API keys required" if keys.enabled else "open access (no API keys)"
+        print(f"synapsedb {__version__}: serving {args.data} on "
+              f"http://{args.host}:{args.port} ({mode})", flush=True)  # fmt: skip
         uvicorn.run(
-            create_app(db), host=args.host, port=args.port, log_level=args.log_level,
+            create_app(db, keys), host=args.host, port=args.port, log_level=args.log_level,
             access_log=False, loop="auto", http="auto",
         )  # fmt: skip
     finally:
         db.close()
+    return 0
+
+
+def _keys(args: argparse.Namespace) -> int:
+    from .server.keys import KeyStore
+
+    store = KeyStore(args.data)
+    if args.keys_command == "create":
+        scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
+        names = [n.strip() for n in args.namespaces.split(",")] if args.namespaces else None
+        key, token = store.create(args.tenant, scopes, names, args.rate)
+        print(json.dumps({"id": key.id, "tenant": key.tenant, "scopes": list(key.scopes),
+                          "namespaces": names, "rate": key.rate, "key": token}, indent=2))  # fmt: skip
+        print("store the key now: it is not kept and cannot be shown again", file=sys.stderr)
+    elif args.keys_command == "list":
+        for k in store.list():
+            print(json.dumps({"id": k.id, "tenant": k.tenant, "scopes": list(k.scopes),
+                              "namespaces": k.namespaces, "rate": k.rate,
+                              "revoked": k.revoked}))  # fmt: skip
+    else:
+        store.revoke(args.id)
+        print(f"revoked {args.id}")
     return 0
 
 
@@ -68,6 +96,23 @@ def build_parser() -> argparse.ArgumentParser:
                    help="port (env SYNAPSEDB_PORT)")  # fmt: skip
     p.add_argument("--log-level", default="warning", help="uvicorn log level")
     p.set_defaults(func=_serve)
+    data = os.environ.get("SYNAPSEDB_DATA", "./synapse-data")
+    p = sub.add_parser("keys", help="create, list and revoke API keys (stored as hashes)")
+    ks = p.add_subparsers(dest="keys_command", required=True)
+    c = ks.add_parser("create", help="create a key and print it once")
+    c.add_argument("--data", default=data, help="data directory")
+    c.add_argument("--tenant", required=True, help="tenant the key belongs to")
+    c.add_argument("--scopes", default="read,write", help="read,write[,admin]")
+    c.add_argument("--namespaces", help="comma-separated namespaces (default: all of the tenant)")
+    c.add_argument("--rate", type=float, help="requests per second (default: unlimited)")
+    c.set_defaults(func=_keys)
+    c = ks.add_parser("list", help="list keys (never their secrets)")
+    c.add_argument("--data", default=data, help="data directory")
+    c.set_defaults(func=_keys)
+    c = ks.add_parser("revoke", help="revoke a key by id")
+    c.add_argument("id")
+    c.add_argument("--data", default=data, help="data directory")
+    c.set_defaults(func=_keys)
     return parser
 
 

@@ -10,6 +10,8 @@ rebuild the very same class from the code (:func:`error_from_code`)::
     ├── VersionConflictError          version_conflict  409   compare-and-set lost
     ├── QuotaExceededError            quota_exceeded    429   namespace or tenant limit
     ├── StorageError                  storage           503   the durable store failed
+    ├── UnauthorizedError             unauthorized      401   no valid API key
+    ├── ForbiddenError                forbidden         403   the key lacks the scope
     ├── PayloadTooLargeError          payload_too_large 413   a request body over the limit
     ├── EmbeddingError                embedding         502   the embedding service failed
     └── ClosedError                   closed            503   the database was closed
@@ -25,11 +27,13 @@ from typing import Any, ClassVar
 __all__ = [
     "ClosedError",
     "EmbeddingError",
+    "ForbiddenError",
     "NotFoundError",
     "PayloadTooLargeError",
     "QuotaExceededError",
     "StorageError",
     "SynapseError",
+    "UnauthorizedError",
     "ValidationError",
     "VersionConflictError",
     "error_from_code",
@@ -111,6 +115,20 @@ class StorageError(SynapseError):
     http_status = 503
 
 
+class UnauthorizedError(SynapseError):
+    """The server requires an API key and the request carried none that is valid."""
+
+    code = "unauthorized"
+    http_status = 401
+
+
+class ForbiddenError(SynapseError):
+    """The API key is valid but lacks the scope (or namespace) the request needs."""
+
+    code = "forbidden"
+    http_status = 403
+
+
 class PayloadTooLargeError(SynapseError):
     """An HTTP request body over the server's limit (nothing was read into the engine)."""
 
@@ -141,6 +159,8 @@ _BY_CODE: dict[str, type[SynapseError]] = {
         VersionConflictError,
         QuotaExceededError,
         StorageError,
+        UnauthorizedError,
+        ForbiddenError,
         PayloadTooLargeError,
         EmbeddingError,
         ClosedError,

@@ -196,7 +196,7 @@ def test_serve_refuses_a_public_address_without_keys(tmp_path: Path) -> None:
         text=True,
         timeout=60,
     )
-    assert out.returncode == 2 and "non-loopback" in out.stderr
+    assert out.returncode == 2 and "without API keys" in out.stderr
 
 
 def test_every_route_is_documented(tmp_path: Path) -> None:
@@ -209,3 +209,26 @@ def test_every_route_is_documented(tmp_path: Path) -> None:
             for method in route.methods or ():
                 if method != "HEAD":
                     assert f"| {method} | `{route.path}` |" in doc, (method, route.path)
+
+
+def test_keys_cli(tmp_path: Path) -> None:
+    import json
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "synapsedb", "keys", *args,
+                               "--data", str(tmp_path / "d")],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    made = cli("create", "--tenant", "acme", "--scopes", "read,write", "--namespaces", "support")
+    assert made.returncode == 0, made.stderr
+    info = json.loads(made.stdout)
+    assert info["key"].startswith("sdb_") and info["namespaces"] == ["support"]
+    listed = cli("list")
+    assert info["id"] in listed.stdout and info["key"] not in listed.stdout  # never the secret
+    assert info["key"].split("_", 2)[2] not in (tmp_path / "d" / "keys.db").read_bytes().decode(
+        "latin-1"
+    )
+    assert cli("revoke", info["id"]).returncode == 0
+    assert '"revoked": true' in cli("list").stdout
+    bad = cli("create", "--tenant", "Bad Tenant")
+    assert bad.returncode == 2 and "tenant" in bad.stderr

@@ -24,8 +24,18 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..engine import Database, Namespace
-from ..errors import NotFoundError, PayloadTooLargeError, SynapseError, ValidationError
+from ..engine.lifecycle import RateLimiter
+from ..errors import (
+    ForbiddenError,
+    NotFoundError,
+    PayloadTooLargeError,
+    QuotaExceededError,
+    SynapseError,
+    UnauthorizedError,
+    ValidationError,
+)
 from ..validation import check_namespace
+from .keys import SEP, ApiKey, KeyStore, tenant_namespace
 
 __all__ = ["create_app"]
 
@@ -57,11 +67,46 @@ def _plain(obj: Any) -> Any:
 
 
 def error_response(err: SynapseError) -> Response:
+    headers = {}
+    if isinstance(err, QuotaExceededError) and "retry_after" in err.details:
+        headers["Retry-After"] = str(max(1, round(err.details["retry_after"] + 0.5)))
+    if isinstance(err, UnauthorizedError):
+        headers["WWW-Authenticate"] = "Bearer"
     return Response(
         _encoder.encode({"error": err.to_dict()}),
         status_code=err.http_status,
         media_type="application/json",
+        headers=headers,
     )
+
+
+def authorize(request: Request, scope: str) -> ApiKey | None:
+    """The request's API key, when the server has keys; raises 401/403/429 as it fits."""
+    keys: KeyStore | None = request.app.state.keys
+    if keys is None or not keys.enabled:
+        return None
+    header = request.headers.get("authorization", "")
+    token = header[7:].strip() if header.lower().startswith("bearer ") else ""
+    key = keys.authenticate(token) if token else None
+    if key is None:
+        raise UnauthorizedError("a valid API key is required: Authorization: Bearer <key>")
+    if scope not in key.scopes:
+        raise ForbiddenError(f"this key lacks the {scope!r} scope", scope=scope)
+    request.app.state.rates.take(f"key:{key.id}", key.rate)
+    return key
+
+
+def _require(request: Request, scope: str) -> None:
+    key: ApiKey | None = request.state.key
+    if key is not None and scope not in key.scopes:
+        raise ForbiddenError(f"this key lacks the {scope!r} scope", scope=scope)
+
+
+def _public(request: Request, obj: Any) -> Any:
+    """Objects naming their namespace show the name the client used."""
+    if hasattr(obj, "namespace"):
+        return dataclasses.replace(obj, namespace=request.state.ns)
+    return obj
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -120,12 +165,20 @@ def _agent(request: Request, body: dict[str, Any] | None = None) -> str | None:
 Handler = Callable[[Request, Namespace], Awaitable[Response]]
 
 
-def _ns_route(path: str, handler: Handler, methods: list[str]) -> Route:
+def _ns_route(path: str, handler: Handler, methods: list[str], scope: str) -> Route:
     async def endpoint(request: Request) -> Response:
         try:
+            key = authorize(request, scope)
             db: Database = request.app.state.db
-            mem = db.namespace(check_namespace(request.path_params["ns"]))
-            return await handler(request, mem)
+            name = check_namespace(request.path_params["ns"])
+            if key is not None:
+                if key.namespaces is not None and name not in key.namespaces:
+                    raise ForbiddenError(f"this key cannot use namespace {name!r}")
+                internal = tenant_namespace(key.tenant, name)
+            else:
+                internal = name
+            request.state.key, request.state.ns = key, name
+            return await handler(request, db.namespace(internal))
         except SynapseError as err:
             return error_response(err)
         except (TypeError, ValueError) as exc:  # a JSON value of the wrong shape
@@ -318,6 +371,8 @@ async def snapshot(request: Request, mem: Namespace) -> Response:
 
 async def forget(request: Request, mem: Namespace) -> Response:
     body = _pick(await _body(request), {"id", "entity", "purge", "agent"})
+    if body.get("purge"):
+        _require(request, "admin")
     out = await run_in_threadpool(
         mem.forget, body.get("id"), entity=body.get("entity"), purge=body.get("purge", False),
         agent=_agent(request, body),
@@ -327,7 +382,8 @@ async def forget(request: Request, mem: Namespace) -> Response:
 
 async def maintain(request: Request, mem: Namespace) -> Response:
     body = _pick(await _body(request), {"dry_run"})
-    return json_response(await run_in_threadpool(mem.maintain, dry_run=body.get("dry_run", False)))
+    out = await run_in_threadpool(mem.maintain, dry_run=body.get("dry_run", False))
+    return json_response(_public(request, out))
 
 
 async def get_config(request: Request, mem: Namespace) -> Response:
@@ -348,7 +404,7 @@ async def streams(request: Request, mem: Namespace) -> Response:
 
 
 async def stats(request: Request, mem: Namespace) -> Response:
-    return json_response(mem.stats())
+    return json_response(_public(request, mem.stats()))
 
 
 # -- service routes ---------------------------------------------------------------------------
@@ -366,7 +422,18 @@ async def readyz(request: Request) -> Response:
 
 
 async def list_namespaces(request: Request) -> Response:
-    return json_response(request.app.state.db.namespaces())
+    try:
+        key = authorize(request, "read")
+    except SynapseError as err:
+        return error_response(err)
+    names = request.app.state.db.namespaces()
+    if key is None:
+        return json_response([n for n in names if SEP not in n])
+    prefix = key.tenant + SEP
+    mine = [n[len(prefix) :] for n in names if n.startswith(prefix)]
+    if key.namespaces is not None:
+        mine = [n for n in mine if n in key.namespaces]
+    return json_response(mine)
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
@@ -379,37 +446,41 @@ async def method_not_allowed(request: Request, exc: Exception) -> Response:
                     status_code=405, media_type="application/json")  # fmt: skip
 
 
-def create_app(db: Database) -> Starlette:
+def create_app(db: Database, keys: KeyStore | None = None) -> Starlette:
+    """The ASGI app over ``db``. With a ``keys`` store holding live keys, every /v1 request
+    needs one (tenants are isolated); without, access is open (the CLI then binds loopback)."""
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/v1/namespaces", list_namespaces, methods=["GET"]),
-        _ns_route("/memories", write_memory, ["POST"]),
-        _ns_route("/memories", list_memories, ["GET"]),
-        _ns_route("/memories:batch", write_memories, ["POST"]),
-        _ns_route("/memories/{id}", get_memory, ["GET"]),
-        _ns_route("/memories/{id}", update_memory, ["PATCH"]),
-        _ns_route("/memories/{id}", delete_memory, ["DELETE"]),
-        _ns_route("/memories/{id}/history", memory_history, ["GET"]),
-        _ns_route("/facts", get_facts, ["GET"]),
-        _ns_route("/facts", set_fact, ["PUT"]),
-        _ns_route("/facts", delete_fact, ["DELETE"]),
-        _ns_route("/facts/history", fact_history, ["GET"]),
-        _ns_route("/events", append_event, ["POST"]),
-        _ns_route("/events", read_events, ["GET"]),
-        _ns_route("/query", query, ["POST"]),
-        _ns_route("/answers", record_answer, ["POST"]),
-        _ns_route("/answers/{answer_id}/lineage", lineage, ["GET"]),
-        _ns_route("/audit", audit, ["GET"]),
-        _ns_route("/snapshot", snapshot, ["GET"]),
-        _ns_route("/forget", forget, ["POST"]),
-        _ns_route("/maintain", maintain, ["POST"]),
-        _ns_route("/config", get_config, ["GET"]),
-        _ns_route("/config", set_config, ["PUT"]),
-        _ns_route("/entities", entities, ["GET"]),
-        _ns_route("/streams", streams, ["GET"]),
-        _ns_route("/stats", stats, ["GET"]),
+        _ns_route("/memories", write_memory, ["POST"], "write"),
+        _ns_route("/memories", list_memories, ["GET"], "read"),
+        _ns_route("/memories:batch", write_memories, ["POST"], "write"),
+        _ns_route("/memories/{id}", get_memory, ["GET"], "read"),
+        _ns_route("/memories/{id}", update_memory, ["PATCH"], "write"),
+        _ns_route("/memories/{id}", delete_memory, ["DELETE"], "write"),
+        _ns_route("/memories/{id}/history", memory_history, ["GET"], "read"),
+        _ns_route("/facts", get_facts, ["GET"], "read"),
+        _ns_route("/facts", set_fact, ["PUT"], "write"),
+        _ns_route("/facts", delete_fact, ["DELETE"], "write"),
+        _ns_route("/facts/history", fact_history, ["GET"], "read"),
+        _ns_route("/events", append_event, ["POST"], "write"),
+        _ns_route("/events", read_events, ["GET"], "read"),
+        _ns_route("/query", query, ["POST"], "read"),
+        _ns_route("/answers", record_answer, ["POST"], "write"),
+        _ns_route("/answers/{answer_id}/lineage", lineage, ["GET"], "read"),
+        _ns_route("/audit", audit, ["GET"], "read"),
+        _ns_route("/snapshot", snapshot, ["GET"], "read"),
+        _ns_route("/forget", forget, ["POST"], "write"),
+        _ns_route("/maintain", maintain, ["POST"], "admin"),
+        _ns_route("/config", get_config, ["GET"], "read"),
+        _ns_route("/config", set_config, ["PUT"], "admin"),
+        _ns_route("/entities", entities, ["GET"], "read"),
+        _ns_route("/streams", streams, ["GET"], "read"),
+        _ns_route("/stats", stats, ["GET"], "read"),
     ]
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed})
     app.state.db = db
+    app.state.keys = keys
+    app.state.rates = RateLimiter()
     return app

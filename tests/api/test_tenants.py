@@ -1,0 +1,170 @@
+"""Tenants and keys: for every route, tenant B cannot reach or detect tenant A's data."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.routing import Route
+from starlette.testclient import TestClient
+
+import synapsedb
+from synapsedb.server import create_app
+from synapsedb.server.keys import KeyStore
+
+NS = "/v1/namespaces/shared"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
+                        background_maintenance=False)  # fmt: skip
+    keys = KeyStore(tmp_path / "d")
+    tok = {name: keys.create(tenant, scopes, ns, rate)[1] for name, tenant, scopes, ns, rate in [
+        ("a", "tenant-a", ["read", "write", "admin"], None, None),
+        ("b", "tenant-b", ["read", "write", "admin"], None, None),
+        ("a_read", "tenant-a", ["read"], None, None),
+        ("a_write", "tenant-a", ["read", "write"], None, None),
+        ("a_only", "tenant-a", ["read", "write"], ["only"], None),
+        ("a_slow", "tenant-a", ["read"], None, 2.0),
+    ]}  # fmt: skip
+    client = TestClient(create_app(db, keys))
+    a = {"Authorization": f"Bearer {tok['a']}"}
+    client.post(f"{NS}/memories", json={"entity": "user:1", "id": "m1", "content": "A's secret"},
+                headers=a)  # fmt: skip
+    client.put(f"{NS}/facts", json={"entity": "user:1", "key": "k", "value": 1}, headers=a)
+    client.post(f"{NS}/events", json={"entity": "user:1", "event": "A's event"}, headers=a)
+    q = client.post(f"{NS}/query", json={"text": "secret"}, headers=a).json()
+    client.post(f"{NS}/answers", json={"answer_id": "ans1", "query_ids": [q["query_id"]]},
+                headers=a)  # fmt: skip
+    yield {"client": client, "tok": tok, "keys": keys, "db": db}
+    client.close()
+    db.close()
+
+
+def h(env: dict[str, Any], who: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {env['tok'][who]}"}
+
+
+# (method, path, kwargs with A's ids, the same request with ids that never existed)
+PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
+    ("GET", "/v1/namespaces", {}, {}),
+    ("GET", f"{NS}/memories", {"params": {"entity": "user:1"}}, {"params": {"entity": "nobody"}}),
+    ("GET", f"{NS}/memories/m1", {}, {"path": f"{NS}/memories/zz9"}),
+    ("GET", f"{NS}/memories/m1/history", {}, {"path": f"{NS}/memories/zz9/history"}),
+    (
+        "PATCH",
+        f"{NS}/memories/m1",
+        {"json": {"changes": {"content": "x"}}},
+        {"path": f"{NS}/memories/zz9", "json": {"changes": {"content": "x"}}},
+    ),
+    ("DELETE", f"{NS}/memories/m1", {}, {"path": f"{NS}/memories/zz9"}),
+    (
+        "GET",
+        f"{NS}/facts",
+        {"params": {"entity": "user:1", "key": "k"}},
+        {"params": {"entity": "nobody", "key": "k"}},
+    ),
+    (
+        "DELETE",
+        f"{NS}/facts",
+        {"params": {"entity": "user:1", "key": "k"}},
+        {"params": {"entity": "nobody", "key": "k"}},
+    ),
+    (
+        "GET",
+        f"{NS}/facts/history",
+        {"params": {"entity": "user:1", "key": "k"}},
+        {"params": {"entity": "nobody", "key": "k"}},
+    ),
+    ("GET", f"{NS}/events", {"params": {"stream": "user:1"}}, {"params": {"stream": "nobody"}}),
+    ("POST", f"{NS}/query", {"json": {"text": "secret"}}, {"json": {"text": "nothing"}}),
+    ("GET", f"{NS}/answers/ans1/lineage", {}, {"path": f"{NS}/answers/zz9/lineage"}),
+    ("GET", f"{NS}/audit", {"params": {"entity": "user:1"}}, {"params": {"entity": "nobody"}}),
+    ("GET", f"{NS}/snapshot", {"params": {"entity": "user:1"}}, {"params": {"entity": "nobody"}}),
+    ("POST", f"{NS}/forget", {"json": {"id": "m1"}}, {"json": {"id": "zz9"}}),
+    ("GET", f"{NS}/entities", {}, {}),
+    ("GET", f"{NS}/streams", {}, {}),
+    ("GET", f"{NS}/stats", {}, {}),
+    ("GET", f"{NS}/config", {}, {}),
+    ("GET", f"{NS}/memories", {}, {}),
+]
+# routes that create or change things are probed by what B then sees, not by equality
+WRITES = {("POST", "/memories"), ("POST", "/memories:batch"), ("PUT", "/facts"),
+          ("POST", "/events"), ("POST", "/answers"), ("POST", "/maintain"),
+          ("PUT", "/config")}  # fmt: skip
+
+
+def shape(resp: Any) -> Any:
+    body = resp.json()
+    if isinstance(body, dict) and "error" in body:
+        return resp.status_code, body["error"]["code"], body["error"]["details"].get("field")
+    if isinstance(body, dict) and "query_id" in body:
+        return resp.status_code, body["hits"]
+    if isinstance(body, dict) and "recorded_at" in body:
+        return resp.status_code, "object"
+    if isinstance(body, dict):  # echoes of the request (entity, time) are not data
+        return resp.status_code, {k: v for k, v in body.items() if k not in ("entity", "as_of")}
+    return resp.status_code, body
+
+
+def test_tenant_b_cannot_reach_or_detect_tenant_a(env: dict[str, Any]) -> None:
+    c = env["client"]
+    for method, path, kw, control in PROBES:
+        got = c.request(method, path, headers=h(env, "b"), **kw)
+        ckw = {k: v for k, v in control.items() if k != "path"}
+        ref = c.request(method, control.get("path", path), headers=h(env, "b"), **ckw)
+        assert got.status_code < 500 and shape(got) == shape(ref), (method, path)
+        assert "A's" not in got.text
+    # and A still has everything (B's deletes and updates did not touch it)
+    assert c.get(f"{NS}/memories/m1", headers=h(env, "a")).json()["content"] == "A's secret"
+    assert c.get("/v1/namespaces", headers=h(env, "a")).json() == ["shared"]
+    # B's writes land in B's own namespace of the same name
+    c.post(f"{NS}/memories", json={"entity": "user:1", "content": "B's note"}, headers=h(env, "b"))
+    seen_by_a = {m["content"] for m in c.get(f"{NS}/memories", headers=h(env, "a")).json()}
+    assert seen_by_a == {"A's secret", "A's event"}
+    seen_by_b = {m["content"] for m in c.get(f"{NS}/memories", headers=h(env, "b")).json()}
+    assert seen_by_b == {"B's note"}
+
+
+def test_every_route_is_probed(env: dict[str, Any]) -> None:
+    probed = {(m, p.removeprefix(NS)) for m, p, _k, _c in PROBES}
+    probed |= {(m, p.removeprefix(NS)) for m, p in [("GET", f"{NS}/memories/{{id}}")]}
+    for route in env["client"].app.routes:
+        assert isinstance(route, Route)
+        if route.path in ("/healthz", "/readyz"):
+            continue
+        suffix = route.path.removeprefix("/v1/namespaces/{ns}")
+        for method in route.methods or ():
+            if method == "HEAD" or (method, suffix) in WRITES:
+                continue
+            concrete = {p.removeprefix(NS).replace("m1", "{id}").replace("ans1", "{answer_id}")
+                        for m, p, _k, _c in PROBES if m == method}  # fmt: skip
+            assert suffix in concrete or route.path in concrete, (method, route.path)
+
+
+def test_keys_scopes_and_limits(env: dict[str, Any]) -> None:
+    c = env["client"]
+    r = c.get(f"{NS}/stats")
+    assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+    assert r.headers["WWW-Authenticate"] == "Bearer"
+    assert c.get(f"{NS}/stats", headers={"Authorization": "Bearer sdb_bogus_x"}).status_code == 401
+    w = c.post(f"{NS}/memories", json={"entity": "u", "content": "x"}, headers=h(env, "a_read"))
+    assert w.status_code == 403 and w.json()["error"]["details"]["scope"] == "write"
+    assert c.post(f"{NS}/maintain", json={}, headers=h(env, "a_write")).status_code == 403
+    assert c.put(f"{NS}/config", json={"max_hot": 5}, headers=h(env, "a_write")).status_code == 403
+    purge = c.post(f"{NS}/forget", json={"entity": "user:1", "purge": True},
+                   headers=h(env, "a_write"))  # fmt: skip
+    assert purge.status_code == 403
+    assert c.get(f"{NS}/stats", headers=h(env, "a_only")).status_code == 403
+    assert c.get("/v1/namespaces/only/stats", headers=h(env, "a_only")).status_code == 200
+    statuses = [c.get(f"{NS}/stats", headers=h(env, "a_slow")) for _ in range(5)]
+    limited = [r for r in statuses if r.status_code == 429]
+    assert limited and int(limited[0].headers["Retry-After"]) >= 1
+    key_id = env["tok"]["a_read"].split("_")[1]
+    env["keys"].revoke(key_id)
+    time.sleep(0.01)
+    assert c.get(f"{NS}/stats", headers=h(env, "a_read")).status_code == 401
