@@ -232,3 +232,24 @@ def test_keys_cli(tmp_path: Path) -> None:
     assert '"revoked": true' in cli("list").stdout
     bad = cli("create", "--tenant", "Bad Tenant")
     assert bad.returncode == 2 and "tenant" in bad.stderr
+
+
+def test_metrics(client: TestClient) -> None:
+    for i in range(3):
+        client.post(f"{NS}/memories", json={"entity": "u", "content": f"metric note {i}",
+                                             "salience": i / 10})  # fmt: skip
+    client.get(f"{NS}/memories/missing")
+    client.post(f"{NS}/query", json={"text": "metric note"})
+    client.put(f"{NS}/config", json={"max_hot": 1})
+    client.post(f"{NS}/maintain", json={})
+    text = client.get("/metrics").text
+    assert ('synapsedb_http_request_seconds_count{method="POST",'
+            'route="/v1/namespaces/{ns}/memories",status="201"} 3.0') in text  # fmt: skip
+    assert 'route="/v1/namespaces/{ns}/memories/{id}",status="404"' in text
+    for stage in ("embed", "vector", "keyword", "fuse"):
+        assert f'synapsedb_query_stage_seconds_count{{mode="hybrid",stage="{stage}"}} 1.0' in text
+    assert "synapsedb_commit_seconds_count" in text and "synapsedb_committed_rows_total" in text
+    assert "synapsedb_embedding_batch_size_count 3.0" in text
+    assert 'synapsedb_tier_moves_total{direction="demote"} 2.0' in text
+    assert 'synapsedb_memories{namespace="acme",tier="cold"} 2.0' in text
+    assert 'synapsedb_memories{namespace="acme",tier="hot"} 1.0' in text

@@ -135,8 +135,8 @@ def test_every_route_is_probed(env: dict[str, Any]) -> None:
     probed |= {(m, p.removeprefix(NS)) for m, p in [("GET", f"{NS}/memories/{{id}}")]}
     for route in env["client"].app.routes:
         assert isinstance(route, Route)
-        if route.path in ("/healthz", "/readyz"):
-            continue
+        if route.path in ("/healthz", "/readyz", "/metrics"):
+            continue  # service routes: no tenant data (/metrics is admin-only, tested below)
         suffix = route.path.removeprefix("/v1/namespaces/{ns}")
         for method in route.methods or ():
             if method == "HEAD" or (method, suffix) in WRITES:
@@ -160,6 +160,10 @@ def test_keys_scopes_and_limits(env: dict[str, Any]) -> None:
                    headers=h(env, "a_write"))  # fmt: skip
     assert purge.status_code == 403
     assert c.get(f"{NS}/stats", headers=h(env, "a_only")).status_code == 403
+    assert c.get("/metrics").status_code == 401
+    assert c.get("/metrics", headers=h(env, "a_write")).status_code == 403
+    assert c.get("/metrics", headers=h(env, "a")).status_code == 200
+    assert c.get("/healthz").status_code == 200
     assert c.get("/v1/namespaces/only/stats", headers=h(env, "a_only")).status_code == 200
     statuses = [c.get(f"{NS}/stats", headers=h(env, "a_slow")) for _ in range(5)]
     limited = [r for r in statuses if r.status_code == 429]

@@ -28,6 +28,7 @@ from .indexer import Indexer
 from .lifecycle import RateLimiter, parse_config
 from .lineage import Flush, QueryLog
 from .namespace import Namespace
+from .observers import Observers
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
 from .writer import Op, Writer
@@ -75,6 +76,8 @@ class Database:
         except BaseException:
             os.close(self._lock_fd)
             raise
+        self.observers = Observers()
+        self.embedding.on_batch = lambda n: self.observers.emit(self.observers.embed, n)
         self.query_log = QueryLog()
         self.rates = RateLimiter()
         self._last_maintenance = time.monotonic()
@@ -91,7 +94,7 @@ class Database:
             self.clock,
             last_us=last_us,
             max_rows=self.settings.group_commit_max,
-            on_commit=lambda rows, seconds: self._after_commit(),
+            on_commit=self._after_commit,
             log=self.query_log,
             reload=self._reload_namespace,
         )
@@ -223,7 +226,8 @@ class Database:
                 for ns in over:
                     self.namespace(ns).maintain()
 
-    def _after_commit(self) -> None:
+    def _after_commit(self, rows: int, seconds: float) -> None:
+        self.observers.emit(self.observers.commit, rows, seconds)
         self._indexer.wake()
 
     def wait_for_indexes(self, timeout: float | None = None) -> bool:

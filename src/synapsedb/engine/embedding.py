@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +36,7 @@ class EmbeddingService:
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size
         self.batches: list[int] = []  # sizes of recent write batches (for metrics)
+        self.on_batch: Callable[[int], None] | None = None
 
     @property
     def enabled(self) -> bool:
@@ -77,6 +78,8 @@ class EmbeddingService:
         vecs = model.embed([it.content for it in todo])
         self.batches.append(len(todo))
         del self.batches[:-256]
+        if self.on_batch is not None:
+            self.on_batch(len(todo))
         for it, vec in zip(todo, vecs, strict=True):
             vec.setflags(write=False)
             it.vec = vec

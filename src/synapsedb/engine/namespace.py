@@ -462,11 +462,14 @@ class Namespace:
         if has_ttl:  # nothing can expire in a namespace without TTLs: no commit for it
             grace_us = self._db.settings.ttl_grace_s * 1_000_000
             mems, facts = self._db._submit(PurgeExpired(self.name, grace_us, dry_run))
-        return MaintenanceReport(
+        report = MaintenanceReport(
             self.name, dry_run, to_datetime(self._db._now_us()), sorted(mems), sorted(facts),
             demoted=[(m, s, r) for m, t, s, r in moves if t == "cold"],
             promoted=[(m, r) for m, t, _s, r in moves if t == "hot"],
         )  # fmt: skip
+        if not dry_run:
+            self._db.observers.emit(self._db.observers.maintain, report)
+        return report
 
     @property
     def config(self) -> NamespaceConfig:

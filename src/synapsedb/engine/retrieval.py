@@ -4,6 +4,7 @@ embedding, then the executor. Kept apart from the Namespace handle so each stays
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -97,10 +98,12 @@ def run_query(
         text, entity = _scope_entity(text, cat.entities.codes)
     names, named = named_labels(text, cat.label_words) if text else ([], set())
     dense_text = strip_words(text, names) if text and mode == "hybrid" else text
+    t_embed = time.perf_counter()
     if mode == "vector" and qvec is None and dense_text is not None:
         qvec = db.embedding.query(state, dense_text, required=True)
     elif mode == "hybrid" and qvec is None and dense_text:
         qvec = db.embedding.query(state, dense_text, required=False)
+    embed_s = time.perf_counter() - t_embed
     if mode == "vector" and qvec is None:
         raise ValidationError(
             "embedding: mode='vector' needs an embedding or an embedder for the text",
@@ -124,6 +127,7 @@ def run_query(
         named=frozenset(named),
         fusion=db.fusion,
     )
+    spec.timings["embed"] = embed_s
     hits: list[Hit] = []
     if "hot" in wanted_tiers:
         hits = execute(
@@ -142,6 +146,7 @@ def run_query(
         else:
             hits = cold
     touch(state, (h.id for h in hits), db._now_us())
+    db.observers.emit(db.observers.query, mode, spec.timings)
     _log(db, ns, qid, t, agent, asked, filter, entity, k, mode, hits)
     return QueryResult(qid, hits, entity)
 

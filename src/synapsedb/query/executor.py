@@ -7,6 +7,7 @@ holds the rows.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -60,6 +61,7 @@ class QuerySpec:
     explain: bool = False
     has_text: bool = False
     named: frozenset[int] = frozenset()  # speaker labels the query names
+    timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds (observability)
     fusion: Fusion = field(default_factory=Fusion)
 
 
@@ -171,12 +173,17 @@ def execute(
     if use_v:
         assert spec.qvec is not None
         q = (spec.qvec / (float(np.linalg.norm(spec.qvec)) or 1.0)).astype(np.float32)
+        t0 = time.perf_counter()
         v_rows, _ = vector_candidates(cat, spec.qvec, allowed, pool, hnsw)
+        spec.timings["vector"] = spec.timings.get("vector", 0.0) + time.perf_counter() - t0
         cand_parts.append(v_rows)
     bm = None
     if use_k:
+        t0 = time.perf_counter()
         k_rows, _k_scores, bm = cat.keywords.search(spec.terms, allowed, pool, full=True)
+        spec.timings["keyword"] = spec.timings.get("keyword", 0.0) + time.perf_counter() - t0
         cand_parts.append(k_rows)
+    t_fuse = time.perf_counter()
     cand = np.unique(np.concatenate(cand_parts)) if cand_parts else np.zeros(0, np.int64)
     rich = hybrid and spec.has_text
     window = fz.window if rich and fz.context > 0 else 0
@@ -230,7 +237,9 @@ def execute(
     order = np.lexsort((rows, -score))
     comp = {k: v[order] for k, v in comp.items()}
     comp["score"] = score[order]
-    return _finish(cat, spec, rows[order], score[order], comp)
+    hits = _finish(cat, spec, rows[order], score[order], comp)
+    spec.timings["fuse"] = spec.timings.get("fuse", 0.0) + time.perf_counter() - t_fuse
+    return hits
 
 
 def _norm_text(text: str) -> str:

@@ -12,6 +12,7 @@ embed text) run in the thread pool, so concurrent writers share group commits.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -36,6 +37,7 @@ from ..errors import (
 )
 from ..validation import check_namespace
 from .keys import SEP, ApiKey, KeyStore, tenant_namespace
+from .metrics import Metrics
 
 __all__ = ["create_app"]
 
@@ -421,6 +423,44 @@ async def readyz(request: Request) -> Response:
     return json_response({"status": "ready", "namespaces": len(db.namespaces())})
 
 
+async def metrics(request: Request) -> Response:
+    try:
+        authorize(request, "admin")  # its labels name namespaces: operators only, once keys exist
+    except SynapseError as err:
+        return error_response(err)
+    m: Metrics = request.app.state.metrics
+    return Response(m.render(), media_type=Metrics.CONTENT_TYPE)
+
+
+class _Timing:
+    """ASGI middleware: request latency per route template, method and status."""
+
+    def __init__(self, app: Any, metrics: Metrics) -> None:
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+        start = time.perf_counter()
+
+        async def send_status(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", "unmatched")
+            self.metrics.requests.labels(path, scope["method"], str(status)).observe(
+                time.perf_counter() - start
+            )
+
+
 async def list_namespaces(request: Request) -> Response:
     try:
         key = authorize(request, "read")
@@ -452,6 +492,7 @@ def create_app(db: Database, keys: KeyStore | None = None) -> Starlette:
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
         Route("/v1/namespaces", list_namespaces, methods=["GET"]),
         _ns_route("/memories", write_memory, ["POST"], "write"),
         _ns_route("/memories", list_memories, ["GET"], "read"),
@@ -480,6 +521,8 @@ def create_app(db: Database, keys: KeyStore | None = None) -> Starlette:
         _ns_route("/stats", stats, ["GET"], "read"),
     ]
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed})
+    app.state.metrics = Metrics(db)
+    app.add_middleware(_Timing, metrics=app.state.metrics)
     app.state.db = db
     app.state.keys = keys
     app.state.rates = RateLimiter()

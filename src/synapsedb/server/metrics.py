@@ -1,0 +1,84 @@
+"""Prometheus metrics: request latency per route and status, query stage timings, commit
+latency, embedding batch sizes, tier moves, and memories per namespace and tier (read at
+scrape time). One registry per app (no process-global state)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from ..engine import Database
+
+__all__ = ["Metrics"]
+
+_FAST = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
+
+
+class _Tiers(Collector):
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "synapsedb_memories", "Memories per namespace and tier", labels=["namespace", "tier"]
+        )
+        if not self.db.closed:
+            for name, state in list(self.db._states.items()):
+                family.add_metric([name, "hot"], state.live)
+                family.add_metric([name, "cold"], len(state.cold))
+        yield family
+
+
+class Metrics:
+    CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+    def __init__(self, db: Database) -> None:
+        self.registry = r = CollectorRegistry()
+        self.requests = Histogram(
+            "synapsedb_http_request_seconds", "HTTP request latency",
+            ["route", "method", "status"], registry=r, buckets=_FAST,
+        )  # fmt: skip
+        self.stages = Histogram(
+            "synapsedb_query_stage_seconds", "Query stage timings (embed, vector, keyword, fuse)",
+            ["mode", "stage"], registry=r, buckets=_FAST,
+        )  # fmt: skip
+        self.commits = Histogram(
+            "synapsedb_commit_seconds", "Storage commit latency (one group commit)",
+            registry=r, buckets=_FAST,
+        )  # fmt: skip
+        self.commit_rows = Counter("synapsedb_committed_rows", "Rows committed", registry=r)
+        self.embed_batch = Histogram(
+            "synapsedb_embedding_batch_size", "Texts per embedding batch",
+            registry=r, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096),
+        )  # fmt: skip
+        self.moves = Counter(
+            "synapsedb_tier_moves", "Memories demoted (evicted) or promoted", ["direction"],
+            registry=r,
+        )  # fmt: skip
+        r.register(_Tiers(db))
+        obs = db.observers
+        obs.commit.append(self._commit)
+        obs.query.append(self._query)
+        obs.embed.append(self.embed_batch.observe)
+        obs.maintain.append(self._maintain)
+
+    def _commit(self, rows: int, seconds: float) -> None:
+        self.commits.observe(seconds)
+        self.commit_rows.inc(rows)
+
+    def _query(self, mode: str, timings: dict[str, float]) -> None:
+        for stage, seconds in timings.items():
+            self.stages.labels(mode, stage).observe(seconds)
+
+    def _maintain(self, report: Any) -> None:
+        if report.demoted:
+            self.moves.labels("demote").inc(len(report.demoted))
+        if report.promoted:
+            self.moves.labels("promote").inc(len(report.promoted))
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
