@@ -75,16 +75,31 @@ def open(
     return Database(path, settings=settings, clock=clock, embedder=embedder, **overrides)
 
 
-def connect(url: str, *, api_key: str | None = None, timeout: float = 30.0) -> Any:
+def connect(
+    url: str,
+    *,
+    api_key: str | None = None,
+    timeout: float = 30.0,
+    verify: str | bool = True,
+    cert: str | tuple[str, str] | None = None,
+) -> Any:
     """Connect to a SynapseDB server: the same methods, arguments, return types and exception
-    classes as :func:`open` (returns a ``synapsedb.client.RemoteDatabase``)."""
+    classes as :func:`open` (returns a ``synapsedb.client.RemoteDatabase``). ``verify`` is a
+    CA bundle path (or a bool) for HTTPS; ``cert`` a client certificate for mutual TLS."""
     from .client import RemoteDatabase
 
-    return RemoteDatabase(url, api_key=api_key, timeout=timeout)
+    return RemoteDatabase(url, api_key=api_key, timeout=timeout, verify=verify, cert=cert)
 
 
-def connect_async(url: str, *, api_key: str | None = None, timeout: float = 30.0) -> Any:
+def connect_async(
+    url: str,
+    *,
+    api_key: str | None = None,
+    timeout: float = 30.0,
+    verify: str | bool = True,
+    cert: str | tuple[str, str] | None = None,
+) -> Any:
     """Like :func:`connect`, with every namespace method returning an awaitable."""
     from .client import AsyncRemoteDatabase
 
-    return AsyncRemoteDatabase(url, api_key=api_key, timeout=timeout)
+    return AsyncRemoteDatabase(url, api_key=api_key, timeout=timeout, verify=verify, cert=cert)

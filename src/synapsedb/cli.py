@@ -37,6 +37,18 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.tls_client_ca and not (args.tls_cert and args.tls_key):
+        print("error: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
+        return 2
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print("error: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    for path in (args.tls_cert, args.tls_key, args.tls_client_ca):
+        if path and not os.path.isfile(path):
+            print(f"error: {path}: no such file", file=sys.stderr)
+            return 2
+    import ssl
+
     import uvicorn
 
     from .config import Settings
@@ -46,11 +58,17 @@ def _serve(args: argparse.Namespace) -> int:
     db = open_db(args.data, settings=settings)
     try:
         mode = "API keys required" if keys.enabled else "open access (no API keys)"
+        scheme = "https" if args.tls_cert else "http"
+        if args.tls_client_ca:
+            mode += ", client certificates required"
         print(f"synapsedb {__version__}: serving {args.data} on "
-              f"http://{args.host}:{args.port} ({mode})", flush=True)  # fmt: skip
+              f"{scheme}://{args.host}:{args.port} ({mode})", flush=True)  # fmt: skip
         uvicorn.run(
             create_app(db, keys), host=args.host, port=args.port, log_level=args.log_level,
             access_log=False, loop="auto", http="auto",
+            ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
+            ssl_ca_certs=args.tls_client_ca,
+            ssl_cert_reqs=ssl.CERT_REQUIRED if args.tls_client_ca else ssl.CERT_NONE,
         )  # fmt: skip
     finally:
         db.close()
@@ -95,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=int(os.environ.get("SYNAPSEDB_PORT", "7379")),
                    help="port (env SYNAPSEDB_PORT)")  # fmt: skip
     p.add_argument("--log-level", default="warning", help="uvicorn log level")
+    p.add_argument("--tls-cert", default=os.environ.get("SYNAPSEDB_TLS_CERT"),
+                   help="server certificate (PEM): serve HTTPS")  # fmt: skip
+    p.add_argument("--tls-key", default=os.environ.get("SYNAPSEDB_TLS_KEY"),
+                   help="server private key (PEM)")  # fmt: skip
+    p.add_argument("--tls-client-ca", default=os.environ.get("SYNAPSEDB_TLS_CLIENT_CA"),
+                   help="CA bundle: require client certificates signed by it (mutual TLS)")  # fmt: skip
     p.set_defaults(func=_serve)
     data = os.environ.get("SYNAPSEDB_DATA", "./synapse-data")
     p = sub.add_parser("keys", help="create, list and revoke API keys (stored as hashes)")

@@ -29,8 +29,10 @@ class AsyncRemoteDatabase:
         api_key: str | None = None,
         timeout: float = 30.0,
         client: httpx.AsyncClient | None = None,
+        verify: str | bool = True,
+        cert: str | tuple[str, str] | None = None,
     ) -> None:
-        self._http = client or httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout)
+        self._http = client or _client(url, timeout, verify, cert)
         if api_key:
             self._http.headers["Authorization"] = f"Bearer {api_key}"
         self._own = client is None
@@ -66,3 +68,25 @@ class AsyncRemoteDatabase:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _client(
+    url: str, timeout: float, verify: str | bool, cert: str | tuple[str, str] | None
+) -> httpx.AsyncClient:
+    """``verify``: True, False or a CA bundle path; ``cert``: a client certificate (mutual
+    TLS) as a PEM path or (cert, key) paths."""
+    import ssl
+
+    ctx: ssl.SSLContext | bool = (
+        verify if isinstance(verify, bool) else ssl.create_default_context(cafile=verify)
+    )
+    if cert is not None:
+        if not isinstance(ctx, ssl.SSLContext):
+            verify_server = ctx
+            ctx = ssl.create_default_context()
+            if not verify_server:
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+        certfile, keyfile = (cert, None) if isinstance(cert, str) else cert
+        ctx.load_cert_chain(certfile, keyfile)
+    return httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout, verify=ctx)

@@ -41,9 +41,11 @@ class RemoteDatabase:
         api_key: str | None = None,
         timeout: float = 30.0,
         client: httpx.Client | None = None,
+        verify: str | bool = True,
+        cert: str | tuple[str, str] | None = None,
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = client or httpx.Client(base_url=url.rstrip("/"), timeout=timeout)
+        self._http = client or _client(url, timeout, verify, cert)
         self._http.headers.update(headers)
         self._own = client is None
         self._closed = False
@@ -319,3 +321,25 @@ class RemoteNamespace:
 
     def stats(self) -> Stats:
         return self._run(calls.stats(self.name))  # type: ignore[no-any-return]
+
+
+def _client(
+    url: str, timeout: float, verify: str | bool, cert: str | tuple[str, str] | None
+) -> httpx.Client:
+    """``verify``: True, False or a CA bundle path; ``cert``: a client certificate (mutual
+    TLS) as a PEM path or (cert, key) paths."""
+    import ssl
+
+    ctx: ssl.SSLContext | bool = (
+        verify if isinstance(verify, bool) else ssl.create_default_context(cafile=verify)
+    )
+    if cert is not None:
+        if not isinstance(ctx, ssl.SSLContext):
+            verify_server = ctx
+            ctx = ssl.create_default_context()
+            if not verify_server:
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+        certfile, keyfile = (cert, None) if isinstance(cert, str) else cert
+        ctx.load_cert_chain(certfile, keyfile)
+    return httpx.Client(base_url=url.rstrip("/"), timeout=timeout, verify=ctx)
