@@ -8,8 +8,9 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from . import __version__
+from . import __version__, connect
 from . import open as open_db
 from .errors import SynapseError
 
@@ -97,6 +98,55 @@ def _keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print(value: Any) -> None:
+    import msgspec
+
+    from .server.app import _encoder, _plain
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = _plain(value)
+    elif isinstance(value, list):
+        value = [_plain(v) if dataclasses.is_dataclass(v) else v for v in value]
+    print(msgspec.json.format(_encoder.encode(value), indent=2).decode())
+
+
+def _remote(args: argparse.Namespace) -> int:
+    db = connect(args.url, api_key=args.api_key)
+    try:
+        mem = db.namespace(args.namespace, agent=args.agent)
+        cmd = args.command
+        if cmd == "write":
+            memory: dict[str, Any] = {"content": args.text, "type": args.type}
+            if args.salience is not None:
+                memory["salience"] = args.salience
+            if args.metadata:
+                memory["metadata"] = json.loads(args.metadata)
+            _print(mem.write(args.entity, memory))
+        elif cmd == "query":
+            res = mem.query(
+                args.text, k=args.k, entity=args.entity, as_of=args.as_of,
+                filter=json.loads(args.filter) if args.filter else None,
+            )  # fmt: skip
+            if args.json:
+                _print(res)
+            else:
+                print(f"query {res.query_id}" + (f" (entity {res.entity})" if res.entity else ""))
+                for h in res:
+                    print(f"{h.score:8.4f}  {h.id}  [{h.entity}] {h.content}")
+        elif cmd == "get":
+            _print(mem.get(args.target, args.key, as_of=args.as_of) if args.key
+                   else mem.get(args.target, as_of=args.as_of))  # fmt: skip
+        elif cmd == "set":
+            _print(mem.set(args.entity, args.key, json.loads(args.value)))
+        elif cmd == "events":
+            _print(mem.events(args.stream, limit=args.limit, order=args.order))
+        else:  # lineage
+            _print(mem.lineage(args.answer_id))
+    finally:
+        db.close()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="synapsedb", description="SynapseDB: memory for agents")
     parser.add_argument("--version", action="version", version=f"synapsedb {__version__}")
@@ -120,6 +170,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-client-ca", default=os.environ.get("SYNAPSEDB_TLS_CLIENT_CA"),
                    help="CA bundle: require client certificates signed by it (mutual TLS)")  # fmt: skip
     p.set_defaults(func=_serve)
+    remote = argparse.ArgumentParser(add_help=False)
+    remote.add_argument("--url", default=os.environ.get("SYNAPSEDB_URL", "http://127.0.0.1:7379"),
+                        help="server URL (env SYNAPSEDB_URL)")  # fmt: skip
+    remote.add_argument("--api-key", default=os.environ.get("SYNAPSEDB_API_KEY"),
+                        help="API key (env SYNAPSEDB_API_KEY)")  # fmt: skip
+    remote.add_argument("-n", "--namespace", default=os.environ.get("SYNAPSEDB_NAMESPACE",
+                        "default"), help="namespace (env SYNAPSEDB_NAMESPACE)")  # fmt: skip
+    remote.add_argument("--agent", default=os.environ.get("SYNAPSEDB_AGENT"),
+                        help="agent recorded as writer or asker (env SYNAPSEDB_AGENT)")  # fmt: skip
+    p = sub.add_parser("write", parents=[remote], help="write a memory")
+    p.add_argument("entity")
+    p.add_argument("text")
+    p.add_argument("--type", default="fact")
+    p.add_argument("--salience", type=float)
+    p.add_argument("--metadata", help="JSON object")
+    p.set_defaults(func=_remote)
+    p = sub.add_parser("query", parents=[remote], help="query by meaning and keywords")
+    p.add_argument("text")
+    p.add_argument("-k", type=int, default=10)
+    p.add_argument("--entity")
+    p.add_argument("--filter", help="JSON filter")
+    p.add_argument("--as-of", dest="as_of")
+    p.add_argument("--json", action="store_true", help="the whole result as JSON")
+    p.set_defaults(func=_remote)
+    p = sub.add_parser("get", parents=[remote], help="a memory by id, or a fact: ENTITY KEY")
+    p.add_argument("target")
+    p.add_argument("key", nargs="?")
+    p.add_argument("--as-of", dest="as_of")
+    p.set_defaults(func=_remote)
+    p = sub.add_parser("set", parents=[remote], help="set a KV fact: ENTITY KEY JSON-VALUE")
+    p.add_argument("entity")
+    p.add_argument("key")
+    p.add_argument("value")
+    p.set_defaults(func=_remote)
+    p = sub.add_parser("events", parents=[remote], help="read a stream")
+    p.add_argument("stream")
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--order", choices=("asc", "desc"), default="asc")
+    p.set_defaults(func=_remote)
+    p = sub.add_parser("lineage", parents=[remote], help="what an answer was built on")
+    p.add_argument("answer_id")
+    p.set_defaults(func=_remote)
     data = os.environ.get("SYNAPSEDB_DATA", "./synapse-data")
     p = sub.add_parser("keys", help="create, list and revoke API keys (stored as hashes)")
     ks = p.add_subparsers(dest="keys_command", required=True)
@@ -146,6 +238,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except SynapseError as exc:
         print(f"error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 2
+    except json.JSONDecodeError as exc:
+        print(f"error [validation]: not valid JSON: {exc}", file=sys.stderr)
         return 2
 
 

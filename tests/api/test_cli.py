@@ -1,0 +1,68 @@
+"""The CLI's data commands against a real server on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.api.test_http import free_port
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "synapsedb", "serve", "--data", str(tmp_path / "d"),
+         "--port", str(port)],
+        env={**os.environ, "SYNAPSEDB_EMBEDDER": "none"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(f"{url}/readyz", timeout=1)
+            break
+        except httpx.TransportError:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def run(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SYNAPSEDB_URL": url, "SYNAPSEDB_NAMESPACE": "cli"}
+    return subprocess.run([sys.executable, "-m", "synapsedb", *args], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def test_cli_commands(server: str) -> None:
+    w = run(server, "write", "user:4321", "Refund requested for order 1458", "--salience", "0.9",
+            "--metadata", '{"channel": "email"}', "--agent", "intake")  # fmt: skip
+    assert w.returncode == 0, w.stderr
+    m = json.loads(w.stdout)
+    assert m["agent"] == "intake" and m["metadata"] == {"channel": "email"}
+    q = run(server, "query", "user:4321 refund")
+    assert q.returncode == 0 and "Refund requested for order 1458" in q.stdout
+    assert "(entity user:4321)" in q.stdout
+    qid = json.loads(run(server, "query", "refund", "--json").stdout)["query_id"]
+    assert json.loads(run(server, "get", m["id"]).stdout)["content"].startswith("Refund")
+    assert run(server, "set", "user:4321", "order", '{"id": 1458}').returncode == 0
+    assert json.loads(run(server, "get", "user:4321", "order").stdout)["value"] == {"id": 1458}
+    httpx.post(f"{server}/v1/namespaces/cli/events", json={"entity": "s", "event": "hello"})
+    assert json.loads(run(server, "events", "s").stdout)[0]["content"] == "hello"
+    httpx.post(f"{server}/v1/namespaces/cli/answers", json={"answer_id": "a1", "query_ids": [qid]})
+    assert json.loads(run(server, "lineage", "a1").stdout)["answer_id"] == "a1"
+    missing = run(server, "get", "no-such-id")
+    assert missing.returncode == 2 and "error [not_found]" in missing.stderr
+    bad = run(server, "set", "u", "k", "{not json")
+    assert bad.returncode == 2 and "JSON" in bad.stderr
