@@ -138,6 +138,33 @@ def _remote(args: argparse.Namespace) -> int:
                    else mem.get(args.target, as_of=args.as_of))  # fmt: skip
         elif cmd == "set":
             _print(mem.set(args.entity, args.key, json.loads(args.value)))
+        elif cmd == "export":
+            out = open(args.out, "wb") if args.out else sys.stdout.buffer  # noqa: SIM115
+            import msgspec
+
+            enc = msgspec.json.Encoder()
+            n = 0
+            for rec in mem.export():
+                out.write(enc.encode(rec) + b"\n")
+                n += 1
+                if n % 10_000 == 0:
+                    print(f"\rexported {n:,} records", end="", file=sys.stderr, flush=True)
+            if args.out:
+                out.close()
+            print(f"\rexported {n:,} records from {args.namespace}", file=sys.stderr)
+        elif cmd == "import":
+            records = []
+            with open(args.file, "rb") as fh:
+                for line in fh:
+                    if line.strip():
+                        records.append(json.loads(line))
+                    if len(records) % 10_000 == 0 and records:
+                        print(f"\rread {len(records):,} records", end="", file=sys.stderr,
+                              flush=True)  # fmt: skip
+            print(f"\rread {len(records):,} records; importing (one transaction)...",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            n = mem.import_records(records)
+            print(f"imported {n:,} memory versions into {args.namespace}", file=sys.stderr)
         elif cmd == "events":
             _print(mem.events(args.stream, limit=args.limit, order=args.order))
         else:  # lineage
@@ -208,6 +235,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("stream")
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--order", choices=("asc", "desc"), default="asc")
+    p.set_defaults(func=_remote)
+    p = sub.add_parser("export", parents=[remote], help="a namespace as JSON lines (lossless)")
+    p.add_argument("--out", help="file (default: standard output)")
+    p.set_defaults(func=_remote)
+    p = sub.add_parser(
+        "import", parents=[remote], help="JSON lines from export, into an empty namespace"
+    )
+    p.add_argument("file")
     p.set_defaults(func=_remote)
     p = sub.add_parser("lineage", parents=[remote], help="what an answer was built on")
     p.add_argument("answer_id")

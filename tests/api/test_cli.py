@@ -66,3 +66,29 @@ def test_cli_commands(server: str) -> None:
     assert missing.returncode == 2 and "error [not_found]" in missing.stderr
     bad = run(server, "set", "u", "k", "{not json")
     assert bad.returncode == 2 and "JSON" in bad.stderr
+
+
+def test_export_import_between_namespaces(server: str, tmp_path: Path) -> None:
+    import synapsedb
+
+    with synapsedb.connect(server) as db:
+        mem = db.namespace("cli")
+        m = mem.write("u", "first version")
+        mem.update(m.id, {"content": "second version"})
+        mem.set("u", "k", [1, 2])
+        res = mem.query("version")
+        mem.record_answer("a1", [res.query_id], cited=[m.id])
+    out = tmp_path / "cli.jsonl"
+    exp = run(server, "export", "--out", str(out))
+    assert exp.returncode == 0, exp.stderr
+    assert "exported" in exp.stderr and out.read_bytes().count(b"\n") >= 5
+    imp = run(server, "import", str(out), "-n", "cli-copy")
+    assert imp.returncode == 0, imp.stderr
+    with synapsedb.connect(server) as db:
+        a, b = db.namespace("cli"), db.namespace("cli-copy")
+        assert a.history(m.id) == b.history(m.id)
+        assert a.lineage("a1") == b.lineage("a1")
+        assert a.get("u", "k") == b.get("u", "k")
+        assert list(a.export())[1:] == list(b.export())[1:]
+    again = run(server, "import", str(out), "-n", "cli-copy")
+    assert again.returncode == 2 and "already holds data" in again.stderr

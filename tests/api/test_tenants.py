@@ -51,6 +51,8 @@ def h(env: dict[str, Any], who: str) -> dict[str, str]:
 
 # (method, path, kwargs with A's ids, the same request with ids that never existed)
 PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
+    # first: later probes add B's own query log to B's namespace
+    ("GET", f"{NS}/export", {}, {"path": "/v1/namespaces/never-used/export"}),
     ("GET", "/v1/namespaces", {}, {}),
     ("GET", f"{NS}/memories", {"params": {"entity": "user:1"}}, {"params": {"entity": "nobody"}}),
     ("GET", f"{NS}/memories/m1", {}, {"path": f"{NS}/memories/zz9"}),
@@ -94,11 +96,13 @@ PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
 ]
 # routes that create or change things are probed by what B then sees, not by equality
 WRITES = {("POST", "/memories"), ("POST", "/memories:batch"), ("PUT", "/facts"),
-          ("POST", "/events"), ("POST", "/answers"), ("POST", "/maintain"),
+          ("POST", "/events"), ("POST", "/answers"), ("POST", "/maintain"), ("POST", "/import"),
           ("PUT", "/config")}  # fmt: skip
 
 
 def shape(resp: Any) -> Any:
+    if resp.headers.get("content-type", "").startswith("application/x-ndjson"):
+        return resp.status_code, resp.text
     body = resp.json()
     if isinstance(body, dict) and "error" in body:
         return resp.status_code, body["error"]["code"], body["error"]["details"].get("field")

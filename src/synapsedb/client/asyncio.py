@@ -41,15 +41,18 @@ class AsyncRemoteDatabase:
     async def _run(self, call: Call) -> Any:
         if self._closed:
             raise ClosedError("the client is closed")
-        headers = {"X-Agent": call.agent} if call.agent else None
+        headers = {"X-Agent": call.agent} if call.agent else {}
+        if call.content is not None:
+            headers["Content-Type"] = "application/x-ndjson"
         try:
             resp = await self._http.request(call.method, call.path, params=call.params,
-                                            json=call.json, headers=headers)  # fmt: skip
+                                            json=call.json, content=call.content,
+                                            headers=headers)  # fmt: skip
         except httpx.TransportError as exc:
             raise StorageError(f"server unreachable: {exc}") from exc
         if resp.status_code >= 400:
             raise calls.error_of(resp.status_code, resp.content)
-        return calls.decode(resp.content, call.type)
+        return calls.decode_answer(call, resp.content)
 
     def namespace(self, name: str, *, agent: str | None = None) -> RemoteNamespace:
         """A namespace whose methods return awaitables (``await mem.get(id)``)."""

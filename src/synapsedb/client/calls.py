@@ -7,7 +7,7 @@ The sync client (and an async one) only execute calls, so the two can never drif
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -42,6 +42,9 @@ class Call:
     params: dict[str, Any] | None = None
     json: Any = None
     agent: str | None = None
+    content: bytes | None = None  # a raw body (JSON lines), instead of ``json``
+    lines: bool = False  # the answer is JSON lines, decoded to a list of objects
+    post: Callable[[Any], Any] | None = None  # shapes the decoded answer (sync and async alike)
 
 
 def _dec_hook(tp: Any, obj: Any) -> Any:
@@ -236,6 +239,25 @@ def streams(ns: str, as_of: Any) -> Call:
 
 def stats(ns: str) -> Call:
     return Call("GET", f"{base(ns)}/stats", Stats)
+
+
+def export(ns: str) -> Call:
+    return Call("GET", f"{base(ns)}/export", dict, lines=True, post=iter)
+
+
+def import_records(ns: str, records: Iterable[Any]) -> Call:
+    enc = msgspec.json.Encoder()
+    body = b"".join(enc.encode(_json(r)) + b"\n" for r in records)
+    return Call("POST", f"{base(ns)}/import", dict, content=body,
+                post=lambda d: int(d["imported"]))  # fmt: skip
+
+
+def decode_answer(call: Call, raw: bytes) -> Any:
+    if call.lines:
+        out: Any = [msgspec.json.decode(line) for line in raw.splitlines() if line.strip()]
+    else:
+        out = decode(raw, call.type)
+    return call.post(out) if call.post is not None else out
 
 
 def namespaces() -> Call:

@@ -4,7 +4,7 @@ error codes)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, overload
 
 import httpx
@@ -53,15 +53,18 @@ class RemoteDatabase:
     def _run(self, call: Call) -> Any:
         if self._closed:
             raise ClosedError("the client is closed")
-        headers = {"X-Agent": call.agent} if call.agent else None
+        headers = {"X-Agent": call.agent} if call.agent else {}
+        if call.content is not None:
+            headers["Content-Type"] = "application/x-ndjson"
         try:
             resp = self._http.request(call.method, call.path, params=call.params,
-                                      json=call.json, headers=headers)  # fmt: skip
+                                      json=call.json, content=call.content,
+                                      headers=headers)  # fmt: skip
         except httpx.TransportError as exc:
             raise StorageError(f"server unreachable: {exc}") from exc
         if resp.status_code >= 400:
             raise calls.error_of(resp.status_code, resp.content)
-        return calls.decode(resp.content, call.type)
+        return calls.decode_answer(call, resp.content)
 
     def namespace(self, name: str, *, agent: str | None = None) -> RemoteNamespace:
         return RemoteNamespace(self, check_namespace(name), check_agent(agent))
@@ -221,6 +224,12 @@ class RemoteNamespace:
         agent: str | None = None,
     ) -> Forgotten:
         return self._run(calls.forget(self.name, id, entity, purge, self._who(agent)))  # type: ignore[no-any-return]
+
+    def export(self) -> Iterator[dict[str, Any]]:
+        return self._run(calls.export(self.name))  # type: ignore[no-any-return]
+
+    def import_records(self, records: Iterable[dict[str, Any]]) -> int:
+        return self._run(calls.import_records(self.name, records))  # type: ignore[no-any-return]
 
     def maintain(self, *, dry_run: bool = False) -> MaintenanceReport:
         return self._run(calls.maintain(self.name, dry_run))  # type: ignore[no-any-return]

@@ -61,6 +61,7 @@ from .ops import (
 from .records import FactRec, MemRec
 from .retrieval import run_query
 from .state import NamespaceState, version_at
+from .transfer import ImportNamespace, export_records, import_batch
 
 if TYPE_CHECKING:
     from .database import Database
@@ -484,6 +485,18 @@ class Namespace:
         ``promote_after``, ``cold_fallback``. Durable; returns the new settings."""
         cfg = check_config(self.config, changes)
         return self._db._submit(ConfigureNamespace(self.name, cfg))
+
+    def export(self) -> Iterator[dict[str, Any]]:
+        """Every stored row of the namespace as JSON-ready records, for ``import_records`` on
+        another database (or server): nothing is lost, history and lineage included."""
+        self._db._flush_log()
+        return export_records(self._db._storage, self.name)
+
+    def import_records(self, records: Iterable[dict[str, Any]]) -> int:
+        """Write an ``export()`` stream into this namespace, which must be empty, in one
+        transaction (all or nothing). Returns the number of memory versions imported."""
+        data = import_batch(self.name, records)
+        return int(self._db._submit(ImportNamespace(self.name, data)))
 
     # -- lineage and audit -----------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ class Tx:
         self.events: list[tuple[str, EventRec]] = []
         self.impacts: list[tuple[str, str]] = []  # (namespace, memory id) behind a new answer
         self.reloads: list[str] = []  # namespaces to rebuild from storage after the commit
+        self.bump_us = 0  # imported history: system time must not go back past it
         self.configs: list[tuple[str, Any]] = []  # (namespace, NamespaceConfig) to apply
         self.new_live: dict[str, tuple[int, int]] = {}  # per namespace: memories, bytes added
         self._mem_tip: dict[tuple[str, str], MemRec] = {}
@@ -274,6 +275,7 @@ class Writer:
             if self._on_commit is not None:
                 self._on_commit(len(tx.batch), time.perf_counter() - started)
         tx.apply()
+        self._last_us = max(self._last_us, tx.bump_us)
         for ns in tx.reloads:  # after an erasure: rebuild the namespace from what is stored
             assert self._reload is not None
             state = self._reload(ns)

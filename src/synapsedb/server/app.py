@@ -21,7 +21,7 @@ import numpy as np
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from ..engine import Database, Namespace
@@ -388,6 +388,26 @@ async def maintain(request: Request, mem: Namespace) -> Response:
     return json_response(_public(request, out))
 
 
+async def export_ns(request: Request, mem: Namespace) -> Response:
+    records = await run_in_threadpool(lambda: list(mem.export()))
+
+    def lines() -> Any:
+        for rec in records:
+            yield _encoder.encode(rec) + b"\n"
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+async def import_ns(request: Request, mem: Namespace) -> Response:
+    raw = await request.body()  # admin only; no 8 MiB cap: a namespace can be large
+    try:
+        records = [msgspec.json.decode(line) for line in raw.splitlines() if line.strip()]
+    except msgspec.DecodeError as exc:
+        raise ValidationError(f"body: not JSON lines ({exc})", field="body") from None
+    n = await run_in_threadpool(mem.import_records, records)
+    return json_response({"imported": n}, 201)
+
+
 async def get_config(request: Request, mem: Namespace) -> Response:
     return json_response(mem.config)
 
@@ -514,6 +534,8 @@ def create_app(db: Database, keys: KeyStore | None = None) -> Starlette:
         _ns_route("/snapshot", snapshot, ["GET"], "read"),
         _ns_route("/forget", forget, ["POST"], "write"),
         _ns_route("/maintain", maintain, ["POST"], "admin"),
+        _ns_route("/export", export_ns, ["GET"], "admin"),
+        _ns_route("/import", import_ns, ["POST"], "admin"),
         _ns_route("/config", get_config, ["GET"], "read"),
         _ns_route("/config", set_config, ["PUT"], "admin"),
         _ns_route("/entities", entities, ["GET"], "read"),

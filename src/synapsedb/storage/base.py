@@ -63,6 +63,10 @@ class Storage(Protocol):
         """Every row (or one namespace's) in commit order."""
         ...
 
+    def export_rows(self, ns: str) -> LoadedRows:
+        """Like ``load(ns)``, read completely before returning (safe next to commits)."""
+        ...
+
     def commit(self, batch: Batch) -> None: ...
 
     # lineage and audit reads (rare, never on the query path)

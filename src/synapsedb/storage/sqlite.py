@@ -246,6 +246,22 @@ class SQLiteStorage:
             answers=self._rows(f"SELECT ns, id, memories FROM answers{where}", args),
         )
 
+    def export_rows(self, ns: str) -> LoadedRows:
+        """One namespace's rows, read completely under the lock (no cursor left open while a
+        commit runs on the shared connection)."""
+        with self._lock:
+            rows = self.load(ns)
+            return LoadedRows(
+                namespaces=iter(list(rows.namespaces)),
+                tiers=iter(list(rows.tiers)),
+                access=iter(list(rows.access)),
+                memory_rows=rows.memory_rows,
+                memories=iter(list(rows.memories)),
+                facts=iter(list(rows.facts)),
+                events=iter(list(rows.events)),
+                answers=iter(list(rows.answers)),
+            )
+
     def commit(self, batch: Batch) -> None:
         conn = self._conn
         with self._lock:
