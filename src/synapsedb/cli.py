@@ -165,6 +165,10 @@ def _remote(args: argparse.Namespace) -> int:
                   file=sys.stderr, flush=True)  # fmt: skip
             n = mem.import_records(records)
             print(f"imported {n:,} memory versions into {args.namespace}", file=sys.stderr)
+        elif cmd == "demo":
+            from .demo import run_demo
+
+            run_demo(db, args.demo_namespace)
         elif cmd == "events":
             _print(mem.events(args.stream, limit=args.limit, order=args.order))
         else:  # lineage
@@ -243,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
         "import", parents=[remote], help="JSON lines from export, into an empty namespace"
     )
     p.add_argument("file")
+    p.set_defaults(func=_remote)
+    p = sub.add_parser("demo", parents=[remote], help="seed 000's refund story, three agents")
+    p.add_argument("--demo-namespace", help="namespace to use (default: a new demo-xxxxxx)")
     p.set_defaults(func=_remote)
     p = sub.add_parser("lineage", parents=[remote], help="what an answer was built on")
     p.add_argument("answer_id")

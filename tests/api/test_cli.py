@@ -92,3 +92,12 @@ def test_export_import_between_namespaces(server: str, tmp_path: Path) -> None:
         assert list(a.export())[1:] == list(b.export())[1:]
     again = run(server, "import", str(out), "-n", "cli-copy")
     assert again.returncode == 2 and "already holds data" in again.stderr
+
+
+def test_demo(server: str) -> None:
+    out = run(server, "demo", "--demo-namespace", "demo-test")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert "order number already known: #1458" in text
+    assert "-- lineage of answer-" in text and "cited:" in text
+    assert "Refund requested for order #1458" in text
