@@ -101,3 +101,34 @@ def test_demo(server: str) -> None:
     assert "order number already known: #1458" in text
     assert "-- lineage of answer-" in text and "cited:" in text
     assert "Refund requested for order #1458" in text
+
+
+def test_sse_follow_is_live_and_resumable(server: str) -> None:
+    base = f"{server}/v1/namespaces/live"
+    first = httpx.post(f"{base}/events", json={"entity": "user:1", "event": "one"}).json()
+
+    def read(headers: dict[str, str], want: int, during: list[str]) -> list[tuple[str, str]]:
+        got: list[tuple[str, str]] = []
+        with httpx.stream("GET", f"{base}/events/follow", params={"stream": "user:1"},
+                          headers=headers, timeout=30) as resp:  # fmt: skip
+            assert resp.headers["content-type"].startswith("text/event-stream")
+            event_id = ""
+            for line in resp.iter_lines():
+                if line.startswith("id: "):
+                    event_id = line[4:]
+                elif line.startswith("data: "):
+                    got.append((event_id, json.loads(line[6:])["content"]))
+                    if during:  # append while the feed is open: it must arrive live
+                        httpx.post(f"{base}/events", json={"entity": "user:1",
+                                                           "event": during.pop(0)})  # fmt: skip
+                    if len(got) == want:
+                        break
+        return got
+
+    live = read({}, 3, ["two", "three"])
+    assert [c for _, c in live] == ["one", "two", "three"] and live[0][0] == first["id"]
+    httpx.post(f"{base}/events", json={"entity": "user:1", "event": "four"})
+    resumed = read({"Last-Event-ID": live[-1][0]}, 1, [])
+    assert [c for _, c in resumed] == ["four"]
+    bad = httpx.get(f"{base}/events/follow", params={"stream": "user:1", "after": "x"})
+    assert bad.status_code == 422

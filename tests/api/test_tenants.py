@@ -83,6 +83,12 @@ PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
         {"params": {"entity": "nobody", "key": "k"}},
     ),
     ("GET", f"{NS}/events", {"params": {"stream": "user:1"}}, {"params": {"stream": "nobody"}}),
+    (
+        "GET",
+        f"{NS}/events/follow",
+        {"params": {"stream": "user:1", "idle_timeout": "0.2"}},
+        {"params": {"stream": "nobody", "idle_timeout": "0.2"}},
+    ),
     ("POST", f"{NS}/query", {"json": {"text": "secret"}}, {"json": {"text": "nothing"}}),
     ("GET", f"{NS}/answers/ans1/lineage", {}, {"path": f"{NS}/answers/zz9/lineage"}),
     ("GET", f"{NS}/audit", {"params": {"entity": "user:1"}}, {"params": {"entity": "nobody"}}),
@@ -101,7 +107,8 @@ WRITES = {("POST", "/memories"), ("POST", "/memories:batch"), ("PUT", "/facts"),
 
 
 def shape(resp: Any) -> Any:
-    if resp.headers.get("content-type", "").startswith("application/x-ndjson"):
+    if resp.headers.get("content-type", "").startswith(("application/x-ndjson",
+                                                        "text/event-stream")):  # fmt: skip
         return resp.status_code, resp.text
     body = resp.json()
     if isinstance(body, dict) and "error" in body:

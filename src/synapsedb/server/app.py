@@ -11,6 +11,7 @@ embed text) run in the thread pool, so concurrent writers share group commits.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable
@@ -388,6 +389,50 @@ async def maintain(request: Request, mem: Namespace) -> Response:
     return json_response(_public(request, out))
 
 
+async def follow_events(request: Request, mem: Namespace) -> Response:
+    """Server-Sent Events: the stream's events after ``after`` (or the Last-Event-ID header),
+    then each new one as it is appended; a comment line every 15 s keeps proxies open."""
+    stream = _required(request, "stream")
+    after = request.headers.get("last-event-id") or request.query_params.get("after")
+    mem.events(stream, after=after, limit=1)  # validate the arguments before streaming
+    poll = 0.1
+    raw_idle = request.query_params.get("idle_timeout")
+    try:
+        idle_timeout = None if raw_idle is None else float(raw_idle)
+    except ValueError:
+        raise ValidationError(
+            f"idle_timeout: expected seconds, got {raw_idle!r}", field="idle_timeout"
+        ) from None
+
+    async def feed() -> Any:
+        last = after
+        idle = quiet = 0.0
+        while not await request.is_disconnected():
+            batch = mem.events(stream, after=last, limit=500)
+            for ev in batch:
+                last = ev.id
+                yield (
+                    f"id: {ev.id}\nevent: event\ndata: ".encode()
+                    + _encoder.encode(_plain(ev))
+                    + b"\n\n"
+                )
+            if batch:
+                idle = quiet = 0.0
+                continue
+            if idle_timeout is not None and quiet >= idle_timeout:
+                return
+            await asyncio.sleep(poll)
+            idle += poll
+            quiet += poll
+            if idle >= 15:
+                idle = 0.0
+                yield b": keep-alive\n\n"
+
+    return StreamingResponse(
+        feed(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+    )
+
+
 async def export_ns(request: Request, mem: Namespace) -> Response:
     records = await run_in_threadpool(lambda: list(mem.export()))
 
@@ -527,6 +572,7 @@ def create_app(db: Database, keys: KeyStore | None = None) -> Starlette:
         _ns_route("/facts/history", fact_history, ["GET"], "read"),
         _ns_route("/events", append_event, ["POST"], "write"),
         _ns_route("/events", read_events, ["GET"], "read"),
+        _ns_route("/events/follow", follow_events, ["GET"], "read"),
         _ns_route("/query", query, ["POST"], "read"),
         _ns_route("/answers", record_answer, ["POST"], "write"),
         _ns_route("/answers/{answer_id}/lineage", lineage, ["GET"], "read"),
