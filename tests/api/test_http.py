@@ -253,3 +253,24 @@ def test_metrics(client: TestClient) -> None:
     assert 'synapsedb_tier_moves_total{direction="demote"} 2.0' in text
     assert 'synapsedb_memories{namespace="acme",tier="cold"} 2.0' in text
     assert 'synapsedb_memories{namespace="acme",tier="hot"} 1.0' in text
+
+
+def test_openapi_document_and_docs_page(client: TestClient) -> None:
+    from starlette.routing import Route
+
+    doc = client.get("/openapi.json").json()
+    assert doc["openapi"] == "3.1.0"
+    for route in client.app.routes:  # every route, every method, is in the one document
+        assert isinstance(route, Route)
+        if not route.include_in_schema:
+            continue
+        for method in route.methods or ():
+            if method != "HEAD":
+                assert method.lower() in doc["paths"][route.path], (method, route.path)
+    query = doc["paths"]["/v1/namespaces/{ns}/query"]["post"]
+    schema = query["responses"]["200"]["content"]["application/json"]["schema"]
+    assert schema == {"$ref": "#/components/schemas/QueryResult"}
+    assert "hits" in doc["components"]["schemas"]["QueryResult"]["properties"]
+    page = client.get("/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "/v1/namespaces/{ns}/query" in page.text and "<script" not in page.text

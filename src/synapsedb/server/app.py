@@ -39,6 +39,7 @@ from ..errors import (
 from ..validation import check_namespace
 from .keys import SEP, ApiKey, KeyStore, tenant_namespace
 from .metrics import Metrics
+from .openapi import build_document, render_html
 
 __all__ = ["create_app"]
 
@@ -488,6 +489,14 @@ async def readyz(request: Request) -> Response:
     return json_response({"status": "ready", "namespaces": len(db.namespaces())})
 
 
+async def openapi(request: Request) -> Response:
+    return Response(request.app.state.openapi, media_type="application/json")
+
+
+async def docs(request: Request) -> Response:
+    return Response(request.app.state.docs_html, media_type="text/html; charset=utf-8")
+
+
 async def metrics(request: Request) -> Response:
     try:
         authorize(request, "admin")  # its labels name namespaces: operators only, once keys exist
@@ -558,6 +567,8 @@ def create_app(db: Database, keys: KeyStore | None = None) -> Starlette:
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),
+        Route("/docs", docs, methods=["GET"], include_in_schema=False),
         Route("/v1/namespaces", list_namespaces, methods=["GET"]),
         _ns_route("/memories", write_memory, ["POST"], "write"),
         _ns_route("/memories", list_memories, ["GET"], "read"),
@@ -589,6 +600,11 @@ def create_app(db: Database, keys: KeyStore | None = None) -> Starlette:
         _ns_route("/stats", stats, ["GET"], "read"),
     ]
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed})
+    documented = [(m, r.path) for r in routes if r.include_in_schema
+                  for m in sorted(r.methods or ()) if m != "HEAD"]  # fmt: skip
+    document = build_document(documented)
+    app.state.openapi = _encoder.encode(document)
+    app.state.docs_html = render_html(document)
     app.state.metrics = Metrics(db)
     app.add_middleware(_Timing, metrics=app.state.metrics)
     app.state.db = db
