@@ -274,3 +274,16 @@ def test_openapi_document_and_docs_page(client: TestClient) -> None:
     page = client.get("/docs")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "/v1/namespaces/{ns}/query" in page.text and "<script" not in page.text
+
+
+def test_an_unexpected_error_still_has_the_json_shape(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synapsedb.engine import Namespace
+
+    def broken(self: Namespace) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(Namespace, "stats", broken)
+    r = client.get(f"{NS}/stats")
+    assert r.status_code == 500 and r.json()["error"]["code"] == "internal"

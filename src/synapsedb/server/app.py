@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -42,6 +43,8 @@ from .metrics import Metrics
 from .openapi import build_document, render_html
 
 __all__ = ["create_app"]
+
+log = logging.getLogger("synapsedb.server")
 
 MAX_BODY = 8 * 1024 * 1024
 
@@ -187,6 +190,9 @@ def _ns_route(path: str, handler: Handler, methods: list[str], scope: str) -> Ro
             return error_response(err)
         except (TypeError, ValueError) as exc:  # a JSON value of the wrong shape
             return error_response(ValidationError(f"body: {exc}", field="body"))
+        except Exception:  # a bug: still one JSON error body, and the traceback in the log
+            log.exception("unexpected error in %s %s", request.method, request.url.path)
+            return error_response(SynapseError("internal error (logged on the server)"))
 
     return Route("/v1/namespaces/{ns}" + path, endpoint, methods=methods)
 
