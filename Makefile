@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp-install
 
-.PHONY: install test test-slow lint bench bench-quick serve clean
+.PHONY: install test test-slow lint bench bench-quick serve clean wrk
 
 install: $(STAMP)
 
@@ -35,12 +35,21 @@ bench: install
 	$(PY) bench/bench_retrieval.py
 	$(PY) bench/bench_quality.py
 	$(PY) bench/bench_lifecycle.py
+	$(MAKE) --no-print-directory wrk
+	$(PY) bench/bench_http.py
 
 bench-quick: install
 	$(PY) bench/bench_engine.py --quick --no-report
 	$(PY) bench/bench_retrieval.py --quick --no-report
 	$(PY) bench/bench_quality.py --quick --no-report
 	$(PY) bench/bench_lifecycle.py --quick --no-report
+	$(MAKE) --no-print-directory wrk
+	$(PY) bench/bench_http.py --quick --no-report
+
+# The HTTP benchmark's load generator, from Debian's packages (installed when we are root).
+wrk:
+	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq wrk >/dev/null; } \
+	  || { echo "the HTTP benchmark needs wrk: apt-get install wrk"; exit 1; }
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis

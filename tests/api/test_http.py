@@ -287,3 +287,26 @@ def test_an_unexpected_error_still_has_the_json_shape(
     monkeypatch.setattr(Namespace, "stats", broken)
     r = client.get(f"{NS}/stats")
     assert r.status_code == 500 and r.json()["error"]["code"] == "internal"
+
+
+def test_readyz_waits_for_the_embedding_model(tmp_path: Path) -> None:
+    with synapsedb.open(tmp_path / "ok", durability="os") as db, TestClient(create_app(db)) as c:
+        assert c.get("/healthz").json() == {"status": "ok"}
+        deadline = time.monotonic() + 60
+        while (r := c.get("/readyz")).status_code == 503 and time.monotonic() < deadline:
+            assert r.json()["status"] == "loading_model"
+            time.sleep(0.05)
+        assert r.status_code == 200 and r.json()["status"] == "ready"
+        assert r.json()["indexing_rows_pending"] == 0
+    # a model that cannot load: alive, never ready, and the cause is said
+    with (
+        synapsedb.open(tmp_path / "bad", durability="os", embedder="sentence-transformers") as db,
+        TestClient(create_app(db)) as c,
+    ):
+        deadline = time.monotonic() + 10
+        while c.get("/readyz").json()["status"] == "loading_model" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        r = c.get("/readyz")
+        assert r.status_code == 503 and r.json()["status"] == "model_failed"
+        assert "st_model" in r.json()["error"]
+        assert c.get("/healthz").status_code == 200

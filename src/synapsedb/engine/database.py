@@ -240,6 +240,11 @@ class Database:
         return self._indexer.wait(timeout)
 
     @property
+    def indexing_pending(self) -> int:
+        """Rows written but not yet in their namespace's HNSW graph (searched exactly meanwhile)."""
+        return 0 if self._closed else self._indexer.pending()
+
+    @property
     def closed(self) -> bool:
         return self._closed
 

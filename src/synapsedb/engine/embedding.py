@@ -43,6 +43,11 @@ class EmbeddingService:
         return self._spec not in (None, "none")
 
     @property
+    def loaded(self) -> bool:
+        """True when no model is needed or it is in memory (``model`` then returns at once)."""
+        return not self.enabled or self._model is not None
+
+    @property
     def model(self) -> Embedder:
         """The embedder, loaded on first use (the local model loads in ~0.2 s)."""
         if self._model is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -346,6 +347,10 @@ async def query(request: Request, mem: Namespace) -> Response:
     body = _pick(await _body(request), QUERY_FIELDS)
     body["agent"] = _agent(request, body)
     text = body.pop("text", None)
+    if text is None and body.get("embedding") is not None:
+        # Nothing to embed: a sub-millisecond in-memory search, cheaper on the event loop than
+        # the hop to a worker thread and back (the query log is written by the next commit).
+        return json_response(mem.query(None, **body))
     out = await run_in_threadpool(lambda: mem.query(text, **body))
     return json_response(out)
 
@@ -488,11 +493,45 @@ async def healthz(request: Request) -> Response:
     return json_response({"status": "ok"})
 
 
+class _Warmup:
+    """Loads the embedding model once, in a thread, so /readyz can say when it is in memory."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.error: str | None = None
+        self._started = False
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started or self.db.embedding.loaded:
+                return
+            self._started = True
+        threading.Thread(target=self._run, name="synapsedb-warmup", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            _ = self.db.embedding.model
+        except Exception as exc:  # reported by /readyz; queries then fail with the same cause
+            log.exception("embedding model failed to load")
+            self.error = f"{type(exc).__name__}: {exc}"
+
+
 async def readyz(request: Request) -> Response:
+    """Ready: storage open and the embedding model in memory (503 while loading or broken)."""
     db: Database = request.app.state.db
     if db.closed:
         return json_response({"status": "closed"}, 503)
-    return json_response({"status": "ready", "namespaces": len(db.namespaces())})
+    warmup: _Warmup = request.app.state.warmup
+    if not db.embedding.loaded:
+        warmup.start()
+        if warmup.error is not None:
+            return json_response({"status": "model_failed", "error": warmup.error}, 503)
+        return json_response({"status": "loading_model"}, 503)
+    return json_response(
+        {"status": "ready", "namespaces": len(db.namespaces()),
+         "indexing_rows_pending": db.indexing_pending}
+    )  # fmt: skip
 
 
 async def openapi(request: Request) -> Response:
@@ -614,6 +653,8 @@ def create_app(db: Database, keys: KeyStore | None = None) -> Starlette:
     app.state.metrics = Metrics(db)
     app.add_middleware(_Timing, metrics=app.state.metrics)
     app.state.db = db
+    app.state.warmup = _Warmup(db)
+    app.state.warmup.start()
     app.state.keys = keys
     app.state.rates = RateLimiter()
     return app
