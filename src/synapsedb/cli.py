@@ -54,7 +54,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     from .config import Settings
     from .server import create_app
+    from .server.observe import Tracing, configure_logging
 
+    configure_logging(args.log_level, args.log_format)
+    tracing = Tracing(args.otel_exporter, endpoint=args.otel_endpoint)
     settings = Settings.from_env()
     db = open_db(args.data, settings=settings)
     try:
@@ -62,11 +65,13 @@ def _serve(args: argparse.Namespace) -> int:
         scheme = "https" if args.tls_cert else "http"
         if args.tls_client_ca:
             mode += ", client certificates required"
+        if tracing.enabled:
+            mode += f", traces to {args.otel_exporter}"
         print(f"synapsedb {__version__}: serving {args.data} on "
               f"{scheme}://{args.host}:{args.port} ({mode})", flush=True)  # fmt: skip
         uvicorn.run(
-            create_app(db, keys), host=args.host, port=args.port, log_level=args.log_level,
-            access_log=False, loop="auto", http="auto",
+            create_app(db, keys, tracing), host=args.host, port=args.port,
+            log_level=args.log_level, log_config=None, access_log=False, loop="auto", http="auto",
             ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
             ssl_ca_certs=args.tls_client_ca,
             ssl_cert_reqs=ssl.CERT_REQUIRED if args.tls_client_ca else ssl.CERT_NONE,
@@ -193,7 +198,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="address to bind (env SYNAPSEDB_HOST; loopback only for now)")  # fmt: skip
     p.add_argument("--port", type=int, default=int(os.environ.get("SYNAPSEDB_PORT", "7379")),
                    help="port (env SYNAPSEDB_PORT)")  # fmt: skip
-    p.add_argument("--log-level", default="warning", help="uvicorn log level")
+    p.add_argument("--log-level", default=os.environ.get("SYNAPSEDB_LOG_LEVEL", "warning"),
+                   choices=("debug", "info", "warning", "error", "critical"),
+                   help="log level; info adds one access line per request "
+                        "(env SYNAPSEDB_LOG_LEVEL)")  # fmt: skip
+    p.add_argument("--log-format", default=os.environ.get("SYNAPSEDB_LOG_FORMAT", "json"),
+                   choices=("json", "text"),
+                   help="json: one object per line with request_id and trace_id "
+                        "(env SYNAPSEDB_LOG_FORMAT)")  # fmt: skip
+    p.add_argument("--otel-exporter", default=os.environ.get("SYNAPSEDB_OTEL_EXPORTER", "none"),
+                   choices=("none", "otlp", "console"),
+                   help="OpenTelemetry traces: none (default), otlp (HTTP/protobuf), console "
+                        "(env SYNAPSEDB_OTEL_EXPORTER)")  # fmt: skip
+    p.add_argument("--otel-endpoint", default=os.environ.get("SYNAPSEDB_OTEL_ENDPOINT"),
+                   help="OTLP traces URL (default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "
+                        "else http://localhost:4318/v1/traces)")  # fmt: skip
     p.add_argument("--tls-cert", default=os.environ.get("SYNAPSEDB_TLS_CERT"),
                    help="server certificate (PEM): serve HTTPS")  # fmt: skip
     p.add_argument("--tls-key", default=os.environ.get("SYNAPSEDB_TLS_KEY"),

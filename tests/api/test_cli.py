@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -132,3 +133,75 @@ def test_sse_follow_is_live_and_resumable(server: str) -> None:
     assert [c for _, c in resumed] == ["four"]
     bad = httpx.get(f"{base}/events/follow", params={"stream": "user:1", "after": "x"})
     assert bad.status_code == 422
+
+
+def _changes(
+    url: str, want: int, params: dict[str, str], headers: dict[str, str], during: list[Any]
+) -> list[tuple[str, dict[str, Any]]]:
+    """Read ``want`` change events; after each of the first ones, run the next of ``during``
+    (writes made while the feed is open must arrive live)."""
+    got: list[tuple[str, dict[str, Any]]] = []
+    with httpx.stream("GET", f"{url}/changes", params=params, headers=headers,
+                      timeout=30) as resp:  # fmt: skip
+        assert resp.status_code == 200, resp.read()
+        event_id = ""
+        if during:
+            during.pop(0)()
+        for line in resp.iter_lines():
+            if line.startswith("id: "):
+                event_id = line[4:]
+            elif line.startswith("data: "):
+                got.append((event_id, json.loads(line[6:])))
+                if during:
+                    during.pop(0)()
+                if len(got) == want:
+                    break
+    return got
+
+
+def test_namespace_change_feed_live_resumable_and_replayed(server: str) -> None:
+    base = f"{server}/v1/namespaces/shared"
+    vec = [0.1, 0.2, 0.3]
+    ids: dict[str, str] = {}
+
+    def write() -> None:
+        m = httpx.post(f"{base}/memories", json={"entity": "user:1", "content": "refund asked",
+                       "embedding": vec}, headers={"X-Agent": "intake"}).json()  # fmt: skip
+        ids["m"] = m["id"]
+
+    steps = [
+        write,
+        lambda: httpx.put(
+            f"{base}/facts", json={"entity": "user:1", "key": "order", "value": 1458}
+        ),
+        lambda: httpx.post(
+            f"{base}/events", json={"entity": "user:2", "event": "hello", "searchable": False}
+        ),
+        lambda: httpx.patch(f"{base}/memories/{ids['m']}", json={"changes": {"salience": 0.9}}),
+    ]
+    live = _changes(base, 4, {}, {}, steps)
+    assert [(c["action"], c["entity"]) for _, c in live] == [
+        ("write", "user:1"), ("set", "user:1"), ("append", "user:2"), ("update", "user:1")]  # fmt: skip
+    assert live[0][1]["agent"] == "intake" and live[0][1]["target"] == ids["m"]
+    assert live[0][1]["namespace"] == "shared" and live[3][1]["version"] == 2
+    # resume from the last id: exactly what came after, nothing again
+    httpx.delete(f"{base}/memories/{ids['m']}")
+    resumed = _changes(base, 1, {}, {"Last-Event-ID": live[-1][0]}, [])
+    assert [(c["action"], c["version"]) for _, c in resumed] == [("delete", 3)]
+    # only one entity's changes
+    only = _changes(base, 1, {"entity": "user:2", "since": "0"}, {}, [])
+    assert [c["action"] for _, c in only] == ["append"]
+    # an id from another server process (a restart): replayed from durable history, from that
+    # id's commit time on; nothing after it is missed
+    sys_us, _, seq = live[1][0].split("-")
+    foreign = f"{sys_us}-00000000-{seq}"
+    replayed = _changes(base, 4, {}, {"Last-Event-ID": foreign}, [])
+    assert [c["action"] for _, c in replayed][-3:] == ["append", "update", "delete"]
+    assert replayed[0][0].endswith("-r-0")
+    # errors before the stream starts
+    assert httpx.get(f"{base}/changes", params={"after": "nope"}).status_code == 422
+    assert httpx.get(f"{base}/changes", params={"idle_timeout": "-1"}).status_code == 422
+    assert httpx.get(f"{base}/changes", params={"since": "not a time"}).status_code == 422
+    # idle_timeout ends a quiet feed
+    quiet = httpx.get(f"{base}/changes", params={"idle_timeout": "0.2"}, timeout=10)
+    assert quiet.status_code == 200 and quiet.text == ""

@@ -24,7 +24,7 @@ def _ndjson(ctx: object, value: object) -> bytes:  # the import body: JSON lines
 
 
 schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(_DB)).exclude(
-    path_regex="/events/follow"  # an endless live feed; it has its own tests
+    path_regex="/events/follow|/changes"  # endless live feeds; they have their own tests
 )
 
 

@@ -89,6 +89,12 @@ PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
         {"params": {"stream": "user:1", "idle_timeout": "0.2"}},
         {"params": {"stream": "nobody", "idle_timeout": "0.2"}},
     ),
+    (
+        "GET",
+        f"{NS}/changes",
+        {"params": {"since": "0", "idle_timeout": "0.2"}},
+        {"params": {"since": "0", "entity": "nobody", "idle_timeout": "0.2"}},
+    ),
     ("POST", f"{NS}/query", {"json": {"text": "secret"}}, {"json": {"text": "nothing"}}),
     ("GET", f"{NS}/answers/ans1/lineage", {}, {"path": f"{NS}/answers/zz9/lineage"}),
     ("GET", f"{NS}/audit", {"params": {"entity": "user:1"}}, {"params": {"entity": "nobody"}}),

@@ -26,12 +26,12 @@ from ..validation import check_agent, check_namespace
 from .embedding import EmbeddingService
 from .indexer import Indexer
 from .lifecycle import RateLimiter, parse_config
-from .lineage import Flush, QueryLog
+from .lineage import Flush, QueryLog, changes_of
 from .namespace import Namespace
 from .observers import Observers
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
-from .writer import Op, Writer
+from .writer import Op, Tx, Writer
 
 __all__ = ["Database"]
 
@@ -95,6 +95,7 @@ class Database:
             last_us=last_us,
             max_rows=self.settings.group_commit_max,
             on_commit=self._after_commit,
+            on_apply=self._after_apply,
             log=self.query_log,
             reload=self._reload_namespace,
         )
@@ -230,6 +231,11 @@ class Database:
         self.observers.emit(self.observers.commit, rows, seconds)
         self._indexer.wake()
 
+    def _after_apply(self, tx: Tx) -> None:
+        if self.observers.change:
+            for ns, entries in changes_of(tx).items():
+                self.observers.emit(self.observers.change, ns, entries)
+
     def wait_for_indexes(self, timeout: float | None = None) -> bool:
         """Block until background indexing has caught up with every write (False on timeout).
 
@@ -238,6 +244,11 @@ class Database:
         """
         self._check_open()
         return self._indexer.wait(timeout)
+
+    @property
+    def last_commit_us(self) -> int:
+        """System time of the latest commit (never decreases; later commits are >= it)."""
+        return self._writer.last_us
 
     @property
     def indexing_pending(self) -> int:

@@ -20,7 +20,7 @@ import orjson
 from ..errors import NotFoundError, ValidationError
 from ..times import to_datetime
 from ..types import AuditEntry, Lineage, LoggedQuery, MemoryRef, Snapshot
-from .records import MemRec
+from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
 from .writer import Op, Tx
 
@@ -201,6 +201,30 @@ def lineage(storage: Storage, state: NamespaceState | None, ns: str, answer_id: 
     )
 
 
+WRITE_ACTIONS = frozenset(("write", "update", "delete", "set", "unset", "append"))
+
+
+def change_entry(rec: MemRec | FactRec | EventRec) -> AuditEntry:
+    """The audit entry of one stored version: a memory write, update or delete, a fact set or
+    unset, or a stream append."""
+    at = to_datetime(rec.sys_us)
+    if isinstance(rec, MemRec):
+        action = "delete" if rec.deleted else ("write" if rec.version == 1 else "update")
+        return AuditEntry(at, rec.agent, action, rec.entity, rec.id, rec.version)
+    if isinstance(rec, FactRec):
+        action = "unset" if rec.deleted else "set"
+        return AuditEntry(at, rec.agent, action, rec.entity, rec.key, rec.version)
+    return AuditEntry(at, rec.agent, "append", rec.entity, f"{rec.stream}/{rec.ms}-{rec.seq}")
+
+
+def changes_of(tx: Tx) -> dict[str, list[AuditEntry]]:
+    """What one committed batch changed, per namespace, in the order it was planned."""
+    out: dict[str, list[AuditEntry]] = {}
+    for ns, rec in [*tx.mems, *tx.facts, *tx.events]:
+        out.setdefault(ns, []).append(change_entry(rec))
+    return out
+
+
 def audit(
     storage: Storage,
     state: NamespaceState | None,
@@ -223,24 +247,14 @@ def audit(
 
     if state is not None:
         for chain in list(state.mems.values()):
-            for rec in chain:
-                if keep(rec.sys_us, rec.agent, (rec.entity,)):
-                    action = (
-                        "delete" if rec.deleted else ("write" if rec.version == 1 else "update")
-                    )
-                    out.append((rec.sys_us, AuditEntry(to_datetime(rec.sys_us), rec.agent, action,
-                                                       rec.entity, rec.id, rec.version)))  # fmt: skip
-        for (ent, key), fchain in list(state.facts.items()):
-            for frec in fchain:
-                if keep(frec.sys_us, frec.agent, (ent,)):
-                    action = "unset" if frec.deleted else "set"
-                    out.append((frec.sys_us, AuditEntry(to_datetime(frec.sys_us), frec.agent,
-                                                        action, ent, key, frec.version)))  # fmt: skip
-        for name, events in list(state.streams.items()):
-            for ev in events:
-                if keep(ev.sys_us, ev.agent, (ev.entity,)):
-                    out.append((ev.sys_us, AuditEntry(to_datetime(ev.sys_us), ev.agent, "append",
-                                                      ev.entity, f"{name}/{ev.ms}-{ev.seq}")))  # fmt: skip
+            out.extend((r.sys_us, change_entry(r)) for r in chain if keep(r.sys_us, r.agent,
+                                                                          (r.entity,)))  # fmt: skip
+        for fchain in list(state.facts.values()):
+            out.extend((r.sys_us, change_entry(r)) for r in fchain if keep(r.sys_us, r.agent,
+                                                                           (r.entity,)))  # fmt: skip
+        for events in list(state.streams.values()):
+            out.extend((r.sys_us, change_entry(r)) for r in events if keep(r.sys_us, r.agent,
+                                                                           (r.entity,)))  # fmt: skip
 
     def entities_of(pairs: Iterable[list[Any]]) -> set[str | None]:
         return {(_version(state, p[0], p[1]) or _Unknown).entity for p in pairs}

@@ -22,6 +22,8 @@ class Observers:
     query: list[Callable[[str, dict[str, float]], None]] = field(default_factory=list)  # mode
     embed: list[Callable[[int], None]] = field(default_factory=list)  # texts in a batch
     maintain: list[Callable[[Any], None]] = field(default_factory=list)  # MaintenanceReport
+    # namespace, [AuditEntry]: what one commit changed there, called once it is visible
+    change: list[Callable[[str, list[Any]], None]] = field(default_factory=list)
 
     def emit(self, hooks: list[Callable[..., None]], *args: Any) -> None:
         for hook in hooks:

@@ -175,6 +175,7 @@ class Writer:
         last_us: int = 0,
         max_rows: int = 2000,
         on_commit: Callable[[int, float], None] | None = None,
+        on_apply: Callable[[Tx], None] | None = None,
         log: QueryLog | None = None,
         reload: Callable[[str], NamespaceState | None] | None = None,
     ) -> None:
@@ -186,6 +187,7 @@ class Writer:
         self._last_us = last_us
         self._max_rows = max_rows
         self._on_commit = on_commit
+        self._on_apply = on_apply
         self._queue: deque[Op] = deque()
         self._cv = threading.Condition()
         self._leader = False
@@ -283,3 +285,5 @@ class Writer:
                 self._states.pop(ns, None)
             else:
                 self._states[ns] = state
+        if self._on_apply is not None and (tx.mems or tx.facts or tx.events):
+            self._on_apply(tx)

@@ -12,11 +12,13 @@ embed text) run in the thread pool, so concurrent writers share group commits.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -29,6 +31,8 @@ from starlette.routing import Route
 
 from ..engine import Database, Namespace
 from ..engine.lifecycle import RateLimiter
+from ..engine.lineage import WRITE_ACTIONS
+from ..engine.namespace import MAX_LIMIT
 from ..errors import (
     ForbiddenError,
     NotFoundError,
@@ -38,9 +42,12 @@ from ..errors import (
     UnauthorizedError,
     ValidationError,
 )
-from ..validation import check_namespace
+from ..times import to_datetime
+from ..validation import check_entity, check_namespace
+from .feed import ChangeFeed, Cursor, change_us, entry_json, matches
 from .keys import SEP, ApiKey, KeyStore, tenant_namespace
 from .metrics import Metrics
+from .observe import RequestContext, Tracing, current, parse_traceparent, request_id_from
 from .openapi import build_document, render_html
 
 __all__ = ["create_app"]
@@ -408,13 +415,7 @@ async def follow_events(request: Request, mem: Namespace) -> Response:
     after = request.headers.get("last-event-id") or request.query_params.get("after")
     mem.events(stream, after=after, limit=1)  # validate the arguments before streaming
     poll = 0.1
-    raw_idle = request.query_params.get("idle_timeout")
-    try:
-        idle_timeout = None if raw_idle is None else float(raw_idle)
-    except ValueError:
-        raise ValidationError(
-            f"idle_timeout: expected seconds, got {raw_idle!r}", field="idle_timeout"
-        ) from None
+    idle_timeout = _idle_timeout(request)
 
     async def feed() -> Any:
         last = after
@@ -442,6 +443,103 @@ async def follow_events(request: Request, mem: Namespace) -> Response:
 
     return StreamingResponse(
         feed(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+    )
+
+
+def _idle_timeout(request: Request) -> float | None:
+    raw = request.query_params.get("idle_timeout")
+    try:
+        value = None if raw is None else float(raw)
+    except ValueError:
+        value = -1.0
+    if value is not None and not 0 <= value < float("inf"):
+        raise ValidationError(f"idle_timeout: expected seconds, got {raw!r}", field="idle_timeout")
+    return value
+
+
+def _sse(event_id: str, kind: str, value: Any) -> bytes:
+    return f"id: {event_id}\nevent: {kind}\ndata: ".encode() + _encoder.encode(value) + b"\n\n"
+
+
+async def follow_changes(request: Request, mem: Namespace) -> Response:
+    """Server-Sent Events: every change committed in the namespace (memory writes, updates and
+    deletes, fact sets and unsets, stream appends), optionally about one ``entity``; from now,
+    from ``since`` (a time: history first), or after ``after`` / Last-Event-ID."""
+    feed: ChangeFeed = request.app.state.feed
+    raw = request.headers.get("last-event-id") or request.query_params.get("after")
+    since = _time(request, "since")
+    entity = request.query_params.get("entity")
+    if entity is not None:
+        entity = check_entity(entity)
+    idle_timeout = _idle_timeout(request)
+    public, ns = request.state.ns, mem.name
+    db: Database = request.app.state.db
+    # Taken before any replay: changes numbered after ``seq`` may also be in the replay, but
+    # only those committed at or after ``fence`` (system time only moves forward).
+    seq, fence = feed.seq, db.last_commit_us
+    replay_from: str | float | int | datetime | None = since
+    if raw:
+        cursor = Cursor.parse(raw, "after")
+        replay_from = to_datetime(cursor.sys_us)
+        if cursor.boot == feed.boot and feed.after(ns, cursor.seq)[1]:
+            seq, replay_from = cursor.seq, None  # exact: every later change is in the ring
+    if replay_from is not None:
+        mem.audit(entity, since=replay_from, limit=1)  # bad arguments: 422 before streaming
+    seen: set[tuple[str, str, int | None]] = set()
+
+    async def history() -> Any:
+        """The durable history from ``replay_from``, a page of the audit trail at a time."""
+        t, boundary = replay_from, set()
+        while True:
+            page = await run_in_threadpool(mem.audit, entity, since=t, limit=MAX_LIMIT)
+            for entry in page:
+                key = (entry.action, entry.target, entry.version)
+                if entry.action in WRITE_ACTIONS and key not in boundary:
+                    if change_us(entry) >= fence:
+                        seen.add(key)
+                    yield entry
+            if len(page) < MAX_LIMIT:
+                return
+            t = page[-1].at  # the next page starts at the last instant, minus what was sent
+            boundary = {(e.action, e.target, e.version) for e in page if e.at == t}
+            if page[0].at == t:  # a whole page in one microsecond: step past it
+                t, boundary = to_datetime(change_us(page[-1]) + 1), set()
+
+    async def changes() -> Any:
+        last = seq
+        if replay_from is not None:  # resuming from these ids replays from history again
+            async for entry in history():
+                yield _sse(f"{change_us(entry)}-r-0", "change", entry_json(entry, public))
+        quiet = keep_alive = 0.0
+        while not await request.is_disconnected():
+            items, complete, newest = feed.after(ns, last)
+            if not complete:
+                return  # fell behind the ring: the client resumes from its last id (history)
+            sent = False
+            for n, entry in items:
+                if (entry.action, entry.target, entry.version) in seen:
+                    continue
+                if matches(entry, entity):
+                    sent = True
+                    yield _sse(feed.cursor(n, entry), "change", entry_json(entry, public))
+            last = newest
+            if sent:
+                quiet = keep_alive = 0.0
+                continue
+            if idle_timeout is not None and quiet >= idle_timeout:
+                return
+            wait = 1.0 if idle_timeout is None else min(1.0, max(idle_timeout - quiet, 0.01))
+            started = time.monotonic()
+            await feed.wait(last, wait)  # woken by the next commit; 1 s to notice a disconnect
+            waited = time.monotonic() - started
+            quiet += waited
+            keep_alive += waited
+            if keep_alive >= 15:
+                keep_alive = 0.0
+                yield b": keep-alive\n\n"
+
+    return StreamingResponse(
+        changes(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
     )
 
 
@@ -551,33 +649,79 @@ async def metrics(request: Request) -> Response:
     return Response(m.render(), media_type=Metrics.CONTENT_TYPE)
 
 
-class _Timing:
-    """ASGI middleware: request latency per route template, method and status."""
+access_log = logging.getLogger("synapsedb.access")
 
-    def __init__(self, app: Any, metrics: Metrics) -> None:
-        self.app, self.metrics = app, metrics
+
+class _Observe:
+    """ASGI middleware around every request: a request id (``X-Request-ID`` in and out) and
+    trace context for the log lines written meanwhile, a server span when tracing is on,
+    latency per route template, method and status, and an access log line at INFO."""
+
+    def __init__(self, app: Any, metrics: Metrics, tracing: Tracing) -> None:
+        self.app, self.metrics, self.tracing = app, metrics, tracing
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        status = 500
         start = time.perf_counter()
+        rid = parent = state = None
+        for name, value in scope["headers"]:
+            if name == b"x-request-id":
+                rid = value.decode("latin-1")
+            elif name == b"traceparent":
+                parent = value.decode("latin-1")
+            elif name == b"tracestate":
+                state = value.decode("latin-1")
+        ctx = RequestContext(request_id_from(rid))
+        span = otel_token = None
+        if self.tracing.enabled:
+            from opentelemetry import context as otel_context
+            from opentelemetry import trace
 
-        async def send_status(message: Any) -> None:
+            carrier = {"traceparent": parent or "", "tracestate": state or ""}
+            span = self.tracing.start_request(scope["method"], carrier)
+            sc = span.get_span_context()
+            ctx.trace_id, ctx.span_id = f"{sc.trace_id:032x}", f"{sc.span_id:016x}"
+            otel_token = otel_context.attach(trace.set_span_in_context(span))
+        elif (ids := parse_traceparent(parent)) is not None:
+            ctx.trace_id, ctx.span_id = ids  # the caller's: logs join its trace
+        token = current.set(ctx)
+        rid_header = (b"x-request-id", ctx.request_id.encode())
+        status = 500
+
+        async def send_observed(message: Any) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                message["headers"] = [*message.get("headers", ()), rid_header]
             await send(message)
 
         try:
-            await self.app(scope, receive, send_status)
+            await self.app(scope, receive, send_observed)
         finally:
-            route = scope.get("route")
-            path = getattr(route, "path", "unmatched")
-            self.metrics.requests.labels(path, scope["method"], str(status)).observe(
-                time.perf_counter() - start
-            )
+            seconds = time.perf_counter() - start
+            path = getattr(scope.get("route"), "path", "unmatched")
+            self.metrics.requests.labels(path, scope["method"], str(status)).observe(seconds)
+            if span is not None:
+                from opentelemetry import context as otel_context
+                from opentelemetry.trace import Status, StatusCode
+
+                span.update_name(f"{scope['method']} {path}")
+                span.set_attribute("http.route", path)
+                span.set_attribute("http.response.status_code", status)
+                span.set_attribute("synapsedb.request_id", ctx.request_id)
+                if status >= 500:
+                    span.set_status(Status(StatusCode.ERROR))
+                span.end()
+                otel_context.detach(otel_token)
+            if access_log.isEnabledFor(logging.INFO):
+                access_log.info(
+                    "%s %s %d", scope["method"], scope["path"], status,
+                    extra={"method": scope["method"], "path": scope["path"], "route": path,
+                           "status": status, "duration_ms": round(seconds * 1000, 3)},
+                )  # fmt: skip
+            current.reset(token)
 
 
 async def list_namespaces(request: Request) -> Response:
@@ -605,9 +749,25 @@ async def method_not_allowed(request: Request, exc: Exception) -> Response:
                     status_code=405, media_type="application/json")  # fmt: skip
 
 
-def create_app(db: Database, keys: KeyStore | None = None) -> Starlette:
+def create_app(
+    db: Database, keys: KeyStore | None = None, tracing: Tracing | None = None
+) -> Starlette:
     """The ASGI app over ``db``. With a ``keys`` store holding live keys, every /v1 request
-    needs one (tenants are isolated); without, access is open (the CLI then binds loopback)."""
+    needs one (tenants are isolated); without, access is open (the CLI then binds loopback).
+    ``tracing`` (off by default) exports OpenTelemetry spans; the app shuts it down."""
+    tracing = tracing or Tracing()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            app.state.metrics.detach()
+            app.state.feed.detach()
+            if tracing.enabled:
+                db.observers.query.remove(tracing.query_stages)
+            tracing.shutdown()
+
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
@@ -629,6 +789,7 @@ def create_app(db: Database, keys: KeyStore | None = None) -> Starlette:
         _ns_route("/events", append_event, ["POST"], "write"),
         _ns_route("/events", read_events, ["GET"], "read"),
         _ns_route("/events/follow", follow_events, ["GET"], "read"),
+        _ns_route("/changes", follow_changes, ["GET"], "read"),
         _ns_route("/query", query, ["POST"], "read"),
         _ns_route("/answers", record_answer, ["POST"], "write"),
         _ns_route("/answers/{answer_id}/lineage", lineage, ["GET"], "read"),
@@ -644,15 +805,22 @@ def create_app(db: Database, keys: KeyStore | None = None) -> Starlette:
         _ns_route("/streams", streams, ["GET"], "read"),
         _ns_route("/stats", stats, ["GET"], "read"),
     ]
-    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: method_not_allowed})
+    app = Starlette(
+        routes=routes,
+        exception_handlers={404: not_found, 405: method_not_allowed},
+        lifespan=lifespan,
+    )
     documented = [(m, r.path) for r in routes if r.include_in_schema
                   for m in sorted(r.methods or ()) if m != "HEAD"]  # fmt: skip
     document = build_document(documented)
     app.state.openapi = _encoder.encode(document)
     app.state.docs_html = render_html(document)
     app.state.metrics = Metrics(db)
-    app.add_middleware(_Timing, metrics=app.state.metrics)
+    if tracing.enabled:
+        db.observers.query.append(tracing.query_stages)
+    app.add_middleware(_Observe, metrics=app.state.metrics, tracing=tracing)
     app.state.db = db
+    app.state.feed = ChangeFeed(db)
     app.state.warmup = _Warmup(db)
     app.state.warmup.start()
     app.state.keys = keys

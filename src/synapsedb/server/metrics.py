@@ -61,10 +61,16 @@ class Metrics:
         )  # fmt: skip
         r.register(_Tiers(db))
         obs = db.observers
-        obs.commit.append(self._commit)
-        obs.query.append(self._query)
-        obs.embed.append(self.embed_batch.observe)
-        obs.maintain.append(self._maintain)
+        self._hooks = [(obs.commit, self._commit), (obs.query, self._query),
+                       (obs.embed, self.embed_batch.observe), (obs.maintain, self._maintain)]  # fmt: skip
+        for hooks, hook in self._hooks:
+            hooks.append(hook)
+
+    def detach(self) -> None:
+        """Stop observing the database (the app is shutting down)."""
+        for hooks, hook in self._hooks:
+            if hook in hooks:
+                hooks.remove(hook)
 
     def _commit(self, rows: int, seconds: float) -> None:
         self.commits.observe(seconds)

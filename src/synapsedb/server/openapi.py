@@ -152,6 +152,16 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         ],
         "answer": "event-stream",
     },
+    ("GET", "/changes"): {
+        "summary": "Server-Sent Events: follow every change committed in the namespace",
+        "params": [
+            ("entity", "string", False),
+            ("since", "string", False),
+            ("after", "string", False),
+            ("idle_timeout", "number", False),
+        ],
+        "answer": "event-stream",
+    },
     ("POST", "/query"): {
         "summary": "Hybrid query by meaning and keywords, inside filters",
         "body": [
