@@ -143,6 +143,7 @@ def w_namespaces(sys_: System, a: argparse.Namespace, x: np.ndarray, qs: np.ndar
     rss0 = rss_mib(pids)
     t0 = last = time.perf_counter()
     made = 0
+    stopped = "budget"
     while made < a.n:
         rows = range(made * per, made * per + per)
         sys_.ingest(rows, x[rows.start : rows.stop], ns=f"ns{made:05d}")
@@ -152,6 +153,10 @@ def w_namespaces(sys_: System, a: argparse.Namespace, x: np.ndarray, qs: np.ndar
             log(f"  [{tag}] {made:,}/{a.n:,} namespaces ({made / (now - t0):,.0f}/s)")
             last = now
         if now - t0 > a.budget:
+            break
+        if made % 25 == 0 and rss_mib(sys_.pids()) - rss0 > a.mem_cap:
+            log(f"  [{tag}] stopped at the memory cap ({a.mem_cap:,.0f} MiB) after {made:,}")
+            stopped = "memory cap"
             break
     build = time.perf_counter() - t0
     sys_.ready()
@@ -173,7 +178,7 @@ def w_namespaces(sys_: System, a: argparse.Namespace, x: np.ndarray, qs: np.ndar
             break
     return {
         "namespaces": made, "target": a.n, "per": per, "seconds": build,
-        "complete": made >= a.n, "rss_mib": rss, "rss_delta_mib": rss - rss0,
+        "complete": made >= a.n, "stopped": None if made >= a.n else stopped, "rss_mib": rss, "rss_delta_mib": rss - rss0,
         "query": {**summary_ms(lat), "recall": float(np.mean(recalls))},
     }  # fmt: skip
 
@@ -351,6 +356,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--stride", type=int, default=1)
+    ap.add_argument("--mem-cap", type=float, default=6144, help="MiB, namespaces workload")
     a = ap.parse_args()
     t_start = time.perf_counter()
     if a.workload == "locomo":
