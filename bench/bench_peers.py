@@ -325,6 +325,16 @@ def versions() -> dict[str, str]:
     return out
 
 
+def dirty_src() -> list[str]:
+    """Files under src/ that differ from the commit (the run measures the working tree)."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT,
+                             capture_output=True, text=True).stdout  # fmt: skip
+    except OSError:
+        return []
+    return [line[3:] for line in out.splitlines() if line.strip()]
+
+
 def cell_skip(r: dict) -> str | None:
     if r.get("skipped"):
         return f"skipped: {r['skipped']}"
@@ -626,7 +636,8 @@ def plots(vec: dict, lo: dict, suffix: str) -> list[str]:
     return made
 
 
-def report(plan: Plan, res: dict, vers: dict, pngs: list[str], elapsed: float) -> list[str]:
+def report(plan: Plan, res: dict, vers: dict, pngs: list[str], elapsed: float,
+           dirty: list[str]) -> list[str]:  # fmt: skip
     v = vers
     lines = [
         f"One process tree, one run, {elapsed / 60:.1f} minutes"
@@ -651,6 +662,16 @@ def report(plan: Plan, res: dict, vers: dict, pngs: list[str], elapsed: float) -
         "100, all cores for `add_items`. No telemetry: `MEM0_TELEMETRY=False`, Chroma "
         "`anonymized_telemetry=False`; everything listens on 127.0.0.1 only.",
         "",
+        *(
+            [
+                "**The working tree differed from that commit** in "
+                + ", ".join(f"`{f}`" for f in dirty)
+                + " (uncommitted work measured as is).",
+                "",
+            ]
+            if dirty
+            else []
+        ),
         "mem0 features off offline: LLM fact extraction and update (`infer=False`); BM25 "
         "keyword scoring (needs `fastembed`, whose model is downloaded at run time); spaCy "
         "lemmatization and entity boosts (need `mem0ai[nlp]` and a downloaded spaCy model); "
@@ -681,12 +702,21 @@ def main() -> None:
     ap.add_argument("--only", default="vector,kv,namespaces,mixed,locomo")
     ap.add_argument("--systems", default=",".join(VECTOR_SYSTEMS))
     ap.add_argument("--deadline", type=float, default=None, help="seconds for the whole run")
+    ap.add_argument("--from-json", type=Path, help="render a saved run's results, run nothing")
     a = ap.parse_args()
     plan = Plan(a.quick, a.deadline or (285 if a.quick else 1750))
     only = a.only.split(",")
     systems = [s for s in a.systems.split(",") if s]
+    if a.from_json:
+        saved = json.loads(a.from_json.read_text())
+        saved["res"]["vector"] = {int(n): v for n, v in saved["res"].get("vector", {}).items()}
+        pngs = plots(saved["res"]["vector"], saved["res"].get("locomo", {}), "-rendered")
+        print("\n".join(report(plan, saved["res"], versions(), pngs, saved["elapsed"],
+                               saved["dirty"])))  # fmt: skip
+        return
     tmp = Path(tempfile.mkdtemp(prefix="synapsedb-peers-"))
     res: dict[str, Any] = {}
+    dirty = dirty_src()
     try:
         need = plan.rows if ("vector" in only or "namespaces" in only) else plan.mixed_base + 60_000
         log(f"data: {need:,} x {DIM} vectors in {tmp}")
@@ -706,11 +736,12 @@ def main() -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     elapsed = time.monotonic() - T_START
-    (Path(tempfile.gettempdir()) / "synapsedb-peers-last.json").write_text(json.dumps(res))
+    saved = {"res": res, "elapsed": elapsed, "dirty": dirty, "quick": a.quick}
+    (Path(tempfile.gettempdir()) / "synapsedb-peers-last.json").write_text(json.dumps(saved))
     vers = versions()
     suffix = "-quick" if a.quick else ""
     pngs = [] if a.no_report else plots(res.get("vector", {}), res.get("locomo", {}), suffix)
-    lines = report(plan, res, vers, pngs, elapsed)
+    lines = report(plan, res, vers, pngs, elapsed, dirty)
     if a.no_report:
         print("\n".join(lines))
     else:
