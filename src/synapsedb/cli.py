@@ -12,7 +12,7 @@ from typing import Any
 
 from . import __version__, connect
 from . import open as open_db
-from .errors import SynapseError
+from .errors import SynapseError, ValidationError
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -93,10 +93,20 @@ def _keys(args: argparse.Namespace) -> int:
                           "namespaces": names, "rate": key.rate, "key": token}, indent=2))  # fmt: skip
         print("store the key now: it is not kept and cannot be shown again", file=sys.stderr)
     elif args.keys_command == "list":
+        for tenant, rate in sorted(store.tenant_rates().items()):
+            print(json.dumps({"tenant": tenant, "rate": rate}))
         for k in store.list():
             print(json.dumps({"id": k.id, "tenant": k.tenant, "scopes": list(k.scopes),
                               "namespaces": k.namespaces, "rate": k.rate,
                               "revoked": k.revoked}))  # fmt: skip
+    elif args.keys_command == "limit":
+        try:
+            rate = None if args.rate.lower() == "none" else float(args.rate)
+        except ValueError:
+            raise ValidationError(f"rate: expected requests per second or 'none', got "
+                                  f"{args.rate!r}", field="rate") from None  # fmt: skip
+        store.set_tenant_rate(args.tenant, rate)
+        print(json.dumps({"tenant": args.tenant, "rate": rate}))
     else:
         store.revoke(args.id)
         print(f"revoked {args.id}")
@@ -284,6 +294,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--rate", type=float, help="requests per second (default: unlimited)")
     c.set_defaults(func=_keys)
     c = ks.add_parser("list", help="list keys (never their secrets)")
+    c.add_argument("--data", default=data, help="data directory")
+    c.set_defaults(func=_keys)
+    c = ks.add_parser("limit", help="a request rate for all of a tenant's keys together")
+    c.add_argument("--tenant", required=True)
+    c.add_argument("--rate", required=True, help="requests per second, or 'none' to lift it")
     c.add_argument("--data", default=data, help="data directory")
     c.set_defaults(func=_keys)
     c = ks.add_parser("revoke", help="revoke a key by id")

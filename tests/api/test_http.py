@@ -232,6 +232,12 @@ def test_keys_cli(tmp_path: Path) -> None:
     assert '"revoked": true' in cli("list").stdout
     bad = cli("create", "--tenant", "Bad Tenant")
     assert bad.returncode == 2 and "tenant" in bad.stderr
+    assert cli("limit", "--tenant", "acme", "--rate", "50").returncode == 0
+    assert '{"tenant": "acme", "rate": 50.0}' in cli("list").stdout
+    assert cli("limit", "--tenant", "acme", "--rate", "none").returncode == 0
+    assert '"tenant": "acme", "rate"' not in cli("list").stdout
+    wrong = cli("limit", "--tenant", "acme", "--rate", "fast")
+    assert wrong.returncode == 2 and "rate" in wrong.stderr
 
 
 def test_metrics(client: TestClient) -> None:

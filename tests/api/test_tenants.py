@@ -189,3 +189,22 @@ def test_keys_scopes_and_limits(env: dict[str, Any]) -> None:
     env["keys"].revoke(key_id)
     time.sleep(0.01)
     assert c.get(f"{NS}/stats", headers=h(env, "a_read")).status_code == 401
+
+
+def test_a_tenant_rate_limits_all_its_keys_together(env: dict[str, Any]) -> None:
+    c, keys = env["client"], env["keys"]
+    keys.set_tenant_rate("tenant-a", 3.0)
+    time.sleep(0.01)  # the store notices the change by the file's time
+    # two keys of the same tenant, neither limited alone, share the tenant's 3 requests/s
+    statuses = [c.get(f"{NS}/stats", headers=h(env, name)).status_code
+                for _ in range(3) for name in ("a", "a_write")]  # fmt: skip
+    assert statuses.count(429) >= 2
+    limited = c.get(f"{NS}/stats", headers=h(env, "a"))
+    assert limited.status_code == 429 and int(limited.headers["Retry-After"]) >= 1
+    assert "tenant 'tenant-a'" in limited.json()["error"]["message"]
+    assert c.get(f"{NS}/stats", headers=h(env, "b")).status_code == 200  # other tenants: free
+    assert keys.tenant_rates() == {"tenant-a": 3.0}
+    keys.set_tenant_rate("tenant-a", None)
+    assert keys.tenant_rates() == {}
+    with pytest.raises(synapsedb.ValidationError, match="rate"):
+        keys.set_tenant_rate("tenant-a", 0)

@@ -191,7 +191,9 @@ class RateLimiter:
         self._buckets: dict[str, list[float]] = {}
         self._lock = threading.Lock()
 
-    def take(self, ns: str, rate: float | None, n: int = 1) -> None:
+    def take(self, ns: str, rate: float | None, n: int = 1, *, what: str | None = None) -> None:
+        """Take ``n`` tokens from bucket ``ns`` or raise QuotaExceededError naming ``what``
+        (default: the namespace's max_writes_per_s) and when to retry."""
         if rate is None:
             return
         now = time.monotonic()
@@ -202,7 +204,8 @@ class RateLimiter:
             if bucket[0] < n:
                 wait = (n - bucket[0]) / rate
                 raise QuotaExceededError(
-                    f"namespace {ns!r}: over max_writes_per_s={rate}; retry in {wait:.3f} s",
+                    f"{what or f'namespace {ns!r}: over max_writes_per_s={rate}'}; "
+                    f"retry in {wait:.3f} s",
                     limit=rate,
                     retry_after=round(wait, 3),
                 )

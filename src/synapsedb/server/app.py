@@ -107,7 +107,11 @@ def authorize(request: Request, scope: str) -> ApiKey | None:
         raise UnauthorizedError("a valid API key is required: Authorization: Bearer <key>")
     if scope not in key.scopes:
         raise ForbiddenError(f"this key lacks the {scope!r} scope", scope=scope)
-    request.app.state.rates.take(f"key:{key.id}", key.rate)
+    rates = request.app.state.rates
+    rates.take(f"key:{key.id}", key.rate, what=f"key {key.id}: over {key.rate} requests/s")
+    tenant_rate = keys.tenant_rate(key.tenant)
+    rates.take(f"tenant:{key.tenant}", tenant_rate,
+               what=f"tenant {key.tenant!r}: over {tenant_rate} requests/s")  # fmt: skip
     return key
 
 

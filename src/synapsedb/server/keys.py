@@ -7,7 +7,8 @@ changes. A key reads ``sdb_<id>_<secret>``; only a SHA-256 of the secret is stor
 
 A key belongs to a tenant and has scopes: ``read`` (reads and queries), ``write`` (writes,
 forget without purge, answers) and ``admin`` (configure, maintain, purge). It may be limited
-to some namespaces and to a request rate. Namespaces are per tenant: the tenant's
+to some namespaces and to a request rate; a tenant may have a rate for all its keys together.
+Namespaces are per tenant: the tenant's
 ``acme-support`` is the engine namespace ``<tenant>..acme-support``, so tenants cannot see, or
 learn the existence of, each other's data.
 """
@@ -75,12 +76,16 @@ class KeyStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[ApiKey, str]] = {}
+        self._tenant_rates: dict[str, float] = {}
         self._mtime: float | None = None
         with self._conn() as conn:
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, tenant TEXT NOT NULL,"
                 " scopes TEXT NOT NULL, namespaces TEXT, rate REAL, hash TEXT NOT NULL,"
                 " created_us INTEGER NOT NULL, revoked_us INTEGER)"
+            )
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS tenant_limits (tenant TEXT PRIMARY KEY, rate REAL)"
             )
 
     def _conn(self) -> sqlite3.Connection:
@@ -134,6 +139,28 @@ class KeyStore:
             if cur.rowcount == 0:
                 raise NotFoundError(f"key {key_id!r} not found (or already revoked)", id=key_id)
 
+    def set_tenant_rate(self, tenant: str, rate: float | None) -> None:
+        """Limit all of ``tenant``'s keys together to ``rate`` requests per second (None: no
+        tenant-wide limit; each key's own rate still applies)."""
+        if not TENANT_RE.match(tenant):
+            raise ValidationError(f"tenant: {tenant!r} is not a valid tenant", field="tenant")
+        if rate is not None and not rate > 0:
+            raise ValidationError("rate: expected a positive number of requests per second",
+                                  field="rate")  # fmt: skip
+        with self._conn() as conn:
+            if rate is None:
+                conn.execute("DELETE FROM tenant_limits WHERE tenant = ?", (tenant,))
+            else:
+                conn.execute("INSERT OR REPLACE INTO tenant_limits VALUES (?, ?)", (tenant, rate))
+
+    def tenant_rates(self) -> dict[str, float]:
+        with self._lock:
+            self._refresh()
+            return dict(self._tenant_rates)
+
+    def tenant_rate(self, tenant: str) -> float | None:
+        return self._tenant_rates.get(tenant)  # refreshed by authenticate() just before
+
     def list(self) -> list[ApiKey]:
         with self._conn() as conn:
             rows = conn.execute(
@@ -160,6 +187,8 @@ class KeyStore:
                        else tuple(orjson.loads(n)), r, c, False), h)
             for i, t, s, n, r, c, h in rows
         }  # fmt: skip
+        with self._conn() as conn:
+            self._tenant_rates = dict(conn.execute("SELECT tenant, rate FROM tenant_limits"))
         self._mtime = mtime
 
     @property
