@@ -126,7 +126,7 @@ def w_vector(sys_: System, a: argparse.Namespace, x: np.ndarray, qs: np.ndarray)
     res["rss_delta_mib"] = res["rss_mib"] - rss0
     log(f"  [{tag}] ingest {res['ingest']['seconds']:.1f} s, index wait "
         f"{res['ingest']['index_wait_s']:.1f} s; querying")  # fmt: skip
-    qbudget = max(20.0, a.budget / 4)
+    qbudget = max(20.0, a.budget / 8)  # per phase (unfiltered, filtered)
     for filtered in (False, True):
         lat, found = timed_queries(sys_, qs, a.n, filtered, qbudget)
         truth = truth_cached(Path(a.data), x[: a.n], qs[: len(found)], filtered)
@@ -325,13 +325,13 @@ class Mem0Locomo:
 
         locomo.query_vectors(conv, questions)
         for qt in questions:
-            self.emb.table[qt] = locomo.query_vector(conv, qt)
+            self.emb.put(qt, locomo.query_vector(conv, qt))
         if conv.name in self.ids:
             return
         d = locomo.doc_vectors(conv)
         mapping: dict[str, str] = {}
         for t, v in zip(conv.turns, d, strict=True):
-            self.emb.table[t.content] = v
+            self.emb.put(t.content, v)
             out = self.m.add([{"role": "user", "content": t.content}], user_id=f"c{conv.name}",
                              infer=False)  # fmt: skip
             for r in out["results"]:

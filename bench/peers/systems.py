@@ -311,8 +311,11 @@ class LookupEmbedder:
         self.fallback = fallback
         self.config = None
 
+    def put(self, text: str, vec: np.ndarray) -> None:
+        self.table[text.strip()] = vec  # mem0 strips queries before embedding them
+
     def embed(self, text: str, memory_action: str | None = None) -> list[float]:
-        v = self.table.get(text)
+        v = self.table.get(text.strip())
         if v is None:
             if self.fallback is None:
                 raise KeyError(f"no vector for {text[:40]!r}")
@@ -366,7 +369,7 @@ class Mem0(System):
             msgs = []
             while end < len(rows) and bucket(rows[end]) == b:
                 t = text(rows[end])
-                self.emb.table[t] = vecs[end]
+                self.emb.put(t, vecs[end])
                 msgs.append({"role": "user", "content": t})
                 end += 1
             self.m.add(msgs, user_id=ns, metadata={"bucket": b}, infer=False)
@@ -377,7 +380,7 @@ class Mem0(System):
     ) -> list[int]:
         q = f"query {self.nq}"
         self.nq += 1
-        self.emb.table[q] = vec
+        self.emb.put(q, vec)
         filters: dict[str, Any] = {"user_id": ns}
         if where is not None:
             filters["bucket"] = where
