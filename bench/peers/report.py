@@ -48,9 +48,11 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 
 def fmt_ratio(r: float | None) -> str:
-    """'12.3x', '0.41x' or an em dash when there is no ratio."""
+    """'12.3x', '0.41x', '1/2,199x' below 0.01, or an em dash when there is no ratio."""
     if r is None:
         return "—"
+    if 0 < r < 0.01:
+        return f"1/{1 / r:,.0f}x"
     if r >= 100:
         return f"{r:,.0f}x"
     if r >= 10:

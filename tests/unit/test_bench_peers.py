@@ -48,10 +48,13 @@ def test_ratio_is_none_when_a_side_is_missing() -> None:
     assert report.ratio(float("nan"), 1.0) is None
 
 
-@pytest.mark.parametrize(
-    ("value", "text"),
-    [(None, "—"), (0.1234, "0.12x"), (3.0, "3.00x"), (12.34, "12.3x"), (1234.0, "1,234x")],
-)
+RATIOS = [
+    (None, "—"), (0.1234, "0.12x"), (3.0, "3.00x"), (12.34, "12.3x"), (1234.0, "1,234x"),
+    (0.000455, "1/2,198x"), (0.0, "0.00x"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("value", "text"), RATIOS)
 def test_fmt_ratio(value: float | None, text: str) -> None:
     assert report.fmt_ratio(value) == text
 
