@@ -541,9 +541,11 @@ def targets(vec: dict, kv: dict) -> list[str]:
     def p50(s: str, key: str = "query") -> float | None:
         return per.get(s, {}).get(key, {}).get("p50")
 
-    def rate(s: str, at: dict) -> float | None:
+    def rate(s: str, at: dict, indexed: bool = False) -> float | None:
         i = at.get(s, {}).get("ingest", {})
-        return i["rows"] / i["seconds"] if i.get("complete") else None
+        if not i.get("complete"):
+            return None
+        return i["rows"] / (i["seconds"] + (i.get("index_wait_s", 0.0) if indexed else 0.0))
 
     lines.append(
         target_line(
@@ -564,7 +566,13 @@ def targets(vec: dict, kv: dict) -> list[str]:
         label += f" (**mem0 not run at {fmt_n(n)}**; at {fmt_n(mem_n)} instead)"
     lines.append(target_line(label, m_ratio, 1 / 50, at_least=False))
     lines.append(target_line(f"ingest at {fmt_n(n)}: SynapseDB embedded / Chroma in-process "
-                             "(memories/s)", ratio(rate("synapsedb", per), rate("chroma", per)),
+                             "(memories/s, durable and queryable)",
+                             ratio(rate("synapsedb", per), rate("chroma", per)),
+                             3.0, at_least=True))  # fmt: skip
+    # Chroma's add() inserts into its HNSW graph before returning; SynapseDB indexes afterwards.
+    lines.append(target_line(f"ingest at {fmt_n(n)}, same, counting until the HNSW index has "
+                             "caught up (Chroma's add() indexes before it returns)",
+                             ratio(rate("synapsedb", per, True), rate("chroma", per, True)),
                              3.0, at_least=True))  # fmt: skip
     g = kv.get("http_get", {}).get("rps")
     rg = kv.get("redis", {}).get("get", {}).get("rps")
