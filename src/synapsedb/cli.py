@@ -71,7 +71,8 @@ def _serve(args: argparse.Namespace) -> int:
               f"{scheme}://{args.host}:{args.port} ({mode})", flush=True)  # fmt: skip
         uvicorn.run(
             create_app(db, keys, tracing), host=args.host, port=args.port,
-            log_level=args.log_level, log_config=None, access_log=False, loop="auto", http="auto",
+            log_level=args.log_level, log_config=None, access_log=False, loop=args.loop,
+            http="auto",
             ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
             ssl_ca_certs=args.tls_client_ca,
             ssl_cert_reqs=ssl.CERT_REQUIRED if args.tls_client_ca else ssl.CERT_NONE,
@@ -223,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--otel-endpoint", default=os.environ.get("SYNAPSEDB_OTEL_ENDPOINT"),
                    help="OTLP traces URL (default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "
                         "else http://localhost:4318/v1/traces)")  # fmt: skip
+    p.add_argument("--loop", default=os.environ.get("SYNAPSEDB_LOOP", "asyncio"),
+                   choices=("asyncio", "uvloop"),
+                   help="event loop (env SYNAPSEDB_LOOP). asyncio is the default: under 64 "
+                        "busy connections uvloop served some of them 10-20x later than the "
+                        "median (bench/bench_http.py)")  # fmt: skip
     p.add_argument("--tls-cert", default=os.environ.get("SYNAPSEDB_TLS_CERT"),
                    help="server certificate (PEM): serve HTTPS")  # fmt: skip
     p.add_argument("--tls-key", default=os.environ.get("SYNAPSEDB_TLS_KEY"),
