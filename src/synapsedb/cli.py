@@ -72,6 +72,7 @@ def _serve(args: argparse.Namespace) -> int:
         uvicorn.run(
             create_app(db, keys, tracing), host=args.host, port=args.port,
             log_level=args.log_level, log_config=None, access_log=False, loop=args.loop,
+            server_header=False,
             http="auto",
             ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
             ssl_ca_certs=args.tls_client_ca,

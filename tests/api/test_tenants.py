@@ -208,3 +208,76 @@ def test_a_tenant_rate_limits_all_its_keys_together(env: dict[str, Any]) -> None
     assert keys.tenant_rates() == {}
     with pytest.raises(synapsedb.ValidationError, match="rate"):
         keys.set_tenant_rate("tenant-a", 0)
+
+
+def test_the_fast_lane_answers_exactly_as_the_routed_handler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GET /facts?entity=&key= skips the framework unless tracing is on; both answer alike."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from synapsedb.server.app import _FastLane
+    from synapsedb.server.observe import Tracing
+
+    answered: list[str] = []
+    real = _FastLane._answer
+
+    def counted(self: _FastLane, scope: Any, *args: str) -> Any:
+        answered.append(args[2])
+        return real(self, scope, *args)
+
+    monkeypatch.setattr(_FastLane, "_answer", counted)
+
+    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
+                        background_maintenance=False)  # fmt: skip
+    keys = KeyStore(tmp_path / "d")
+    tokens = {name: keys.create(tenant, scopes, None, rate)[1]
+              for name, tenant, scopes, rate in [("a", "acme", ["read", "write"], None),
+                                                 ("w", "acme", ["write"], None),
+                                                 ("b", "globex", ["read"], None),
+                                                 ("slow", "acme", ["read"], 1.0)]}  # fmt: skip
+    fast = TestClient(create_app(db, keys))
+    routed = TestClient(create_app(db, keys, Tracing(InMemorySpanExporter())))
+    auth = {name: {"Authorization": f"Bearer {tok}"} for name, tok in tokens.items()}
+    fast.put(f"{NS}/facts", json={"entity": "user:1", "key": "plan", "value": {"tier": 2}},
+             headers=auth["a"])  # fmt: skip
+    cases = [
+        ({"entity": "user:1", "key": "plan"}, auth["a"]),  # found
+        ({"entity": "user:1", "key": "nope"}, auth["a"]),  # 404
+        ({"entity": "user:1", "key": "plan"}, auth["b"]),  # another tenant: 404, not 403
+        ({"entity": "user:1", "key": "plan"}, auth["w"]),  # no read scope: 403
+        ({"entity": "user:1", "key": "plan"}, {}),  # no key: 401
+        ({"entity": "", "key": "plan"}, auth["a"]),  # invalid entity: 422
+        ({"entity": "user:1", "key": "plan"}, {"Authorization": "Bearer sdb_x_y"}),  # 401
+    ]
+    for params, headers in cases:
+        answered.clear()
+        a = fast.get(f"{NS}/facts", params=params, headers=headers)
+        assert answered == [params["key"]]  # the fast lane answered this one
+        b = routed.get(f"{NS}/facts", params=params, headers=headers)
+        assert answered == [params["key"]]  # and not this one
+        assert (a.status_code, a.json()) == (b.status_code, b.json()), params
+        assert a.headers.get("www-authenticate") == b.headers.get("www-authenticate")
+        assert a.headers["content-type"] == "application/json" and a.headers["x-request-id"]
+    assert fast.get(f"{NS}/facts", params=cases[0][0], headers=auth["a"]).json()["value"] == {
+        "tier": 2
+    }
+    answered.clear()  # other parameters take the routed handler
+    assert fast.get(f"{NS}/facts", params={"entity": "user:1"}, headers=auth["a"]).is_success
+    assert fast.get(f"{NS}/facts", params={**cases[0][0], "as_of": "2100-01-01"},
+                    headers=auth["a"]).is_success  # fmt: skip
+    assert answered == []
+    # the key's rate holds on the fast lane too
+    statuses = [fast.get(f"{NS}/facts", params=cases[0][0], headers=auth["slow"])
+                for _ in range(3)]  # fmt: skip
+    limited = [r for r in statuses if r.status_code == 429]
+    assert limited and int(limited[0].headers["Retry-After"]) >= 1
+    # and the request metrics name the route
+    metrics = fast.get("/metrics", headers=auth["a"])
+    assert metrics.status_code == 403  # admin only
+    text = fast.app.state.metrics.render().decode()
+    assert 'route="/v1/namespaces/{ns}/facts",status="200"' in text
+    assert 'route="/v1/namespaces/{ns}/facts",status="404"' in text
+    fast.close()
+    routed.close()
+    db.close()

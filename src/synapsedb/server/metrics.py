@@ -46,6 +46,7 @@ class Metrics:
             "synapsedb_query_stage_seconds", "Query stage timings (embed, vector, keyword, fuse)",
             ["mode", "stage"], registry=r, buckets=_FAST,
         )  # fmt: skip
+        self._timers: dict[tuple[str, str, int], Any] = {}
         self.commits = Histogram(
             "synapsedb_commit_seconds", "Storage commit latency (one group commit)",
             registry=r, buckets=_FAST,
@@ -71,6 +72,15 @@ class Metrics:
         for hooks, hook in self._hooks:
             if hook in hooks:
                 hooks.remove(hook)
+
+    def request_timer(self, route: str, method: str, status: int) -> Any:
+        """The latency histogram of one (route, method, status), looked up once."""
+        child = self._timers.get((route, method, status))
+        if child is None:
+            child = self._timers[(route, method, status)] = self.requests.labels(
+                route, method, str(status)
+            )
+        return child
 
     def _commit(self, rows: int, seconds: float) -> None:
         self.commits.observe(seconds)
