@@ -54,11 +54,12 @@ class RemoteDatabase:
         if self._closed:
             raise ClosedError("the client is closed")
         headers = {"X-Agent": call.agent} if call.agent else {}
-        if call.content is not None:
-            headers["Content-Type"] = "application/x-ndjson"
+        content, content_type = calls.request_body(call)
+        if content_type is not None:
+            headers["Content-Type"] = content_type
         try:
             resp = self._http.request(call.method, call.path, params=call.params,
-                                      json=call.json, content=call.content,
+                                      content=content,
                                       headers=headers)  # fmt: skip
         except httpx.TransportError as exc:
             raise StorageError(f"server unreachable: {exc}") from exc
