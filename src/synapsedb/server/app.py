@@ -442,11 +442,7 @@ async def follow_events(request: Request, mem: Namespace) -> Response:
             batch = mem.events(stream, after=last, limit=500)
             for ev in batch:
                 last = ev.id
-                yield (
-                    f"id: {ev.id}\nevent: event\ndata: ".encode()
-                    + _encoder.encode(_plain(ev))
-                    + b"\n\n"
-                )
+                yield _sse(ev.id, "event", _plain(ev))
             if batch:
                 idle = quiet = 0.0
                 continue
@@ -459,9 +455,7 @@ async def follow_events(request: Request, mem: Namespace) -> Response:
                 idle = 0.0
                 yield b": keep-alive\n\n"
 
-    return StreamingResponse(
-        feed(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-    )
+    return _event_stream(feed())
 
 
 def _idle_timeout(request: Request) -> float | None:
@@ -473,6 +467,13 @@ def _idle_timeout(request: Request) -> float | None:
     if value is not None and not 0 <= value < float("inf"):
         raise ValidationError(f"idle_timeout: expected seconds, got {raw!r}", field="idle_timeout")
     return value
+
+
+def _event_stream(events: Any) -> StreamingResponse:
+    """A Server-Sent Events answer from an async generator of encoded events."""
+    return StreamingResponse(
+        events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+    )
 
 
 def _sse(event_id: str, kind: str, value: Any) -> bytes:
@@ -556,9 +557,7 @@ async def follow_changes(request: Request, mem: Namespace) -> Response:
                 keep_alive = 0.0
                 yield b": keep-alive\n\n"
 
-    return StreamingResponse(
-        changes(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-    )
+    return _event_stream(changes())
 
 
 async def export_ns(request: Request, mem: Namespace) -> Response:
