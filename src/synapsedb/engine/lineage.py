@@ -246,15 +246,10 @@ def audit(
         return entity is None or entity in about
 
     if state is not None:
-        for chain in list(state.mems.values()):
-            out.extend((r.sys_us, change_entry(r)) for r in chain if keep(r.sys_us, r.agent,
-                                                                          (r.entity,)))  # fmt: skip
-        for fchain in list(state.facts.values()):
-            out.extend((r.sys_us, change_entry(r)) for r in fchain if keep(r.sys_us, r.agent,
-                                                                           (r.entity,)))  # fmt: skip
-        for events in list(state.streams.values()):
-            out.extend((r.sys_us, change_entry(r)) for r in events if keep(r.sys_us, r.agent,
-                                                                           (r.entity,)))  # fmt: skip
+        chains = [*state.mems.values(), *state.facts.values(), *state.streams.values()]
+        for chain in chains:  # memory versions, fact versions, stream events
+            out.extend((r.sys_us, change_entry(r)) for r in chain
+                       if keep(r.sys_us, r.agent, (r.entity,)))  # fmt: skip
 
     def entities_of(pairs: Iterable[list[Any]]) -> set[str | None]:
         return {(_version(state, p[0], p[1]) or _Unknown).entity for p in pairs}
