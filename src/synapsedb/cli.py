@@ -118,13 +118,13 @@ def _keys(args: argparse.Namespace) -> int:
 def _print(value: Any) -> None:
     import msgspec
 
-    from .server.app import _encoder, _plain
+    from .server.wire import encoder, plain
 
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = _plain(value)
+        value = plain(value)
     elif isinstance(value, list):
-        value = [_plain(v) if dataclasses.is_dataclass(v) else v for v in value]
-    print(msgspec.json.format(_encoder.encode(value), indent=2).decode())
+        value = [plain(v) if dataclasses.is_dataclass(v) else v for v in value]
+    print(msgspec.json.format(encoder.encode(value), indent=2).decode())
 
 
 def _remote(args: argparse.Namespace) -> int:

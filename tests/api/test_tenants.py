@@ -216,17 +216,17 @@ def test_the_fast_lane_answers_exactly_as_the_routed_handler(
     """GET /facts?entity=&key= skips the framework unless tracing is on; both answer alike."""
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from synapsedb.server.app import _FastLane
+    from synapsedb.server.fastlane import FastLane
     from synapsedb.server.observe import Tracing
 
     answered: list[str] = []
-    real = _FastLane._answer
+    real = FastLane._answer
 
-    def counted(self: _FastLane, scope: Any, *args: str) -> Any:
+    def counted(self: FastLane, scope: Any, *args: str) -> Any:
         answered.append(args[2])
         return real(self, scope, *args)
 
-    monkeypatch.setattr(_FastLane, "_answer", counted)
+    monkeypatch.setattr(FastLane, "_answer", counted)
 
     db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
                         background_maintenance=False)  # fmt: skip

@@ -1,0 +1,96 @@
+"""ASGI middleware around every request: request ids, trace context, latency metrics and the
+access log."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from .metrics import Metrics
+from .observe import RequestContext, Tracing, current, parse_traceparent, request_id_from
+
+access_log = logging.getLogger("synapsedb.access")
+
+
+class Observe:
+    """ASGI middleware around every request: a request id (``X-Request-ID`` in and out) and
+    trace context for the log lines written meanwhile, a server span when tracing is on,
+    latency per route template, method and status, and an access log line at INFO."""
+
+    def __init__(self, app: Any, metrics: Metrics, tracing: Tracing) -> None:
+        self.app, self.metrics, self.tracing = app, metrics, tracing
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        ctx, parent, state = request_context(scope)
+        span = otel_token = None
+        if self.tracing.enabled:
+            from opentelemetry import context as otel_context
+            from opentelemetry import trace
+
+            carrier = {"traceparent": parent or "", "tracestate": state or ""}
+            span = self.tracing.start_request(scope["method"], carrier)
+            sc = span.get_span_context()
+            ctx.trace_id, ctx.span_id = f"{sc.trace_id:032x}", f"{sc.span_id:016x}"
+            otel_token = otel_context.attach(trace.set_span_in_context(span))
+        token = current.set(ctx)
+        rid_header = (b"x-request-id", ctx.request_id.encode())
+        status = 500
+
+        async def send_observed(message: Any) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), rid_header]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_observed)
+        finally:
+            path = getattr(scope.get("route"), "path", "unmatched")
+            observed(self.metrics, scope, path, status, time.perf_counter() - start)
+            if span is not None:
+                from opentelemetry import context as otel_context
+                from opentelemetry.trace import Status, StatusCode
+
+                span.update_name(f"{scope['method']} {path}")
+                span.set_attribute("http.route", path)
+                span.set_attribute("http.response.status_code", status)
+                span.set_attribute("synapsedb.request_id", ctx.request_id)
+                if status >= 500:
+                    span.set_status(Status(StatusCode.ERROR))
+                span.end()
+                otel_context.detach(otel_token)
+            current.reset(token)
+
+
+def request_context(scope: Any) -> tuple[RequestContext, str | None, str | None]:
+    """The request's id and, from a W3C traceparent, the caller's trace (for the logs);
+    also the raw traceparent and tracestate, for a server span."""
+    rid = parent = state = None
+    for name, value in scope["headers"]:
+        if name == b"x-request-id":
+            rid = value.decode("latin-1")
+        elif name == b"traceparent":
+            parent = value.decode("latin-1")
+        elif name == b"tracestate":
+            state = value.decode("latin-1")
+    ctx = RequestContext(request_id_from(rid))
+    if (ids := parse_traceparent(parent)) is not None:
+        ctx.trace_id, ctx.span_id = ids  # the caller's; a server span replaces them
+    return ctx, parent, state
+
+
+def observed(metrics: Metrics, scope: Any, route: str, status: int, seconds: float) -> None:
+    """After a request: its latency in the metrics and, at INFO, an access log line."""
+    metrics.request_timer(route, scope["method"], status).observe(seconds)
+    if access_log.isEnabledFor(logging.INFO):
+        access_log.info(
+            "%s %s %d", scope["method"], scope["path"], status,
+            extra={"method": scope["method"], "path": scope["path"], "route": route,
+                   "status": status, "duration_ms": round(seconds * 1000, 3)},
+        )  # fmt: skip

@@ -1,0 +1,1 @@
+"""The routes, by area: each parses, calls the engine and encodes."""

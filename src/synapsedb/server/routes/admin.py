@@ -1,0 +1,82 @@
+"""Lifecycle and administration routes: forget, maintain, export/import, config, stats."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from ...engine import Namespace
+from ...errors import (
+    ValidationError,
+)
+from ..auth import public_view, require_scope
+from ..wire import (
+    agent_of,
+    encoder,
+    json_response,
+    pick,
+    read_body,
+    time_param,
+)
+
+
+async def forget(request: Request, mem: Namespace) -> Response:
+    body = pick(await read_body(request), {"id", "entity", "purge", "agent"})
+    if body.get("purge"):
+        require_scope(request, "admin")
+    out = await run_in_threadpool(
+        mem.forget, body.get("id"), entity=body.get("entity"), purge=body.get("purge", False),
+        agent=agent_of(request, body),
+    )  # fmt: skip
+    return json_response(out)
+
+
+async def maintain(request: Request, mem: Namespace) -> Response:
+    body = pick(await read_body(request), {"dry_run"})
+    out = await run_in_threadpool(mem.maintain, dry_run=body.get("dry_run", False))
+    return json_response(public_view(request, out))
+
+
+async def export_ns(request: Request, mem: Namespace) -> Response:
+    records = await run_in_threadpool(lambda: list(mem.export()))
+
+    def lines() -> Any:
+        for rec in records:
+            yield encoder.encode(rec) + b"\n"
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+async def import_ns(request: Request, mem: Namespace) -> Response:
+    raw = await request.body()  # admin only; no 8 MiB cap: a namespace can be large
+    try:
+        records = [msgspec.json.decode(line) for line in raw.splitlines() if line.strip()]
+    except msgspec.DecodeError as exc:
+        raise ValidationError(f"body: not JSON lines ({exc})", field="body") from None
+    n = await run_in_threadpool(mem.import_records, records)
+    return json_response({"imported": n}, 201)
+
+
+async def get_config(request: Request, mem: Namespace) -> Response:
+    return json_response(mem.config)
+
+
+async def set_config(request: Request, mem: Namespace) -> Response:
+    body = await read_body(request)
+    return json_response(await run_in_threadpool(lambda: mem.configure(**body)))
+
+
+async def entities(request: Request, mem: Namespace) -> Response:
+    return json_response(mem.entities(as_of=time_param(request, "as_of")))
+
+
+async def streams(request: Request, mem: Namespace) -> Response:
+    return json_response(mem.streams(as_of=time_param(request, "as_of")))
+
+
+async def stats(request: Request, mem: Namespace) -> Response:
+    return json_response(public_view(request, mem.stats()))

@@ -1,0 +1,144 @@
+"""Routes over memories, KV facts and streams: parse, call the Namespace, encode."""
+
+from __future__ import annotations
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ...engine import Namespace
+from ...errors import (
+    ValidationError,
+)
+from ..wire import (
+    agent_of,
+    int_param,
+    json_response,
+    limit_param,
+    pick,
+    read_body,
+    required,
+    time_param,
+)
+
+# -- memories ---------------------------------------------------------------------------------
+
+
+async def write_memory(request: Request, mem: Namespace) -> Response:
+    body = await read_body(request)
+    if "entity" not in body:
+        raise ValidationError("entity: required", field="entity")
+    entity = body.pop("entity")
+    agent = agent_of(request)
+    m = await run_in_threadpool(mem.write, entity, body, agent=agent)
+    return json_response(m, 201)
+
+
+async def write_memories(request: Request, mem: Namespace) -> Response:
+    body = pick(await read_body(request), {"items", "agent"})
+    items = body.get("items")
+    if not isinstance(items, list):
+        raise ValidationError("items: expected a list of memories", field="items")
+    out = await run_in_threadpool(mem.write_many, items, agent=agent_of(request, body))
+    return json_response(out, 201)
+
+
+async def list_memories(request: Request, mem: Namespace) -> Response:
+    types = request.query_params.getlist("types") or None
+    out = mem.memories(
+        request.query_params.get("entity"),
+        types=types,
+        as_of=time_param(request, "as_of"),
+        limit=limit_param(request, 100),
+    )
+    return json_response(out)
+
+
+async def get_memory(request: Request, mem: Namespace) -> Response:
+    return json_response(mem.get(request.path_params["id"], as_of=time_param(request, "as_of")))
+
+
+async def update_memory(request: Request, mem: Namespace) -> Response:
+    body = pick(await read_body(request), {"changes", "if_version", "agent"})
+    out = await run_in_threadpool(
+        mem.update, request.path_params["id"], body.get("changes", {}),
+        if_version=body.get("if_version"), agent=agent_of(request, body),
+    )  # fmt: skip
+    return json_response(out)
+
+
+async def delete_memory(request: Request, mem: Namespace) -> Response:
+    out = await run_in_threadpool(
+        mem.delete, request.path_params["id"],
+        if_version=int_param(request, "if_version"), agent=agent_of(request),
+    )  # fmt: skip
+    return json_response(out)
+
+
+async def memory_history(request: Request, mem: Namespace) -> Response:
+    return json_response(mem.history(request.path_params["id"], as_of=time_param(request, "as_of")))
+
+
+# -- KV facts ---------------------------------------------------------------------------------
+
+
+async def get_facts(request: Request, mem: Namespace) -> Response:
+    entity = required(request, "entity")
+    key = request.query_params.get("key")
+    as_of = time_param(request, "as_of")
+    if key is None:
+        return json_response(mem.facts(entity, as_of=as_of))
+    return json_response(mem.get(entity, key, as_of=as_of))
+
+
+async def set_fact(request: Request, mem: Namespace) -> Response:
+    body = pick(await read_body(request), {"entity", "key", "value", "if_version", "ttl", "agent"})
+    for name in ("entity", "key", "value"):
+        if name not in body:
+            raise ValidationError(f"{name}: required", field=name)
+    out = await run_in_threadpool(
+        mem.set, body["entity"], body["key"], body["value"], if_version=body.get("if_version"),
+        ttl=body.get("ttl"), agent=agent_of(request, body),
+    )  # fmt: skip
+    return json_response(out)
+
+
+async def delete_fact(request: Request, mem: Namespace) -> Response:
+    out = await run_in_threadpool(
+        mem.delete, required(request, "entity"), required(request, "key"),
+        if_version=int_param(request, "if_version"), agent=agent_of(request),
+    )  # fmt: skip
+    return json_response(out)
+
+
+async def fact_history(request: Request, mem: Namespace) -> Response:
+    out = mem.history(
+        required(request, "entity"), required(request, "key"), as_of=time_param(request, "as_of")
+    )
+    return json_response(out)
+
+
+# -- streams ----------------------------------------------------------------------------------
+
+
+async def append_event(request: Request, mem: Namespace) -> Response:
+    body = pick(await read_body(request), {"entity", "event", "stream", "searchable", "agent"})
+    if "entity" not in body or "event" not in body:
+        raise ValidationError("entity, event: required", field="entity" if "entity" not in body
+                              else "event")  # fmt: skip
+    out = await run_in_threadpool(
+        mem.append, body["entity"], body["event"], stream=body.get("stream"),
+        agent=agent_of(request, body), searchable=body.get("searchable", True),
+    )  # fmt: skip
+    return json_response(out, 201)
+
+
+async def read_events(request: Request, mem: Namespace) -> Response:
+    q = request.query_params
+    out = mem.events(
+        required(request, "stream"), start=q.get("start"), end=q.get("end"),
+        after=q.get("after"), since=time_param(request, "since"), until=time_param(request, "until"),
+        limit=limit_param(request, 100), order=q.get("order", "asc"),  # type: ignore[arg-type]
+        as_of=time_param(request, "as_of"),
+    )  # fmt: skip
+    return json_response(out)

@@ -1,0 +1,103 @@
+"""Service routes outside the namespaces: health, readiness, metrics, the API document,
+and the list of namespaces a caller may see."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ...engine import Database
+from ...errors import (
+    SynapseError,
+)
+from ..auth import authorize
+from ..keys import SEP
+from ..metrics import Metrics
+from ..wire import (
+    error_response,
+    json_response,
+)
+
+log = logging.getLogger("synapsedb.server")
+
+# -- service routes ---------------------------------------------------------------------------
+
+
+async def healthz(request: Request) -> Response:
+    return json_response({"status": "ok"})
+
+
+class Warmup:
+    """Loads the embedding model once, in a thread, so /readyz can say when it is in memory."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.error: str | None = None
+        self._started = False
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started or self.db.embedding.loaded:
+                return
+            self._started = True
+        threading.Thread(target=self._run, name="synapsedb-warmup", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            _ = self.db.embedding.model
+        except Exception as exc:  # reported by /readyz; queries then fail with the same cause
+            log.exception("embedding model failed to load")
+            self.error = f"{type(exc).__name__}: {exc}"
+
+
+async def readyz(request: Request) -> Response:
+    """Ready: storage open and the embedding model in memory (503 while loading or broken)."""
+    db: Database = request.app.state.db
+    if db.closed:
+        return json_response({"status": "closed"}, 503)
+    warmup: Warmup = request.app.state.warmup
+    if not db.embedding.loaded:
+        warmup.start()
+        if warmup.error is not None:
+            return json_response({"status": "model_failed", "error": warmup.error}, 503)
+        return json_response({"status": "loading_model"}, 503)
+    return json_response(
+        {"status": "ready", "namespaces": len(db.namespaces()),
+         "indexing_rows_pending": db.indexing_pending}
+    )  # fmt: skip
+
+
+async def openapi(request: Request) -> Response:
+    return Response(request.app.state.openapi, media_type="application/json")
+
+
+async def docs(request: Request) -> Response:
+    return Response(request.app.state.docs_html, media_type="text/html; charset=utf-8")
+
+
+async def metrics(request: Request) -> Response:
+    try:
+        authorize(request, "admin")  # its labels name namespaces: operators only, once keys exist
+    except SynapseError as err:
+        return error_response(err)
+    m: Metrics = request.app.state.metrics
+    return Response(m.render(), media_type=Metrics.CONTENT_TYPE)
+
+
+async def list_namespaces(request: Request) -> Response:
+    try:
+        key = authorize(request, "read")
+    except SynapseError as err:
+        return error_response(err)
+    names = request.app.state.db.namespaces()
+    if key is None:
+        return json_response([n for n in names if SEP not in n])
+    prefix = key.tenant + SEP
+    mine = [n[len(prefix) :] for n in names if n.startswith(prefix)]
+    if key.namespaces is not None:
+        mine = [n for n in mine if n in key.namespaces]
+    return json_response(mine)
