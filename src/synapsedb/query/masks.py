@@ -6,6 +6,7 @@ computed from columns and metadata postings instead of one record at a time.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -60,6 +61,7 @@ def _categorical(col: np.ndarray, codes: Codes, node: Cond, missing: int | None)
 
 
 def _builtin(node: Cond, cat: Catalog, n: int, id_rows: IdRows) -> np.ndarray:
+    assert isinstance(node.field, str)  # built-in names are strings; metadata paths are tuples
     name, op, want = node.field, node.op, node.value
     if name == "entity":
         return _categorical(cat.entity[:n], cat.entities, node, None)
@@ -103,10 +105,11 @@ def _rows_for_keys(bucket: dict[Any, Any], keys: Iterable[Any]) -> np.ndarray:
 
 
 def _meta(node: Cond, cat: Catalog, n: int) -> np.ndarray:
+    assert isinstance(node.field, tuple)
     path = node.field[1:]
     op, want = node.op, node.value
     if op == "$exists":
-        present = cat.rows_mask(cat.postings(path, "x").get(None, ()), n)
+        present = cat.rows_mask(cat.postings(path, "x").get(None, array("i")), n)
         return present if want else ~present
     values = cat.postings(path, "v")
     if op in ("$eq", "$ne", "$in", "$nin"):

@@ -302,7 +302,7 @@ def build_document(routes: list[tuple[str, str]]) -> dict[str, Any]:
                 "content": {"application/x-ndjson": {"schema": {"type": "string"}}}
             }
         elif body is not None:
-            props = {f: {} for f in body} if isinstance(body, list) else {}
+            props: dict[str, Any] = {f: {} for f in body} if isinstance(body, list) else {}
             entry["requestBody"] = {"content": {"application/json": {"schema": {
                 "type": "object", "properties": props}}}}  # fmt: skip
         paths.setdefault(path, {})[method.lower()] = entry
