@@ -7,6 +7,7 @@ The sync client (and an async one) only execute calls, so the two can never drif
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,6 +18,7 @@ import msgspec
 import numpy as np
 
 from ..errors import SynapseError, error_from_code
+from ..times import format_us, to_us
 from ..types import (
     AuditEntry,
     Event,
@@ -69,13 +71,28 @@ def error_of(status: int, raw: bytes) -> SynapseError:
         return SynapseError(f"HTTP {status}: {raw[:200].decode('utf-8', 'replace')}")
 
 
-def _t(value: Any) -> Any:
-    """A time argument for a query string (datetimes as ISO-8601)."""
-    return value.isoformat() if isinstance(value, datetime) else value
+_TIME_FIELDS = frozenset({"as_of", "since", "until"})
+
+
+def _t(value: Any, field: str) -> Any:
+    """A time argument as the wire carries it (query string or JSON body), meaning the same
+    instant as embedded. Strings, booleans and finite numbers travel as they are (the server
+    applies the engine's rules to them), datetimes as ISO-8601. A value the wire would change
+    (a ``date`` becomes an ISO string, NaN becomes JSON ``null``, i.e. "now", a list is
+    flattened by the query string) is checked here by the engine's own :func:`to_us`, which
+    raises its ValidationError naming ``field``; were it to accept such a value, the exact
+    instant is sent as ISO-8601."""
+    if isinstance(value, str | bool):
+        return value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, int | float) and math.isfinite(value):
+        return int(value) if isinstance(value, int) else float(value)
+    return format_us(to_us(value, field))
 
 
 def _params(**kwargs: Any) -> dict[str, Any]:
-    return {k: _t(v) for k, v in kwargs.items() if v is not None}
+    return {k: _t(v, k) if k in _TIME_FIELDS else v for k, v in kwargs.items() if v is not None}
 
 
 _body_encoder = msgspec.json.Encoder()
@@ -195,7 +212,8 @@ def events(ns: str, stream: str, **kwargs: Any) -> Call:
 
 
 def query(ns: str, text: str | None, kwargs: dict[str, Any]) -> Call:
-    body = {k: _json(v) for k, v in kwargs.items() if v is not None}
+    body = {k: _t(v, k) if k in _TIME_FIELDS else _json(v) for k, v in kwargs.items()
+            if v is not None}  # fmt: skip
     if "types" in body and isinstance(body["types"], str):
         body["types"] = [body["types"]]
     if "tiers" in body and isinstance(body["tiers"], str):
