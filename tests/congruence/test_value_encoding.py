@@ -1,0 +1,92 @@
+"""Values that JSON or a query string cannot carry as they are (NaN, ``date``, numpy scalars, a
+list where a number goes) must give the same answer or error embedded and over HTTP.
+
+Time arguments (as_of, since, until) are covered by test_as_of_forms.py and agree. The cases
+marked xfail are known incongruences outside time arguments, left for a fix in the client's
+body and query-string encoding (msgspec writes NaN as ``null`` and a ``date`` as a string, and
+refuses numpy scalars with a TypeError; httpx writes a list as repeated parameters and a numpy
+integer as its digits). Each mark is strict: the fix makes it fail until the mark is removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+
+import synapsedb
+from synapsedb.client import RemoteDatabase
+from synapsedb.server import create_app
+
+from .test_embedded_vs_http import normalize
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[tuple[Any, Any]]:
+    start = 1_761_264_000_000_000
+    local = synapsedb.open(tmp_path / "a", clock=synapsedb.ManualClock(start), durability="os",
+                           embedder=None, background_maintenance=False)  # fmt: skip
+    served = synapsedb.open(tmp_path / "b", clock=synapsedb.ManualClock(start), durability="os",
+                            embedder=None, background_maintenance=False)  # fmt: skip
+    http = TestClient(create_app(served))
+    remote = RemoteDatabase("http://testserver", client=http)
+    yield local.namespace("acme"), remote.namespace("acme")
+    remote.close()
+    http.close()
+    served.close()
+    local.close()
+
+
+def _lossy(why: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=f"client encoding: {why}")
+
+
+NAN = float("nan")
+CASES: list[Any] = [
+    pytest.param(lambda m: m.write("u", {"content": "x", "salience": NAN}), id="salience NaN"),
+    pytest.param(lambda m: m.write("u", {"content": "x", "ts": NAN}), id="write ts NaN",
+                 marks=_lossy("NaN is sent as null: written at 'now' instead of refused")),
+    pytest.param(lambda m: m.write("u", {"content": "x", "ts": date(2025, 10, 24)}),
+                 id="write ts date", marks=_lossy("a date is sent as an ISO string: accepted")),
+    pytest.param(lambda m: m.write("u", {"content": "x", "metadata": {"a": NAN}}),
+                 id="metadata NaN", marks=_lossy("NaN is stored as null instead of refused")),
+    pytest.param(lambda m: m.write("u", {"content": "x", "metadata": {"a": date(2025, 1, 1)}}),
+                 id="metadata date", marks=_lossy("a date is stored as a string")),
+    pytest.param(lambda m: m.set("u", "k", NAN), id="fact value NaN",
+                 marks=_lossy("NaN is stored as null instead of refused")),
+    pytest.param(lambda m: m.set("u", "k", 1, ttl=NAN), id="fact ttl NaN",
+                 marks=_lossy("NaN is sent as null: a fact without TTL instead of refused")),
+    pytest.param(lambda m: m.write("u", {"content": "x", "salience": np.float64(0.9)}),
+                 id="salience numpy float",
+                 marks=_lossy("msgspec raises TypeError (not a SynapseError) on numpy scalars")),
+    pytest.param(lambda m: m.query("x", k=np.int64(5)), id="query k numpy int",
+                 marks=_lossy("msgspec raises TypeError on numpy scalars")),
+    pytest.param(lambda m: m.query("x", mode="keyword", min_score=NAN), id="min_score NaN",
+                 marks=_lossy("NaN is sent as null (no floor); embedded keeps NaN, which "
+                              "matches nothing: the engine should refuse it")),
+    pytest.param(lambda m: m.events("s", limit=np.int64(5)), id="events limit numpy int",
+                 marks=_lossy("sent as digits: accepted, refused embedded")),
+    pytest.param(lambda m: m.events("s", limit=[5]), id="events limit list",
+                 marks=_lossy("sent as limit=5: accepted, refused embedded")),
+]  # fmt: skip
+
+
+def outcome(call: Callable[[Any], Any], mem: Any) -> Any:
+    try:
+        return ("answer", normalize(call(mem)))
+    except synapsedb.SynapseError as err:
+        return ("error", type(err), err.code, err.details.get("field"))
+
+
+@pytest.mark.parametrize("call", CASES)
+def test_same_answer_or_error(pair: tuple[Any, Any], call: Callable[[Any], Any]) -> None:
+    local, remote = pair
+    for mem in pair:
+        mem.write("u", {"id": "m0", "content": "x marks the spot"})
+        mem.append("u", "e", stream="s", searchable=False)
+    assert outcome(call, remote) == outcome(call, local)
