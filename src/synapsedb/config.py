@@ -60,6 +60,27 @@ class Settings:
         default=10_000, metadata={"doc": "most memories accepted by one write_many call"}
     )
     max_dim: int = field(default=4096, metadata={"doc": "largest embedding dimension"})
+    max_query_chars: int = field(default=8192, metadata={"doc": "longest query text, characters"})
+    max_filter_bytes: int = field(
+        default=32 * 1024, metadata={"doc": "largest query filter, bytes of compact JSON"}
+    )
+    query_log_max_rows: int = field(
+        default=100_000,
+        metadata={
+            "doc": "query-log rows kept per namespace; the oldest go first (queries an "
+            "answer refers to stay)"
+        },
+    )
+    query_log_max_hits: int = field(
+        default=100, metadata={"doc": "hits recorded per logged query (the best ones)"}
+    )
+    erasure_wait_ms: int = field(
+        default=5000,
+        metadata={
+            "doc": "how long a purge waits for other readers of the WAL to let go before it "
+            "reports the erasure pending (maintenance then retries)"
+        },
+    )
     hnsw_threshold: int = field(
         default=20_000,
         metadata={"doc": "rows (memory versions) from which a namespace gets an HNSW index"},

@@ -204,6 +204,7 @@ class Lineage:
     recorded_at: datetime
     queries: list[LoggedQuery]
     cited: list[MemoryRef]
+    erased: bool = False  # the answer was built on erased memories: its text was erased
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +233,11 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class Forgotten:
-    """What ``forget`` did: counts of what it tombstoned or (``purged``) erased."""
+    """What ``forget`` did: counts of what it tombstoned or (``purged``) erased.
+
+    ``pending`` (purge only): the erasure is committed and gone from every read, but the erased
+    text may still be in the database's write-ahead log because another connection was reading
+    it; maintenance retries until it is gone (``Database.erasure_pending``)."""
 
     target: str
     purged: bool
@@ -241,6 +246,7 @@ class Forgotten:
     facts: int
     events: int
     at: datetime
+    pending: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,10 +23,12 @@ __all__ = [
     "MemoryInput",
     "check_agent",
     "check_entity",
+    "check_filter_size",
     "check_id",
     "check_id_list",
     "check_key",
     "check_namespace",
+    "check_query_text",
     "check_ttl",
     "check_types",
     "check_vector",
@@ -384,3 +386,43 @@ def check_id_list(value: Any, field: str, limit: int) -> list[str]:
             f"{field}: {len(value)} ids, over the limit of {limit}", field=field, limit=limit
         )
     return list(dict.fromkeys(value))
+
+
+def check_query_text(value: Any, limit: int) -> str | None:
+    """A query text: a string of at most ``limit`` characters (None: no text)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"text: expected a string, got {type(value).__name__}", field="text")
+    if len(value) > limit:
+        raise ValidationError(
+            f"text: {len(value)} characters, over the limit of {limit}", field="text", limit=limit
+        )
+    return value
+
+
+def check_filter_size(value: Any, limit: int) -> None:
+    """Bound a query filter before it is parsed or logged: nesting at most MAX_JSON_DEPTH
+    levels, at most ``limit`` bytes as compact JSON (times count by their text)."""
+    if value is None:
+        return
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:  # iterative: a deeply nested filter must not exhaust the Python stack
+        item, depth = stack.pop()
+        if isinstance(item, Mapping | list | tuple):
+            if depth >= MAX_JSON_DEPTH:
+                raise ValidationError(
+                    f"filter: nested deeper than {MAX_JSON_DEPTH} levels",
+                    field="filter",
+                    limit=MAX_JSON_DEPTH,
+                )
+            children = item.values() if isinstance(item, Mapping) else item
+            stack.extend((child, depth + 1) for child in children)
+    try:
+        size = len(orjson.dumps(value, default=str))
+    except (TypeError, orjson.JSONEncodeError):
+        return  # not JSON at all: the filter parser names what is wrong
+    if size > limit:
+        raise ValidationError(
+            f"filter: {size} bytes of JSON, over the limit of {limit}", field="filter", limit=limit
+        )

@@ -20,6 +20,13 @@ from ..embed.base import Embedder
 from ..errors import ClosedError, StorageError
 from ..query.executor import Fusion
 from ..storage.base import LoadedRows
+from ..storage.files import (
+    FILE_MODE,
+    check_writable,
+    make_private_dir,
+    restrict_tree,
+    storage_error,
+)
 from ..storage.sqlite import SQLiteStorage
 from ..types import MaintenanceReport
 from ..validation import check_agent, check_namespace
@@ -61,16 +68,22 @@ class Database:
             embedder = self.settings.embedder
         self.embedding = EmbeddingService(embedder, self.settings)
         self.path = Path(path)
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError(f"cannot create data directory {self.path}: {exc}") from exc
+        # private to this user: the directory 0700, every file in it 0600 (docs/lifecycle.md)
+        make_private_dir(self.path)
+        check_writable(self.path)  # fail now, with the fix, not at the first write
         self._lock_fd = _lock_directory(self.path)
-        self._secret = _secret(self.path)
         self._closed = False
         self._close_lock = threading.Lock()
         try:
-            self._storage = SQLiteStorage(self.path, durability=self.settings.durability)
+            self._secret = _secret(self.path)
+            make_private_dir(self.path / "indexes")
+            restrict_tree(self.path)  # files left by older versions were 0644
+            self._storage = SQLiteStorage(
+                self.path,
+                durability=self.settings.durability,
+                erasure_wait_ms=self.settings.erasure_wait_ms,
+                query_log_max_rows=self.settings.query_log_max_rows,
+            )
             self._states: dict[str, NamespaceState] = {}
             last_us = self._load()
         except BaseException:
@@ -202,14 +215,26 @@ class Database:
             self._flush_log()
             self._writer.close()
             self._indexer.close()
+            restrict_tree(self.path / "indexes")  # the vector graphs it just saved
             self._storage.close()
         finally:
             os.close(self._lock_fd)
 
     def maintain(self, *, dry_run: bool = False) -> list[MaintenanceReport]:
-        """Run maintenance in every namespace (see :meth:`Namespace.maintain`)."""
+        """Run maintenance in every namespace (see :meth:`Namespace.maintain`), and retry a
+        pending erasure (see :attr:`erasure_pending`)."""
         self._check_open()
-        return [self.namespace(ns).maintain(dry_run=dry_run) for ns in sorted(self._states)]
+        reports = [self.namespace(ns).maintain(dry_run=dry_run) for ns in sorted(self._states)]
+        if not dry_run and self._storage.erasure_pending:
+            self._storage.finish_erasure(0)  # no waiting here: writers share the connection
+        return reports
+
+    @property
+    def erasure_pending(self) -> bool:
+        """True while erased text (forget purge, expired TTL) may still be in the SQLite
+        write-ahead log, because another connection kept reading it; maintenance retries
+        until it is gone."""
+        return self._storage.erasure_pending
 
     def _maintain_in_background(self) -> None:
         if not self.settings.background_maintenance:
@@ -311,21 +336,39 @@ def _over_quota(state: NamespaceState) -> bool:
 
 
 def _secret(path: Path) -> bytes:
-    """A per-database key for hashing erased entities (so their names are not guessable)."""
+    """A per-database key for hashing erased entities (so their names are not guessable).
+
+    Created 0600 from the first byte on (never readable by others, not even briefly)."""
     key = path / "SECRET"
     try:
         return key.read_bytes()
     except FileNotFoundError:
-        value = os.urandom(32)
-        tmp = path / "SECRET.tmp"
-        tmp.write_bytes(value)
-        os.chmod(tmp, 0o600)
+        pass
+    except OSError as exc:
+        raise storage_error(f"cannot read {key}: {exc.strerror or exc}", key, exc) from exc
+    value = os.urandom(32)
+    tmp = path / "SECRET.tmp"
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # left by a crash between creating and renaming it
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(value)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, key)
-        return value
+    except OSError as exc:
+        raise storage_error(f"cannot create {key}: {exc.strerror or exc}", key, exc) from exc
+    return value
 
 
 def _lock_directory(path: Path) -> int:
-    fd = os.open(path / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path / "LOCK", os.O_RDWR | os.O_CREAT, FILE_MODE)
+    except OSError as exc:
+        raise storage_error(
+            f"cannot open {path / 'LOCK'}: {exc.strerror or exc}", path / "LOCK", exc
+        ) from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -3,7 +3,9 @@
 A namespace's vectors all come from one source, fixed by its first vector: the database's
 embedder (by name) or ``"caller"``. Texts written without a vector are embedded in batches in
 the writer's own thread, before anything is queued for commit; a namespace whose vectors come
-from callers gets no automatic vectors. Query texts are embedded through an LRU cache.
+from callers gets no automatic vectors. Query texts are embedded through an LRU cache keyed by
+namespace and text: a hit only ever comes from an earlier query of the same namespace, so how
+fast a query is embedded tells nothing about what other namespaces (other tenants) asked.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ class EmbeddingService:
         cache_size = self._settings.query_cache_size
         self._model: Embedder | None = embedder if not isinstance(embedder, str | None) else None
         self._lock = threading.Lock()
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._cache_size = cache_size
+        self.cache_hits = 0  # query texts answered from the cache
+        self.cache_misses = 0  # query texts the model embedded
         self.batches: list[int] = []  # sizes of recent write batches (for metrics)
         self.on_batch: Callable[[int], None] | None = None
 
@@ -118,18 +122,30 @@ class EmbeddingService:
         if state.dim is None and not required:
             return None  # nothing to compare with
         self._usable_for(state, "embedding")
+        key = (state.name, text)
         with self._lock:
-            vec = self._cache.get(text)
+            vec = self._cache.get(key)
             if vec is not None:
-                self._cache.move_to_end(text)
+                self._cache.move_to_end(key)
+                self.cache_hits += 1
                 return vec
+            self.cache_misses += 1
         vec = self.model.embed([text])[0]
         vec.setflags(write=False)
         with self._lock:
-            self._cache[text] = vec
+            self._cache[key] = vec
             if len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return vec
+
+    def forget_texts(self, namespace: str, needle: str) -> int:
+        """Drop the cached query texts of ``namespace`` that contain ``needle`` (an erased
+        entity's name); returns how many went."""
+        with self._lock:
+            gone = [k for k in self._cache if k[0] == namespace and needle in k[1]]
+            for key in gone:
+                del self._cache[key]
+        return len(gone)
 
 
 def _build(spec: str, settings: Settings) -> Embedder:

@@ -6,7 +6,9 @@ group commit (or by the background flusher within about a second); ``record_answ
 the same transaction as every query logged before it, so an answer never points at an unlogged
 query. The log holds ids and versions, never copies of content: ``lineage`` shows each memory
 version's content from the version history, so it stays right after the memory changes, and
-says ``erased`` after a purge.
+says ``erased`` after a purge. A purge also erases the text and request of logged queries that
+named the entity or returned its memories, and the text of answers built on its memories (the
+answer keeps its id, time, agent, queries and cited versions, and says ``erased``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import orjson
 from ..errors import NotFoundError, ValidationError
 from ..times import to_datetime
 from ..types import AuditEntry, Lineage, LoggedQuery, MemoryRef, Snapshot
+from .ops import alias_of
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
 from .writer import Op, Tx
@@ -188,7 +191,7 @@ def lineage(storage: Storage, state: NamespaceState | None, ns: str, answer_id: 
         raise NotFoundError(
             f"answer {answer_id!r} not found in namespace {ns!r}", field="answer_id", id=answer_id
         )
-    aid, sys_us, agent, text, query_ids, cited, _memories = row
+    aid, sys_us, agent, text, query_ids, cited, _memories, erased = row
     qids = orjson.loads(query_ids)
     by_id = {r[0]: r for r in storage.read_queries(ns, qids)}
     return Lineage(
@@ -198,6 +201,7 @@ def lineage(storage: Storage, state: NamespaceState | None, ns: str, answer_id: 
         recorded_at=to_datetime(sys_us),
         queries=[logged_query(state, by_id[q], storage) for q in qids if q in by_id],
         cited=[_ref(state, mid, v, None, storage) for mid, v in orjson.loads(cited)],
+        erased=bool(erased),
     )
 
 
@@ -220,7 +224,8 @@ def change_entry(rec: MemRec | FactRec | EventRec) -> AuditEntry:
 def changes_of(tx: Tx) -> dict[str, list[AuditEntry]]:
     """What one committed batch changed, per namespace, in the order it was planned."""
     out: dict[str, list[AuditEntry]] = {}
-    for ns, rec in [*tx.mems, *tx.facts, *tx.events]:
+    planned: list[tuple[str, MemRec | FactRec | EventRec]] = [*tx.mems, *tx.facts, *tx.events]
+    for ns, rec in planned:
         out.setdefault(ns, []).append(change_entry(rec))
     return out
 
@@ -237,16 +242,22 @@ def audit(
     limit: int,
     subject_of: Any,
 ) -> list[AuditEntry]:
-    """Who wrote and read what, when: oldest first, at most ``limit`` entries."""
+    """Who wrote and read what, when: oldest first, at most ``limit`` entries. After a purge
+    the entity's rows name it only by its alias; asking by name finds them through it."""
     out: list[tuple[int, AuditEntry]] = []
+    alias = None if entity is None else alias_of(subject_of(entity))
 
     def keep(at: int, who: str | None, about: Iterable[str | None]) -> bool:
         if not since_us <= at < until_us or (agent is not None and who != agent):
             return False
-        return entity is None or entity in about
+        if entity is None:
+            return True
+        names = set(about)
+        return entity in names or alias in names
 
     if state is not None:
-        chains = [*state.mems.values(), *state.facts.values(), *state.streams.values()]
+        chains: list[list[MemRec] | list[FactRec] | list[EventRec]] = [
+            *state.mems.values(), *state.facts.values(), *state.streams.values()]  # fmt: skip
         for chain in chains:  # memory versions, fact versions, stream events
             out.extend((r.sys_us, change_entry(r)) for r in chain
                        if keep(r.sys_us, r.agent, (r.entity,)))  # fmt: skip
@@ -264,13 +275,13 @@ def audit(
         if keep(sys_us, who, entities_of(orjson.loads(memories))):
             out.append((sys_us, AuditEntry(to_datetime(sys_us), who, "answer", None, aid)))
     for mid, sys_us, tier, score, reason in storage.scan_tiers(ns, since_us, until_us):
-        about = state.cold.get(mid) if state is not None else None
-        if about is None and state is not None and mid in state.mems:
-            about = state.mems[mid][-1].entity
-        if keep(sys_us, None, (about,)):
+        moved = state.cold.get(mid) if state is not None else None
+        if moved is None and state is not None and mid in state.mems:
+            moved = state.mems[mid][-1].entity
+        if keep(sys_us, None, (moved,)):
             action = "demote" if tier == "cold" else "promote"
             note = reason if score is None else f"score {score}: {reason}"
-            out.append((sys_us, AuditEntry(to_datetime(sys_us), None, action, about,
+            out.append((sys_us, AuditEntry(to_datetime(sys_us), None, action, moved,
                                            f"{mid} ({note})")))  # fmt: skip
     for sys_us, who, subject, counts in storage.scan_erasures(ns, since_us, until_us):
         if entity is not None and subject != subject_of(entity):
@@ -289,7 +300,7 @@ class _Unknown:
 def snapshot(mem: Namespace, entity: str, t: int) -> Snapshot:
     """The entity's facts, memories and stream events as they were at system time ``t``."""
     state = mem._db._state(mem.name)
-    events = []
+    events: list[EventRec] = []
     if state is not None:
         for name in list(state.streams):
             events.extend(e for e in state.events_in(name, (0, 0), (INF, INF), t)

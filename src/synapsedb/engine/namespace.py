@@ -405,10 +405,13 @@ class Namespace:
 
         With ``purge=True`` (entity only), erase instead: every version's content, metadata and
         vector, every fact value and stream payload about the entity is removed from the
-        database files (the WAL is checkpointed and truncated) and from memory. Version
-        skeletons stay, marked erased, so history, audit and lineage can say an erasure
-        happened; an erasure record keeps who, when and how many, and the entity only as a
-        keyed hash.
+        database files (the WAL is checkpointed and truncated) and from memory, and so are the
+        texts of logged queries that named it or returned its memories and of answers built
+        on them. Version skeletons stay, marked erased, so history, audit and lineage can say
+        an erasure happened; in them the entity, its fact keys and its streams appear only as
+        keyed hashes, and the erasure record keeps who, when and how many. ``pending`` in the
+        result: another reader kept the WAL from being truncated in time; maintenance retries
+        (docs/lifecycle.md#erasure).
         """
         who = self._agent_for(agent)
         if not isinstance(purge, bool):
@@ -431,13 +434,18 @@ class Namespace:
         cold_versions = (
             len(self._db._storage.read_memory_chains(self.name, cold)) if cold and purge else 0
         )
-        op = ForgetEntity(self.name, entity, purge, who, self._db.subject_of(entity))
+        op = ForgetEntity(self.name, entity, purge, who, self._db.subject_of(entity),
+                          self._db.subject_of)  # fmt: skip
         counts = self._db._submit(op)
+        pending = False
         if purge:
             counts["memories"] += len(cold)
             counts["versions"] += cold_versions
+            self._db.embedding.forget_texts(self.name, entity)
+            pending = self._db.erasure_pending
         return Forgotten(entity, purge, counts["memories"], counts["versions"], counts["facts"],
-                         counts["events"], to_datetime(self._db._now_us()))  # fmt: skip
+                         counts["events"], to_datetime(self._db._now_us()),
+                         pending)  # fmt: skip
 
     def maintain(self, *, dry_run: bool = False) -> MaintenanceReport:
         """Run maintenance now: demote the lowest-salience unpinned memories over the hot
@@ -685,12 +693,14 @@ class Namespace:
         return sorted(e for e in names if state.entity_exists_at(e, t))
 
     def streams(self, *, as_of: TimeLike | None = None) -> list[str]:
-        """Streams with at least one event committed at or before ``as_of``, sorted."""
+        """Streams with at least one event committed at or before ``as_of``, sorted (a stream
+        whose every event was erased is not listed)."""
         t = self._time(as_of)
         state = self._db._state(self.name)
         if state is None:
             return []
-        return sorted(s for s, evs in list(state.streams.items()) if evs and evs[0].sys_us <= t)
+        return sorted(s for s, evs in list(state.streams.items())
+                      if evs and evs[0].sys_us <= t and not all(e.erased for e in evs))  # fmt: skip
 
     def stats(self) -> Stats:
         """Counts by type, versions, bytes (content, metadata, vectors, values, events)."""

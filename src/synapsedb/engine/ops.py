@@ -7,6 +7,8 @@ existence, compare-and-set versions, the namespace's embedding dimension, stream
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,6 +16,7 @@ import orjson
 
 from ..errors import NotFoundError, QuotaExceededError, ValidationError, VersionConflictError
 from ..ids import format_event_id, new_memory_id
+from ..storage.base import Purge
 from ..validation import MemoryInput
 from .records import EventRec, FactRec, MemRec
 from .writer import Op, Tx
@@ -27,7 +30,15 @@ __all__ = [
     "SetFact",
     "UpdateMemory",
     "WriteMemories",
+    "alias_of",
 ]
+
+ERASED = "erased:"
+
+
+def alias_of(subject: str) -> str:
+    """What stands in an erased row for the entity whose keyed hash is ``subject``."""
+    return ERASED + subject
 
 
 def _expires(now_us: int, ttl: float | None) -> int | None:
@@ -313,18 +324,56 @@ class AppendEvent(Op):
 class ForgetEntity(Op):
     """Forget everything about an entity: tombstones (history keeps it) or, with ``purge``,
     erasure of every version's content, vectors, fact values and event payloads, leaving an
-    audit row (who, when, how many; the entity only as a keyed hash)."""
+    audit row (who, when, how many; the entity only as a keyed hash).
 
-    __slots__ = ("agent", "entity", "ns", "purge", "subject")
+    A purge leaves no name behind: in the skeleton rows the entity becomes ``erased:<keyed
+    hash>`` (:func:`alias_of`), and each of its fact keys and each stream that held only its
+    events gets a keyed hash of its own (salted afresh for each purge, so a later purge of the
+    same names cannot collide with this one). ``hide`` is the keyed hash."""
 
-    def __init__(self, ns: str, entity: str, purge: bool, agent: str | None, subject: str) -> None:
+    __slots__ = ("agent", "entity", "hide", "ns", "purge", "subject")
+
+    def __init__(
+        self,
+        ns: str,
+        entity: str,
+        purge: bool,
+        agent: str | None,
+        subject: str,
+        hide: Callable[[str], str] | None = None,
+    ) -> None:
         super().__init__(2)
-        self.ns, self.entity, self.purge, self.agent, self.subject = (
+        self.ns, self.entity, self.purge, self.agent = ns, entity, purge, agent
+        self.subject, self.hide = subject, hide
+
+    def _erasure(self, tx: Tx) -> Purge:
+        """The names to replace: every fact key of the entity, and every stream named after it
+        or holding only its events (and events already erased), this batch's included."""
+        ns, entity, salt = self.ns, self.entity, secrets.token_hex(8)
+        hide = self.hide
+        assert hide is not None, "a purge needs the keyed hash"
+        state = tx.states.get(ns)
+        keys = set(state.entity_facts.get(entity, ())) if state is not None else set()
+        keys.update(rec.key for n, rec in tx.facts if n == ns and rec.entity == entity)
+        # stream -> (only the entity's or erased events, at least one of the entity's)
+        about: dict[str, tuple[bool, bool]] = {}
+        if state is not None:
+            for name, evs in list(state.streams.items()):
+                about[name] = (all(e.entity == entity or e.erased for e in evs),
+                               any(e.entity == entity for e in evs))  # fmt: skip
+        for n, erec in tx.events:
+            if n == ns:
+                only, mine = about.get(erec.stream, (True, False))
+                is_mine = erec.entity == entity
+                about[erec.stream] = (only and is_mine, mine or is_mine)
+        streams = [name for name, (only, mine) in about.items()
+                   if (only and mine) or name == entity]  # fmt: skip
+        return Purge(
             ns,
             entity,
-            purge,
-            agent,
-            subject,
+            alias_of(self.subject),
+            keys={k: alias_of(hide(f"\0key\0{entity}\0{k}\0{salt}")) for k in sorted(keys)},
+            streams={s: alias_of(hide(f"\0stream\0{s}\0{salt}")) for s in sorted(streams)},
         )
 
     def plan(self, tx: Tx) -> dict[str, int]:
@@ -343,7 +392,7 @@ class ForgetEntity(Op):
                 "facts": len(keys),
                 "events": events,
             }
-            tx.batch.purges.append((ns, entity))
+            tx.batch.purges.append(self._erasure(tx))
             tx.batch.erasures.append(
                 (ns, now, self.agent, self.subject, orjson.dumps(counts).decode())
             )

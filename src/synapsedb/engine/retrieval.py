@@ -18,7 +18,13 @@ from ..query.filters import parse_filter
 from ..query.rank import named_labels, strip_words
 from ..times import TimeLike, format_us, to_us
 from ..types import Hit, QueryResult
-from ..validation import check_entity, check_types, check_vector
+from ..validation import (
+    check_entity,
+    check_filter_size,
+    check_query_text,
+    check_types,
+    check_vector,
+)
 from .lifecycle import touch
 from .records import MemRec
 from .state import NamespaceState
@@ -53,10 +59,10 @@ def run_query(
     agent: str | None = None,
     tiers: Sequence[str] | None = None,
 ) -> QueryResult:
+    settings = db.settings
+    text = check_query_text(text, settings.max_query_chars)
     asked = text  # logged as the agent asked it (entity scoping may strip a token below)
     wanted_tiers = _tiers(tiers)
-    if text is not None and not isinstance(text, str):
-        raise ValidationError(f"text: expected a string, got {type(text).__name__}", field="text")
     if mode not in MODES:
         raise ValidationError(
             f"mode: expected one of {', '.join(MODES)}, got {mode!r}", field="mode"
@@ -75,6 +81,7 @@ def run_query(
             field="dedup" if not isinstance(dedup, bool) else "explain",
         )
     qvec = None if embedding is None else check_vector(embedding, "embedding", db.settings.max_dim)
+    check_filter_size(filter, settings.max_filter_bytes)
     node = parse_filter(filter)
     wanted = check_types(types)
     since_us = None if since is None else to_us(since, "since")
@@ -83,8 +90,7 @@ def run_query(
         entity = check_entity(entity)
     state = db._state(ns)
     qid = new_memory_id(db._now_us())
-    if state is None:
-        _log(db, ns, qid, t, agent, asked, filter, entity, k, mode, [])
+    if state is None:  # nothing to find, nothing logged (namespaces come from writes only)
         return QueryResult(qid, [], entity)
     cat = state.catalog
     if qvec is not None and cat.dim is not None and qvec.shape[0] != cat.dim:
@@ -206,10 +212,13 @@ def _log(
     mode: str,
     hits: list[Hit],
 ) -> None:
-    """Record the query in the query log (committed with the next group commit)."""
+    """Record the query in the query log (committed with the next group commit). What one
+    row holds is bounded: the text and filter by their limits, the hits to the best
+    ``query_log_max_hits``."""
     request = {"as_of": format_us(t), "entity": entity, "filter": flt, "k": k, "mode": mode}
+    logged = hits[: db.settings.query_log_max_hits]
     db._log_query(
         (ns, qid, db._now_us(), agent, text,
          orjson.dumps(request, default=str).decode(),
-         orjson.dumps([[h.id, h.version, h.score] for h in hits]).decode())
+         orjson.dumps([[h.id, h.version, h.score] for h in logged]).decode())
     )  # fmt: skip

@@ -11,9 +11,27 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["Batch", "LoadedRows", "Storage"]
+__all__ = ["Batch", "LoadedRows", "Purge", "Storage"]
 
 Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Purge:
+    """Erase an entity from a namespace (forget purge), leaving no name behind.
+
+    Content, metadata, vectors, fact values and event payloads about ``entity`` are erased;
+    the version rows stay as skeletons in which the entity's name is replaced by ``alias`` (its
+    keyed hash), each fact key by ``keys[key]`` and each stream in ``streams`` by its
+    replacement. Logged queries that name the entity or returned its memories lose their text
+    and request; recorded answers built on its memories (or naming it) lose their text.
+    """
+
+    ns: str
+    entity: str
+    alias: str
+    keys: dict[str, str] = field(default_factory=dict)
+    streams: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -26,7 +44,7 @@ class Batch:
     events: list[Row] = field(default_factory=list)
     queries: list[Row] = field(default_factory=list)  # the query log (lineage)
     answers: list[Row] = field(default_factory=list)
-    purges: list[tuple[str, str]] = field(default_factory=list)  # (namespace, entity) to erase
+    purges: list[Purge] = field(default_factory=list)  # entities to erase
     # expired past their grace period: (namespace, memory id) and (namespace, entity, key)
     expired_memories: list[tuple[str, str]] = field(default_factory=list)
     expired_facts: list[tuple[str, str, str]] = field(default_factory=list)
@@ -67,7 +85,21 @@ class Storage(Protocol):
         """Like ``load(ns)``, read completely before returning (safe next to commits)."""
         ...
 
-    def commit(self, batch: Batch) -> None: ...
+    def commit(self, batch: Batch) -> None:
+        """Commit ``batch`` in one transaction. A batch that erases (purges, expired rows) is
+        then flushed out of any log the backend keeps; when that cannot be done at once (a
+        reader holds the log), the erasure stays pending: see :meth:`finish_erasure`."""
+        ...
+
+    @property
+    def erasure_pending(self) -> bool:
+        """Whether erased content may still be in a log file (pending a checkpoint)."""
+        ...
+
+    def finish_erasure(self, wait_ms: int) -> bool:
+        """Try to complete a pending erasure, waiting up to ``wait_ms`` for readers; returns
+        True when nothing is pending any more."""
+        ...
 
     # lineage and audit reads (rare, never on the query path)
     def read_queries(self, ns: str, ids: list[str]) -> list[Row]: ...

@@ -8,16 +8,21 @@ is commit order, so replaying them rebuilds every version chain.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import StorageError
 from .base import Batch, LoadedRows
+from .erasure import BUSY_TIMEOUT_MS, checkpoint, prune_queries, purge
+from .failures import FailureLog
+from .files import check_writable, create_private_file
 
 __all__ = ["MIGRATIONS", "SQLiteStorage"]
+
+log = logging.getLogger("synapsedb.storage")
 
 # Each entry migrates the schema from version i to i + 1. Never edit a released entry: append.
 MIGRATIONS: list[str] = [
@@ -146,6 +151,10 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (ns, id)
     ) WITHOUT ROWID;
     """,
+    # 6: an answer built on erased memories keeps its row but loses its text: say so
+    """
+    ALTER TABLE answers ADD COLUMN erased INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 _NS_UPSERT = (
@@ -174,25 +183,51 @@ _ANSWER_INSERT = _insert("answers", "ns, id, sys_us, agent, text, query_ids, cit
 
 
 class SQLiteStorage:
-    """One SQLite file. :meth:`commit` is called from one writer thread at a time."""
+    """One SQLite file. :meth:`commit` is called from one writer thread at a time.
+
+    ``erasure_wait_ms``: how long a commit that erases waits for other readers of the WAL to
+    let it be checkpointed away (then the erasure is pending, retried by
+    :meth:`finish_erasure`). ``query_log_max_rows``: the query log keeps at most about this
+    many rows per namespace (the oldest go first; queries an answer refers to stay).
+    """
 
     FILENAME = "synapse.db"
 
-    def __init__(self, directory: str | Path, *, durability: str = "fsync") -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        durability: str = "fsync",
+        erasure_wait_ms: int = BUSY_TIMEOUT_MS,
+        query_log_max_rows: int | None = None,
+        failures: FailureLog | None = None,
+    ) -> None:
         self.path = Path(directory) / self.FILENAME
         self._lock = threading.Lock()
+        self._failures = failures or FailureLog()
+        self._erasure_wait_ms = erasure_wait_ms
+        self._query_log_max_rows = query_log_max_rows
+        self._logged: dict[str, int] = {}  # per namespace: queries logged since its last prune
+        self._erasure_pending = False
+        check_writable(Path(directory))  # (logged when it fails)
+        create_private_file(self.path)  # -wal and -shm get the database file's mode (0600)
         try:
             self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(
                 "PRAGMA synchronous=" + ("FULL" if durability == "fsync" else "NORMAL")
             )
-            self._conn.execute("PRAGMA busy_timeout=5000")
+            self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             # erased content must not linger in free space (forget purge)
             self._conn.execute("PRAGMA secure_delete=ON")
             self._migrate()
+            # a WAL left by a run that could not checkpoint it may hold erased text
+            if not checkpoint(self._conn, 0) and self._wal_size():
+                self._erasure_pending = True
         except sqlite3.Error as exc:
-            raise StorageError(f"cannot open {self.path}: {exc}", path=str(self.path)) from exc
+            raise self._failures.error(
+                f"cannot open {self.path}: {exc}", exc, path=str(self.path)
+            ) from exc
 
     @property
     def schema_version(self) -> int:
@@ -201,9 +236,10 @@ class SQLiteStorage:
     def _migrate(self) -> None:
         current = self.schema_version
         if current > len(MIGRATIONS):
-            raise StorageError(
+            raise self._failures.error(
                 f"{self.path} has schema version {current}, newer than this SynapseDB "
                 f"understands ({len(MIGRATIONS)}); upgrade SynapseDB",
+                None,
                 path=str(self.path),
             )
         for version in range(current, len(MIGRATIONS)):
@@ -279,8 +315,8 @@ class SQLiteStorage:
                     conn.executemany(_QUERY_INSERT, batch.queries)
                 if batch.answers:
                     conn.executemany(_ANSWER_INSERT, batch.answers)
-                for ns, entity in batch.purges:
-                    self._purge(ns, entity)
+                for p in batch.purges:
+                    purge(conn, p)
                 if batch.expired_memories:
                     conn.executemany(
                         "UPDATE memory_versions SET content = '', metadata = '{}', "
@@ -315,51 +351,73 @@ class SQLiteStorage:
                         "VALUES (?, ?, ?, ?, ?)",
                         batch.erasures,
                     )
+                if batch.queries and self._query_log_max_rows is not None:
+                    self._prune_query_log(batch.queries)
                 conn.execute("COMMIT")
-                if batch.purges or batch.expired_memories or batch.expired_facts:
-                    # the old page images in the WAL still hold the content
-                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                raise StorageError(f"commit failed: {exc}", path=str(self.path)) from exc
+                raise self._failures.error(
+                    f"commit failed: {exc}", exc, path=str(self.path)
+                ) from exc
+            if batch.purges or batch.expired_memories or batch.expired_facts:
+                # the old page images in the WAL still hold the content until a checkpoint
+                self._erasure_pending = True
+                self._finish_erasure(self._erasure_wait_ms)
 
-    def _purge(self, ns: str, entity: str) -> None:
-        """Erase every version's content, metadata and vector, fact values and event payloads
-        about ``entity`` (rows stay, flagged erased: version skeletons for history and audit)."""
-        conn = self._conn
-        conn.execute(
-            "UPDATE memory_versions SET content = '', metadata = '{}', embedding = NULL, "
-            "erased = 1 WHERE ns = ? AND entity = ?",
-            (ns, entity),
-        )
-        conn.execute(
-            "UPDATE fact_versions SET value = 'null', erased = 1 WHERE ns = ? AND entity = ?",
-            (ns, entity),
-        )
-        conn.execute(
-            "UPDATE events SET content = '', data = NULL, erased = 1 "
-            "WHERE ns = ? AND (entity = ? OR stream = ?)",
-            (ns, entity, entity),
-        )
-        # queries that named the entity or returned its memories keep only ids and scores
-        conn.execute(
-            """UPDATE queries SET text = NULL, request = '{"erased": true}'
-               WHERE ns = ?1 AND (instr(coalesce(text, ''), ?2) > 0
-                     OR instr(request, ?2) > 0
-                     OR EXISTS (SELECT 1 FROM json_each(queries.hits) AS h
-                                WHERE json_extract(h.value, '$[0]') IN
-                                      (SELECT id FROM memory_versions
-                                       WHERE ns = ?1 AND entity = ?2)))""",
-            (ns, entity),
-        )
+    def _prune_query_log(self, rows: list[tuple[Any, ...]]) -> None:
+        """Keep each namespace's query log near ``query_log_max_rows`` (pruned once every
+        tenth of that many new rows, so the cost is spread thin)."""
+        keep = self._query_log_max_rows
+        assert keep is not None
+        every = max(1, keep // 10)
+        for ns in {row[0] for row in rows}:
+            n = self._logged.get(ns, 0) + sum(1 for row in rows if row[0] == ns)
+            if n >= every:
+                prune_queries(self._conn, ns, keep)
+                n = 0
+            self._logged[ns] = n
+
+    @property
+    def erasure_pending(self) -> bool:
+        return self._erasure_pending
+
+    def finish_erasure(self, wait_ms: int) -> bool:
+        with self._lock:
+            return self._finish_erasure(wait_ms)
+
+    def _finish_erasure(self, wait_ms: int) -> bool:
+        """Never raises: it runs after a commit, which must not look failed (a failure is
+        logged and the erasure stays pending)."""
+        if not self._erasure_pending:
+            return True
+        try:
+            done = checkpoint(self._conn, wait_ms)
+        except sqlite3.Error as exc:
+            self._failures.error(f"checkpoint failed: {exc}", exc, path=str(self.path))
+            return False
+        if done:
+            self._erasure_pending = False
+        else:
+            log.warning(
+                "erased content is still in %s-wal: another connection is reading the "
+                "database; the erasure is pending and will be retried by maintenance",
+                self.path,
+            )
+        return done
+
+    def _wal_size(self) -> int:
+        try:
+            return (self.path.parent / (self.FILENAME + "-wal")).stat().st_size
+        except FileNotFoundError:
+            return 0
 
     def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         with self._lock:
             try:
                 return self._conn.execute(sql, params).fetchall()
             except sqlite3.Error as exc:
-                raise StorageError(f"read failed: {exc}", path=str(self.path)) from exc
+                raise self._failures.error(f"read failed: {exc}", exc, path=str(self.path)) from exc
 
     def read_queries(self, ns: str, ids: list[str]) -> list[tuple[Any, ...]]:
         """Logged queries by id: (id, sys_us, agent, text, request JSON, hits JSON)."""
@@ -400,9 +458,10 @@ class SQLiteStorage:
         )
 
     def read_answer(self, ns: str, answer_id: str) -> tuple[Any, ...] | None:
-        """(id, sys_us, agent, text, query_ids JSON, cited JSON, memories JSON) or None."""
+        """(id, sys_us, agent, text, query_ids JSON, cited JSON, memories JSON, erased) or
+        None; ``erased`` is 1 when a purge took the text."""
         rows = self._read(
-            "SELECT id, sys_us, agent, text, query_ids, cited, memories FROM answers "
+            "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
             "WHERE ns = ? AND id = ?",
             (ns, answer_id),
         )
@@ -441,6 +500,10 @@ class SQLiteStorage:
     def close(self) -> None:
         with self._lock:
             try:
+                if self._erasure_pending:  # a last try; the next open tries again
+                    self._finish_erasure(0)
                 self._conn.close()
             except sqlite3.Error as exc:  # pragma: no cover - close rarely fails
-                raise StorageError(f"close failed: {exc}", path=str(self.path)) from exc
+                raise self._failures.error(
+                    f"close failed: {exc}", exc, path=str(self.path)
+                ) from exc

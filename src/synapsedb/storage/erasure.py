@@ -1,0 +1,128 @@
+"""Erasure in SQLite: the statements of a purge, the WAL checkpoint that makes it final, and
+the query log's retention.
+
+With ``secure_delete`` on, SQLite overwrites what an UPDATE or DELETE frees in the database
+file; the old page images in the WAL still hold the text until a ``TRUNCATE`` checkpoint has
+copied every frame back and emptied the WAL, which cannot happen while another connection reads
+from it. :func:`checkpoint` says whether it happened.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import orjson
+
+from .base import Purge
+
+__all__ = ["BUSY_TIMEOUT_MS", "checkpoint", "prune_queries", "purge"]
+
+BUSY_TIMEOUT_MS = 5000  # the connection's usual busy timeout
+
+ERASED_REQUEST = '{"erased": true}'
+
+
+def purge(conn: sqlite3.Connection, p: Purge) -> None:
+    """Run a purge inside the caller's transaction (see :class:`Purge`)."""
+    ns, entity = p.ns, p.entity
+    streams = list(p.streams)
+    # the memories to erase: the entity's, and the searchable twins of the erased events
+    own = conn.execute(
+        "SELECT DISTINCT id FROM memory_versions WHERE ns = ? AND entity = ?", (ns, entity)
+    )
+    twins = conn.execute(
+        "SELECT DISTINCT memory_id FROM events WHERE ns = ?1 AND memory_id IS NOT NULL "
+        "AND (entity = ?2 OR stream = ?2 OR stream IN (SELECT value FROM json_each(?3)))",
+        (ns, entity, orjson.dumps(streams).decode()),
+    )
+    ids = {r[0] for r in own} | {r[0] for r in twins}
+    args = {
+        "ns": ns,
+        "entity": entity,
+        # the name as it appears inside a JSON string (the logged request)
+        "json_entity": orjson.dumps(entity).decode()[1:-1],
+        "alias": p.alias,
+        "ids": orjson.dumps(sorted(ids)).decode(),
+        "erased": ERASED_REQUEST,
+    }
+    # the query log first (it finds the entity's memories by the names about to go): a query
+    # that named the entity or returned its memories keeps its id, time, agent and hits (ids,
+    # versions, scores), and loses its text and request
+    conn.execute(
+        """UPDATE queries SET text = NULL, request = :erased
+           WHERE ns = :ns AND (instr(coalesce(text, ''), :entity) > 0
+                 OR instr(request, :json_entity) > 0
+                 OR EXISTS (SELECT 1 FROM json_each(queries.hits) AS h
+                            WHERE json_extract(h.value, '$[0]') IN
+                                  (SELECT value FROM json_each(:ids))))""",
+        args,
+    )
+    # an answer built on the memories (or naming the entity) keeps its id, time, agent, queries
+    # and the versions it cited, and loses its text
+    conn.execute(
+        """UPDATE answers SET text = NULL, erased = 1
+           WHERE ns = :ns AND (instr(coalesce(text, ''), :entity) > 0
+                 OR EXISTS (SELECT 1 FROM json_each(answers.memories) AS m
+                            WHERE json_extract(m.value, '$[0]') IN
+                                  (SELECT value FROM json_each(:ids))))""",
+        args,
+    )
+    conn.execute(
+        """UPDATE memory_versions SET content = '', metadata = '{}', embedding = NULL, erased = 1,
+                  entity = CASE WHEN entity = :entity THEN :alias ELSE entity END
+           WHERE ns = :ns AND id IN (SELECT value FROM json_each(:ids))""",
+        args,
+    )
+    for key, hidden in p.keys.items():
+        conn.execute(
+            "UPDATE fact_versions SET value = 'null', erased = 1, entity = ?, key = ? "
+            "WHERE ns = ? AND entity = ? AND key = ?",
+            (p.alias, hidden, ns, entity, key),
+        )
+    # keys the engine did not name (none are expected): hidden by their row's own number
+    conn.execute(
+        "UPDATE fact_versions SET value = 'null', erased = 1, entity = :alias, "
+        "key = 'erased:' || rowid WHERE ns = :ns AND entity = :entity",
+        args,
+    )
+    conn.execute(
+        """UPDATE events SET content = '', data = NULL, erased = 1,
+                  entity = CASE WHEN entity = :entity THEN :alias ELSE entity END
+           WHERE ns = :ns AND (entity = :entity OR stream = :entity)""",
+        args,
+    )
+    for stream, hidden in p.streams.items():
+        conn.execute(
+            "UPDATE events SET stream = ?, content = '', data = NULL, erased = 1 "
+            "WHERE ns = ? AND stream = ?",
+            (hidden, ns, stream),
+        )
+
+
+def checkpoint(conn: sqlite3.Connection, wait_ms: int) -> bool:
+    """Copy the WAL into the database file and truncate it to zero bytes, waiting up to
+    ``wait_ms`` for readers to move off it. True when done; False when a reader (another
+    connection's open read transaction) kept the WAL in use: ``PRAGMA wal_checkpoint`` then
+    answers busy=1 instead of raising."""
+    conn.execute(f"PRAGMA busy_timeout = {max(0, int(wait_ms))}")
+    try:
+        busy, _frames, _copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.OperationalError:  # locked beyond the wait: still pending
+        return False
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return busy == 0
+
+
+def prune_queries(conn: sqlite3.Connection, ns: str, keep: int) -> int:
+    """Drop the oldest logged queries of ``ns`` beyond the newest ``keep`` (queries a recorded
+    answer refers to stay, for lineage). Returns how many went."""
+    cur = conn.execute(
+        """DELETE FROM queries WHERE ns = ?1 AND id IN (
+               SELECT id FROM queries WHERE ns = ?1
+               ORDER BY sys_us DESC, id DESC LIMIT -1 OFFSET ?2)
+           AND id NOT IN (SELECT j.value FROM answers, json_each(answers.query_ids) AS j
+                          WHERE answers.ns = ?1)""",
+        (ns, keep),
+    )
+    return cur.rowcount
