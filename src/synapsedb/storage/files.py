@@ -52,7 +52,10 @@ def make_private_dir(path: Path) -> None:
         path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     except OSError as exc:
         raise storage_error(
-            f"cannot create data directory {path}: {exc.strerror or exc}", path, exc
+            f"cannot create data directory {path}: {exc.strerror or exc}; create it, writable "
+            f"by user id {os.geteuid()}, or choose another path",
+            path,
+            exc,
         ) from exc
     _tighten(path, DIR_MODE)
 
