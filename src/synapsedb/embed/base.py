@@ -18,8 +18,11 @@ class Embedder(Protocol):
     names must not be mixed in one index); ``dim`` is the vector length.
     """
 
-    name: str
-    dim: int
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Return a float32 array of shape ``(len(texts), dim)`` whose rows have unit norm."""
