@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
 import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from . import __version__, connect
 from . import open as open_db
@@ -23,21 +24,56 @@ def _stats(args: argparse.Namespace) -> int:
     return 0
 
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` binds only this machine (localhost, 127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def auth_mode(args: argparse.Namespace, live_keys: bool) -> Literal["keys", "none"]:
+    """Whether the server needs keys, decided once at start and failing closed: ``--auth`` (or
+    SYNAPSEDB_AUTH) if given, else ``keys`` off loopback or when keys.db has a live key, else
+    ``none``. Raises ValidationError when that mode must not run: ``keys`` with no live key,
+    ``none`` off loopback without ``--insecure-open``."""
+    host, data = args.host, args.data
+    if args.auth not in (None, "", "keys", "none"):
+        raise ValidationError(f"auth: expected keys or none, got {args.auth!r}", field="auth")
+    loopback = is_loopback(host)
+    mode: Literal["keys", "none"] = args.auth or ("keys" if live_keys or not loopback else "none")
+    if mode == "keys" and not live_keys:
+        raise ValidationError(
+            f"refusing to serve {host} with --auth keys without API keys; create one with "
+            f"'synapsedb keys create --data {data} --tenant NAME --scopes read,write'"
+            + ("" if args.auth else " or bind 127.0.0.1 for open local access"),
+            field="auth",
+        )
+    if mode == "none" and not loopback and not args.insecure_open:
+        raise ValidationError(
+            f"refusing to serve {host} with --auth none: anyone who reaches it could read and "
+            "write every namespace; use --auth keys, bind 127.0.0.1, or add --insecure-open "
+            "if something in front of the server authenticates every request",
+            field="auth",
+        )
+    return mode
 
 
 def _serve(args: argparse.Namespace) -> int:
     from .server.keys import KeyStore
 
     keys = KeyStore(args.data)
-    if args.host not in LOOPBACK and not args.host.startswith("127.") and not keys.enabled:
-        print(
-            f"error: refusing to listen on {args.host} without API keys; create one with "
-            f"'synapsedb keys create --data {args.data} --tenant NAME --scopes read,write' "
-            "or bind 127.0.0.1",
-            file=sys.stderr,
-        )
+    live_keys = keys.has_live_keys()
+    try:
+        auth = auth_mode(args, live_keys)
+    except ValidationError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
         return 2
+    if auth == "none" and live_keys:
+        print("warning: --auth none: the API keys in keys.db are ignored and tenants' "
+              "namespaces cannot be reached", file=sys.stderr)  # fmt: skip
     if args.tls_client_ca and not (args.tls_cert and args.tls_key):
         print("error: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
         return 2
@@ -61,7 +97,7 @@ def _serve(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     db = open_db(args.data, settings=settings)
     try:
-        mode = "API keys required" if keys.enabled else "open access (no API keys)"
+        mode = "API keys required" if auth == "keys" else "open access (--auth none)"
         scheme = "https" if args.tls_cert else "http"
         if args.tls_client_ca:
             mode += ", client certificates required"
@@ -69,8 +105,10 @@ def _serve(args: argparse.Namespace) -> int:
             mode += f", traces to {args.otel_exporter}"
         print(f"synapsedb {__version__}: serving {args.data} on "
               f"{scheme}://{args.host}:{args.port} ({mode})", flush=True)  # fmt: skip
+        app = create_app(db, keys if auth == "keys" else None, tracing, auth=auth,
+                         max_feeds_per_key=args.max_feeds_per_key)  # fmt: skip
         uvicorn.run(
-            create_app(db, keys, tracing), host=args.host, port=args.port,
+            app, host=args.host, port=args.port,
             log_level=args.log_level, log_config=None, access_log=False, loop=args.loop,
             server_header=False,
             http="auto",
@@ -84,22 +122,30 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _keys(args: argparse.Namespace) -> int:
-    from .server.keys import KeyStore
+    from .server.keys import OPERATOR, KeyStore
 
     store = KeyStore(args.data)
     if args.keys_command == "create":
         scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
         names = [n.strip() for n in args.namespaces.split(",")] if args.namespaces else None
-        key, token = store.create(args.tenant, scopes, names, args.rate)
+        agents = [a.strip() for a in args.agents.split(",")] if args.agents else None
+        tenant = args.tenant
+        if tenant is None:
+            if scopes != [OPERATOR]:
+                raise ValidationError("tenant: required (--tenant), except for an operator-only "
+                                      "key (--scopes operator)", field="tenant")  # fmt: skip
+            tenant = OPERATOR  # an operator-only key reaches no tenant's data
+        key, token = store.create(tenant, scopes, names, args.rate, agents)
         print(json.dumps({"id": key.id, "tenant": key.tenant, "scopes": list(key.scopes),
-                          "namespaces": names, "rate": key.rate, "key": token}, indent=2))  # fmt: skip
+                          "namespaces": names, "rate": key.rate, "agents": agents,
+                          "key": token}, indent=2))  # fmt: skip
         print("store the key now: it is not kept and cannot be shown again", file=sys.stderr)
     elif args.keys_command == "list":
-        for tenant, rate in sorted(store.tenant_rates().items()):
-            print(json.dumps({"tenant": tenant, "rate": rate}))
+        for name, limit in sorted(store.tenant_rates().items()):
+            print(json.dumps({"tenant": name, "rate": limit}))
         for k in store.list():
             print(json.dumps({"id": k.id, "tenant": k.tenant, "scopes": list(k.scopes),
-                              "namespaces": k.namespaces, "rate": k.rate,
+                              "namespaces": k.namespaces, "rate": k.rate, "agents": k.agents,
                               "revoked": k.revoked}))  # fmt: skip
     elif args.keys_command == "limit":
         try:
@@ -207,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default=os.environ.get("SYNAPSEDB_DATA", "./synapse-data"),
                    help="data directory (env SYNAPSEDB_DATA)")  # fmt: skip
     p.add_argument("--host", default=os.environ.get("SYNAPSEDB_HOST", "127.0.0.1"),
-                   help="address to bind (env SYNAPSEDB_HOST; loopback only for now)")  # fmt: skip
+                   help="address to bind (env SYNAPSEDB_HOST)")  # fmt: skip
     p.add_argument("--port", type=int, default=int(os.environ.get("SYNAPSEDB_PORT", "7379")),
                    help="port (env SYNAPSEDB_PORT)")  # fmt: skip
     p.add_argument("--log-level", default=os.environ.get("SYNAPSEDB_LOG_LEVEL", "warning"),
@@ -230,6 +276,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="event loop (env SYNAPSEDB_LOOP). asyncio is the default: under 64 "
                         "busy connections uvloop served some of them 10-20x later than the "
                         "median (bench/bench_http.py)")  # fmt: skip
+    p.add_argument("--auth", default=os.environ.get("SYNAPSEDB_AUTH"), choices=("keys", "none"),
+                   help="keys: every request needs an API key; none: open access (env "
+                        "SYNAPSEDB_AUTH; default keys off loopback or when keys.db has a live "
+                        "key, else none). Decided once, at start")  # fmt: skip
+    p.add_argument("--insecure-open", action="store_true",
+                   help="allow --auth none on a non-loopback address (something in front "
+                        "must authenticate)")  # fmt: skip
+    p.add_argument("--max-feeds-per-key", type=int,
+                   default=int(os.environ.get("SYNAPSEDB_MAX_FEEDS_PER_KEY", "32")),
+                   help="live feeds (Server-Sent Events) one API key may hold open at once "
+                        "(env SYNAPSEDB_MAX_FEEDS_PER_KEY)")  # fmt: skip
     p.add_argument("--tls-cert", default=os.environ.get("SYNAPSEDB_TLS_CERT"),
                    help="server certificate (PEM): serve HTTPS")  # fmt: skip
     p.add_argument("--tls-key", default=os.environ.get("SYNAPSEDB_TLS_KEY"),
@@ -295,10 +352,14 @@ def build_parser() -> argparse.ArgumentParser:
     ks = p.add_subparsers(dest="keys_command", required=True)
     c = ks.add_parser("create", help="create a key and print it once")
     c.add_argument("--data", default=data, help="data directory")
-    c.add_argument("--tenant", required=True, help="tenant the key belongs to")
-    c.add_argument("--scopes", default="read,write", help="read,write[,admin]")
+    c.add_argument("--tenant", help="tenant the key belongs to (not needed with --scopes "
+                   "operator alone)")  # fmt: skip
+    c.add_argument("--scopes", default="read,write",
+                   help="read,write[,admin]; operator: every tenant's metrics")  # fmt: skip
     c.add_argument("--namespaces", help="comma-separated namespaces (default: all of the tenant)")
     c.add_argument("--rate", type=float, help="requests per second (default: unlimited)")
+    c.add_argument("--agents", help="comma-separated agent names the key may act as (X-Agent; "
+                   "default: any); with one, requests naming none act as it")  # fmt: skip
     c.set_defaults(func=_keys)
     c = ks.add_parser("list", help="list keys (never their secrets)")
     c.add_argument("--data", default=data, help="data directory")

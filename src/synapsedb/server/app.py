@@ -28,9 +28,9 @@ from ..errors import (
     SynapseError,
     ValidationError,
 )
-from .auth import authorize, engine_namespace
+from .auth import AUTH_MODES, AuthMode, authorize, engine_namespace
 from .fastlane import FastLane
-from .feed import ChangeFeed
+from .feed import ChangeFeed, FeedLimit
 from .keys import KeyStore
 from .metrics import Metrics
 from .middleware import Observe
@@ -89,10 +89,26 @@ async def method_not_allowed(request: Request, exc: Exception) -> Response:
                     status_code=405, media_type="application/json")  # fmt: skip
 
 
-def create_app(db: Database, keys: KeyStore | None = None, tracing: Tracing | None = None) -> App:
-    """The ASGI app over ``db``. With a ``keys`` store holding live keys, every /v1 request
-    needs one (tenants are isolated); without, access is open (the CLI then binds loopback).
-    ``tracing`` (off by default) exports OpenTelemetry spans; the app shuts it down."""
+def create_app(
+    db: Database,
+    keys: KeyStore | None = None,
+    tracing: Tracing | None = None,
+    *,
+    auth: AuthMode | None = None,
+    max_feeds_per_key: int = 32,
+) -> App:
+    """The ASGI app over ``db``. ``auth`` is decided here, once: ``keys`` (the default when a
+    ``keys`` store is given) makes every /v1 request need a live key of that store, and with
+    none live every request is 401 (tenants are isolated); ``none`` (the default without a
+    store) checks nothing and refuses tenants' ``..`` names (the CLI then binds loopback).
+    ``max_feeds_per_key`` caps each key's live feeds. ``tracing`` (off by default) exports
+    OpenTelemetry spans; the app shuts it down."""
+    auth = auth or ("none" if keys is None else "keys")
+    if auth not in AUTH_MODES:
+        raise ValidationError(f"auth: expected keys or none, got {auth!r}", field="auth")
+    if auth == "keys" and keys is None:
+        raise ValidationError("auth: 'keys' needs a KeyStore", field="auth")
+    feed_limit = FeedLimit(max_feeds_per_key)
     tracing = tracing or Tracing()
 
     @contextlib.asynccontextmanager
@@ -166,5 +182,7 @@ def create_app(db: Database, keys: KeyStore | None = None, tracing: Tracing | No
     app.state.warmup = service.Warmup(db)
     app.state.warmup.start()
     app.state.keys = keys
+    app.state.auth = auth
+    app.state.feed_limit = feed_limit
     app.state.rates = RateLimiter()
     return app

@@ -1,22 +1,28 @@
 """API keys and tenants.
 
 Keys live in ``<data dir>/keys.db`` (SQLite), apart from the engine's files and lock, so
-``synapsedb keys create`` works while a server runs; the server re-reads the file when it
-changes. A key reads ``sdb_<id>_<secret>``; only a SHA-256 of the secret is stored (secrets are
-32 random bytes, so a plain hash is enough), and it is shown once, at creation.
+``synapsedb keys create`` works while a server runs. The server notices every change on the
+very next request: it keeps a read connection and asks SQLite's ``PRAGMA data_version`` (which
+moves with every commit of any other connection), and it stats the file, so a deleted,
+replaced or emptied ``keys.db`` leaves it with no valid key at all (every request 401s in
+``keys`` mode: never an open server). A key reads ``sdb_<id>_<secret>``; only a SHA-256 of the
+secret is stored (secrets are 32 random bytes, so a plain hash is enough), and it is shown
+once, at creation.
 
 A key belongs to a tenant and has scopes: ``read`` (reads and queries), ``write`` (writes,
-forget without purge, answers) and ``admin`` (configure, maintain, purge). It may be limited
-to some namespaces and to a request rate; a tenant may have a rate for all its keys together.
-Namespaces are per tenant: the tenant's
-``acme-support`` is the engine namespace ``<tenant>..acme-support``, so tenants cannot see, or
-learn the existence of, each other's data.
+forget without purge, answers), ``admin`` (configure, maintain, purge, the tenant's metrics)
+and ``operator`` (the server's own metrics over every tenant; no tenant data by itself). It
+may be limited to some namespaces, to a request rate, and to some agent names (then the agent a
+request names must be one of them); a tenant may have a rate for all its keys together.
+Namespaces are per tenant: the tenant's ``acme-support`` is the engine namespace
+``<tenant>..acme-support``, so tenants cannot see, or learn the existence of, each other's data.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import re
 import secrets
@@ -29,13 +35,18 @@ from pathlib import Path
 import orjson
 
 from ..errors import NotFoundError, ValidationError
+from ..validation import check_agent
 
-__all__ = ["SCOPES", "ApiKey", "KeyStore", "tenant_namespace"]
+__all__ = ["OPERATOR", "SCOPES", "ApiKey", "KeyStore", "tenant_namespace"]
 
-SCOPES = ("read", "write", "admin")
+log = logging.getLogger("synapsedb.server")
+
+OPERATOR = "operator"
+SCOPES = ("read", "write", "admin", OPERATOR)
 TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 SEP = ".."
 _TOKEN = re.compile(r"^sdb_([a-z0-9]{12})_([A-Za-z0-9_-]{20,})$")
+_COLUMNS = "id, tenant, scopes, namespaces, rate, created_us, agents"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +58,7 @@ class ApiKey:
     rate: float | None
     created_us: int
     revoked: bool
+    agents: tuple[str, ...] | None = None  # the agent names it may act as (None: any)
 
 
 def tenant_namespace(tenant: str, name: str) -> str:
@@ -68,6 +80,12 @@ def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+def _key(row: tuple, revoked: bool = False) -> ApiKey:  # type: ignore[type-arg]
+    i, t, s, n, r, c, a = row
+    return ApiKey(i, t, tuple(s.split(",")), None if n is None else tuple(orjson.loads(n)), r, c,
+                  revoked, None if a is None else tuple(orjson.loads(a)))  # fmt: skip
+
+
 class KeyStore:
     FILENAME = "keys.db"
 
@@ -77,17 +95,24 @@ class KeyStore:
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[ApiKey, str]] = {}
         self._tenant_rates: dict[str, float] = {}
-        self._checked = float("-inf")
-        self._mtime: float | None = None
+        self._reader: sqlite3.Connection | None = None
+        self._seen: tuple[tuple[int, int, int, int], int] | None = None  # (file, data_version)
         with self._conn() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, tenant TEXT NOT NULL,"
-                " scopes TEXT NOT NULL, namespaces TEXT, rate REAL, hash TEXT NOT NULL,"
-                " created_us INTEGER NOT NULL, revoked_us INTEGER)"
-            )
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS tenant_limits (tenant TEXT PRIMARY KEY, rate REAL)"
-            )
+            self._create_tables(conn)
+
+    @staticmethod
+    def _create_tables(conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, tenant TEXT NOT NULL,"
+            " scopes TEXT NOT NULL, namespaces TEXT, rate REAL, hash TEXT NOT NULL,"
+            " created_us INTEGER NOT NULL, revoked_us INTEGER, agents TEXT)"
+        )
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(api_keys)")}
+        if "agents" not in columns:  # a keys.db from before agent binding
+            conn.execute("ALTER TABLE api_keys ADD COLUMN agents TEXT")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS tenant_limits (tenant TEXT PRIMARY KEY, rate REAL)"
+        )
 
     def _conn(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=10)
@@ -100,6 +125,7 @@ class KeyStore:
         scopes: list[str],
         namespaces: list[str] | None = None,
         rate: float | None = None,
+        agents: list[str] | None = None,
     ) -> tuple[ApiKey, str]:
         """A new key; returns it and its token (shown once, never stored)."""
         if not TENANT_RE.match(tenant):
@@ -117,18 +143,26 @@ class KeyStore:
         if rate is not None and not rate > 0:
             raise ValidationError("rate: expected a positive number of requests per second",
                                   field="rate")  # fmt: skip
+        if agents is not None:
+            if not agents:
+                raise ValidationError("agents: expected at least one agent name", field="agents")
+            for agent in agents:
+                check_agent(agent, "agents")
+            agents = list(dict.fromkeys(agents))
         key_id = "".join(secrets.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(12))
         secret = secrets.token_urlsafe(32)
         now = time.time_ns() // 1000
         with self._conn() as conn:
+            self._create_tables(conn)  # the file may have been deleted since
             conn.execute(
-                "INSERT INTO api_keys VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+                "INSERT INTO api_keys VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)",
                 (key_id, tenant, ",".join(scopes),
                  None if namespaces is None else orjson.dumps(namespaces).decode(), rate,
-                 _hash(secret), now),
+                 _hash(secret), now, None if agents is None else orjson.dumps(agents).decode()),
             )  # fmt: skip
         key = ApiKey(key_id, tenant, tuple(scopes), None if namespaces is None
-                     else tuple(namespaces), rate, now, False)  # fmt: skip
+                     else tuple(namespaces), rate, now, False,
+                     None if agents is None else tuple(agents))  # fmt: skip
         return key, f"sdb_{key_id}_{secret}"
 
     def revoke(self, key_id: str) -> None:
@@ -165,43 +199,60 @@ class KeyStore:
     def list(self) -> list[ApiKey]:
         with self._conn() as conn:
             rows = conn.execute(
-                "SELECT id, tenant, scopes, namespaces, rate, created_us, revoked_us "
-                "FROM api_keys ORDER BY created_us"
+                f"SELECT {_COLUMNS}, revoked_us FROM api_keys ORDER BY created_us"
             ).fetchall()
-        return [ApiKey(i, t, tuple(s.split(",")), None if n is None else tuple(orjson.loads(n)),
-                       r, c, v is not None) for i, t, s, n, r, c, v in rows]  # fmt: skip
+        return [_key(row[:-1], row[-1] is not None) for row in rows]
+
+    def _forget(self) -> None:
+        """No keys at all (the file is gone or unreadable): every token fails."""
+        if self._reader is not None:
+            self._reader.close()
+        self._reader, self._seen = None, None
+        self._cache, self._tenant_rates = {}, {}
 
     def _refresh(self) -> None:
-        now = time.monotonic()
-        if now - self._checked < 0.001:  # a busy server looks at the file at most every 1 ms
+        """Reload the live keys if ``keys.db`` changed since the last look (lock held)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            self._forget()
             return
-        self._checked = now
-        mtime = self.path.stat().st_mtime
-        wal = self.path.with_name(self.FILENAME + "-wal")
-        if wal.exists():
-            mtime = max(mtime, wal.stat().st_mtime)
-        if mtime == self._mtime:
-            return
-        with self._conn() as conn:
-            rows = conn.execute(
-                "SELECT id, tenant, scopes, namespaces, rate, created_us, hash FROM api_keys "
-                "WHERE revoked_us IS NULL"
+        file = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        try:
+            if self._reader is None or self._seen is None or self._seen[0][:2] != file[:2]:
+                if self._reader is not None:  # another file now: a new connection to it
+                    self._reader.close()
+                uri = self.path.resolve().as_uri() + "?mode=ro"
+                self._reader = sqlite3.connect(uri, uri=True, timeout=10,
+                                               check_same_thread=False)  # fmt: skip
+                self._seen = None
+            version = self._reader.execute("PRAGMA data_version").fetchone()[0]
+            if self._seen == (file, version):
+                return
+            rows = self._reader.execute(
+                f"SELECT {_COLUMNS}, hash FROM api_keys WHERE revoked_us IS NULL"
             ).fetchall()
-        self._cache = {
-            i: (ApiKey(i, t, tuple(s.split(",")), None if n is None
-                       else tuple(orjson.loads(n)), r, c, False), h)
-            for i, t, s, n, r, c, h in rows
-        }  # fmt: skip
-        with self._conn() as conn:
-            self._tenant_rates = dict(conn.execute("SELECT tenant, rate FROM tenant_limits"))
-        self._mtime = mtime
+            rates = dict(self._reader.execute("SELECT tenant, rate FROM tenant_limits"))
+        except sqlite3.Error as exc:  # emptied, replaced by a stranger, or corrupt: no keys
+            log.warning("keys: %s unreadable (%s); no API key is valid until it is fixed",
+                        self.path, exc)  # fmt: skip
+            self._forget()
+            return
+        self._cache = {row[0]: (_key(row[:-1]), row[-1]) for row in rows}
+        self._tenant_rates = rates
+        self._seen = (file, version)
 
-    @property
-    def enabled(self) -> bool:
-        """Whether any live key exists (then every request must carry one)."""
+    def has_live_keys(self) -> bool:
+        """Whether any unrevoked key exists now (``serve`` asks this once, at start)."""
         with self._lock:
             self._refresh()
             return bool(self._cache)
+
+    def is_live(self, key_id: str) -> bool:
+        """Whether the key ``key_id`` still exists unrevoked (long-lived feeds ask this)."""
+        with self._lock:
+            self._refresh()
+            return key_id in self._cache
 
     def authenticate(self, token: str) -> ApiKey | None:
         m = _TOKEN.match(token)
@@ -213,3 +264,7 @@ class KeyStore:
         if found is None or not hmac.compare_digest(found[1], _hash(m.group(2))):
             return None
         return found[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._forget()

@@ -1,10 +1,14 @@
 """Prometheus metrics: request latency per route and status, query stage timings, commit
 latency, embedding batch sizes, tier moves, and memories per namespace and tier (read at
-scrape time). One registry per app (no process-global state)."""
+scrape time). One registry per app (no process-global state).
+
+Who sees what (:meth:`Metrics.render`): an operator everything; a tenant only the memories of
+its own namespaces, by the names it uses, since the server-wide families count every tenant's
+requests, queries and commits."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -19,17 +23,23 @@ _FAST = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 
 
 class _Tiers(Collector):
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    """``synapsedb_memories{namespace,tier}``: every namespace under its engine name, or (with
+    ``names``: engine name -> shown name) only those, under the names shown."""
+
+    def __init__(self, db: Database, names: Callable[[list[str]], dict[str, str]] | None = None):
+        self.db, self.names = db, names
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(
             "synapsedb_memories", "Memories per namespace and tier", labels=["namespace", "tier"]
         )
         if not self.db.closed:
-            for name, state in list(self.db._states.items()):
-                family.add_metric([name, "hot"], state.live)
-                family.add_metric([name, "cold"], len(state.cold))
+            states = dict(self.db._states)
+            shown = {n: n for n in states} if self.names is None else self.names(list(states))
+            for name, public in sorted(shown.items(), key=lambda item: item[1]):
+                state = states[name]
+                family.add_metric([public, "hot"], state.live)
+                family.add_metric([public, "cold"], len(state.cold))
         yield family
 
 
@@ -37,6 +47,7 @@ class Metrics:
     CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
     def __init__(self, db: Database) -> None:
+        self.db = db
         self.registry = r = CollectorRegistry()
         self.requests = Histogram(
             "synapsedb_http_request_seconds", "HTTP request latency",
@@ -60,10 +71,11 @@ class Metrics:
             "synapsedb_tier_moves", "Memories demoted (evicted) or promoted", ["direction"],
             registry=r,
         )  # fmt: skip
-        r.register(_Tiers(db))
         obs = db.observers
-        self._hooks = [(obs.commit, self._commit), (obs.query, self._query),
-                       (obs.embed, self.embed_batch.observe), (obs.maintain, self._maintain)]  # fmt: skip
+        self._hooks: list[tuple[list[Any], Callable[..., None]]] = [
+            (obs.commit, self._commit), (obs.query, self._query),
+            (obs.embed, self.embed_batch.observe), (obs.maintain, self._maintain),
+        ]  # fmt: skip
         for hooks, hook in self._hooks:
             hooks.append(hook)
 
@@ -96,5 +108,14 @@ class Metrics:
         if report.promoted:
             self.moves.labels("promote").inc(len(report.promoted))
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(
+        self,
+        names: Callable[[list[str]], dict[str, str]] | None = None,
+        *,
+        server_wide: bool = True,
+    ) -> bytes:
+        """The server-wide families (unless ``server_wide`` is False) and the memories of the
+        namespaces ``names`` keeps (engine name -> shown name; None: every namespace)."""
+        tiers = CollectorRegistry()
+        tiers.register(_Tiers(self.db, names))
+        return (generate_latest(self.registry) if server_wide else b"") + generate_latest(tiers)

@@ -19,6 +19,7 @@ from ..errors import (
     UnauthorizedError,
     ValidationError,
 )
+from .auth import agent_for
 
 MAX_BODY = 8 * 1024 * 1024
 
@@ -114,9 +115,11 @@ def time_param(request: Request, name: str) -> str | float | None:
 
 
 def agent_of(request: Request, body: dict[str, Any] | None = None) -> str | None:
+    """The agent the request acts as: its ``agent`` field or ``X-Agent`` header, held to the
+    agents its API key is bound to (auth.agent_for)."""
     if body is not None and body.get("agent") is not None:
-        return body["agent"]  # type: ignore[no-any-return]
-    return request.headers.get("x-agent")
+        return agent_for(request, body["agent"])
+    return agent_for(request, request.headers.get("x-agent"))
 
 
 def pick(body: dict[str, Any], allowed: set[str]) -> dict[str, Any]:

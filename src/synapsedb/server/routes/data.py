@@ -10,6 +10,7 @@ from ...engine import Namespace
 from ...errors import (
     ValidationError,
 )
+from ..auth import check_agents
 from ..wire import (
     agent_of,
     int_param,
@@ -29,6 +30,7 @@ async def write_memory(request: Request, mem: Namespace) -> Response:
     if "entity" not in body:
         raise ValidationError("entity: required", field="entity")
     entity = body.pop("entity")
+    check_agents(request, body)
     agent = agent_of(request)
     m = await run_in_threadpool(mem.write, entity, body, agent=agent)
     return json_response(m, 201)
@@ -39,6 +41,7 @@ async def write_memories(request: Request, mem: Namespace) -> Response:
     items = body.get("items")
     if not isinstance(items, list):
         raise ValidationError("items: expected a list of memories", field="items")
+    check_agents(request, *items)
     out = await run_in_threadpool(mem.write_many, items, agent=agent_of(request, body))
     return json_response(out, 201)
 
@@ -60,6 +63,7 @@ async def get_memory(request: Request, mem: Namespace) -> Response:
 
 async def update_memory(request: Request, mem: Namespace) -> Response:
     body = pick(await read_body(request), {"changes", "if_version", "agent"})
+    check_agents(request, body.get("changes"))
     out = await run_in_threadpool(
         mem.update, request.path_params["id"], body.get("changes", {}),
         if_version=body.get("if_version"), agent=agent_of(request, body),
@@ -126,6 +130,7 @@ async def append_event(request: Request, mem: Namespace) -> Response:
     if "entity" not in body or "event" not in body:
         raise ValidationError("entity, event: required", field="entity" if "entity" not in body
                               else "event")  # fmt: skip
+    check_agents(request, body["event"])
     out = await run_in_threadpool(
         mem.append, body["entity"], body["event"], stream=body.get("stream"),
         agent=agent_of(request, body), searchable=body.get("searchable", True),

@@ -1,30 +1,83 @@
-"""Server-Sent Events routes: a stream's events, and every change of a namespace, live."""
+"""Server-Sent Events routes: a stream's events, and every change of a namespace, live.
+
+Both wait on the change feed, which a commit in their namespace wakes (no polling), and wake
+at least once a second to ask whether their API key is still live: a revoked key's feeds end
+(with an ``error`` event) within about a second. Each key may hold ``max_feeds_per_key`` feeds
+open at once (429 over it)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from ...engine import Database, Namespace
 from ...engine.lineage import WRITE_ACTIONS
 from ...engine.namespace import MAX_LIMIT
+from ...errors import UnauthorizedError
 from ...times import to_datetime
 from ...validation import check_entity
-from ..feed import ChangeFeed, Cursor, change_us, entry_json, matches
+from ..auth import still_authorized
+from ..feed import ChangeFeed, Cursor, FeedLimit, change_us, entry_json, matches
+from ..keys import ApiKey
 from ..wire import (
-    event_stream,
+    encoder,
     idle_timeout_param,
     plain,
     required,
     sse,
     time_param,
 )
+
+KEY_CHECK_S = 0.5  # how often a feed asks whether its key is still live
+WAKE_S = 1.0  # the longest a feed waits without looking (disconnects, revoked keys)
+REVOKED = b"event: error\ndata: " + encoder.encode(
+    {"error": UnauthorizedError("the API key of this feed was revoked").to_dict()}
+) + b"\n\n"  # fmt: skip
+
+
+class FeedStream(StreamingResponse):
+    """An event stream that gives its place in the key's feed limit back however it ends."""
+
+    def __init__(self, events: AsyncIterator[bytes], release: Callable[[], None]) -> None:
+        super().__init__(events, media_type="text/event-stream",
+                         headers={"Cache-Control": "no-cache"})  # fmt: skip
+        self.release = release
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.release()
+
+
+class KeyCheck:
+    """Whether the request's key is still live, asked at most every ``KEY_CHECK_S``."""
+
+    def __init__(self, request: Request) -> None:
+        self.state, self.key = request.app.state, request.state.key
+        self.checked = time.monotonic()
+
+    def revoked(self) -> bool:
+        key: ApiKey | None = self.key
+        if key is None or time.monotonic() - self.checked < KEY_CHECK_S:
+            return False
+        self.checked = time.monotonic()
+        return not still_authorized(self.state, key)
+
+
+def open_feed(request: Request, events: Callable[[KeyCheck], AsyncIterator[bytes]]) -> Response:
+    """The feed's answer, once it holds a place in its key's limit (429 otherwise)."""
+    key: ApiKey | None = request.state.key
+    limit: FeedLimit = request.app.state.feed_limit
+    release = limit.acquire(None if key is None else key.id)
+    return FeedStream(events(KeyCheck(request)), release)
 
 
 async def follow_events(request: Request, mem: Namespace) -> Response:
@@ -33,30 +86,45 @@ async def follow_events(request: Request, mem: Namespace) -> Response:
     stream = required(request, "stream")
     after = request.headers.get("last-event-id") or request.query_params.get("after")
     mem.events(stream, after=after, limit=1)  # validate the arguments before streaming
-    poll = 0.1
     idle_timeout = idle_timeout_param(request)
+    feed: ChangeFeed = request.app.state.feed
+    ns = mem.name
 
-    async def feed() -> Any:
+    async def events(check: KeyCheck) -> AsyncIterator[bytes]:
         last = after
-        idle = quiet = 0.0
+        quiet = keep_alive = 0.0
         while not await request.is_disconnected():
+            if check.revoked():
+                yield REVOKED
+                return
+            seq = feed.seq(ns)  # taken before reading: a later commit moves it past ``seq``
             batch = mem.events(stream, after=last, limit=500)
             for ev in batch:
                 last = ev.id
                 yield sse(ev.id, "event", plain(ev))
             if batch:
-                idle = quiet = 0.0
-                continue
-            if idle_timeout is not None and quiet >= idle_timeout:
-                return
-            await asyncio.sleep(poll)
-            idle += poll
-            quiet += poll
-            if idle >= 15:
-                idle = 0.0
-                yield b": keep-alive\n\n"
+                quiet = keep_alive = 0.0
+            if len(batch) == 500:
+                continue  # more may be waiting already
+            while feed.seq(ns) == seq:  # nothing committed in the namespace since the read
+                if idle_timeout is not None and quiet >= idle_timeout:
+                    return
+                wait = WAKE_S if idle_timeout is None else min(WAKE_S, idle_timeout - quiet)
+                started = time.monotonic()
+                await feed.wait(ns, seq, max(wait, 0.01))  # woken by the next commit here
+                waited = time.monotonic() - started
+                quiet += waited
+                keep_alive += waited
+                if check.revoked():
+                    yield REVOKED
+                    return
+                if keep_alive >= 15:
+                    keep_alive = 0.0
+                    yield b": keep-alive\n\n"
+                if await request.is_disconnected():
+                    return
 
-    return event_stream(feed())
+    return open_feed(request, events)
 
 
 async def follow_changes(request: Request, mem: Namespace) -> Response:
@@ -74,12 +142,13 @@ async def follow_changes(request: Request, mem: Namespace) -> Response:
     db: Database = request.app.state.db
     # Taken before any replay: changes numbered after ``seq`` may also be in the replay, but
     # only those committed at or after ``fence`` (system time only moves forward).
-    seq, fence = feed.seq, db.last_commit_us
+    seq, fence = feed.seq(ns), db.last_commit_us
     replay_from: str | float | int | datetime | None = since
     if raw:
         cursor = Cursor.parse(raw, "after")
         replay_from = to_datetime(cursor.sys_us)
-        if cursor.boot == feed.boot and feed.after(ns, cursor.seq)[1]:
+        exact = cursor.boot == feed.boot and cursor.seq <= seq
+        if exact and feed.after(ns, cursor.seq)[1]:
             seq, replay_from = cursor.seq, None  # exact: every later change is in the ring
     if replay_from is not None:
         mem.audit(entity, since=replay_from, limit=1)  # bad arguments: 422 before streaming
@@ -103,10 +172,13 @@ async def follow_changes(request: Request, mem: Namespace) -> Response:
             if page[0].at == t:  # a whole page in one microsecond: step past it
                 t, boundary = to_datetime(change_us(page[-1]) + 1), set()
 
-    async def changes() -> Any:
+    async def changes(check: KeyCheck) -> AsyncIterator[bytes]:
         last = seq
         if replay_from is not None:  # resuming from these ids replays from history again
             async for entry in history():
+                if check.revoked():
+                    yield REVOKED
+                    return
                 yield sse(f"{change_us(entry)}-r-0", "change", entry_json(entry, public))
         quiet = keep_alive = 0.0
         while not await request.is_disconnected():
@@ -123,17 +195,20 @@ async def follow_changes(request: Request, mem: Namespace) -> Response:
             last = newest
             if sent:
                 quiet = keep_alive = 0.0
-                continue
-            if idle_timeout is not None and quiet >= idle_timeout:
+            elif idle_timeout is not None and quiet >= idle_timeout:
                 return
-            wait = 1.0 if idle_timeout is None else min(1.0, max(idle_timeout - quiet, 0.01))
-            started = time.monotonic()
-            await feed.wait(last, wait)  # woken by the next commit; 1 s to notice a disconnect
-            waited = time.monotonic() - started
-            quiet += waited
-            keep_alive += waited
+            if not items:
+                wait = WAKE_S if idle_timeout is None else min(WAKE_S, idle_timeout - quiet)
+                started = time.monotonic()
+                await feed.wait(ns, last, max(wait, 0.01))  # woken by the next commit here
+                waited = time.monotonic() - started
+                quiet += waited
+                keep_alive += waited
+            if check.revoked():
+                yield REVOKED
+                return
             if keep_alive >= 15:
                 keep_alive = 0.0
                 yield b": keep-alive\n\n"
 
-    return event_stream(changes())
+    return open_feed(request, changes)

@@ -11,10 +11,10 @@ from starlette.responses import Response
 
 from ...engine import Database
 from ...errors import (
+    ForbiddenError,
     SynapseError,
 )
-from ..auth import authorize
-from ..keys import SEP
+from ..auth import authenticate_header, authorize, is_operator, visible_namespaces
 from ..metrics import Metrics
 from ..wire import (
     error_response,
@@ -55,7 +55,9 @@ class Warmup:
 
 
 async def readyz(request: Request) -> Response:
-    """Ready: storage open and the embedding model in memory (503 while loading or broken)."""
+    """Ready: storage open and the embedding model in memory (503 while loading or broken).
+    How many rows wait for indexing is server-wide, so with keys only an operator sees it;
+    how many namespaces exist is never said (it would count other tenants')."""
     db: Database = request.app.state.db
     if db.closed:
         return json_response({"status": "closed"}, 503)
@@ -65,10 +67,14 @@ async def readyz(request: Request) -> Response:
         if warmup.error is not None:
             return json_response({"status": "model_failed", "error": warmup.error}, 503)
         return json_response({"status": "loading_model"}, 503)
-    return json_response(
-        {"status": "ready", "namespaces": len(db.namespaces()),
-         "indexing_rows_pending": db.indexing_pending}
-    )  # fmt: skip
+    if request.app.state.auth == "keys":
+        try:
+            key = authenticate_header(request.app.state, request.headers.get("authorization", ""))
+        except SynapseError:  # a probe without a key is still told whether the server is ready
+            key = None
+        if not is_operator(key):
+            return json_response({"status": "ready"})
+    return json_response({"status": "ready", "indexing_rows_pending": db.indexing_pending})
 
 
 async def openapi(request: Request) -> Response:
@@ -80,12 +86,23 @@ async def docs(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
+    """Everything for an operator key (and in ``none`` mode, less tenants' namespaces); for a
+    tenant's ``admin`` key, only the memories of its own namespaces, by its names."""
+    state = request.app.state
+    m: Metrics = state.metrics
     try:
-        authorize(request, "admin")  # its labels name namespaces: operators only, once keys exist
+        key = authenticate_header(state, request.headers.get("authorization", ""))
+        if key is None:
+            body = m.render(lambda names: visible_namespaces(None, names))
+        elif is_operator(key):
+            body = m.render()
+        elif "admin" in key.scopes:
+            body = m.render(lambda names: visible_namespaces(key, names), server_wide=False)
+        else:
+            raise ForbiddenError("this key lacks the 'admin' scope (or 'operator')", scope="admin")
     except SynapseError as err:
         return error_response(err)
-    m: Metrics = request.app.state.metrics
-    return Response(m.render(), media_type=Metrics.CONTENT_TYPE)
+    return Response(body, media_type=Metrics.CONTENT_TYPE)
 
 
 async def list_namespaces(request: Request) -> Response:
@@ -94,10 +111,4 @@ async def list_namespaces(request: Request) -> Response:
     except SynapseError as err:
         return error_response(err)
     names = request.app.state.db.namespaces()
-    if key is None:
-        return json_response([n for n in names if SEP not in n])
-    prefix = key.tenant + SEP
-    mine = [n[len(prefix) :] for n in names if n.startswith(prefix)]
-    if key.namespaces is not None:
-        mine = [n for n in mine if n in key.namespaces]
-    return json_response(mine)
+    return json_response(sorted(visible_namespaces(key, names).values()))
