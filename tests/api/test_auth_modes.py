@@ -276,3 +276,22 @@ def test_an_old_keys_db_gains_the_agents_column(tmp_path: Path) -> None:
     _, token = store.create("acme", ["read"], agents=["intake"])
     found = store.authenticate(token)
     assert found is not None and found.agents == ("intake",)
+
+
+def test_revocation_is_seen_at_once_in_a_wal_keys_db_too(
+    db: synapsedb.Database, keys: KeyStore
+) -> None:
+    """keys.db in WAL mode (switched by hand) keeps no change counter in its header: the store
+    asks SQLite's data_version instead, and still sees a revocation on the next request."""
+    import sqlite3
+
+    conn = sqlite3.connect(keys.path)
+    assert conn.execute("PRAGMA journal_mode=WAL").fetchone() == ("wal",)
+    key, token = keys.create("acme", ["read"])
+    with TestClient(create_app(db, keys)) as c:
+        assert c.get("/v1/namespaces", headers=bearer(token)).status_code == 200
+        keys.revoke(key.id)
+        assert c.get("/v1/namespaces", headers=bearer(token)).status_code == 401
+        _, fresh = keys.create("acme", ["read"])
+        assert c.get("/v1/namespaces", headers=bearer(fresh)).status_code == 200
+    conn.close()

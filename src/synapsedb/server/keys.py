@@ -2,10 +2,10 @@
 
 Keys live in ``<data dir>/keys.db`` (SQLite), apart from the engine's files and lock, so
 ``synapsedb keys create`` works while a server runs. The server notices every change on the
-very next request: it keeps a read connection and asks SQLite's ``PRAGMA data_version`` (which
-moves with every commit of any other connection), and it stats the file, so a deleted,
-replaced or emptied ``keys.db`` leaves it with no valid key at all (every request 401s in
-``keys`` mode: never an open server). A key reads ``sdb_<id>_<secret>``; only a SHA-256 of the
+very next request: it stats the file and reads the change counter SQLite keeps in its header
+(bumped by every commit; ``PRAGMA data_version`` on a kept connection where that counter is
+not kept), so a deleted, replaced or emptied ``keys.db`` leaves it with no valid key at all
+(every request 401s in ``keys`` mode: never an open server). A key reads ``sdb_<id>_<secret>``; only a SHA-256 of the
 secret is stored (secrets are 32 random bytes, so a plain hash is enough), and it is shown
 once, at creation.
 
@@ -31,6 +31,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -96,7 +97,8 @@ class KeyStore:
         self._cache: dict[str, tuple[ApiKey, str]] = {}
         self._tenant_rates: dict[str, float] = {}
         self._reader: sqlite3.Connection | None = None
-        self._seen: tuple[tuple[int, int, int, int], int] | None = None  # (file, data_version)
+        self._fd: int | None = None  # keys.db opened for reading its header
+        self._seen: tuple[tuple[int, int, int, int], tuple[str, Any]] | None = None
         with self._conn() as conn:
             self._create_tables(conn)
 
@@ -207,11 +209,24 @@ class KeyStore:
         """No keys at all (the file is gone or unreadable): every token fails."""
         if self._reader is not None:
             self._reader.close()
-        self._reader, self._seen = None, None
+        if self._fd is not None:
+            os.close(self._fd)
+        self._reader, self._fd, self._seen = None, None, None
         self._cache, self._tenant_rates = {}, {}
 
+    def _marker(self) -> tuple[str, Any]:
+        """What changes with every commit to keys.db: the file change counter in its header
+        (rollback journal mode, SQLite bumps it on every commit; reading 100 bytes costs one
+        syscall), else (WAL, or not a database) SQLite's own ``PRAGMA data_version``."""
+        assert self._fd is not None and self._reader is not None
+        header = os.pread(self._fd, 100, 0)
+        if len(header) == 100 and header[:16] == b"SQLite format 3\x00" and header[18] == 1:
+            return "counter", header[24:28]
+        return "version", self._reader.execute("PRAGMA data_version").fetchone()[0]
+
     def _refresh(self) -> None:
-        """Reload the live keys if ``keys.db`` changed since the last look (lock held)."""
+        """Reload the live keys if ``keys.db`` changed since the last look (lock held). The
+        marker is read before the rows, so a commit in between is seen by the next look."""
         try:
             st = os.stat(self.path)
         except OSError:
@@ -219,28 +234,28 @@ class KeyStore:
             return
         file = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         try:
-            if self._reader is None or self._seen is None or self._seen[0][:2] != file[:2]:
-                if self._reader is not None:  # another file now: a new connection to it
-                    self._reader.close()
+            if self._fd is None or self._seen is None or self._seen[0][:2] != file[:2]:
+                self._forget()  # another file now (or none read yet): new handles on it
+                self._fd = os.open(self.path, os.O_RDONLY)
                 uri = self.path.resolve().as_uri() + "?mode=ro"
                 self._reader = sqlite3.connect(uri, uri=True, timeout=10,
                                                check_same_thread=False)  # fmt: skip
-                self._seen = None
-            version = self._reader.execute("PRAGMA data_version").fetchone()[0]
-            if self._seen == (file, version):
+            marker = self._marker()
+            if self._seen == (file, marker):
                 return
+            assert self._reader is not None
             rows = self._reader.execute(
                 f"SELECT {_COLUMNS}, hash FROM api_keys WHERE revoked_us IS NULL"
             ).fetchall()
             rates = dict(self._reader.execute("SELECT tenant, rate FROM tenant_limits"))
-        except sqlite3.Error as exc:  # emptied, replaced by a stranger, or corrupt: no keys
+        except (OSError, sqlite3.Error) as exc:  # emptied, replaced, corrupt: no keys at all
             log.warning("keys: %s unreadable (%s); no API key is valid until it is fixed",
                         self.path, exc)  # fmt: skip
             self._forget()
             return
         self._cache = {row[0]: (_key(row[:-1]), row[-1]) for row in rows}
         self._tenant_rates = rates
-        self._seen = (file, version)
+        self._seen = (file, marker)
 
     def has_live_keys(self) -> bool:
         """Whether any unrevoked key exists now (``serve`` asks this once, at start)."""
