@@ -6,13 +6,12 @@ import contextlib
 import fcntl
 import hashlib
 import hmac
+import logging
 import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
-
-import orjson
 
 from ..clock import Clock, SystemClock
 from ..config import Settings
@@ -32,15 +31,17 @@ from ..types import MaintenanceReport
 from ..validation import check_agent, check_namespace
 from .embedding import EmbeddingService
 from .indexer import Indexer
-from .lifecycle import RateLimiter, parse_config
+from .lifecycle import RateLimiter
 from .lineage import Flush, QueryLog, changes_of
+from .loader import Unloadable, load_states
 from .namespace import Namespace
 from .observers import Observers
-from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
 from .writer import Op, Tx, Writer
 
 __all__ = ["Database"]
+
+log = logging.getLogger("synapsedb.database")
 
 
 class Database:
@@ -85,6 +86,8 @@ class Database:
                 query_log_max_rows=self.settings.query_log_max_rows,
             )
             self._states: dict[str, NamespaceState] = {}
+            # namespaces with a stored row that cannot be loaded: unavailable, the others serve
+            self._unavailable: dict[str, Unloadable] = {}
             last_us = self._load()
         except BaseException:
             os.close(self._lock_fd)
@@ -111,18 +114,29 @@ class Database:
             on_apply=self._after_apply,
             log=self.query_log,
             reload=self._reload_namespace,
+            unavailable=self._unavailable,
         )
         self._indexer.start()
 
     def _load(self) -> int:
-        """Rebuild the in-memory state from storage; returns the latest system time seen."""
+        """Rebuild the in-memory state from storage; returns the latest system time of the
+        namespaces that loaded (one that cannot be loaded is reported and left out)."""
         return self._apply_rows(self._storage.load(), self._states)
 
     def _reload_namespace(self, ns: str) -> NamespaceState | None:
-        """A fresh state for ``ns`` from storage (after an erasure or a tier move), without its
-        saved graph; access counters not yet persisted carry over from the old state."""
+        """A fresh state for ``ns`` from storage (after an erasure, a tier move, an import, or
+        a failed apply), without its saved graph; access counters not yet persisted carry over
+        from the old state. None when ``ns`` holds nothing or cannot be loaded (then it is
+        unavailable). Never raises."""
         states: dict[str, NamespaceState] = {}
-        self._apply_rows(self._storage.load(ns), states)
+        try:
+            self._apply_rows(self._storage.load(ns), states)
+        except Exception as exc:  # a storage read failed: memory can no longer match the disk
+            log.exception("could not reload namespace %r from storage", ns)
+            self._unavailable.setdefault(
+                ns, Unloadable("(all)", ns, f"ns = '{ns}'", f"reloading it failed: {exc!r}")
+            )
+            return None
         with contextlib.suppress(FileNotFoundError):
             (self.path / "indexes" / f"{ns}.hnsw").unlink()  # stale rows (or erased vectors)
         new, old = states.get(ns), self._states.get(ns)
@@ -131,63 +145,17 @@ class Database:
             new.cold_access = {m: n for m, n in old.cold_access.items() if m in new.cold}
         return new
 
-    @staticmethod
-    def _apply_rows(rows: LoadedRows, states: dict[str, NamespaceState]) -> int:
-        last = 0
-        for name, created_us, dim, embedder, config in rows.namespaces:
-            states[name] = NamespaceState(name, created_us, dim, embedder)
-            states[name].config = parse_config(config)
-            last = max(last, created_us)
-        tiers: dict[tuple[str, str], str] = {}
-        for ns, mid, tier in rows.tiers:  # the last move of a memory decides its tier
-            tiers[(ns, mid)] = tier
-        cold: set[tuple[str, str]] = {key for key, tier in tiers.items() if tier == "cold"}
-        for ns, mid, count, last_us in rows.access:
-            if ns in states:
-                states[ns].access[mid] = (count, last_us)
-        for name, state in states.items():
-            n_cold = sum(1 for ns, _ in cold if ns == name) if cold else 0
-            state.catalog.reserve(max(0, rows.memory_rows.get(name, 0) - n_cold))
-        batch: list[MemRec] = []
-        batch_ns = None
-        for row in rows.memories:  # in commit order; applied in per-namespace runs
-            if cold and (row[0], row[1]) in cold:  # on disk only: remember its id and entity
-                state = states[row[0]]
-                if row[1] not in state.cold:
-                    state.cold[row[1]] = row[5]
-                    state.cold_by_entity.setdefault(row[5], set()).add(row[1])
-                if row[15] is not None and not row[17]:  # the latest version's expiry wins
-                    state.cold_expiry[row[1]] = row[15]
-                else:
-                    state.cold_expiry.pop(row[1], None)
-                last = max(last, row[3])
-                continue
-            mrec = MemRec.from_row(row[1:])
-            if row[0] != batch_ns or len(batch) >= 4096:
-                if batch:
-                    states[batch_ns].add_memories(batch)  # type: ignore[index]
-                batch, batch_ns = [], row[0]
-            batch.append(mrec)
-            if mrec.sys_us > last:
-                last = mrec.sys_us
-        if batch:
-            states[batch_ns].add_memories(batch)  # type: ignore[index]
-        for row in rows.facts:
-            frec = FactRec.from_row(row[1:])
-            states[row[0]].add_fact(frec)
-            last = max(last, frec.sys_us)
-        for row in rows.events:
-            erec = EventRec.from_row(row[1:])
-            states[row[0]].add_event(erec)
-            last = max(last, erec.sys_us)
-        for ns, _aid, memories in rows.answers:
-            state = states.get(ns)
-            if state is not None:
-                for mid, _version in orjson.loads(memories):
-                    state.impact[mid] = state.impact.get(mid, 0) + 1
-        for state in states.values():
-            state.catalog.trim()
-        return last
+    def _apply_rows(self, rows: LoadedRows, states: dict[str, NamespaceState]) -> int:
+        """Check and apply stored rows into ``states``; a namespace with a bad row is logged
+        (with the repair) and made unavailable. Returns the latest system time loaded."""
+        loaded = load_states(rows, self.clock.now_us())
+        states.update(loaded.states)
+        db_file = str(self.path / SQLiteStorage.FILENAME)
+        for ns, problem in loaded.unavailable.items():
+            if ns not in self._unavailable:
+                log.error("%s", problem.describe(db_file))
+            self._unavailable[ns] = problem
+        return loaded.last_us
 
     # -- public API ------------------------------------------------------------------------------
 
@@ -237,20 +205,23 @@ class Database:
         return self._storage.erasure_pending
 
     def _maintain_in_background(self) -> None:
+        """Maintain every namespace when due, and now any namespace over its quota (policy
+        evict). One namespace's failure is logged and skipped: the others are maintained."""
         if not self.settings.background_maintenance:
             return
         now = time.monotonic()
         due = now - self._last_maintenance >= self.settings.maintenance_interval_s
-        over = [ns for ns, st in list(self._states.items()) if _over_quota(st)]
-        if not due and not over:
-            return
-        with contextlib.suppress(ClosedError):
-            if due:
-                self._last_maintenance = now
-                self.maintain()
-            else:  # a namespace went over its quota (policy evict): evict now, not later
-                for ns in over:
+        if due:
+            self._last_maintenance = now
+        for ns, state in sorted(list(self._states.items()), key=lambda item: item[0]):
+            try:
+                if due or _over_quota(state):
                     self.namespace(ns).maintain()
+            except ClosedError:
+                return
+            except Exception:
+                log.exception("background maintenance of namespace %r failed; the other "
+                              "namespaces are maintained", ns)  # fmt: skip
 
     def _after_commit(self, rows: int, seconds: float) -> None:
         self.observers.emit(self.observers.commit, rows, seconds)
@@ -322,8 +293,13 @@ class Database:
         return max(self.clock.now_us(), self._writer.last_us)
 
     def _state(self, ns: str) -> NamespaceState | None:
+        """The namespace's state (None: it holds nothing yet); StorageError when it could not
+        be loaded."""
         self._check_open()
-        return self._states.get(ns)
+        state = self._states.get(ns)
+        if state is None and ns in self._unavailable:
+            raise self._unavailable[ns].error()
+        return state
 
 
 def _over_quota(state: NamespaceState) -> bool:

@@ -43,7 +43,16 @@ US_PER_DAY = 86_400_000_000
 
 
 def parse_config(raw: str | None) -> NamespaceConfig:
-    return NamespaceConfig(**orjson.loads(raw)) if raw else NamespaceConfig()
+    """A stored configuration (JSON text), held to the same rules as ``configure``: raises
+    ValidationError (or orjson.JSONDecodeError, TypeError for what is not JSON text)."""
+    if not raw:
+        return NamespaceConfig()
+    value = orjson.loads(raw)
+    if not isinstance(value, dict):
+        raise ValidationError(
+            f"config: expected an object, got {type(value).__name__}", field="config"
+        )
+    return check_config(NamespaceConfig(), value)
 
 
 def check_config(base: NamespaceConfig, changes: dict[str, Any]) -> NamespaceConfig:

@@ -503,7 +503,7 @@ class Namespace:
     def import_records(self, records: Iterable[dict[str, Any]]) -> int:
         """Write an ``export()`` stream into this namespace, which must be empty, in one
         transaction (all or nothing). Returns the number of memory versions imported."""
-        data = import_batch(self.name, records)
+        data = import_batch(self.name, records, self._db.settings, self._db._now_us())
         return int(self._db._submit(ImportNamespace(self.name, data)))
 
     # -- lineage and audit -----------------------------------------------------------------------

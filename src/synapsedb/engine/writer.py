@@ -11,8 +11,15 @@ leadership on once its own op is done. So:
 * concurrent writers share one commit (and one fsync): throughput grows with concurrency,
   while a lone writer commits in its own thread with no hand-off to pay;
 * ops are serialized: versions, compare-and-set and stream ids need no further locking;
-* an op that fails its checks fails alone; a failed commit fails every op of that batch and
-  changes nothing in memory.
+* an op that fails its checks fails alone (so does one that raises something unexpected: the
+  batch is planned again without it); a failed commit fails every op of that batch and
+  changes nothing in memory; an op marked ``exclusive`` (an import) commits in a batch of
+  its own, so nothing it brings can fail another tenant's write;
+* acknowledged == durable == visible: once the commit returns, every op in it succeeded.
+  Applying the batch to memory checks nothing (the plans did); should it raise all the same,
+  the namespaces it touched are rebuilt from storage, the error is logged, and the ops still
+  report success. A namespace that cannot be rebuilt becomes unavailable (its reads and
+  writes answer StorageError) instead of serving state that differs from the disk.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..clock import Clock
 from ..errors import ClosedError, StorageError, SynapseError
@@ -32,6 +39,7 @@ from .state import NamespaceState
 
 if TYPE_CHECKING:
     from .lineage import QueryLog
+    from .loader import Unloadable
 
 __all__ = ["Op", "Tx", "Writer"]
 
@@ -52,7 +60,6 @@ class Tx:
         self.events: list[tuple[str, EventRec]] = []
         self.impacts: list[tuple[str, str]] = []  # (namespace, memory id) behind a new answer
         self.reloads: list[str] = []  # namespaces to rebuild from storage after the commit
-        self.bump_us = 0  # imported history: system time must not go back past it
         self.configs: list[tuple[str, Any]] = []  # (namespace, NamespaceConfig) to apply
         self.new_live: dict[str, tuple[int, int]] = {}  # per namespace: memories, bytes added
         self._mem_tip: dict[tuple[str, str], MemRec] = {}
@@ -124,11 +131,19 @@ class Tx:
         self.events.append((ns, rec))
         self.batch.events.append(rec.to_row(ns))
 
+    def touched(self) -> list[str]:
+        """Every namespace this batch changes (what to rebuild if applying it fails)."""
+        names = [*self.new_ns, *self.spaces, *self.reloads]
+        names += [ns for ns, _ in self.mems] + [ns for ns, _ in self.facts]
+        names += [ns for ns, _ in self.events] + [ns for ns, _ in self.configs]
+        names += [ns for ns, _ in self.impacts]
+        return list(dict.fromkeys(names))
+
     def apply(self) -> None:
         """Make the committed batch visible (commit leader, after a successful commit)."""
         states = self.states
-        for ns, state in self.new_ns.items():
-            states[ns] = state
+        for ns, fresh in self.new_ns.items():
+            states[ns] = fresh
         for ns, (dim, embedder) in self.spaces.items():
             states[ns].embedder = embedder
             states[ns].dim = dim
@@ -151,9 +166,13 @@ class Tx:
 
 class Op:
     """A unit of work. ``plan`` checks against ``tx`` first, then emits; it must not emit
-    anything before it can no longer fail."""
+    anything before it can no longer fail, and what it emits must apply without error.
+
+    An op about one namespace names it in ``ns`` (the writer refuses ops on an unavailable
+    namespace). ``exclusive`` ops commit in a batch of their own."""
 
     __slots__ = ("done", "error", "result", "size")
+    exclusive: ClassVar[bool] = False
 
     def __init__(self, size: int = 1) -> None:
         self.size = size
@@ -178,9 +197,12 @@ class Writer:
         on_apply: Callable[[Tx], None] | None = None,
         log: QueryLog | None = None,
         reload: Callable[[str], NamespaceState | None] | None = None,
+        unavailable: dict[str, Unloadable] | None = None,
     ) -> None:
         self._log = log
         self._reload = reload
+        # namespaces that could not be loaded: ops on them fail (shared with the database)
+        self._unavailable = unavailable if unavailable is not None else {}
         self._storage = storage
         self._states = states
         self._clock = clock
@@ -234,7 +256,12 @@ class Writer:
         with self._cv:
             ops = [self._queue.popleft()]
             rows = ops[0].size
-            while self._queue and rows + self._queue[0].size <= self._max_rows:
+            while (
+                self._queue
+                and not ops[0].exclusive
+                and not self._queue[0].exclusive
+                and rows + self._queue[0].size <= self._max_rows
+            ):
                 nxt = self._queue.popleft()
                 rows += nxt.size
                 ops.append(nxt)
@@ -255,14 +282,8 @@ class Writer:
     def _process(self, ops: list[Op]) -> None:
         now = max(self._clock.now_us(), self._last_us)
         self._last_us = now
-        tx = Tx(self._states, now)
         logged = self._log.drain() if self._log is not None else []
-        tx.batch.queries.extend(logged)  # the query log rides along with every commit
-        for op in ops:
-            try:
-                op.result = op.plan(tx)
-            except SynapseError as exc:
-                op.error = exc
+        tx = self._plan(ops, now, logged)
         if len(tx.batch):
             started = time.perf_counter()
             try:
@@ -274,16 +295,75 @@ class Writer:
                     if op.error is None:
                         op.error, op.result = exc, None
                 return
+            # durable from here on: nothing below may turn a committed op into a failure
             if self._on_commit is not None:
-                self._on_commit(len(tx.batch), time.perf_counter() - started)
-        tx.apply()
-        self._last_us = max(self._last_us, tx.bump_us)
-        for ns in tx.reloads:  # after an erasure: rebuild the namespace from what is stored
-            assert self._reload is not None
-            state = self._reload(ns)
-            if state is None:
-                self._states.pop(ns, None)
+                try:
+                    self._on_commit(len(tx.batch), time.perf_counter() - started)
+                except Exception:
+                    log.exception("commit observer failed")
+        self._apply(tx)
+
+    def _plan(self, ops: list[Op], now: int, logged: list[Any]) -> Tx:
+        """Plan every op into one Tx. An op that raises something other than a SynapseError
+        (a bug) may have emitted part of its rows: it fails alone, and the others are planned
+        again in a fresh Tx without it."""
+        failed: set[int] = set()
+        while True:
+            tx = Tx(self._states, now)
+            tx.batch.queries.extend(logged)  # the query log rides along with every commit
+            for i, op in enumerate(ops):
+                if i in failed:
+                    continue
+                op.error = op.result = None
+                ns = getattr(op, "ns", None)
+                problem = self._unavailable.get(ns) if isinstance(ns, str) else None
+                if problem is not None:
+                    op.error = problem.error()
+                    continue
+                try:
+                    op.result = op.plan(tx)
+                except SynapseError as exc:
+                    op.error = exc
+                except Exception as exc:
+                    log.exception("planning %s failed; it fails alone", type(op).__name__)
+                    op.error, op.result = StorageError(f"internal write failure: {exc!r}"), None
+                    failed.add(i)
+                    break
             else:
-                self._states[ns] = state
+                return tx
+
+    def _apply(self, tx: Tx) -> None:
+        """Make a committed batch visible; never raises (see the module docstring)."""
+        try:
+            tx.apply()
+            rebuild = tx.reloads  # after an erasure, a tier move, an import
+        except Exception:
+            rebuild = tx.touched()
+            log.exception("applying a committed batch failed; rebuilding %s from storage", rebuild)
+        for ns in dict.fromkeys(rebuild):
+            self._rebuild(ns)
         if self._on_apply is not None and (tx.mems or tx.facts or tx.events):
-            self._on_apply(tx)
+            try:
+                self._on_apply(tx)
+            except Exception:
+                log.exception("change observers failed")
+
+    def _rebuild(self, ns: str) -> None:
+        """Replace the state of ``ns`` with a fresh one from storage."""
+        assert self._reload is not None
+        try:
+            state = self._reload(ns)
+        except Exception as exc:  # memory no longer matches the disk: stop serving it
+            from .loader import Unloadable  # (loader -> lifecycle -> writer: import here)
+
+            log.exception("could not rebuild namespace %r from storage; it is unavailable "
+                          "until the server restarts", ns)  # fmt: skip
+            self._states.pop(ns, None)
+            self._unavailable.setdefault(
+                ns, Unloadable("(all)", ns, f"ns = '{ns}'", f"rebuilding it failed: {exc!r}")
+            )
+            return
+        if state is None:
+            self._states.pop(ns, None)
+        else:
+            self._states[ns] = state

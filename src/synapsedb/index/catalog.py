@@ -12,7 +12,8 @@ boolean masks over rows and hand them to the vector and keyword indexes.
 
 Concurrency: only the commit leader writes. It fills row ``n`` in spare capacity and only then
 bumps ``n``; growth allocates new arrays, copies, and swaps them in. Readers take ``n`` first and
-slice every array to it, so they see a consistent prefix.
+slice every array to it, so they see a consistent prefix. Postings are never resized while a
+reader copies them (:func:`synapsedb.index.postings.grow`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 import orjson
 
 from .keyword import STOPWORDS, KeywordIndex, analyze
+from .postings import grow
 from .timeline import Timelines
 
 if TYPE_CHECKING:
@@ -242,8 +244,8 @@ class Catalog:
                     posting = bucket.get(key)
                     if posting is None:
                         bucket[key] = array("i", (r,))
-                    else:
-                        posting.append(r)
+                    elif (grown := grow(posting, r)) is not posting:  # a reader holds it
+                        bucket[key] = grown
             self.keywords.add(r, analyze(rec.content))
             self.timelines.add(int(self.entity[r]), r, rec.ts_us)
             self.recs.append(rec)

@@ -1,6 +1,7 @@
 """BM25 keyword search with Snowball stemming, in memory, over catalog rows.
 
-Postings are compact ``array`` objects (row ids and term frequencies) that only grow. Corpus
+Postings are compact ``array`` objects (row ids and term frequencies) that only grow; the
+writer never resizes one a reader is copying (:func:`synapsedb.index.postings.grow`). Corpus
 statistics (document count, average length, document frequencies) are computed over the rows a
 query may see, so a query ``as_of`` T ranks exactly as BM25 over the memories visible at T.
 """
@@ -16,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import Stemmer
+
+from .postings import grow
 
 __all__ = ["KeywordIndex", "analyze"]
 
@@ -60,10 +63,16 @@ class KeywordIndex:
             post = self.postings.get(term)
             if post is None:
                 self.postings[term] = (array("i", (row,)), array("i", (tf,)))
-            else:
-                post[1].append(tf)  # tf first, so a reader's tfs are never shorter than its rows
-                post[0].append(row)
-        self.doclen.append(len(terms))
+                continue
+            tfs = grow(post[1], tf)  # tf first, so a reader's tfs are never shorter than its rows
+            if tfs is post[1]:
+                rows = grow(post[0], row)
+            else:  # a reader holds the old pair: leave it whole
+                rows = post[0][:]
+                rows.append(row)
+            if rows is not post[0]:
+                self.postings[term] = (rows, tfs)
+        self.doclen = grow(self.doclen, len(terms))
 
     def search(self, terms: list[str], allowed: np.ndarray, k: int, *, full: bool = False) -> Any:
         """Top ``k`` rows by BM25 among ``allowed`` (a mask over the first ``len(allowed)`` rows).

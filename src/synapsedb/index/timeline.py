@@ -12,6 +12,8 @@ from array import array
 
 import numpy as np
 
+from .postings import grow
+
 __all__ = ["Timelines", "neighbours"]
 
 
@@ -36,8 +38,10 @@ class Timelines:
         line = self.lines.get(entity)
         if line is None:
             line = self.lines[entity] = _Line()
-        line.ts.append(ts_us)  # ts first: a reader's rows are never longer than its ts
-        line.rows.append(row)
+        # ts first: a reader's rows are never longer than its ts; never resize what a reader
+        # is copying (see synapsedb.index.postings)
+        line.ts = grow(line.ts, ts_us)
+        line.rows = grow(line.rows, row)
 
     def ordered(self, entity: int) -> np.ndarray:
         """The entity's rows ordered by (event time, row)."""

@@ -1,0 +1,439 @@
+"""Rebuilding the in-memory state from stored rows, so that one bad row never stops a server.
+
+Rows come back in commit order and each is checked before it is applied: column types, JSON
+that parses to the right shape, times a datetime can hold, version chains that increase,
+vectors of the namespace's dimension, a configuration the ``configure`` parser accepts. A row
+that fails makes its namespace *unavailable*: the namespace's state is dropped, its reads and
+writes answer StorageError, the problem is reported (table, namespace, the row's key, what is
+wrong and how to repair it), and every other namespace loads and serves as usual. Skipping
+only the row instead would serve a namespace that silently lacks data, and a write after a
+skipped version would collide with it on disk.
+
+System times are checked against this server's clock: a row recorded more than
+:data:`MAX_LEAD_US` after "now" (say, imported with a forged time before imports were checked)
+makes its namespace unavailable, so it cannot drag the commit clock of every namespace into
+the future. The latest system time of the namespaces that loaded starts the commit clock.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ..errors import StorageError, ValidationError
+from ..storage.base import LoadedRows
+from ..times import format_us
+from .lifecycle import parse_config
+from .records import EventRec, FactRec, MemRec
+from .state import NamespaceState
+
+__all__ = [
+    "EARLIEST_US",
+    "LATEST_US",
+    "MAX_LEAD_US",
+    "Loaded",
+    "Unloadable",
+    "load_states",
+]
+
+# The times a datetime can hold: 0001-01-01 .. 9999-12-31 (UTC), in microseconds.
+EARLIEST_US = -62_135_596_800_000_000
+LATEST_US = 253_402_300_799_999_999
+# How far ahead of this server's clock a stored system time may be (clocks drift; NTP steps).
+MAX_LEAD_US = 86_400_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Unloadable:
+    """Why a namespace could not be loaded: its first bad row."""
+
+    table: str
+    ns: str
+    where: str  # an SQL condition selecting the row
+    reason: str
+
+    def describe(self, path: str) -> str:
+        """The whole story for an operator: what, where, and the repair."""
+        hint = ""
+        if "later than this server's clock" in self.reason:
+            hint = "if this server's clock is wrong, correct it and restart; otherwise "
+        fix = f"DELETE FROM {self.table} WHERE {self.where}"
+        if self.table == "namespaces" and self.reason.startswith("config"):
+            fix = f"UPDATE namespaces SET config = NULL WHERE {self.where}"  # default settings
+        return (
+            f"namespace {self.ns!r} is unavailable (the other namespaces serve): table "
+            f"{self.table}, row where {self.where}: {self.reason}. Repair: {hint}correct or "
+            f"remove that row, e.g. sqlite3 {shlex.quote(path)} {shlex.quote(fix)}, then restart"
+        )
+
+    def error(self) -> StorageError:
+        """What a read or write of the namespace answers (the log has the repair)."""
+        return StorageError(
+            f"namespace {self.ns!r} is unavailable: its stored row in {self.table} where "
+            f"{self.where} could not be loaded ({self.reason}); an operator must repair it "
+            "(the server log says how)",
+            namespace=self.ns,
+        )
+
+
+@dataclass(slots=True)
+class Loaded:
+    states: dict[str, NamespaceState] = field(default_factory=dict)
+    last_us: int = 0  # the latest system time of the namespaces that loaded
+    unavailable: dict[str, Unloadable] = field(default_factory=dict)
+
+
+class _Bad(Exception):
+    """A row that cannot be loaded; the message says why."""
+
+
+def load_states(rows: LoadedRows, now_us: int) -> Loaded:
+    """Check and apply every row; a namespace with a bad row is left out and reported."""
+    return _Loader(now_us).run(rows)
+
+
+# -- column checks (storage form) -------------------------------------------------------------
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _int(value: Any, what: str, lo: int = EARLIEST_US, hi: int = LATEST_US) -> int:
+    if type(value) is not int:
+        raise _Bad(f"{what}: expected an integer, got {_show(value)}")
+    if not lo <= value <= hi:
+        raise _Bad(f"{what}: {value} is outside {lo}..{hi}")
+    return value
+
+
+def _text(value: Any, what: str) -> str:
+    if type(value) is not str:
+        raise _Bad(f"{what}: expected text, got {_show(value)}")
+    return value
+
+
+def _opt_text(value: Any, what: str) -> str | None:
+    return None if value is None else _text(value, what)
+
+
+def _number(value: Any, what: str) -> float:
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise _Bad(f"{what}: expected a finite number, got {_show(value)}")
+    return value  # type: ignore[no-any-return]
+
+
+def _flag(value: Any, what: str) -> int:
+    if value not in (0, 1) or type(value) is not int:
+        raise _Bad(f"{what}: expected 0 or 1, got {_show(value)}")
+    return value
+
+
+def _json(value: Any, what: str, kind: type) -> Any:
+    try:
+        out = orjson.loads(_text(value, what))
+    except orjson.JSONDecodeError as exc:
+        raise _Bad(f"{what}: not JSON ({exc})") from None
+    if not isinstance(out, kind):
+        raise _Bad(f"{what}: expected a JSON {'object' if kind is dict else 'array'}")
+    return out
+
+
+def _sql(value: Any) -> str:
+    """``value`` as an SQL literal (for the repair statement)."""
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, bytes):
+        return "x'" + value.hex() + "'"
+    return "NULL" if value is None else repr(value)
+
+
+def _where(**cols: Any) -> str:
+    return " AND ".join(
+        f"{k} IS NULL" if v is None else f"{k} = {_sql(v)}" for k, v in cols.items()
+    )
+
+
+class _Loader:
+    def __init__(self, now_us: int) -> None:
+        self.now_us = now_us
+        self.horizon = now_us + MAX_LEAD_US
+        self.out = Loaded()
+        self.last: dict[str, int] = {}
+
+    # -- bookkeeping ------------------------------------------------------------------------------
+
+    def bad(self, ns: Any, table: str, where: str, reason: str) -> None:
+        key = ns if isinstance(ns, str) else repr(ns)
+        if key not in self.out.unavailable:
+            self.out.unavailable[key] = Unloadable(table, key, where, reason)
+        self.out.states.pop(key, None)
+
+    def sys_time(self, ns: str, value: Any, what: str) -> int:
+        us = _int(value, what, 0, LATEST_US)
+        if us > self.horizon:
+            raise _Bad(
+                f"{what}: {format_us(us)} is later than this server's clock "
+                f"({format_us(self.now_us)}) by more than a day"
+            )
+        if us > self.last.get(ns, 0):
+            self.last[ns] = us
+        return us
+
+    def state(self, ns: Any, table: str, where: str) -> NamespaceState | None:
+        """The namespace being loaded, or None when it is (or just became) unavailable."""
+        state = self.out.states.get(ns)
+        if state is None and ns not in self.out.unavailable:
+            self.bad(ns, table, where, "the namespace has no row in table namespaces")
+        return state
+
+    # -- tables -----------------------------------------------------------------------------------
+
+    def run(self, rows: LoadedRows) -> Loaded:
+        out = self.out
+        for row in rows.namespaces:
+            self.namespace(row)
+        tiers: dict[tuple[str, str], str] = {}
+        for ns, mid, tier in rows.tiers:  # the last move of a memory decides its tier
+            if tier not in ("hot", "cold"):
+                self.bad(ns, "tiers", _where(ns=ns, id=mid, tier=tier),
+                         f"tier: expected 'hot' or 'cold', got {_show(tier)}")  # fmt: skip
+            tiers[(ns, mid)] = tier
+        cold = {key for key, tier in tiers.items() if tier == "cold"}
+        for ns, mid, count, last_us in rows.access:
+            state = out.states.get(ns)
+            if state is None:
+                continue
+            try:
+                state.access[mid] = (_int(count, "count", 0), self.sys_time(ns, last_us, "last_us"))
+            except _Bad as exc:
+                self.bad(ns, "access", _where(ns=ns, id=mid), str(exc))
+        for name, state in out.states.items():
+            n_cold = sum(1 for ns, _ in cold if ns == name) if cold else 0
+            state.catalog.reserve(max(0, rows.memory_rows.get(name, 0) - n_cold))
+        self.memories(rows, cold)
+        for row in rows.facts:
+            self.fact(row)
+        for row in rows.events:
+            self.event(row)
+        for ns, aid, memories in rows.answers:
+            state = out.states.get(ns)
+            if state is None:
+                continue
+            try:
+                pairs = _json(memories, "memories", list)
+                mids = [p[0] for p in pairs if _pair(p)]
+                if len(mids) != len(pairs):
+                    raise _Bad("memories: expected [[memory id, version], ...]")
+            except _Bad as exc:
+                self.bad(ns, "answers", _where(ns=ns, id=aid), str(exc))
+                continue
+            for mid in mids:
+                state.impact[mid] = state.impact.get(mid, 0) + 1
+        for state in out.states.values():
+            state.catalog.trim()
+        out.last_us = max((self.last.get(ns, 0) for ns in out.states), default=0)
+        return out
+
+    def namespace(self, row: tuple[Any, ...]) -> None:
+        name, created_us, dim, embedder, config = row
+        where = _where(name=name)
+        try:
+            _text(name, "name")
+            self.sys_time(name, created_us, "created_us")
+            if dim is not None:
+                _int(dim, "dim", 1, 1 << 20)
+            _opt_text(embedder, "embedder")
+            try:
+                cfg = parse_config(config)
+            except (ValidationError, orjson.JSONDecodeError, TypeError) as exc:
+                raise _Bad(f"config: {getattr(exc, 'message', exc)}") from None
+        except _Bad as exc:
+            self.bad(name, "namespaces", where, str(exc))
+            return
+        state = NamespaceState(name, created_us, dim, embedder)
+        state.config = cfg
+        self.out.states[name] = state
+
+    def memories(self, rows: LoadedRows, cold: set[tuple[str, str]]) -> None:
+        """Memory versions in commit order, applied to the catalog in per-namespace runs."""
+        batch: list[MemRec] = []
+        tips: dict[str, MemRec] = {}  # the batch's latest version of each id
+        batch_ns: str | None = None
+        for row in rows.memories:
+            ns, mid, version = row[0], row[1], row[2]
+            where = _where(ns=ns, id=mid, version=version)
+            state = self.state(ns, "memory_versions", where)
+            if state is None:
+                continue
+            if ns != batch_ns or len(batch) >= 4096:
+                self.flush(batch_ns, batch)
+                batch, batch_ns = [], ns
+                tips.clear()
+            try:
+                if cold and (ns, mid) in cold:  # on disk only: remember its id and entity
+                    self.cold_row(state, row)
+                    continue
+                prev = tips.get(mid)
+                if prev is None:
+                    chain = state.mems.get(mid)
+                    prev = chain[-1] if chain else None
+                rec = self.memory(state, row, prev)
+            except _Bad as exc:
+                self.bad(ns, "memory_versions", where, str(exc))
+                batch = []
+                continue
+            batch.append(rec)
+            tips[mid] = rec
+        self.flush(batch_ns, batch)
+
+    def flush(self, ns: str | None, batch: list[MemRec]) -> None:
+        state = self.out.states.get(ns) if ns is not None else None
+        if state is None or not batch:
+            return
+        try:
+            state.add_memories(batch)
+        except Exception as exc:  # checked rows should not fail; if one does, say where
+            first, last = batch[0], batch[-1]
+            self.bad(ns, "memory_versions",
+                     f"ns = {_sql(ns)} AND rowid BETWEEN (SELECT rowid FROM memory_versions "
+                     f"WHERE {_where(ns=ns, id=first.id, version=first.version)}) AND "
+                     f"(SELECT rowid FROM memory_versions "
+                     f"WHERE {_where(ns=ns, id=last.id, version=last.version)})",
+                     f"applying these rows failed: {exc!r}")  # fmt: skip
+
+    def cold_row(self, state: NamespaceState, row: tuple[Any, ...]) -> None:
+        ns, mid, entity = row[0], _text(row[1], "id"), _text(row[5], "entity")
+        self.sys_time(ns, row[3], "sys_us")
+        known = state.cold.get(mid)
+        if known is None:
+            state.cold[mid] = entity
+            state.cold_by_entity.setdefault(entity, set()).add(mid)
+        elif known != entity:
+            raise _Bad(f"entity: {_show(entity)}, but earlier versions are about {_show(known)}")
+        expires_us, erased = row[15], _flag(row[17], "erased")
+        if expires_us is not None and not erased:  # the latest version's expiry wins
+            state.cold_expiry[mid] = _int(expires_us, "expires_us")
+        else:
+            state.cold_expiry.pop(mid, None)
+
+    def memory(self, state: NamespaceState, row: tuple[Any, ...], prev: MemRec | None) -> MemRec:
+        (ns, mid, version, sys_us, created_us, entity, type_, content, meta, emb, sal, ts_us,
+         agent, pinned, ttl, expires_us, deleted, erased) = row  # fmt: skip
+        _text(mid, "id")
+        _int(version, "version", 1)
+        self.sys_time(ns, sys_us, "sys_us")
+        _int(created_us, "created_us", 0, LATEST_US)
+        _text(entity, "entity")
+        if prev is not None:
+            if version <= prev.version:
+                raise _Bad(f"version: {version} after version {prev.version} of the same memory")
+            if entity != prev.entity:
+                raise _Bad(f"entity: {_show(entity)}, but earlier versions are about "
+                           f"{_show(prev.entity)}")  # fmt: skip
+        _text(type_, "type")
+        _text(content, "content")
+        if meta != "{}":
+            _json(meta, "metadata", dict)
+        if emb is not None:
+            if type(emb) is not bytes:
+                raise _Bad(f"embedding: expected a blob of float32, got {_show(emb)}")
+            if state.dim is None:
+                raise _Bad("embedding: the namespace row has no dim")
+            if len(emb) != 4 * state.dim:
+                raise _Bad(f"embedding: {len(emb)} bytes, the namespace's dim {state.dim} "
+                           f"needs {4 * state.dim}")  # fmt: skip
+        _number(sal, "salience")
+        _int(ts_us, "ts_us")
+        _opt_text(agent, "agent")
+        _flag(pinned, "pinned")
+        if ttl is not None:
+            _number(ttl, "ttl")
+        if expires_us is not None:
+            _int(expires_us, "expires_us")
+        _flag(deleted, "deleted")
+        _flag(erased, "erased")
+        vec = None if emb is None else np.frombuffer(emb, dtype=np.float32)
+        rec = MemRec(mid, version, sys_us, created_us, entity, type_, content, meta, vec,
+                     float(sal), ts_us, agent, bool(pinned), ttl, expires_us,
+                     bool(deleted))  # fmt: skip
+        rec.erased = bool(erased)
+        return rec
+
+    def fact(self, row: tuple[Any, ...]) -> None:
+        (ns, entity, key, version, sys_us, created_us, value, agent, ttl, expires_us, deleted,
+         erased) = row  # fmt: skip
+        where = _where(ns=ns, entity=entity, key=key, version=version)
+        state = self.state(ns, "fact_versions", where)
+        if state is None:
+            return
+        try:
+            _text(entity, "entity")
+            _text(key, "key")
+            _int(version, "version", 1)
+            chain = state.facts.get((entity, key))
+            if chain and version <= chain[-1].version:
+                raise _Bad(f"version: {version} after version {chain[-1].version} of the same "
+                           "fact")  # fmt: skip
+            self.sys_time(ns, sys_us, "sys_us")
+            _int(created_us, "created_us", 0, LATEST_US)
+            try:
+                orjson.loads(_text(value, "value"))
+            except orjson.JSONDecodeError as exc:
+                raise _Bad(f"value: not JSON ({exc})") from None
+            _opt_text(agent, "agent")
+            if ttl is not None:
+                _number(ttl, "ttl")
+            if expires_us is not None:
+                _int(expires_us, "expires_us")
+            rec = FactRec(entity, key, version, sys_us, created_us, value, agent, ttl,
+                          expires_us, bool(_flag(deleted, "deleted")))  # fmt: skip
+            rec.erased = bool(_flag(erased, "erased"))
+        except _Bad as exc:
+            self.bad(ns, "fact_versions", where, str(exc))
+            return
+        state.add_fact(rec)
+
+    def event(self, row: tuple[Any, ...]) -> None:
+        (ns, stream, ms, seq, sys_us, entity, ts_us, agent, content, data, memory_id,
+         erased) = row  # fmt: skip
+        where = _where(ns=ns, stream=stream, ms=ms, seq=seq)
+        state = self.state(ns, "events", where)
+        if state is None:
+            return
+        try:
+            _text(stream, "stream")
+            key = (_int(ms, "ms", 0), _int(seq, "seq", 0))
+            tail = state.stream_tail(stream)
+            if tail is not None and key <= tail:
+                raise _Bad(f"id: {ms}-{seq} after {tail[0]}-{tail[1]} in the same stream")
+            self.sys_time(ns, sys_us, "sys_us")
+            _text(entity, "entity")
+            _int(ts_us, "ts_us")
+            _opt_text(agent, "agent")
+            _text(content, "content")
+            if data is not None:
+                _json(data, "data", dict)
+            _opt_text(memory_id, "memory_id")
+            rec = EventRec(stream, ms, seq, sys_us, entity, ts_us, agent, content, data,
+                           memory_id)  # fmt: skip
+            rec.erased = bool(_flag(erased, "erased"))
+        except _Bad as exc:
+            self.bad(ns, "events", where, str(exc))
+            return
+        state.add_event(rec)
+
+
+def _pair(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and type(value[0]) is str
+        and type(value[1]) is int
+    )
