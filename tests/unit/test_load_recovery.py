@@ -159,3 +159,17 @@ def test_a_namespace_row_missing_makes_only_that_namespace_unavailable(tmp_path:
         with pytest.raises(StorageError):
             db.namespace("bad").set("u", "order", 5)  # would collide with the stored chain
         assert db.namespace("good").get("u", "order").value == 1
+
+
+def test_a_clock_stepping_back_does_not_make_a_namespace_unavailable(tmp_path: Path) -> None:
+    """Rebuilding a namespace from storage (here after a demotion) measures "the future" from
+    the commit clock, which never goes back, not from a system clock that did."""
+    clock = ManualClock()
+    with _open(tmp_path / "d", clock) as db:
+        mem = db.namespace("n")
+        keep = mem.write("u", {"content": "stays hot", "salience": 1.0})
+        mem.write("u", {"content": "goes cold", "salience": 0.0})
+        clock.advance(-3 * 86_400)
+        mem.configure(max_hot=1)
+        assert len(mem.maintain().demoted) == 1  # a tier move: the namespace is rebuilt
+        assert mem.get(keep.id).content == "stays hot"

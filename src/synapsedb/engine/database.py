@@ -121,7 +121,7 @@ class Database:
     def _load(self) -> int:
         """Rebuild the in-memory state from storage; returns the latest system time of the
         namespaces that loaded (one that cannot be loaded is reported and left out)."""
-        return self._apply_rows(self._storage.load(), self._states)
+        return self._apply_rows(self._storage.load(), self._states, self.clock.now_us())
 
     def _reload_namespace(self, ns: str) -> NamespaceState | None:
         """A fresh state for ``ns`` from storage (after an erasure, a tier move, an import, or
@@ -130,7 +130,7 @@ class Database:
         unavailable). Never raises."""
         states: dict[str, NamespaceState] = {}
         try:
-            self._apply_rows(self._storage.load(ns), states)
+            self._apply_rows(self._storage.load(ns), states, self._now_us())
         except Exception as exc:  # a storage read failed: memory can no longer match the disk
             log.exception("could not reload namespace %r from storage", ns)
             self._unavailable.setdefault(
@@ -145,10 +145,11 @@ class Database:
             new.cold_access = {m: n for m, n in old.cold_access.items() if m in new.cold}
         return new
 
-    def _apply_rows(self, rows: LoadedRows, states: dict[str, NamespaceState]) -> int:
-        """Check and apply stored rows into ``states``; a namespace with a bad row is logged
-        (with the repair) and made unavailable. Returns the latest system time loaded."""
-        loaded = load_states(rows, self.clock.now_us())
+    def _apply_rows(self, rows: LoadedRows, states: dict[str, NamespaceState], now_us: int) -> int:
+        """Check and apply stored rows into ``states``; a namespace with a bad row (or a time
+        more than a day after ``now_us``) is logged with the repair and made unavailable.
+        Returns the latest system time loaded."""
+        loaded = load_states(rows, now_us)
         states.update(loaded.states)
         db_file = str(self.path / SQLiteStorage.FILENAME)
         for ns, problem in loaded.unavailable.items():
