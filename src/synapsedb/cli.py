@@ -9,11 +9,14 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from . import __version__, connect
 from . import open as open_db
 from .errors import SynapseError, ValidationError
+
+if TYPE_CHECKING:
+    from .server.limits import Limits
 
 
 def _stats(args: argparse.Namespace) -> int:
@@ -61,6 +64,46 @@ def auth_mode(args: argparse.Namespace, live_keys: bool) -> Literal["keys", "non
     return mode
 
 
+def http_limits(args: argparse.Namespace) -> tuple[Limits, list[str] | None]:
+    """The server's connection limits and the Host names it answers to: a loopback server
+    only its loopback names (so a web page cannot reach it through DNS rebinding) and
+    ``--allowed-hosts``; any other only ``--allowed-hosts`` when given. Raises the open-file
+    limit to fit ``--max-connections`` (lowering that, with a warning, when it cannot)."""
+    from .server.limits import Limits
+    from .server.middleware import LOOPBACK_HOSTS
+
+    names = [h.strip() for h in (args.allowed_hosts or "").split(",") if h.strip()]
+    hosts = [*sorted(LOOPBACK_HOSTS), args.host, *names] if is_loopback(args.host) else names
+    max_connections = args.max_connections
+    if isinstance(max_connections, int) and max_connections > 0:
+        max_connections = _open_files_for(max_connections)
+    limits = Limits(body_timeout=args.body_timeout, header_timeout=args.header_timeout,
+                    keep_alive=args.keep_alive_timeout, max_connections=max_connections)  # fmt: skip
+    return limits, hosts or None
+
+
+def _open_files_for(connections: int, spare: int = 256) -> int:
+    """Raise this process's open-file limit to ``connections`` plus ``spare`` (the data
+    files, logs); the connections that fit when the hard limit is lower."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return connections
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = connections + spare
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return connections
+    target = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    if target > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if target >= need:
+        return connections
+    fits = max(1, target - spare)
+    print(f"warning: --max-connections {connections} needs {need} open files and the limit is "
+          f"{target} (ulimit -n): serving at most {fits} connections", file=sys.stderr)  # fmt: skip
+    return fits
+
+
 def _serve(args: argparse.Namespace) -> int:
     from .server.keys import KeyStore
 
@@ -84,6 +127,11 @@ def _serve(args: argparse.Namespace) -> int:
         if path and not os.path.isfile(path):
             print(f"error: {path}: no such file", file=sys.stderr)
             return 2
+    try:
+        limits, hosts = http_limits(args)
+    except ValidationError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
     import ssl
 
     import uvicorn
@@ -106,12 +154,13 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"synapsedb {__version__}: serving {args.data} on "
               f"{scheme}://{args.host}:{args.port} ({mode})", flush=True)  # fmt: skip
         app = create_app(db, keys if auth == "keys" else None, tracing, auth=auth,
-                         max_feeds_per_key=args.max_feeds_per_key)  # fmt: skip
+                         max_feeds_per_key=args.max_feeds_per_key, limits=limits,
+                         allowed_hosts=hosts)  # fmt: skip
         uvicorn.run(
             app, host=args.host, port=args.port,
             log_level=args.log_level, log_config=None, access_log=False, loop=args.loop,
             server_header=False,
-            http="auto",
+            **limits.uvicorn_options(),  # timeouts, connection limits, guarded HTTP protocol
             ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
             ssl_ca_certs=args.tls_client_ca,
             ssl_cert_reqs=ssl.CERT_REQUIRED if args.tls_client_ca else ssl.CERT_NONE,
@@ -287,6 +336,26 @@ def build_parser() -> argparse.ArgumentParser:
                    default=int(os.environ.get("SYNAPSEDB_MAX_FEEDS_PER_KEY", "32")),
                    help="live feeds (Server-Sent Events) one API key may hold open at once "
                         "(env SYNAPSEDB_MAX_FEEDS_PER_KEY)")  # fmt: skip
+    p.add_argument("--allowed-hosts", default=os.environ.get("SYNAPSEDB_ALLOWED_HOSTS"),
+                   help="comma-separated Host names served besides a loopback server's own "
+                        "(127.0.0.1, localhost, [::1]); any port; '*' for any host (env "
+                        "SYNAPSEDB_ALLOWED_HOSTS)")  # fmt: skip
+    p.add_argument("--max-connections", type=int,
+                   default=int(os.environ.get("SYNAPSEDB_MAX_CONNECTIONS", "1024")),
+                   help="open connections at once: a request arriving at the limit answers "
+                        "503, a connection beyond it is closed (env SYNAPSEDB_MAX_CONNECTIONS)")  # fmt: skip
+    p.add_argument("--header-timeout", type=float,
+                   default=float(os.environ.get("SYNAPSEDB_HEADER_TIMEOUT", "10")),
+                   help="seconds a connection has to send a request's headers (env "
+                        "SYNAPSEDB_HEADER_TIMEOUT)")  # fmt: skip
+    p.add_argument("--body-timeout", type=float,
+                   default=float(os.environ.get("SYNAPSEDB_BODY_TIMEOUT", "30")),
+                   help="seconds to receive a request body, per 8 MiB; a slower body answers "
+                        "408 (env SYNAPSEDB_BODY_TIMEOUT)")  # fmt: skip
+    p.add_argument("--keep-alive-timeout", type=float,
+                   default=float(os.environ.get("SYNAPSEDB_KEEP_ALIVE_TIMEOUT", "5")),
+                   help="seconds an idle keep-alive connection stays open (env "
+                        "SYNAPSEDB_KEEP_ALIVE_TIMEOUT)")  # fmt: skip
     p.add_argument("--tls-cert", default=os.environ.get("SYNAPSEDB_TLS_CERT"),
                    help="server certificate (PEM): serve HTTPS")  # fmt: skip
     p.add_argument("--tls-key", default=os.environ.get("SYNAPSEDB_TLS_KEY"),

@@ -4,17 +4,21 @@ Every error the library raises on purpose is a :class:`SynapseError`. Each class
 wire ``code`` and an ``http_status``, so the HTTP server can serialize it and a remote client can
 rebuild the very same class from the code (:func:`error_from_code`)::
 
-    SynapseError                      code              http
-    ├── ValidationError               validation        422   bad input; nothing was written
-    ├── NotFoundError                 not_found         404
-    ├── VersionConflictError          version_conflict  409   compare-and-set lost
-    ├── QuotaExceededError            quota_exceeded    429   namespace or tenant limit
-    ├── StorageError                  storage           503   the durable store failed
-    ├── UnauthorizedError             unauthorized      401   no valid API key
-    ├── ForbiddenError                forbidden         403   the key lacks the scope
-    ├── PayloadTooLargeError          payload_too_large 413   a request body over the limit
-    ├── EmbeddingError                embedding         502   the embedding service failed
-    └── ClosedError                   closed            503   the database was closed
+    SynapseError                    code                    http
+    ├── ValidationError             validation              422   bad input; nothing written
+    ├── NotFoundError               not_found               404
+    ├── VersionConflictError        version_conflict        409   compare-and-set lost
+    ├── QuotaExceededError          quota_exceeded          429   namespace or tenant limit
+    ├── StorageError                storage                 503   the durable store failed
+    ├── UnauthorizedError           unauthorized            401   no valid API key
+    ├── ForbiddenError              forbidden               403   the key lacks the scope
+    ├── MethodNotAllowedError       method_not_allowed      405   the route has no such method
+    ├── RequestTimeoutError         request_timeout         408   the body came too slowly
+    ├── PayloadTooLargeError        payload_too_large       413   a body over the limit
+    ├── UnsupportedMediaTypeError   unsupported_media_type  415   a body that is not JSON
+    ├── HostNotAllowedError         host_not_allowed        421   a Host it does not serve
+    ├── EmbeddingError              embedding               502   the embedding service failed
+    └── ClosedError                 closed                  503   the database was closed
 
 Errors carry a human message that names the field and the limit, plus structured ``details``
 (``field``, ``limit``, ...), which survive the wire unchanged.
@@ -28,12 +32,16 @@ __all__ = [
     "ClosedError",
     "EmbeddingError",
     "ForbiddenError",
+    "HostNotAllowedError",
+    "MethodNotAllowedError",
     "NotFoundError",
     "PayloadTooLargeError",
     "QuotaExceededError",
+    "RequestTimeoutError",
     "StorageError",
     "SynapseError",
     "UnauthorizedError",
+    "UnsupportedMediaTypeError",
     "ValidationError",
     "VersionConflictError",
     "error_from_code",
@@ -136,6 +144,41 @@ class PayloadTooLargeError(SynapseError):
     http_status = 413
 
 
+class MethodNotAllowedError(SynapseError):
+    """The route exists but not with this HTTP method (``details["allowed"]`` lists those it
+    has)."""
+
+    code = "method_not_allowed"
+    http_status = 405
+
+
+class UnsupportedMediaTypeError(SynapseError):
+    """A request body whose ``Content-Type`` is not the one the route reads (JSON, or JSON
+    lines for an import). Refusing other types keeps a web page from posting to a local
+    server without the browser asking first (a form or ``text/plain`` body needs no CORS
+    preflight). Nothing was read into the engine."""
+
+    code = "unsupported_media_type"
+    http_status = 415
+
+
+class RequestTimeoutError(SynapseError):
+    """The request body did not arrive within the server's deadline (a slow or stalled
+    client). Nothing was written; the server closes the connection."""
+
+    code = "request_timeout"
+    http_status = 408
+
+
+class HostNotAllowedError(SynapseError):
+    """The request's ``Host`` header names a host this server does not serve (a loopback
+    server answers only to its loopback names and ``--allowed-hosts``, so a web page cannot
+    reach it through DNS rebinding)."""
+
+    code = "host_not_allowed"
+    http_status = 421
+
+
 class EmbeddingError(SynapseError):
     """A remote embedding service failed or answered something unusable. Nothing was written."""
 
@@ -162,6 +205,10 @@ _BY_CODE: dict[str, type[SynapseError]] = {
         UnauthorizedError,
         ForbiddenError,
         PayloadTooLargeError,
+        MethodNotAllowedError,
+        UnsupportedMediaTypeError,
+        RequestTimeoutError,
+        HostNotAllowedError,
         EmbeddingError,
         ClosedError,
     )

@@ -44,6 +44,7 @@ ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 MAX_NAME_CHARS = 256
 MAX_AGENT_CHARS = 128
 MAX_JSON_DEPTH = 32
+MAX_TTL_S = 100 * 365 * 86_400
 
 MEMORY_FIELDS = frozenset(
     {"id", "content", "type", "metadata", "embedding", "salience", "ts", "agent", "pinned", "ttl"}
@@ -191,8 +192,21 @@ def _content(value: Any, field: str, limit: int) -> str:
 
 
 def check_vector(value: Any, field: str, max_dim: int) -> np.ndarray:
-    if isinstance(value, str | bytes) or not hasattr(value, "__len__"):
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "fiu":  # no booleans, objects or strings as numbers
+            raise ValidationError(
+                f"{field}: expected numbers, got an array of {value.dtype}", field=field
+            )
+    elif isinstance(value, str | bytes | Mapping) or not hasattr(value, "__len__"):
         raise ValidationError(f"{field}: expected a list of numbers", field=field)
+    else:
+        if len(value) > max_dim:
+            raise ValidationError(
+                f"{field}: {len(value)} dimensions, over the limit of {max_dim}",
+                field=field,
+                limit=max_dim,
+            )
+        _check_numbers(value, field)
     try:
         vec = np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError):
@@ -216,6 +230,22 @@ def check_vector(value: Any, field: str, max_dim: int) -> np.ndarray:
     return vec
 
 
+def _check_numbers(value: Sequence[Any], field: str) -> None:
+    """Every entry a number: a boolean is not 1.0, nor a string "1" a number (numpy would
+    convert both). Names the first offender, ``embedding[i]``."""
+    kinds = set(map(type, value))
+    if kinds <= {float, int}:  # the common case, without a Python-level loop
+        return
+    for i, item in enumerate(value):
+        if isinstance(item, bool | np.bool_) or not isinstance(
+            item, int | float | np.integer | np.floating
+        ):
+            raise ValidationError(
+                f"{field}[{i}]: expected a number, got {type(item).__name__}",
+                field=f"{field}[{i}]",
+            )
+
+
 def _salience(value: Any, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
         raise ValidationError(
@@ -235,6 +265,12 @@ def check_ttl(value: Any, field: str = "ttl") -> float | None:
     ):
         raise ValidationError(
             f"{field}: expected a positive number of seconds, got {value!r}", field=field
+        )
+    if value > MAX_TTL_S:  # an expiry time must stay a time (and fit the store's integers)
+        raise ValidationError(
+            f"{field}: {value!r} seconds, over the limit of {MAX_TTL_S} (100 years)",
+            field=field,
+            limit=MAX_TTL_S,
         )
     return float(value)
 
@@ -358,7 +394,9 @@ def check_types(types: Iterable[str] | None) -> frozenset[str] | None:
         return None
     if isinstance(types, str):
         return frozenset((types,))
-    out = frozenset(types)
+    if isinstance(types, Mapping) or not isinstance(types, Iterable):
+        raise ValidationError("types: expected a non-empty list of type names", field="types")
+    out = frozenset(t if isinstance(t, str) else None for t in types)  # unhashables: None
     if not out or not all(isinstance(t, str) for t in out):
         raise ValidationError("types: expected a non-empty list of type names", field="types")
     return out

@@ -104,8 +104,20 @@ def test_lifecycle_routes(client: TestClient) -> None:
     [
         ("post", f"{NS}/memories", {"json": {"entity": "u", "content": ""}}, 422, "validation"),
         ("post", f"{NS}/memories", {"json": {"content": "x"}}, 422, "validation"),
-        ("post", f"{NS}/memories", {"content": b"{not json"}, 422, "validation"),
-        ("post", f"{NS}/memories", {"content": b"[1, 2]"}, 422, "validation"),
+        (
+            "post",
+            f"{NS}/memories",
+            {"content": b"{not json", "headers": {"content-type": "application/json"}},
+            422,
+            "validation",
+        ),
+        (
+            "post",
+            f"{NS}/memories",
+            {"content": b"[1, 2]", "headers": {"content-type": "application/json"}},
+            422,
+            "validation",
+        ),
         ("get", f"{NS}/memories/nope", {}, 404, "not_found"),
         ("get", "/v1/namespaces/BAD NAME/stats", {}, 422, "validation"),
         ("get", f"{NS}/facts", {}, 422, "validation"),
@@ -120,7 +132,13 @@ def test_lifecycle_routes(client: TestClient) -> None:
         ("post", f"{NS}/query", {"json": {"text": "x", "colour": 1}}, 422, "validation"),
         ("get", "/v1/nowhere", {}, 404, "not_found"),
         ("delete", "/v1/namespaces", {}, 405, "method_not_allowed"),
-        ("post", f"{NS}/memories", {"content": b"x" * (9 * 1024 * 1024)}, 413, "payload_too_large"),
+        (
+            "post",
+            f"{NS}/memories",
+            {"content": b"x" * (9 * 1024 * 1024), "headers": {"content-type": "application/json"}},
+            413,
+            "payload_too_large",
+        ),
     ],
 )
 def test_one_error_shape_and_no_500(

@@ -33,7 +33,7 @@ def _assert_nothing_written(mem: Namespace) -> None:
         ({"content": "x", "pinned": "yes"}, "pinned", None),
         ({"content": "x", "embedding": [1.0, float("nan")]}, "embedding", None),
         ({"content": "x", "embedding": "not a vector"}, "embedding", None),
-        ({"content": "x", "embedding": [[1.0], [2.0]]}, "embedding", None),
+        ({"content": "x", "embedding": [[1.0], [2.0]]}, "embedding[0]", None),
         ({"content": "x", "embedding": [0.0] * 5000}, "embedding", 4096),
         ({"content": "x", "id": "has spaces"}, "id", 128),
         ({"content": "x", "agent": "a" * 200}, "agent", 128),

@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 US_PER_DAY = 86_400_000_000
+MAX_SETTING = 2**63 - 1
 
 
 def parse_config(raw: str | None) -> NamespaceConfig:
@@ -61,6 +62,10 @@ def check_config(base: NamespaceConfig, changes: dict[str, Any]) -> NamespaceCon
         if key not in names:
             raise ValidationError(
                 f"{key}: unknown namespace setting; allowed: {', '.join(sorted(names))}", field=key
+            )
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SETTING:
+            raise ValidationError(  # the stored JSON holds 64-bit integers
+                f"{key}: {value} is over the limit of {MAX_SETTING}", field=key, limit=MAX_SETTING
             )
         if key in ("max_hot", "max_bytes", "promote_after"):
             ok = value is None if key != "promote_after" else False

@@ -162,7 +162,9 @@ def _tiers(value: Sequence[str] | None) -> frozenset[str]:
         return frozenset(("hot",))
     if isinstance(value, str):
         value = (value,)
-    out = frozenset(value)
+    if isinstance(value, Mapping) or not isinstance(value, Iterable):
+        raise ValidationError(f"tiers: expected 'hot' and/or 'cold', got {value!r}", field="tiers")
+    out = frozenset(v if isinstance(v, str) else None for v in value)  # unhashables: None
     if not out or not out <= {"hot", "cold"}:
         raise ValidationError(
             f"tiers: expected 'hot' and/or 'cold', got {list(value)!r}", field="tiers"

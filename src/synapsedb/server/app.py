@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from ..engine import Database, Namespace
 from ..engine.lifecycle import RateLimiter
 from ..errors import (
+    MethodNotAllowedError,
     NotFoundError,
     SynapseError,
     ValidationError,
@@ -32,8 +34,9 @@ from .auth import AUTH_MODES, AuthMode, authorize, engine_namespace
 from .fastlane import FastLane
 from .feed import ChangeFeed, FeedLimit
 from .keys import KeyStore
+from .limits import Limits
 from .metrics import Metrics
-from .middleware import Observe
+from .middleware import Observe, RequestGuard, observed
 from .observe import Tracing
 from .openapi import build_document, render_html
 from .routes import admin, data, feeds, recall, service
@@ -57,9 +60,8 @@ def _ns_route(path: str, handler: Handler, methods: list[str], scope: str) -> Ro
             return await handler(request, db.namespace(internal))
         except SynapseError as err:
             return error_response(err)
-        except (TypeError, ValueError) as exc:  # a JSON value of the wrong shape
-            return error_response(ValidationError(f"body: {exc}", field="body"))
-        except Exception:  # a bug: still one JSON error body, and the traceback in the log
+        except Exception:  # a bug (bad input is a SynapseError where it is parsed): still one
+            # JSON error body, and the traceback in the log
             log.exception("unexpected error in %s %s", request.method, request.url.path)
             return error_response(SynapseError("internal error (logged on the server)"))
 
@@ -67,11 +69,19 @@ def _ns_route(path: str, handler: Handler, methods: list[str], scope: str) -> Ro
 
 
 class App(Starlette):
-    """The framework app, with the fast lane in front of everything it does."""
+    """The framework app, with the request guard and then the fast lane in front of
+    everything it does."""
 
     fast: FastLane | None = None
+    guard: RequestGuard = RequestGuard()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and (err := self.guard.check(scope)) is not None:
+            start = time.perf_counter()
+            await error_response(err)(scope, receive, send)
+            observed(self.state.metrics, scope, "unmatched", err.http_status,
+                     time.perf_counter() - start)  # fmt: skip
+            return
         fast = self.fast
         if fast is not None and scope["type"] == "http" and (args := fast.match(scope)):
             await fast.serve(scope, send, args)
@@ -84,9 +94,12 @@ async def not_found(request: Request, exc: Exception) -> Response:
 
 
 async def method_not_allowed(request: Request, exc: Exception) -> Response:
-    err = ValidationError(f"method {request.method} is not allowed on {request.url.path}")
-    return Response(encoder.encode({"error": {**err.to_dict(), "code": "method_not_allowed"}}),
-                    status_code=405, media_type="application/json")  # fmt: skip
+    allowed = sorted({m for route in request.app.routes if isinstance(route, Route)
+                      and route.matches(request.scope)[0] is not Match.NONE
+                      for m in route.methods or ()})  # fmt: skip
+    return error_response(MethodNotAllowedError(
+        f"method {request.method} is not allowed on {request.url.path}; allowed: "
+        f"{', '.join(allowed)}", allowed=allowed))  # fmt: skip
 
 
 def create_app(
@@ -96,13 +109,17 @@ def create_app(
     *,
     auth: AuthMode | None = None,
     max_feeds_per_key: int = 32,
+    limits: Limits | None = None,
+    allowed_hosts: Iterable[str] | None = None,
 ) -> App:
     """The ASGI app over ``db``. ``auth`` is decided here, once: ``keys`` (the default when a
     ``keys`` store is given) makes every /v1 request need a live key of that store, and with
     none live every request is 401 (tenants are isolated); ``none`` (the default without a
     store) checks nothing and refuses tenants' ``..`` names (the CLI then binds loopback).
     ``max_feeds_per_key`` caps each key's live feeds. ``tracing`` (off by default) exports
-    OpenTelemetry spans; the app shuts it down."""
+    OpenTelemetry spans; the app shuts it down. ``limits`` holds the body deadline (its
+    connection limits are the server's: ``Limits.uvicorn_options``); ``allowed_hosts`` the
+    Host names served (None: any; the CLI gives loopback servers their loopback names)."""
     auth = auth or ("none" if keys is None else "keys")
     if auth not in AUTH_MODES:
         raise ValidationError(f"auth: expected keys or none, got {auth!r}", field="auth")
@@ -184,5 +201,7 @@ def create_app(
     app.state.keys = keys
     app.state.auth = auth
     app.state.feed_limit = feed_limit
+    app.state.limits = limits or Limits()
+    app.guard = RequestGuard(allowed_hosts)
     app.state.rates = RateLimiter()
     return app

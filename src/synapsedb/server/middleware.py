@@ -1,16 +1,84 @@
-"""ASGI middleware around every request: request ids, trace context, latency metrics and the
-access log."""
+"""ASGI middleware around every request: the request guard (Host, cursor headers), request
+ids, trace context, latency metrics and the access log."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
+from ..errors import HostNotAllowedError, SynapseError, ValidationError
+from .limits import MAX_CURSOR_CHARS
 from .metrics import Metrics
 from .observe import RequestContext, Tracing, current, parse_traceparent, request_id_from
 
 access_log = logging.getLogger("synapsedb.access")
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+
+
+def host_name(value: str) -> str | None:
+    """The host of a Host header (or an --allowed-hosts entry) without its port, lowercased;
+    None when malformed. ``::1`` and ``[::1]:7379`` both give ``[::1]``."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        host, rest = (value[: end + 1], value[end + 1 :]) if end > 0 else ("", "")
+    elif value.count(":") > 1:  # a bare IPv6 address (configuration only)
+        host, rest = f"[{value}]", ""
+    else:
+        host, sep, port = value.partition(":")
+        rest = sep + port
+    if not host or (rest and not (rest[0] == ":" and rest[1:].isdigit())):
+        return None
+    return host
+
+
+class RequestGuard:
+    """Checks made on every request before anything else runs (the fast lane included):
+
+    * ``Host``: with ``allowed_hosts`` (the CLI gives loopback servers LOOPBACK_HOSTS plus
+      ``--allowed-hosts``), a request naming another host is refused with 421, so a web page
+      cannot reach a local server through DNS rebinding (its requests name the attacker's
+      host). ``None`` or ``"*"`` among them: any host.
+    * ``Last-Event-ID``: at most MAX_CURSOR_CHARS characters (422), on every route."""
+
+    def __init__(self, allowed_hosts: Iterable[str] | None = None) -> None:
+        hosts = None if allowed_hosts is None else list(allowed_hosts)
+        if hosts is None or "*" in hosts:
+            self.hosts: frozenset[str] | None = None
+            return
+        names = {h: host_name(h) for h in hosts}
+        for given, name in names.items():
+            if name is None:
+                raise ValidationError(f"allowed_hosts: {given!r} is not a host name",
+                                      field="allowed_hosts")  # fmt: skip
+        self.hosts = frozenset(n for n in names.values() if n is not None)
+
+    def check(self, scope: Any) -> SynapseError | None:
+        """The error to answer with, or None to go on."""
+        hosts = self.hosts
+        seen = False
+        for name, value in scope["headers"]:
+            if name == b"host" and hosts is not None:
+                seen = True
+                host = host_name(value.decode("latin-1"))
+                if host not in hosts:
+                    shown = value[:100].decode("latin-1")
+                    return HostNotAllowedError(
+                        f"Host: {shown!r} is not served here; allowed: "
+                        f"{', '.join(sorted(hosts))} (add names with --allowed-hosts)",
+                        field="host",
+                    )
+            elif name == b"last-event-id" and len(value) > MAX_CURSOR_CHARS:
+                return ValidationError(
+                    f"Last-Event-ID: {len(value)} characters, over the limit of "
+                    f"{MAX_CURSOR_CHARS}", field="Last-Event-ID", limit=MAX_CURSOR_CHARS,
+                )  # fmt: skip
+        if hosts is not None and not seen:
+            return HostNotAllowedError("Host: required", field="host")
+        return None
 
 
 class Observe:

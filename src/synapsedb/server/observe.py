@@ -19,7 +19,9 @@ import datetime as dt
 import logging
 import os
 import re
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +29,14 @@ import orjson
 
 from ..errors import ValidationError
 
-__all__ = ["EXPORTERS", "JsonFormatter", "RequestContext", "Tracing", "configure_logging"]
+__all__ = [
+    "EXPORTERS",
+    "JsonFormatter",
+    "RateLimitFilter",
+    "RequestContext",
+    "Tracing",
+    "configure_logging",
+]
 
 EXPORTERS = ("none", "otlp", "console")
 STAGES = ("embed", "vector", "keyword", "fuse")  # the order a query runs them in
@@ -94,8 +103,98 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(out, default=str).decode()
 
 
+@dataclass(slots=True)
+class _Window:
+    start: float
+    count: int = 0
+    suppressed: int = 0
+
+
+class RateLimitFilter(logging.Filter):
+    """At most ``burst`` identical warnings or errors per ``interval`` seconds; past that they
+    are counted, not written, and one ``suppressed K similar lines`` summary follows when the
+    interval is over (with the next line logged). A flood (a failing ``accept()`` logged
+    165,884 lines in 10 s) cannot fill the disk or hide everything else.
+
+    Lines are identical when logger, level and the first line of the message match (so a
+    traceback or an address in a later line does not make them differ). INFO and below (the
+    access log: one line per request by choice) pass untouched. ``emit`` writes a summary
+    (the handler's ``handle``); ``clock`` is for tests."""
+
+    def __init__(
+        self,
+        burst: int = 10,
+        interval: float = 10.0,
+        *,
+        emit: Callable[[logging.LogRecord], Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self.burst, self.interval, self.emit, self.clock = burst, interval, emit, clock
+        self._windows: dict[tuple[str, int, str], _Window] = {}
+        self._swept = float("-inf")
+        self._lock = threading.Lock()
+
+    MAX_WINDOWS = 10_000  # distinct lines tracked at once; past that new ones pass uncounted
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or getattr(record, "summary", False):
+            return True
+        try:
+            first = record.getMessage().split("\n", 1)[0][:200]
+        except Exception:  # a malformed log call: let logging report it as it would
+            return True
+        key = (record.name, record.levelno, first)
+        now = self.clock()
+        with self._lock:
+            done = self._sweep(now) if now - self._swept >= self.interval / 10 else []
+            window = self._windows.get(key)
+            if window is None and len(self._windows) < self.MAX_WINDOWS:
+                window = self._windows[key] = _Window(now)
+            allowed = True
+            if window is not None:
+                window.count += 1
+                allowed = window.count <= self.burst
+                window.suppressed += not allowed
+        for summary in done:
+            self._write(summary)
+        return allowed
+
+    def flush(self) -> None:
+        """Write the summaries of every window now (at shutdown)."""
+        with self._lock:
+            done = self._sweep(float("inf"))
+        for summary in done:
+            self._write(summary)
+
+    def _sweep(self, now: float) -> list[logging.LogRecord]:
+        """Drop the windows that are over; the summaries of those that suppressed lines."""
+        self._swept = now
+        out = []
+        for key, window in list(self._windows.items()):
+            if now - window.start >= self.interval:
+                del self._windows[key]
+                if window.suppressed:
+                    name, level, first = key
+                    seconds = min(now, window.start + self.interval) - window.start
+                    out.append(logging.makeLogRecord({
+                        "name": name, "levelno": level, "levelname": logging.getLevelName(level),
+                        "msg": "suppressed %d similar lines in %.0f s: %s",
+                        "args": (window.suppressed, seconds, first), "summary": True,
+                        "suppressed": window.suppressed,
+                    }))  # fmt: skip
+        return out
+
+    def _write(self, record: logging.LogRecord) -> None:
+        if self.emit is not None:
+            self.emit(record)
+        else:
+            logging.getLogger(record.name).handle(record)
+
+
 def configure_logging(level: str = "warning", fmt: str = "json") -> None:
-    """Route every logger (ours and uvicorn's) to standard error in the chosen format."""
+    """Route every logger (ours, uvicorn's, asyncio's) to standard error in the chosen format,
+    through one handler whose RateLimitFilter bounds floods of identical warnings."""
     if fmt not in ("json", "text"):
         raise ValidationError(f"log_format: expected json or text, got {fmt!r}", field="log_format")
     handler = logging.StreamHandler()
@@ -103,6 +202,7 @@ def configure_logging(level: str = "warning", fmt: str = "json") -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.addFilter(RateLimitFilter(emit=handler.handle))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

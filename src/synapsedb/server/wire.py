@@ -4,24 +4,27 @@ parameters (bad input is a 422 naming the field)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
 import msgspec
 import numpy as np
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
 from ..errors import (
+    MethodNotAllowedError,
     PayloadTooLargeError,
     QuotaExceededError,
+    RequestTimeoutError,
     SynapseError,
     UnauthorizedError,
+    UnsupportedMediaTypeError,
     ValidationError,
 )
 from .auth import agent_for
-
-MAX_BODY = 8 * 1024 * 1024
+from .limits import MAX_BODY, MAX_CURSOR_CHARS, MAX_DEPTH, Limits
 
 
 def enc_hook(obj: Any) -> Any:
@@ -59,6 +62,10 @@ def error_response(err: SynapseError) -> Response:
         headers["Retry-After"] = str(max(1, round(err.details["retry_after"] + 0.5)))
     if isinstance(err, UnauthorizedError):
         headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(err, MethodNotAllowedError) and "allowed" in err.details:
+        headers["Allow"] = ", ".join(err.details["allowed"])
+    if isinstance(err, RequestTimeoutError | PayloadTooLargeError):
+        headers["Connection"] = "close"  # the rest of the body is never read: end the connection
     return Response(
         encoder.encode({"error": err.to_dict()}),
         status_code=err.http_status,
@@ -68,25 +75,115 @@ def error_response(err: SynapseError) -> Response:
 
 
 async def read_body(request: Request) -> dict[str, Any]:
+    """The request's JSON object: ``Content-Type: application/json`` (415 otherwise, even
+    when empty: a web page can post a form or ``text/plain`` to a local server without asking
+    the browser first), at most MAX_BODY bytes (413), received within the body deadline
+    (408), nested at most MAX_DEPTH levels (422)."""
+    require_media_type(request, "application/json")
     size = request.headers.get("content-length")
     if size is not None and size.isdigit() and int(size) > MAX_BODY:
         raise PayloadTooLargeError(
             f"body: {size} bytes, over the limit of {MAX_BODY}", field="body", limit=MAX_BODY
         )
-    raw = await request.body()
-    if len(raw) > MAX_BODY:
-        raise PayloadTooLargeError(
-            f"body: over the limit of {MAX_BODY} bytes", field="body", limit=MAX_BODY
-        )
+    raw = await read_raw(request, MAX_BODY)
     if not raw:
         return {}
-    try:
-        body = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise ValidationError(f"body: invalid JSON ({exc})", field="body") from None
+    body = decode_json(raw, "body")
     if not isinstance(body, dict):
-        raise ValidationError("body: expected a JSON object", field="body")
+        raise ValidationError(f"body: expected a JSON object, got {json_type(body)}", field="body")
     return body
+
+
+def require_media_type(request: Request, expected: str) -> None:
+    """415 unless the request says its body is ``expected`` (parameters such as charset
+    are allowed)."""
+    raw = request.headers.get("content-type")
+    media = (raw or "").split(";", 1)[0].strip().lower()
+    if media != expected:
+        got = "none" if raw is None else repr(raw[:100])
+        raise UnsupportedMediaTypeError(
+            f"content-type: expected {expected}, got {got}",
+            field="content-type", expected=expected,
+        )  # fmt: skip
+
+
+async def read_raw(request: Request, limit: int | None) -> bytes:
+    """The request body, read within the server's body deadline (``Limits.body_timeout`` for
+    each MAX_BODY bytes, so a large import gets time in proportion): a client that sends
+    its headers and then stalls or trickles gets 408 and the connection is closed, instead
+    of holding it forever. Over ``limit`` bytes: 413, without reading the rest."""
+    limits: Limits = request.app.state.limits
+    timeout = limits.body_timeout
+    chunks: list[bytes] = []
+    size = 0
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    try:
+        async with asyncio.timeout_at(start + timeout) as deadline:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if limit is not None and size > limit:
+                    raise PayloadTooLargeError(
+                        f"body: over the limit of {limit} bytes", field="body", limit=limit
+                    )
+                chunks.append(chunk)
+                deadline.reschedule(start + timeout * (1 + size // MAX_BODY))
+    except TimeoutError:
+        raise RequestTimeoutError(
+            f"body: not received within {timeout:g} s ({size} bytes arrived)",
+            field="body", limit=timeout,
+        ) from None  # fmt: skip
+    except ClientDisconnect:
+        raise ValidationError(
+            f"body: the client closed the connection after {size} bytes", field="body"
+        ) from None
+    return b"".join(chunks)
+
+
+def decode_json(raw: bytes, field: str) -> Any:
+    """Decode JSON, refusing nesting deeper than MAX_DEPTH (422 naming ``field`` and the
+    limit) before any code walks the value recursively."""
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise ValidationError(f"{field}: invalid JSON ({exc})", field=field) from None
+    except RecursionError:  # far deeper than MAX_DEPTH: the decoder's own guard stopped it
+        raise too_deep(field) from None
+    check_depth(value, field)
+    return value
+
+
+def check_depth(value: Any, field: str, limit: int = MAX_DEPTH) -> None:
+    """Raise 422 when ``value`` nests lists and objects deeper than ``limit`` levels (the
+    value itself is level 1). Iterative, one level at a time."""
+    level = [value] if type(value) in (dict, list) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            raise too_deep(field, limit)
+        deeper = []
+        for item in level:
+            for child in item.values() if type(item) is dict else item:
+                kind = type(child)
+                if kind is dict or kind is list:
+                    deeper.append(child)
+        level = deeper
+
+
+def too_deep(field: str, limit: int = MAX_DEPTH) -> ValidationError:
+    return ValidationError(
+        f"{field}: JSON nested deeper than {limit} levels", field=field, limit=limit
+    )
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type, for messages."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), "null")
 
 
 def int_param(request: Request, name: str, default: int | None = None) -> int | None:
@@ -120,6 +217,44 @@ def agent_of(request: Request, body: dict[str, Any] | None = None) -> str | None
     if body is not None and body.get("agent") is not None:
         return agent_for(request, body["agent"])
     return agent_for(request, request.headers.get("x-agent"))
+
+
+def body_field(
+    body: dict[str, Any],
+    name: str,
+    kinds: type | tuple[type, ...],
+    what: str,
+    default: Any = None,
+    *,
+    required: bool = False,
+) -> Any:
+    """A body field checked for its JSON type where it is parsed (422 naming the field), so a
+    TypeError deeper down is a bug, not bad input. Missing or null: ``default``."""
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise ValidationError(f"{name}: required", field=name)
+        return default
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise ValidationError(f"{name}: expected {what}, got {json_type(value)}", field=name)
+    return value
+
+
+def event_cursor_param(request: Request, *, header: bool = True) -> str | None:
+    """Where a read or feed resumes: the ``Last-Event-ID`` header (with ``header``, for live
+    feeds), else the ``after`` parameter, at most MAX_CURSOR_CHARS characters (422 naming
+    which one, and the limit)."""
+    raw = request.headers.get("last-event-id") if header else None
+    name = "Last-Event-ID"
+    if not raw:
+        raw, name = request.query_params.get("after"), "after"
+    if raw is not None and len(raw) > MAX_CURSOR_CHARS:
+        raise ValidationError(
+            f"{name}: {len(raw)} characters, over the limit of {MAX_CURSOR_CHARS}",
+            field=name, limit=MAX_CURSOR_CHARS,
+        )  # fmt: skip
+    return raw
 
 
 def pick(body: dict[str, Any], allowed: set[str]) -> dict[str, Any]:

@@ -4,22 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from ...engine import Namespace
-from ...errors import (
-    ValidationError,
-)
 from ..auth import public_view, require_scope
 from ..wire import (
     agent_of,
+    decode_json,
     encoder,
     json_response,
     pick,
     read_body,
+    read_raw,
+    require_media_type,
     time_param,
 )
 
@@ -52,11 +51,12 @@ async def export_ns(request: Request, mem: Namespace) -> Response:
 
 
 async def import_ns(request: Request, mem: Namespace) -> Response:
-    raw = await request.body()  # admin only; no 8 MiB cap: a namespace can be large
-    try:
-        records = [msgspec.json.decode(line) for line in raw.splitlines() if line.strip()]
-    except msgspec.DecodeError as exc:
-        raise ValidationError(f"body: not JSON lines ({exc})", field="body") from None
+    """JSON lines (``Content-Type: application/x-ndjson``), read within the body deadline;
+    admin only, with no 8 MiB cap: a namespace can be large."""
+    require_media_type(request, "application/x-ndjson")
+    raw = await read_raw(request, None)
+    lines = (line for line in raw.splitlines() if line.strip())
+    records = [decode_json(line, f"records[{i}]") for i, line in enumerate(lines)]
     n = await run_in_threadpool(mem.import_records, records)
     return json_response({"imported": n}, 201)
 

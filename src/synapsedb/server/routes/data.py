@@ -13,6 +13,7 @@ from ...errors import (
 from ..auth import check_agents
 from ..wire import (
     agent_of,
+    event_cursor_param,
     int_param,
     json_response,
     limit_param,
@@ -142,7 +143,8 @@ async def read_events(request: Request, mem: Namespace) -> Response:
     q = request.query_params
     out = mem.events(
         required(request, "stream"), start=q.get("start"), end=q.get("end"),
-        after=q.get("after"), since=time_param(request, "since"), until=time_param(request, "until"),
+        after=event_cursor_param(request, header=False), since=time_param(request, "since"),
+        until=time_param(request, "until"),
         limit=limit_param(request, 100), order=q.get("order", "asc"),  # type: ignore[arg-type]
         as_of=time_param(request, "as_of"),
     )  # fmt: skip

@@ -1,0 +1,182 @@
+"""What one connection or request may hold of the server: sizes, nesting, deadlines, counts.
+
+A slow or hostile client must not be able to hold the server: every connection has until
+``header_timeout`` to send a request's headers (at most ``max_header_bytes`` of them), and
+``body_timeout`` per MAX_BODY bytes of body; idle keep-alive connections close after
+``keep_alive``; at most ``max_connections`` connections are open at once. uvicorn offers the
+keep-alive timeout, ``limit_concurrency`` (a 503 answer while that many connections or
+requests are open), ``backlog`` and, for h11 only, ``h11_max_incomplete_event_size``; it has
+no deadline for headers or bodies and never refuses a connection, so :func:`guarded_protocol`
+adds the header deadline, the header size cap and the hard connection cap, and the body
+deadline is kept where bodies are read (``wire.read_raw``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ..errors import PayloadTooLargeError, RequestTimeoutError, SynapseError, ValidationError
+
+__all__ = [
+    "MAX_BODY",
+    "MAX_CURSOR_CHARS",
+    "MAX_DEPTH",
+    "Limits",
+    "guarded_protocol",
+    "raw_error",
+]
+
+MAX_BODY = 8 * 1024 * 1024  # bytes of a JSON request body (an import has no cap: admin only)
+MAX_DEPTH = 64  # nesting of lists and objects in a JSON body
+MAX_CURSOR_CHARS = 128  # a Last-Event-ID or ``after`` cursor
+
+log = logging.getLogger("synapsedb.server")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Per-connection limits of one server (``synapsedb serve`` options of the same names)."""
+
+    body_timeout: float = 30.0  # seconds to receive a request body, per MAX_BODY bytes
+    header_timeout: float = 10.0  # seconds from connect (or the last answer) to full headers
+    keep_alive: float = 5.0  # seconds an idle keep-alive connection stays open
+    max_connections: int = 1024  # open connections; requests answer 503 at the limit
+    max_header_bytes: int = 64 * 1024  # bytes of a request line and headers
+    backlog: int = 2048  # connections the kernel queues before accept
+
+    def __post_init__(self) -> None:
+        for name in ("body_timeout", "header_timeout", "keep_alive"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (0 < value < math.inf)
+            ):
+                raise ValidationError(
+                    f"{name}: expected a positive number of seconds, got {value!r}", field=name
+                )
+        for name in ("max_connections", "max_header_bytes", "backlog"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValidationError(
+                    f"{name}: expected a positive integer, got {value!r}", field=name
+                )
+
+    def uvicorn_options(self) -> dict[str, Any]:
+        """Keyword arguments for ``uvicorn.run`` / ``uvicorn.Config`` that enforce these."""
+        return {
+            "timeout_keep_alive": self.keep_alive,
+            "limit_concurrency": self.max_connections,
+            "backlog": self.backlog,
+            "h11_max_incomplete_event_size": self.max_header_bytes,
+            "http": guarded_protocol(self),
+        }
+
+
+def raw_error(err: SynapseError) -> bytes:
+    """A whole HTTP/1.1 answer in the one error shape, closing the connection: for the
+    protocol level, where no ASGI app is running."""
+    body = msgspec.json.encode({"error": err.to_dict()})
+    reason = {408: "Request Timeout", 413: "Content Too Large"}.get(err.http_status, "Error")
+    head = (
+        f"HTTP/1.1 {err.http_status} {reason}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP/1.1 protocol (``base``: httptools when installed, else h11) with:
+
+    * a header deadline: from connect, or from the end of the previous answer, the next
+      request's headers must be complete within ``header_timeout``; else 408 and close (or a
+      quiet close when nothing was sent), so a connection that trickles headers cannot be
+      held open forever (uvicorn's keep-alive timer stops at the first byte);
+    * a header size cap: over ``max_header_bytes`` before the headers end, 413 and close
+      (httptools has no limit of its own);
+    * a hard connection cap: a connection beyond ``max_connections`` is closed at once,
+      before anything is read, so file descriptors cannot run out (``limit_concurrency``
+      alone answers 503 but keeps accepting).
+
+    It reads only the protocol's ``cycle`` (the request being answered), ``connections``,
+    ``transport`` and ``loop``, which both of uvicorn's implementations have."""
+    if base is None:
+        from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+        base = AutoHTTPProtocol
+
+    class GuardedProtocol(base):  # type: ignore[misc, valid-type]
+        _deadline: asyncio.TimerHandle | None = None
+        _pending = 0  # bytes received while no request is being answered
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            if len(self.connections) > limits.max_connections:
+                log.warning("connection limit of %d reached: closing new connections",
+                            limits.max_connections)  # fmt: skip
+                transport.close()
+                return
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._between_requests():
+                if self._deadline is None:
+                    self._arm()
+                self._pending += len(data)
+                if self._pending > limits.max_header_bytes and self._awaiting_headers():
+                    self._refuse(PayloadTooLargeError(
+                        f"headers: over the limit of {limits.max_header_bytes} bytes",
+                        field="headers", limit=limits.max_header_bytes))  # fmt: skip
+                    return
+            super().data_received(data)
+            if self._deadline is not None and not self._between_requests():
+                self._disarm()  # a request's headers are complete: the body has its own deadline
+
+        def _between_requests(self) -> bool:
+            cycle = self.cycle
+            return cycle is None or bool(cycle.response_complete)
+
+        def _awaiting_headers(self) -> bool:
+            """Between requests with the last body fully read (not draining a body the app
+            answered without reading)."""
+            cycle = self.cycle
+            return cycle is None or not cycle.more_body
+
+        def _arm(self) -> None:
+            self._deadline = self.loop.call_later(limits.header_timeout, self._expire)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+            self._pending = 0
+
+        def _expire(self) -> None:
+            self._deadline = None
+            if not self._between_requests() or self.transport.is_closing():
+                return
+            if self._pending and self._awaiting_headers():
+                self._refuse(RequestTimeoutError(
+                    f"headers: not received within {limits.header_timeout:g} s",
+                    field="headers", limit=limits.header_timeout))  # fmt: skip
+            else:
+                self.transport.close()
+
+        def _refuse(self, err: SynapseError) -> None:
+            self._disarm()
+            if not self.transport.is_closing():
+                self.transport.write(raw_error(err))
+                self.transport.close()
+
+    GuardedProtocol.__name__ = GuardedProtocol.__qualname__ = f"Guarded{base.__name__}"
+    return GuardedProtocol
