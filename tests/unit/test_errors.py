@@ -8,26 +8,35 @@ import pytest
 import synapsedb
 from synapsedb import errors
 
+TREE = [getattr(errors, name) for name in errors.__all__ if name.endswith("Error")]
+
 
 def test_every_error_has_a_stable_code_and_status() -> None:
     seen = {}
-    for cls in (
-        errors.ValidationError,
-        errors.NotFoundError,
-        errors.VersionConflictError,
-        errors.QuotaExceededError,
-        errors.StorageError,
-        errors.EmbeddingError,
-        errors.ClosedError,
-    ):
+    for cls in TREE:
         assert issubclass(cls, errors.SynapseError)
         assert cls.code not in seen
         seen[cls.code] = cls
-        assert 400 <= cls.http_status < 600
+        assert 400 <= cls.http_status < 600 or cls is errors.SynapseError
+        assert f"{cls.__name__} " in (errors.__doc__ or ""), f"{cls.__name__} not in the diagram"
     assert set(seen) == {
-        "validation", "not_found", "version_conflict", "quota_exceeded", "storage", "embedding",
-        "closed",
+        "internal", "validation", "not_found", "version_conflict", "quota_exceeded", "storage",
+        "embedding", "closed", "unauthorized", "forbidden", "payload_too_large",
+        "method_not_allowed", "unsupported_media_type", "request_timeout", "host_not_allowed",
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("cls", TREE, ids=lambda c: c.__name__)
+def test_the_remote_client_rebuilds_every_class(cls: type[errors.SynapseError]) -> None:
+    import msgspec
+
+    from synapsedb.client.calls import error_of
+
+    sent = cls("what went wrong", field="body", limit=7)
+    back = error_of(cls.http_status, msgspec.json.encode({"error": sent.to_dict()}))
+    assert type(back) is cls
+    assert (back.message, back.details) == ("what went wrong", {"field": "body", "limit": 7})
+    assert type(pickle.loads(pickle.dumps(sent))) is cls
 
 
 def test_errors_round_trip_through_their_wire_form() -> None:

@@ -99,7 +99,7 @@ BAD: list[tuple[str, Any, str | None]] = [
     ("memory.metadata", {"deep": {"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}},
      "metadata.deep.a" + "[0]" * 31),
     ("memory.embedding", [1.0, 0.0], "embedding"),
-    ("memory.embedding", ["x", 0.0, 0.0], "embedding"),
+    ("memory.embedding", ["x", 0.0, 0.0], "embedding[0]"),
     ("memory.id", "", "id"),
     ("memory.id", ["x"], "id"),
     ("memory.version", 0, "version"),

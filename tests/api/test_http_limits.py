@@ -1,0 +1,414 @@
+"""What a slow, hostile or cross-site client can do to a server on loopback: body and header
+deadlines, the connection cap, JSON content types, the Host check, nesting and cursor limits,
+numeric vectors. The protocol-level checks run a real uvicorn server on 127.0.0.1 (in a
+thread, or the CLI in a process); the request-level ones go through the ASGI app."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from starlette.testclient import TestClient
+
+import synapsedb
+from synapsedb import cli
+from synapsedb.client import calls
+from synapsedb.client.asyncio import AsyncRemoteDatabase
+from synapsedb.client.sync import RemoteDatabase
+from synapsedb.errors import (
+    HostNotAllowedError,
+    MethodNotAllowedError,
+    RequestTimeoutError,
+    UnsupportedMediaTypeError,
+    ValidationError,
+)
+from synapsedb.server import create_app
+from synapsedb.server.limits import MAX_DEPTH, Limits
+from synapsedb.server.middleware import LOOPBACK_HOSTS
+
+NS = "/v1/namespaces/acme"
+WRITE = {"entity": "user:1", "content": "a normal write"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def running(tmp_path: Path, limits: Limits) -> Iterator[tuple[int, synapsedb.Database]]:
+    """A real uvicorn server on 127.0.0.1 in a thread, with ``limits`` (as the CLI sets them)."""
+    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
+                        background_maintenance=False)  # fmt: skip
+    port = free_port()
+    config = uvicorn.Config(create_app(db, limits=limits), host="127.0.0.1", port=port,
+                            log_config=None, log_level="warning", **limits.uvicorn_options())  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
+        time.sleep(0.02)
+    try:
+        yield port, db
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        db.close()
+
+
+def raw_connect(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+    return sock
+
+
+def read_all(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    out = b""
+    while chunk := sock.recv(65536):
+        out += chunk
+    return out
+
+
+def parse(raw: bytes) -> tuple[int, dict[str, Any]]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    return status, json.loads(body)
+
+
+def head(method: str, path: str, body_size: int, **headers: str) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1",
+             "Content-Type: application/json", f"Content-Length: {body_size}",
+             *(f"{k}: {v}" for k, v in headers.items())]  # fmt: skip
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+# -- deadlines and the connection cap, on a real server -----------------------------------------
+
+
+def test_a_stalled_body_gets_408_and_closes_while_writes_go_on(tmp_path: Path) -> None:
+    with running(tmp_path, Limits(body_timeout=1.0, header_timeout=30.0)) as (port, db):
+        stalled = [raw_connect(port) for _ in range(20)]
+        for sock in stalled:  # headers and part of a body, then nothing
+            sock.sendall(head("POST", f"{NS}/memories", 200) + b'{"entity": "u",')
+        r = httpx.post(f"http://127.0.0.1:{port}{NS}/memories", json=WRITE, timeout=20)
+        assert r.status_code == 201  # meanwhile, a normal write is served
+        for sock in stalled:
+            status, body = parse(read_all(sock))  # the answer, then the server closes
+            sock.close()
+            assert status == 408 and body["error"]["code"] == "request_timeout"
+            assert body["error"]["details"] == {"field": "body", "limit": 1.0}
+        assert db.namespace("acme").stats().memory_versions == 1  # nothing of the stalled
+
+
+def test_stalled_or_oversized_headers_and_idle_connections_are_closed(tmp_path: Path) -> None:
+    limits = Limits(header_timeout=1.0, max_header_bytes=4096)
+    with running(tmp_path, limits) as (port, _db):
+        with contextlib.ExitStack() as stack:
+            idle, slow, big = (stack.enter_context(raw_connect(port)) for _ in range(3))
+            check_headers_guard(idle, slow, big)
+        # a keep-alive connection gets the deadline again for its next request's headers
+        with raw_connect(port) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            first = sock.recv(65536)
+            assert first.startswith(b"HTTP/1.1 200")
+            sock.sendall(b"GET /healthz HTTP/1.1\r\n")
+            assert parse(read_all(sock))[0] == 408
+
+
+def check_headers_guard(idle: socket.socket, slow: socket.socket, big: socket.socket) -> None:
+    slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never ends its headers
+    big.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X-Pad: " + b"a" * 5000)
+    assert read_all(idle) == b""  # a connection that says nothing is closed quietly
+    status, body = parse(read_all(slow))
+    assert status == 408 and body["error"]["details"]["field"] == "headers"
+    status, body = parse(read_all(big))
+    assert status == 413 and body["error"]["details"] == {"field": "headers", "limit": 4096}
+
+
+def test_connections_over_the_limit_are_refused(tmp_path: Path) -> None:
+    with running(tmp_path, Limits(max_connections=4, header_timeout=30.0)) as (port, _db):
+        held = [raw_connect(port) for _ in range(3)]
+        with raw_connect(port) as fourth:  # at the limit: its request answers 503
+            fourth.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert fourth.recv(65536).startswith(b"HTTP/1.1 503")
+        held.append(raw_connect(port))
+        time.sleep(0.2)  # the server accepts it (the 4th open connection)
+        with raw_connect(port) as fifth:  # beyond: closed before anything is read
+            assert read_all(fifth) == b""
+        for sock in held:
+            sock.close()
+        deadline = time.monotonic() + 20  # once they are gone, requests are served again
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+
+def test_the_cli_passes_the_limits_to_uvicorn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def run(app: Any, **kwargs: Any) -> None:
+        seen.update(kwargs, app=app)
+
+    monkeypatch.setattr(uvicorn, "run", run)
+    monkeypatch.setattr(cli, "configure_logging", lambda *a: None, raising=False)
+    monkeypatch.setattr("synapsedb.server.observe.configure_logging", lambda *a: None)
+    code = cli.main(["serve", "--data", str(tmp_path / "d"), "--max-connections", "77",
+                     "--body-timeout", "3", "--header-timeout", "4", "--keep-alive-timeout",
+                     "2", "--allowed-hosts", "memory.internal,Box:8080"])  # fmt: skip
+    assert code == 0
+    assert seen["limit_concurrency"] == 77 and seen["timeout_keep_alive"] == 2.0
+    assert seen["backlog"] == 2048 and seen["h11_max_incomplete_event_size"] == 64 * 1024
+    assert seen["http"].__name__.startswith("Guarded")
+    app = seen["app"]
+    assert app.state.limits == Limits(body_timeout=3.0, header_timeout=4.0, keep_alive=2.0,
+                                      max_connections=77)  # fmt: skip
+    assert app.guard.hosts == LOOPBACK_HOSTS | {"memory.internal", "box"}
+    out = subprocess.run([sys.executable, "-m", "synapsedb", "serve", "--data",
+                          str(tmp_path / "e"), "--body-timeout", "0"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 2 and "body_timeout: expected a positive number" in out.stderr
+
+
+def test_the_cli_server_answers_408_and_checks_host(tmp_path: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "SYNAPSEDB_EMBEDDER": "none"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "synapsedb", "serve", "--data", str(tmp_path / "d"), "--port",
+         str(port), "--body-timeout", "1", "--allowed-hosts", "memory.internal"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
+            time.sleep(0.1)
+        with raw_connect(port) as sock:
+            sock.sendall(head("PUT", f"{NS}/facts", 100) + b'{"entity": ')
+            r = httpx.put(f"{base}{NS}/facts", json={"entity": "u", "key": "k", "value": 1})
+            assert r.status_code == 200
+            status, body = parse(read_all(sock))
+            assert status == 408 and body["error"]["code"] == "request_timeout"
+        rebound = httpx.get(f"{base}/v1/namespaces", headers={"Host": "attacker.example"})
+        assert rebound.status_code == 421
+        assert rebound.json()["error"]["code"] == "host_not_allowed"
+        for host in ("localhost:7379", "memory.internal", "[::1]:1"):
+            assert httpx.get(f"{base}/v1/namespaces", headers={"Host": host}).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+# -- request-level limits, through the app ---------------------------------------------------
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
+                        background_maintenance=False)  # fmt: skip
+    with TestClient(create_app(db, allowed_hosts=LOOPBACK_HOSTS),
+                    base_url="http://127.0.0.1:7379") as c:  # fmt: skip
+        yield c
+    db.close()
+
+
+@pytest.mark.parametrize("kind", ["text/plain", "application/x-www-form-urlencoded",
+                                  "multipart/form-data; boundary=x", None])  # fmt: skip
+def test_bodies_that_are_not_json_are_refused(client: TestClient, kind: str | None) -> None:
+    headers = {} if kind is None else {"content-type": kind}
+    body = json.dumps(WRITE).encode()
+    r = client.post(f"{NS}/memories", content=body, headers=headers)
+    assert r.status_code == 415
+    err = r.json()["error"]
+    assert err["code"] == "unsupported_media_type" and err["details"]["field"] == "content-type"
+    assert "expected application/json" in err["message"]
+    assert client.post(f"{NS}/maintain", headers=headers).status_code == 415  # even empty
+    r = client.post(f"{NS}/import", content=b'{"kind": "memory"}\n', headers=headers)
+    assert r.status_code == 415 and "application/x-ndjson" in r.json()["error"]["message"]
+    assert client.get(f"{NS}/stats").json()["memory_versions"] == 0
+    ok = client.post(f"{NS}/memories", content=body,
+                     headers={"content-type": "Application/JSON; charset=utf-8"})  # fmt: skip
+    assert ok.status_code == 201
+
+
+def test_the_clients_send_json_content_types(client: TestClient) -> None:
+    db = RemoteDatabase("http://127.0.0.1:7379", client=client)
+    mem = db.namespace("acme")
+    mem.write("user:1", "over the wire")
+    mem.set("user:1", "plan", "pro")
+    mem.configure(max_hot=1000)
+    mem.maintain(dry_run=True)
+    mem.forget(entity="nobody")
+    records = list(mem.export())
+    assert db.namespace("copy").import_records(records) > 0
+
+    async def remote() -> None:
+        transport = httpx.ASGITransport(app=client.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:7379") as h:
+            amem = AsyncRemoteDatabase("http://127.0.0.1:7379", client=h).namespace("acme")
+            await amem.write("user:2", "async over the wire")
+            await amem.set("user:2", "plan", "free")
+            await amem.maintain(dry_run=True)
+
+    asyncio.run(remote())
+    assert client.get(f"{NS}/stats").json()["memory_versions"] == 2
+
+
+@pytest.mark.parametrize("host", ["attacker.example", "attacker.example:7379", "127.0.0.1.nip.io",
+                                  "localhost.evil", "", "[::1", "localhost:x"])  # fmt: skip
+def test_other_hosts_are_refused_on_every_path(client: TestClient, host: str) -> None:
+    for method, path in [("GET", f"{NS}/facts?entity=u&key=k"), ("GET", f"{NS}/memories"),
+                         ("POST", f"{NS}/memories"), ("GET", "/healthz"), ("GET", "/nowhere")]:  # fmt: skip
+        r = client.request(method, path, json=WRITE, headers={"Host": host})
+        assert r.status_code == 421, (method, path, host)
+        err = r.json()["error"]
+        assert err["code"] == "host_not_allowed" and err["details"] == {"field": "host"}
+    assert client.get(f"{NS}/stats").json()["memory_versions"] == 0
+
+
+def test_loopback_names_with_any_port_are_served(client: TestClient) -> None:
+    for host in ("127.0.0.1", "127.0.0.1:7379", "LOCALHOST:1", "[::1]", "[::1]:7379"):
+        assert client.get("/healthz", headers={"Host": host}).status_code == 200, host
+        assert client.get(f"{NS}/facts?entity=u&key=k", headers={"Host": host}).status_code == 404
+
+
+def test_deep_nesting_is_refused_before_anything_recurses(client: TestClient) -> None:
+    def nested(levels: int) -> bytes:
+        return b'{"a":' * (levels - 1) + b"[]" + b"}" * (levels - 1)
+
+    for raw in (nested(MAX_DEPTH + 1), b"[" * 200_000 + b"]" * 200_000):
+        r = client.post(f"{NS}/query", content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["details"] == {"field": "body", "limit": MAX_DEPTH}
+        assert f"deeper than {MAX_DEPTH} levels" in r.json()["error"]["message"]
+    r = client.post(f"{NS}/query", content=nested(MAX_DEPTH),
+                    headers={"content-type": "application/json"})  # fmt: skip
+    assert r.json()["error"]["details"]["field"] == "a"  # not too deep: an unknown field
+    deep_meta: Any = "x"
+    for _ in range(40):
+        deep_meta = {"k": deep_meta}
+    r = client.post(f"{NS}/memories", json={**WRITE, "metadata": deep_meta})
+    assert r.status_code == 422 and r.json()["error"]["details"]["limit"] == 32
+    r = client.put(f"{NS}/facts", json={"entity": "u", "key": "k", "value": deep_meta})
+    assert r.status_code == 422 and r.json()["error"]["details"]["limit"] == 32
+    deep_filter: Any = {"type": "fact"}
+    for _ in range(40):
+        deep_filter = {"$not": deep_filter}
+    r = client.post(f"{NS}/query", json={"text": "x", "filter": deep_filter})
+    assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "filter"
+    r = client.post(f"{NS}/import", content=nested(MAX_DEPTH + 1) + b"\n",
+                    headers={"content-type": "application/x-ndjson"})  # fmt: skip
+    assert r.status_code == 422
+    assert r.json()["error"]["details"] == {"field": "records[0]", "limit": MAX_DEPTH}
+    assert client.get(f"{NS}/stats").json()["memory_versions"] == 0
+
+
+def test_deep_values_are_refused_embedded(tmp_path: Path) -> None:
+    deep: Any = 1
+    for _ in range(5000):
+        deep = {"k": [deep]}
+    with synapsedb.open(tmp_path / "e", durability="os", embedder=None) as db:
+        mem = db.namespace("acme")
+        for call, field in [
+            (lambda: mem.write("u", {"content": "x", "metadata": deep}), "metadata"),
+            (lambda: mem.set("u", "k", deep), "value"),
+            (lambda: mem.append("u", {"data": deep}), "data"),
+            (lambda: mem.query("x", filter=deep), "filter"),
+        ]:
+            with pytest.raises(ValidationError) as err:
+                call()
+            assert err.value.field is not None and err.value.field.startswith(field)
+            assert err.value.details["limit"] == 32
+        assert mem.stats().memory_versions == 0
+
+
+@pytest.mark.parametrize("cursor", ["9" * 129, "1" * 5000 + "-ab12cd34-1"])
+def test_oversized_event_cursors_are_refused(client: TestClient, cursor: str) -> None:
+    for path in (f"{NS}/changes", f"{NS}/events/follow?stream=s"):
+        r = client.get(path, headers={"Last-Event-ID": cursor})
+        assert r.status_code == 422, path
+        assert r.json()["error"]["details"] == {"field": "Last-Event-ID", "limit": 128}
+    r = client.get(f"{NS}/events", params={"stream": "s", "after": cursor})
+    assert r.status_code == 422 and r.json()["error"]["details"] == {"field": "after",
+                                                                     "limit": 128}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("embedding", "field"),
+    [([True, False, True], "embedding[0]"), ([0.5, True], "embedding[1]"),
+     (["1", 2.0], "embedding[0]"), ([1.0, None], "embedding[1]"), ([[1.0], [2.0]], "embedding[0]"),
+     ([1.0, {"x": 1}], "embedding[1]")],
+)  # fmt: skip
+def test_vectors_hold_numbers_only(client: TestClient, embedding: list[Any], field: str) -> None:
+    r = client.post(f"{NS}/memories", json={**WRITE, "embedding": embedding})
+    assert r.status_code == 422 and r.json()["error"]["details"]["field"] == field
+    assert "expected a number" in r.json()["error"]["message"]
+    r = client.post(f"{NS}/memories:batch", json={"items": [{**WRITE, "embedding": embedding}]})
+    assert r.json()["error"]["details"]["field"] == f"items[0].{field}"
+    r = client.post(f"{NS}/query", json={"embedding": embedding})
+    assert r.status_code == 422 and r.json()["error"]["details"]["field"] == field
+    assert client.get(f"{NS}/stats").json()["memory_versions"] == 0
+
+
+def test_vectors_hold_numbers_only_embedded(tmp_path: Path) -> None:
+    import numpy as np
+
+    with synapsedb.open(tmp_path / "e", durability="os", embedder=None) as db:
+        mem = db.namespace("acme")
+        for bad, field in [([True, False], "embedding[0]"), ([1.0, "2"], "embedding[1]"),
+                           (np.array([True, False]), "embedding"),
+                           (np.array(["1", "2"]), "embedding")]:  # fmt: skip
+            with pytest.raises(ValidationError) as err:
+                mem.write("u", {"content": "x", "embedding": bad})
+            assert err.value.field == field
+            with pytest.raises(ValidationError) as err:
+                mem.query(embedding=bad)
+            assert err.value.field == field
+        mem.write("u", {"content": "x", "embedding": [1, 2.5, np.float32(3)]})  # numbers are fine
+        mem.write("u", {"content": "y", "embedding": np.array([1, 2, 3], dtype=np.int64)})
+        assert mem.stats().memory_versions == 2
+
+
+def test_the_remote_client_rebuilds_the_new_errors(client: TestClient) -> None:
+    answers = {
+        UnsupportedMediaTypeError: client.post(f"{NS}/memories", content=b"{}"),
+        MethodNotAllowedError: client.delete(f"{NS}/stats"),
+        HostNotAllowedError: client.get("/healthz", headers={"Host": "evil.example"}),
+    }
+    for cls, resp in answers.items():
+        err = calls.error_of(resp.status_code, resp.content)
+        assert type(err) is cls and err.http_status == resp.status_code
+        assert err.details == resp.json()["error"]["details"]
+    err = calls.error_of(408, json.dumps({"error": RequestTimeoutError(
+        "body: not received within 1 s", field="body", limit=1).to_dict()}).encode())  # fmt: skip
+    assert type(err) is RequestTimeoutError and err.details["limit"] == 1
