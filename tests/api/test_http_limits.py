@@ -36,7 +36,7 @@ from synapsedb.errors import (
     ValidationError,
 )
 from synapsedb.server import create_app
-from synapsedb.server.limits import MAX_DEPTH, Limits
+from synapsedb.server.limits import MAX_DEPTH, Limits, guarded_protocol
 from synapsedb.server.middleware import LOOPBACK_HOSTS
 
 NS = "/v1/namespaces/acme"
@@ -50,13 +50,21 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running(tmp_path: Path, limits: Limits) -> Iterator[tuple[int, synapsedb.Database]]:
-    """A real uvicorn server on 127.0.0.1 in a thread, with ``limits`` (as the CLI sets them)."""
+def running(
+    tmp_path: Path, limits: Limits, http: str = "auto"
+) -> Iterator[tuple[int, synapsedb.Database]]:
+    """A real uvicorn server on 127.0.0.1 in a thread, with ``limits`` (as the CLI sets them);
+    ``http="h11"``: uvicorn's other HTTP/1.1 implementation under the same guard."""
     db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
                         background_maintenance=False)  # fmt: skip
     port = free_port()
+    options = limits.uvicorn_options()
+    if http == "h11":
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        options["http"] = guarded_protocol(limits, H11Protocol)
     config = uvicorn.Config(create_app(db, limits=limits), host="127.0.0.1", port=port,
-                            log_config=None, log_level="warning", **limits.uvicorn_options())  # fmt: skip
+                            log_config=None, log_level="warning", **options)  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -116,9 +124,12 @@ def test_a_stalled_body_gets_408_and_closes_while_writes_go_on(tmp_path: Path) -
         assert db.namespace("acme").stats().memory_versions == 1  # nothing of the stalled
 
 
-def test_stalled_or_oversized_headers_and_idle_connections_are_closed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("http", ["auto", "h11"])
+def test_stalled_or_oversized_headers_and_idle_connections_are_closed(
+    tmp_path: Path, http: str
+) -> None:
     limits = Limits(header_timeout=1.0, max_header_bytes=4096)
-    with running(tmp_path, limits) as (port, _db):
+    with running(tmp_path, limits, http) as (port, _db):
         with contextlib.ExitStack() as stack:
             idle, slow, big = (stack.enter_context(raw_connect(port)) for _ in range(3))
             check_headers_guard(idle, slow, big)

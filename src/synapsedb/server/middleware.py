@@ -132,7 +132,8 @@ class Observe:
                 if status >= 500:
                     span.set_status(Status(StatusCode.ERROR))
                 span.end()
-                otel_context.detach(otel_token)
+                if otel_token is not None:
+                    otel_context.detach(otel_token)
             current.reset(token)
 
 

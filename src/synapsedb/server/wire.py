@@ -183,7 +183,11 @@ def json_type(value: Any) -> str:
         return "a boolean"
     if isinstance(value, int | float):
         return "a number"
-    return {str: "a string", list: "a list", dict: "an object"}.get(type(value), "null")
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    return "an object" if isinstance(value, dict) else "null"
 
 
 def int_param(request: Request, name: str, default: int | None = None) -> int | None:
