@@ -5,6 +5,7 @@ body is ``{"error": {"code", "message", "details"}}``, with a code of the error 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -218,3 +219,28 @@ def test_404_and_405_are_in_the_tree(client: TestClient) -> None:
             assert err["code"] == "method_not_allowed"
             assert set(err["details"]["allowed"]) >= methods
             assert set(resp.headers["allow"].split(", ")) >= methods
+
+
+@pytest.mark.parametrize("exc", [TypeError("a bug"), ValueError("a bug"), KeyError("a bug")])
+def test_a_bare_exception_from_the_engine_is_a_logged_500(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    exc: Exception,
+) -> None:  # fmt: skip
+    """Not bad input (that is refused where it is parsed): a bug, answered 500 ``internal``
+    and logged with its traceback, on the routed path and on the fast lane alike."""
+    from synapsedb.engine import Namespace
+
+    def broken(self: Namespace, *args: Any, **kwargs: Any) -> Any:
+        raise exc
+
+    monkeypatch.setattr(Namespace, "stats", broken)
+    monkeypatch.setattr(Namespace, "get", broken)
+    for path in (f"{NS}/stats", f"{NS}/facts?entity=user:1&key=k", f"{NS}/memories/m1"):
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="synapsedb.server"):
+            resp = client.get(path)
+        assert resp.status_code == 500, path
+        assert resp.json()["error"] == {"code": "internal", "details": {},
+                                        "message": "internal error (logged on the server)"}  # fmt: skip
+        (rec,) = [r for r in caplog.records if r.name == "synapsedb.server"]
+        assert rec.exc_info is not None and rec.exc_info[1] is exc

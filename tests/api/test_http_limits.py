@@ -369,9 +369,10 @@ def test_oversized_event_cursors_are_refused(client: TestClient, cursor: str) ->
         r = client.get(path, headers={"Last-Event-ID": cursor})
         assert r.status_code == 422, path
         assert r.json()["error"]["details"] == {"field": "Last-Event-ID", "limit": 128}
-    r = client.get(f"{NS}/events", params={"stream": "s", "after": cursor})
-    assert r.status_code == 422 and r.json()["error"]["details"] == {"field": "after",
-                                                                     "limit": 128}  # fmt: skip
+    for path in (f"{NS}/events", f"{NS}/events/follow", f"{NS}/changes"):
+        r = client.get(path, params={"stream": "s", "after": cursor})
+        assert r.status_code == 422, path
+        assert r.json()["error"]["details"] == {"field": "after", "limit": 128}
 
 
 @pytest.mark.parametrize(

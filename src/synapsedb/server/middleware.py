@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import parse_qsl
 
 from ..errors import HostNotAllowedError, SynapseError, ValidationError
 from .limits import MAX_CURSOR_CHARS
@@ -42,7 +43,8 @@ class RequestGuard:
       ``--allowed-hosts``), a request naming another host is refused with 421, so a web page
       cannot reach a local server through DNS rebinding (its requests name the attacker's
       host). ``None`` or ``"*"`` among them: any host.
-    * ``Last-Event-ID``: at most MAX_CURSOR_CHARS characters (422), on every route."""
+    * ``Last-Event-ID`` and the ``after`` parameter (feed and stream cursors): at most
+      MAX_CURSOR_CHARS characters (422), on every route."""
 
     def __init__(self, allowed_hosts: Iterable[str] | None = None) -> None:
         hosts = None if allowed_hosts is None else list(allowed_hosts)
@@ -78,6 +80,14 @@ class RequestGuard:
                 )  # fmt: skip
         if hosts is not None and not seen:
             return HostNotAllowedError("Host: required", field="host")
+        query = scope.get("query_string", b"")
+        if b"after=" in query:  # the same bound for the cursor as a query parameter
+            for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+                if name == "after" and len(value) > MAX_CURSOR_CHARS:
+                    return ValidationError(
+                        f"after: {len(value)} characters, over the limit of {MAX_CURSOR_CHARS}",
+                        field="after", limit=MAX_CURSOR_CHARS,
+                    )  # fmt: skip
         return None
 
 
