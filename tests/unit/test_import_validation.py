@@ -116,6 +116,7 @@ BAD: list[tuple[str, Any, str | None]] = [
     ("memory.extra", 1, "extra"),
     ("fact.value", float("nan"), "value"),
     ("fact.key", "", "key"),
+    ("fact.created_us", 1_650_000_000_000_000, "created_us"),
     ("fact.expires_us", "soon", "expires_us"),
     ("event.data", [1], "data"),
     ("event.seq", -1, "seq"),

@@ -310,6 +310,9 @@ class _Import:
         version = _integer(rec["version"], f"{where}.version", 1, 1 << 62)
         recorded = self.sys_time(rec["recorded_us"], f"{where}.recorded_us")
         created = self.sys_time(rec["created_us"], f"{where}.created_us")
+        if created > recorded:
+            raise ValidationError(f"{where}.created_us: later than recorded_us",
+                                  field=f"{where}.created_us")  # fmt: skip
         erased = _flag(rec["erased"], f"{where}.erased")
         tip = self.fact_tips.get((entity, key))
         if tip is not None:
