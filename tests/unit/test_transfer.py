@@ -72,3 +72,50 @@ def test_bad_import_streams(tmp_path: Path) -> None:
                 mem.import_records(records)
             assert err.value.field == field
         assert mem.stats().memory_versions == 0
+
+
+def test_erased_events_and_answers_stay_erased_through_export(tmp_path: Path) -> None:
+    """A purge's skeletons keep their flags on the way through export and import: an erased
+    stream event does not come back as a visible empty event, an erased answer stays erased."""
+    clock = ManualClock()
+    src = open_db(tmp_path / "src", clock)
+    mem = src.namespace("acme")
+    mem.append("user:9", "user:9 asked about a refund", stream="shared")
+    mem.append("user:1", "user:1 said hello", stream="shared")
+    m = mem.write("user:9", "user:9 lives in Hamburg")
+    res = mem.query("Hamburg", entity="user:9")
+    mem.record_answer("a9", [res.query_id], cited=[m.id], text="They live in Hamburg")
+    mem.forget(entity="user:9", purge=True)
+    before = (mem.events("shared"), mem.lineage("a9"))
+    assert [e.content for e in before[0]] == ["user:1 said hello"]
+    assert before[1].erased and before[1].text is None
+    records = [json.loads(json.dumps(r)) for r in mem.export()]
+    assert [r["erased"] for r in records if r["kind"] == "answer"] == [True]
+    src.close()
+
+    with open_db(tmp_path / "dst", clock) as dst:
+        new = dst.namespace("acme")
+        new.import_records(records)
+        assert (new.events("shared"), new.lineage("a9")) == before
+    with open_db(tmp_path / "dst", clock) as dst:  # and after a restart, from what was stored
+        assert dst.namespace("acme").events("shared") == before[0]
+
+
+def test_answer_records_from_before_the_erased_flag_still_import(tmp_path: Path) -> None:
+    clock = ManualClock()
+    with open_db(tmp_path / "src", clock) as src:
+        mem = src.namespace("acme")
+        mem.write("user:1", "something to ask about")
+        res = mem.query("anything")
+        mem.record_answer("a1", [res.query_id], text="an answer")
+        records = list(mem.export())
+    for r in records:
+        r.pop("erased", None) if r["kind"] == "answer" else None
+    with open_db(tmp_path / "dst", clock) as dst:
+        new = dst.namespace("acme")
+        new.import_records(records)
+        assert new.lineage("a1").text == "an answer" and not new.lineage("a1").erased
+    bad = [dict(r, erased="yes") if r["kind"] == "answer" else r for r in records]
+    with open_db(tmp_path / "dst2", clock) as dst, pytest.raises(ValidationError) as err:
+        dst.namespace("acme").import_records(bad)
+    assert err.value.field is not None and err.value.field.endswith(".erased")

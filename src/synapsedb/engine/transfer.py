@@ -59,7 +59,7 @@ FACT = ("entity", "key", "version", "recorded_us", "created_us", "value", "agent
 EVENT = ("stream", "ms", "seq", "recorded_us", "entity", "ts_us", "agent", "content", "data",
          "memory_id", "erased")  # fmt: skip
 QUERY = ("id", "recorded_us", "agent", "text", "request", "hits")
-ANSWER = ("id", "recorded_us", "agent", "text", "query_ids", "cited", "memories")
+ANSWER = ("id", "recorded_us", "agent", "text", "query_ids", "cited", "memories", "erased")
 TIER = ("id", "recorded_us", "tier", "score", "reason")
 ACCESS = ("id", "count", "last_us")
 ERASURE = ("recorded_us", "agent", "subject", "counts")
@@ -188,7 +188,8 @@ class _Import:
         self.latest = (0, "")  # the latest system time seen, and the field holding it
         self.b: dict[str, Any] = {k: [] for k in ("memories", "facts", "events", "queries",
                                                   "answers", "tiers", "access", "erased_mem",
-                                                  "erased_fact", "erasures")}  # fmt: skip
+                                                  "erased_fact", "erased_event", "erased_answer",
+                                                  "erasures")}  # fmt: skip
         self.b["namespace"], self.b["config"] = None, None
         self.mem_tips: dict[str, tuple[int, int, str]] = {}  # id -> version, recorded, entity
         self.fact_tips: dict[tuple[str, str], tuple[int, int]] = {}
@@ -356,6 +357,8 @@ class _Import:
         memory_id = rec["memory_id"]
         if memory_id is not None:
             memory_id = check_id(memory_id, f"{where}.memory_id")
+        if erased:
+            self.b["erased_event"].append((self.ns, stream, *key))
         self.b["events"].append((self.ns, stream, *key, recorded, entity,
                                  _integer(rec["ts_us"], f"{where}.ts_us", EARLIEST_US, LATEST_US),
                                  check_agent(rec["agent"], f"{where}.agent"), content,
@@ -377,9 +380,14 @@ class _Import:
                                            "[memory id, version, score]", _is_hit)))  # fmt: skip
 
     def answer(self, rec: dict[str, Any], where: str) -> None:
+        # ``erased`` (a purge took the text) came after format 1's first exports: optional
+        rec = {"erased": False, **rec}
         _fields(rec, ANSWER, where, optional=False)
         aid = check_id(rec["id"], f"{where}.id")
         self.unique("answer", aid, f"{where}.id")
+        if _flag(rec["erased"], f"{where}.erased"):
+            self.b["erased_answer"].append((self.ns, aid))
+            rec["text"] = None
         query_ids = check_id_list(rec["query_ids"], f"{where}.query_ids", MAX_LIST)
         self.b["answers"].append((self.ns, aid,
                                   self.sys_time(rec["recorded_us"], f"{where}.recorded_us"),
@@ -510,5 +518,7 @@ class ImportNamespace(Op):
         batch.erasures.extend(d["erasures"])
         batch.expired_memories.extend(d["erased_mem"])  # flags them erased (content is gone)
         batch.expired_facts.extend(d["erased_fact"])
+        batch.erased_events.extend(d["erased_event"])
+        batch.erased_answers.extend(d["erased_answer"])
         tx.reloads.append(self.ns)  # the namespace is built from what was stored
         return len(d["memories"])

@@ -48,6 +48,9 @@ class Batch:
     # expired past their grace period: (namespace, memory id) and (namespace, entity, key)
     expired_memories: list[tuple[str, str]] = field(default_factory=list)
     expired_facts: list[tuple[str, str, str]] = field(default_factory=list)
+    # imported erased skeletons: (namespace, stream, ms, seq) and (namespace, answer id)
+    erased_events: list[tuple[str, str, int, int]] = field(default_factory=list)
+    erased_answers: list[tuple[str, str]] = field(default_factory=list)
     configs: list[Row] = field(default_factory=list)  # (config JSON, namespace)
     tiers: list[Row] = field(default_factory=list)  # (ns, id, sys_us, tier, score, reason)
     access: list[Row] = field(default_factory=list)  # (ns, id, count, last_us)
@@ -58,6 +61,7 @@ class Batch:
             len(self.namespaces) + len(self.memories) + len(self.facts) + len(self.events)
             + len(self.queries) + len(self.answers) + len(self.purges) + len(self.erasures)
             + len(self.expired_memories) + len(self.expired_facts)
+            + len(self.erased_events) + len(self.erased_answers)
             + len(self.configs) + len(self.tiers) + len(self.access)
         )  # fmt: skip
 

@@ -329,6 +329,17 @@ class SQLiteStorage:
                         "WHERE ns = ? AND entity = ? AND key = ?",
                         batch.expired_facts,
                     )
+                if batch.erased_events:
+                    conn.executemany(
+                        "UPDATE events SET content = '', data = NULL, erased = 1 "
+                        "WHERE ns = ? AND stream = ? AND ms = ? AND seq = ?",
+                        batch.erased_events,
+                    )
+                if batch.erased_answers:
+                    conn.executemany(
+                        "UPDATE answers SET text = NULL, erased = 1 WHERE ns = ? AND id = ?",
+                        batch.erased_answers,
+                    )
                 if batch.configs:
                     conn.executemany("UPDATE namespaces SET config = ? WHERE name = ?",
                                      batch.configs)  # fmt: skip
@@ -468,8 +479,9 @@ class SQLiteStorage:
         return rows[0] if rows else None
 
     def scan_answers(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
+        """(id, sys_us, agent, text, query_ids JSON, cited JSON, memories JSON, erased)."""
         return self._read(
-            "SELECT id, sys_us, agent, text, query_ids, cited, memories FROM answers "
+            "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
             "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY sys_us",
             (ns, since_us, until_us),
         )
