@@ -324,7 +324,8 @@ def test_readyz_counts_nothing_for_strangers(env: dict[str, Any]) -> None:
         r = c.get("/readyz", headers=headers)
         assert r.status_code == 200 and r.json() == {"status": "ready"}
     told = c.get("/readyz", headers={"Authorization": f"Bearer {operator}"}).json()
-    assert told == {"status": "ready", "indexing_rows_pending": 0}
+    assert told == {"status": "ready", "indexing_rows_pending": 0, "erasure_pending": False,
+                    "unavailable_namespaces": {}}  # fmt: skip
 
 
 def test_change_ids_are_numbered_per_namespace(env: dict[str, Any]) -> None:

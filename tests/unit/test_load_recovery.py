@@ -129,6 +129,9 @@ def test_one_bad_row_takes_down_only_its_namespace(
         assert _counts(path) == counts  # nothing written to it
         [report] = [r.getMessage() for r in caplog.records if "'bad'" in r.getMessage()]
         assert f"table {table}" in report and "Repair:" in report
+        assert list(db.unavailable_namespaces()) == ["bad"]  # what /readyz tells an operator
+        assert "Repair:" in db.unavailable_namespaces()["bad"]
+        assert "bad" not in db.tier_counts() and "good" in db.tier_counts()
     _repair(report, path)
     with _open(path, clock) as db:  # repaired: it serves again
         db.namespace("bad").set("u", "fresh", True)

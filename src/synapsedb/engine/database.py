@@ -174,6 +174,17 @@ class Database:
         self._check_open()
         return sorted(self._states)
 
+    def tier_counts(self) -> dict[str, tuple[int, int]]:
+        """Per namespace: (live memories in the hot tier, memories in the cold tier)."""
+        self._check_open()
+        return {name: (st.live, len(st.cold)) for name, st in list(self._states.items())}
+
+    def unavailable_namespaces(self) -> dict[str, str]:
+        """Namespaces that could not be loaded (a stored row is bad), with what is wrong and the
+        repair; their requests answer StorageError while every other namespace serves."""
+        self._check_open()
+        return {ns: problem.describe(str(self.path)) for ns, problem in self._unavailable.items()}
+
     def close(self) -> None:
         """Finish queued writes, close storage and release the directory lock. Idempotent."""
         with self._close_lock:

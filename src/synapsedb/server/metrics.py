@@ -34,12 +34,12 @@ class _Tiers(Collector):
             "synapsedb_memories", "Memories per namespace and tier", labels=["namespace", "tier"]
         )
         if not self.db.closed:
-            states = dict(self.db._states)
-            shown = {n: n for n in states} if self.names is None else self.names(list(states))
+            counts = self.db.tier_counts()
+            shown = {n: n for n in counts} if self.names is None else self.names(list(counts))
             for name, public in sorted(shown.items(), key=lambda item: item[1]):
-                state = states[name]
-                family.add_metric([public, "hot"], state.live)
-                family.add_metric([public, "cold"], len(state.cold))
+                hot, cold = counts[name]
+                family.add_metric([public, "hot"], hot)
+                family.add_metric([public, "cold"], cold)
         yield family
 
 

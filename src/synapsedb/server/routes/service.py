@@ -57,7 +57,9 @@ class Warmup:
 async def readyz(request: Request) -> Response:
     """Ready: storage open and the embedding model in memory (503 while loading or broken).
     How many rows wait for indexing is server-wide, so with keys only an operator sees it;
-    how many namespaces exist is never said (it would count other tenants')."""
+    how many namespaces exist is never said (it would count other tenants'). The operator's
+    view adds whether an erasure waits for its WAL truncation and the namespaces that could not
+    be loaded, each with its repair."""
     db: Database = request.app.state.db
     if db.closed:
         return json_response({"status": "closed"}, 503)
@@ -74,7 +76,9 @@ async def readyz(request: Request) -> Response:
             key = None
         if not is_operator(key):
             return json_response({"status": "ready"})
-    return json_response({"status": "ready", "indexing_rows_pending": db.indexing_pending})
+    return json_response({"status": "ready", "indexing_rows_pending": db.indexing_pending,
+                          "erasure_pending": db.erasure_pending,
+                          "unavailable_namespaces": db.unavailable_namespaces()})  # fmt: skip
 
 
 async def openapi(request: Request) -> Response:
