@@ -222,6 +222,13 @@ def _print(value: Any) -> None:
     print(msgspec.json.format(encoder.encode(value), indent=2).decode())
 
 
+def _private_file(path: str) -> Any:
+    """``path`` opened for writing, readable by its owner only (also when it existed)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "wb")
+
+
 def _remote(args: argparse.Namespace) -> int:
     db = connect(args.url, api_key=args.api_key)
     try:
@@ -251,7 +258,8 @@ def _remote(args: argparse.Namespace) -> int:
         elif cmd == "set":
             _print(mem.set(args.entity, args.key, json.loads(args.value)))
         elif cmd == "export":
-            out = open(args.out, "wb") if args.out else sys.stdout.buffer  # noqa: SIM115
+            # an export holds every memory: readable by its owner only, like the data directory
+            out = _private_file(args.out) if args.out else sys.stdout.buffer
             import msgspec
 
             enc = msgspec.json.Encoder()

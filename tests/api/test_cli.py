@@ -83,6 +83,7 @@ def test_export_import_between_namespaces(server: str, tmp_path: Path) -> None:
     exp = run(server, "export", "--out", str(out))
     assert exp.returncode == 0, exp.stderr
     assert "exported" in exp.stderr and out.read_bytes().count(b"\n") >= 5
+    assert out.stat().st_mode & 0o777 == 0o600  # an export holds every memory: owner only
     imp = run(server, "import", str(out), "-n", "cli-copy")
     assert imp.returncode == 0, imp.stderr
     with synapsedb.connect(server) as db:
