@@ -350,8 +350,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "SYNAPSEDB_ALLOWED_HOSTS)")  # fmt: skip
     p.add_argument("--max-connections", type=int,
                    default=int(os.environ.get("SYNAPSEDB_MAX_CONNECTIONS", "1024")),
-                   help="open connections at once: a request arriving at the limit answers "
-                        "503, a connection beyond it is closed (env SYNAPSEDB_MAX_CONNECTIONS)")  # fmt: skip
+                   help="open connections; past it a new one closes the longest-waiting "
+                        "idle one, or, when all are busy, gets 503 (env "
+                        "SYNAPSEDB_MAX_CONNECTIONS)")  # fmt: skip
     p.add_argument("--header-timeout", type=float,
                    default=float(os.environ.get("SYNAPSEDB_HEADER_TIMEOUT", "10")),
                    help="seconds a connection has to send a request's headers (env "

@@ -3,17 +3,19 @@
 A slow or hostile client must not be able to hold the server: every connection has until
 ``header_timeout`` to send a request's headers (at most ``max_header_bytes`` of them), and
 ``body_timeout`` per MAX_BODY bytes of body; idle keep-alive connections close after
-``keep_alive``; at most ``max_connections`` connections are open at once. uvicorn offers the
-keep-alive timeout, ``limit_concurrency`` (a 503 answer while that many connections or
-requests are open), ``backlog`` and, for h11 only, ``h11_max_incomplete_event_size``; it has
-no deadline for headers or bodies and never refuses a connection, so :func:`guarded_protocol`
-adds the header deadline, the header size cap and the hard connection cap, and the body
-deadline is kept where bodies are read (``wire.read_raw``).
+``keep_alive``; past ``max_connections`` open connections, the longest-waiting one without a
+request in progress is closed. uvicorn offers the keep-alive timeout, ``limit_concurrency``
+(a 503 answer while that many connections or requests are open, counting the asker's),
+``backlog`` and, for h11 only, ``h11_max_incomplete_event_size``; it has no deadline for
+headers or bodies and never closes a connection to make room, so :func:`guarded_protocol`
+adds the header deadline, the header size cap and the eviction, and the body deadline is
+kept where bodies are read (``wire.read_raw``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 from dataclasses import dataclass
@@ -46,7 +48,7 @@ class Limits:
     body_timeout: float = 30.0  # seconds to receive a request body, per MAX_BODY bytes
     header_timeout: float = 10.0  # seconds from connect (or the last answer) to full headers
     keep_alive: float = 5.0  # seconds an idle keep-alive connection stays open
-    max_connections: int = 1024  # open connections; requests answer 503 at the limit
+    max_connections: int = 1024  # open connections; then the longest-waiting one is closed
     max_header_bytes: int = 64 * 1024  # bytes of a request line and headers
     backlog: int = 2048  # connections the kernel queues before accept
 
@@ -72,7 +74,7 @@ class Limits:
         """Keyword arguments for ``uvicorn.run`` / ``uvicorn.Config`` that enforce these."""
         return {
             "timeout_keep_alive": self.keep_alive,
-            "limit_concurrency": self.max_connections,
+            "limit_concurrency": self.max_connections + 1,  # the newcomer over a busy limit
             "backlog": self.backlog,
             "h11_max_incomplete_event_size": self.max_header_bytes,
             "http": guarded_protocol(self),
@@ -100,9 +102,12 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
       held open forever (uvicorn's keep-alive timer stops at the first byte);
     * a header size cap: over ``max_header_bytes`` before the headers end, 413 and close
       (httptools has no limit of its own);
-    * a hard connection cap: a connection beyond ``max_connections`` is closed at once,
-      before anything is read, so file descriptors cannot run out (``limit_concurrency``
-      alone answers 503 but keeps accepting).
+    * room for requests: a connection arriving when ``max_connections`` are open closes
+      the one that has waited longest without a request in progress (idle, or still
+      sending headers), so slow or idle connections cannot crowd out real requests nor
+      use up file descriptors. When every connection has a request in progress, uvicorn's
+      ``limit_concurrency`` (``max_connections + 1``) answers the newcomer's requests 503
+      and closes it.
 
     It reads only the protocol's ``cycle`` (the request being answered), ``connections``,
     ``transport`` and ``loop``, which both of uvicorn's implementations have."""
@@ -111,18 +116,39 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
 
         base = AutoHTTPProtocol
 
+    order = itertools.count()  # breaks ties between connections accepted at one instant
+
     class GuardedProtocol(base):  # type: ignore[misc, valid-type]
         _deadline: asyncio.TimerHandle | None = None
         _pending = 0  # bytes received while no request is being answered
 
+        _since = (0.0, 0)  # when it began waiting for a request: its place in eviction order
+
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
+            self._since = (self.loop.time(), next(order))
             if len(self.connections) > limits.max_connections:
-                log.warning("connection limit of %d reached: closing new connections",
-                            limits.max_connections)  # fmt: skip
-                transport.close()
-                return
+                self._evict_one()
             self._arm()
+
+        def _evict_one(self) -> bool:
+            """At the limit, make room: close the connection that has waited longest
+            without a request in progress (idle keep-alive, or still sending its headers),
+            so that slow or idle connections cannot crowd out requests."""
+            waiting = [c for c in self.connections if c is not self and
+                       isinstance(c, GuardedProtocol) and c._between_requests() and
+                       not c.transport.is_closing()]  # fmt: skip
+            if not waiting:
+                log.warning("connection limit of %d reached with every connection busy: "
+                            "new requests answer 503", limits.max_connections)  # fmt: skip
+                return False
+            victim = min(waiting, key=lambda c: c._since)
+            victim._disarm()
+            victim.transport.close()
+            # no longer counted from now (its connection_lost may run after this request's
+            # headers are read, and limit_concurrency counts this set)
+            self.connections.discard(victim)
+            return True
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
@@ -131,6 +157,7 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
         def data_received(self, data: bytes) -> None:
             if self._between_requests():
                 if self._deadline is None:
+                    self._since = (self.loop.time(), next(order))
                     self._arm()
                 self._pending += len(data)
                 if self._pending > limits.max_header_bytes and self._awaiting_headers():
