@@ -230,13 +230,23 @@ def test_the_cli_passes_the_limits_to_uvicorn(
     assert out.returncode == 2 and "body_timeout: expected a positive number" in out.stderr
 
 
-def test_the_cli_server_answers_408_and_checks_host(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def cli_server(
+    tmp_path: Path, *args: str, open_files: int | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``synapsedb serve`` in a process on 127.0.0.1 (``open_files``: its RLIMIT_NOFILE)."""
+    import resource
+
+    def limit() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     port = free_port()
     env = {**os.environ, "SYNAPSEDB_EMBEDDER": "none"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "synapsedb", "serve", "--data", str(tmp_path / "d"), "--port",
-         str(port), "--body-timeout", "1", "--allowed-hosts", "memory.internal"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+         str(port), *args],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=limit,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
@@ -249,6 +259,18 @@ def test_the_cli_server_answers_408_and_checks_host(tmp_path: Path) -> None:
                 pass
             assert time.monotonic() < deadline and proc.poll() is None, "server did not start"
             time.sleep(0.1)
+        yield base, proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_the_cli_server_answers_408_and_checks_host(tmp_path: Path) -> None:
+    args = ("--body-timeout", "1", "--allowed-hosts", "memory.internal")
+    with cli_server(tmp_path, *args) as (base, _proc):
+        port = int(base.rsplit(":", 1)[1])
         with raw_connect(port) as sock:
             sock.sendall(head("PUT", f"{NS}/facts", 100) + b'{"entity": ')
             r = httpx.put(f"{base}{NS}/facts", json={"entity": "u", "key": "k", "value": 1})
@@ -260,11 +282,39 @@ def test_the_cli_server_answers_408_and_checks_host(tmp_path: Path) -> None:
         assert rebound.json()["error"]["code"] == "host_not_allowed"
         for host in ("localhost:7379", "memory.internal", "[::1]:1"):
             assert httpx.get(f"{base}/v1/namespaces", headers={"Host": host}).status_code == 200
-    finally:
+
+
+def test_the_issues_1100_slow_connections_no_longer_stop_writes(tmp_path: Path) -> None:
+    """The hostile pass: 1,100 connections trickling their headers at a server with 1,024
+    open files made valid writes time out (accept() failed, and logged each failure). Now
+    the server fits its connections to its open files, and each write's connection makes
+    room by closing the longest-waiting one."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < 2048:  # this side holds 1,100 sockets
+        if hard != resource.RLIM_INFINITY and hard < 2048:
+            pytest.skip("needs 2,048 open files for the client side")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))
+    with (
+        cli_server(tmp_path, "--header-timeout", "60", open_files=1024) as (base, proc),
+        contextlib.ExitStack() as stack,
+    ):
+        port = int(base.rsplit(":", 1)[1])
+        for _ in range(1100):
+            sock = stack.enter_context(raw_connect(port))
+            sock.sendall(f"POST {NS}/memories HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode())
+        with httpx.Client(base_url=base, timeout=10) as writer:
+            for i in range(20):
+                r = writer.post(f"{NS}/memories", json={"entity": "u", "content": f"write {i}"})
+                assert r.status_code == 201
+            assert writer.get(f"{NS}/stats").json()["memory_versions"] == 20
+        stack.close()
         proc.terminate()
-        proc.wait(timeout=30)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        assert proc.stdout is not None
+        output = proc.stdout.read().decode()
+        assert "serving at most 768 connections" in output  # 1,024 files less 256 spare
+        assert len(output.splitlines()) < 50  # no flood of accept() failures
 
 
 # -- request-level limits, through the app ---------------------------------------------------
