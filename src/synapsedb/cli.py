@@ -70,10 +70,11 @@ def http_limits(args: argparse.Namespace) -> tuple[Limits, list[str] | None]:
     ``--allowed-hosts``; any other only ``--allowed-hosts`` when given. Raises the open-file
     limit to fit ``--max-connections`` (lowering that, with a warning, when it cannot)."""
     from .server.limits import Limits
-    from .server.middleware import LOOPBACK_HOSTS
+    from .server.middleware import LOOPBACK_HOSTS, RequestGuard
 
     names = [h.strip() for h in (args.allowed_hosts or "").split(",") if h.strip()]
     hosts = [*sorted(LOOPBACK_HOSTS), args.host, *names] if is_loopback(args.host) else names
+    RequestGuard(hosts)  # a malformed name is refused now, before anything opens
     max_connections = args.max_connections
     if isinstance(max_connections, int) and max_connections > 0:
         max_connections = _open_files_for(max_connections)

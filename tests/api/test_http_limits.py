@@ -228,6 +228,10 @@ def test_the_cli_passes_the_limits_to_uvicorn(
                           str(tmp_path / "e"), "--body-timeout", "0"],
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert out.returncode == 2 and "body_timeout: expected a positive number" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "synapsedb", "serve", "--data",
+                          str(tmp_path / "e"), "--allowed-hosts", "ok.example,bad:port"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 2 and "'bad:port' is not a host name" in out.stderr
 
 
 @contextlib.contextmanager
