@@ -9,13 +9,16 @@ from typing import Any
 
 from .errors import ValidationError
 
-__all__ = ["TimeLike", "format_us", "to_datetime", "to_us"]
+__all__ = ["EARLIEST_US", "LATEST_US", "TimeLike", "format_us", "to_datetime", "to_us"]
 
 TimeLike = datetime | str | int | float
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Accept 0001..9999 only (what datetime can represent); epoch numbers beyond ~year 9999 are typos.
 _MAX_EPOCH_S = 253_402_300_799
+# The times a datetime can hold: 0001-01-01 .. 9999-12-31 (UTC), in microseconds.
+EARLIEST_US = -62_135_596_800_000_000
+LATEST_US = 253_402_300_799_999_999
 
 
 def to_us(value: Any, field: str) -> int:

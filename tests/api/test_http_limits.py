@@ -505,3 +505,18 @@ def test_the_remote_client_rebuilds_the_new_errors(client: TestClient) -> None:
     err = calls.error_of(408, json.dumps({"error": RequestTimeoutError(
         "body: not received within 1 s", field="body", limit=1).to_dict()}).encode())  # fmt: skip
     assert type(err) is RequestTimeoutError and err.details["limit"] == 1
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    ["99999999999999999999-x-1", "253402300800000000-x-1", "1-x-" + "9" * 100,
+     "1-" + "b" * 40 + "-1", "-x-1", "1-x-", "1--1-2"],
+)  # fmt: skip
+def test_malformed_change_cursors_are_refused(client: TestClient, cursor: str) -> None:
+    """Within the length cap, a change id whose parts overflow a time or a counter is a 422
+    naming the field, never a 500 (OverflowError in the replay from history)."""
+    r = client.get(f"{NS}/changes", headers={"Last-Event-ID": cursor})
+    assert r.status_code == 422, cursor
+    assert r.json()["error"]["details"]["field"] == "after"
+    r = client.get(f"{NS}/changes", params={"after": cursor, "idle_timeout": 0})
+    assert r.status_code == 422, cursor

@@ -235,15 +235,8 @@ def test_the_instants_are_told_apart(pair: tuple[Any, Any]) -> None:
         assert before != at != after != before, t
 
 
-# Known incongruences whose root is outside the client: strict, so fixing one fails the suite
-# until its mark is removed.
-SERVER_READS_AS_EPOCH = pytest.mark.xfail(
-    strict=True,
-    reason="server/wire.py time_param tries float() before ISO-8601, so over the query string "
-    "the basic-format date '20251024' is read as epoch seconds (1970-08-23); the engine reads "
-    "it as 2025-10-24. Only the JSON body (query) agrees.",
-)
-KNOWN = {"20251024": SERVER_READS_AS_EPOCH}
+KNOWN: dict[str, pytest.MarkDecorator] = {}  # incongruences found and not yet fixed
+
 
 
 @pytest.mark.parametrize(

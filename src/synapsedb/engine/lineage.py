@@ -271,7 +271,9 @@ def audit(
         if keep(sys_us, who, about):
             scoped = req.get("entity")
             out.append((sys_us, AuditEntry(to_datetime(sys_us), who, "query", scoped, qid)))
-    for aid, sys_us, who, _text, _q, _c, memories, _erased in storage.scan_answers(ns, since_us, until_us):
+    for aid, sys_us, who, _text, _q, _c, memories, _erased in storage.scan_answers(
+        ns, since_us, until_us
+    ):
         if keep(sys_us, who, entities_of(orjson.loads(memories))):
             out.append((sys_us, AuditEntry(to_datetime(sys_us), who, "answer", None, aid)))
     for mid, sys_us, tier, score, reason in storage.scan_tiers(ns, since_us, until_us):

@@ -27,7 +27,7 @@ import orjson
 
 from ..errors import StorageError, ValidationError
 from ..storage.base import LoadedRows
-from ..times import format_us
+from ..times import EARLIEST_US, LATEST_US, format_us
 from .lifecycle import parse_config
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
@@ -41,9 +41,6 @@ __all__ = [
     "load_states",
 ]
 
-# The times a datetime can hold: 0001-01-01 .. 9999-12-31 (UTC), in microseconds.
-EARLIEST_US = -62_135_596_800_000_000
-LATEST_US = 253_402_300_799_999_999
 # How far ahead of this server's clock a stored system time may be (clocks drift; NTP steps).
 MAX_LEAD_US = 86_400_000_000
 

@@ -26,7 +26,7 @@ import numpy as np
 import orjson
 
 from ..errors import ValidationError
-from ..times import format_us
+from ..times import EARLIEST_US, LATEST_US, format_us
 from ..types import NamespaceConfig
 from ..validation import (
     check_agent,
@@ -39,7 +39,7 @@ from ..validation import (
     memory_input,
 )
 from .lifecycle import check_config
-from .loader import EARLIEST_US, LATEST_US
+
 from .writer import Op, Tx
 
 if TYPE_CHECKING:

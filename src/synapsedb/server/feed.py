@@ -30,6 +30,7 @@ from typing import Any
 
 from ..engine import Database
 from ..errors import QuotaExceededError, ValidationError
+from ..times import LATEST_US
 from ..types import AuditEntry
 
 __all__ = ["ChangeFeed", "Cursor", "FeedLimit", "change_us", "entry_json", "matches"]
@@ -47,7 +48,9 @@ class Cursor:
     @classmethod
     def parse(cls, raw: str, field: str) -> Cursor:
         parts = raw.split("-")
-        if len(parts) != 3 or not parts[0].isdigit() or not parts[2].isdigit():
+        if (len(parts) != 3 or not parts[0].isdigit() or not parts[2].isdigit()
+                or len(parts[0]) > 17 or len(parts[1]) > 16 or len(parts[2]) > 18
+                or int(parts[0]) > LATEST_US):  # fmt: skip
             raise ValidationError(
                 f"{field}: expected a change id like 1732350000000000-ab12cd34-17, got {raw!r}",
                 field=field,

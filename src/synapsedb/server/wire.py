@@ -205,14 +205,10 @@ def limit_param(request: Request, default: int) -> int:
     return default if value is None else value  # 0 and negatives reach the engine's checks
 
 
-def time_param(request: Request, name: str) -> str | float | None:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return None
-    try:
-        return float(raw)  # epoch seconds
-    except ValueError:
-        return raw  # ISO-8601: the engine parses and validates
+def time_param(request: Request, name: str) -> str | None:
+    # As given: the engine's parser tries ISO-8601 first (``20251024`` is a date), then epoch
+    # seconds, exactly as for an embedded caller's string.
+    return request.query_params.get(name)
 
 
 def agent_of(request: Request, body: dict[str, Any] | None = None) -> str | None:
