@@ -238,7 +238,6 @@ def test_the_instants_are_told_apart(pair: tuple[Any, Any]) -> None:
 KNOWN: dict[str, pytest.MarkDecorator] = {}  # incongruences found and not yet fixed
 
 
-
 @pytest.mark.parametrize(
     ("instant", "form"),
     [pytest.param(t, f, id=_ids([f])[0], marks=KNOWN.get(f, ()) if isinstance(f, str) else ())

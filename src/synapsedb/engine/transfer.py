@@ -39,7 +39,6 @@ from ..validation import (
     memory_input,
 )
 from .lifecycle import check_config
-
 from .writer import Op, Tx
 
 if TYPE_CHECKING:
