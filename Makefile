@@ -29,6 +29,7 @@ test-slow: install
 lint: install
 	$(PY) -m ruff check src tests bench tools
 	$(PY) -m ruff format --check src tests bench tools
+	$(PY) -m mypy
 
 bench: install
 	$(PY) bench/bench_engine.py
