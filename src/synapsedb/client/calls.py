@@ -17,7 +17,7 @@ from urllib.parse import quote
 import msgspec
 import numpy as np
 
-from ..errors import SynapseError, error_from_code
+from ..errors import SynapseError, ValidationError, error_from_code
 from ..times import format_us, to_us
 from ..types import (
     AuditEntry,
@@ -95,7 +95,7 @@ def _params(**kwargs: Any) -> dict[str, Any]:
     return {k: _t(v, k) if k in _TIME_FIELDS else v for k, v in kwargs.items() if v is not None}
 
 
-_body_encoder = msgspec.json.Encoder()
+_body_encoder = msgspec.json.Encoder(enc_hook=lambda obj: _numpy_scalar(obj))
 
 
 def request_body(call: Call) -> tuple[bytes | None, str | None]:
@@ -104,8 +104,70 @@ def request_body(call: Call) -> tuple[bytes | None, str | None]:
     if call.content is not None:
         return call.content, "application/x-ndjson"
     if call.json is not None:
-        return _body_encoder.encode(call.json), "application/json"
+        return _body_encoder.encode(wire_value(call.json, "")), "application/json"
     return None, None
+
+
+MAX_DEPTH = 64  # the server's limit on JSON nesting
+
+
+def wire_value(value: Any, field: str, depth: int = 0) -> Any:
+    """``value`` as JSON carries it unchanged, so the server sees what an embedded call sees.
+    A value JSON would change is refused here, naming its place as the engine names it
+    (``metadata.a``, ``items[0].ts``): NaN and infinities (JSON ``null``), a ``date``, ``time``
+    or ``Decimal`` (a string), keys that are not strings. numpy scalars travel as the Python
+    numbers they stand for; datetimes as ISO-8601."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        if math.isfinite(value):
+            return value
+        raise ValidationError(f"{field}: expected a finite number, got {value!r}", field=field)
+    if depth >= MAX_DEPTH:
+        raise ValidationError(f"{field}: nested deeper than {MAX_DEPTH} levels", field=field,
+                              limit=MAX_DEPTH)  # fmt: skip
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValidationError(f"{field}: keys must be strings, got {key!r}", field=field)
+            out[key] = wire_value(item, f"{field}.{key}" if field else key, depth + 1)
+        return out
+    if isinstance(value, list | tuple):
+        if len(value) > 16 and type(value[0]) is float and _finite_floats(value):
+            return value  # a vector: checked at C speed, sent as it is (the server refuses
+            # what is not a number in it, as the engine does)
+        return [wire_value(v, f"{field}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, np.ndarray):
+        return wire_value(value.tolist(), field, depth)
+    if isinstance(value, np.generic):
+        return wire_value(value.item(), field, depth)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    for plain in (bool, int, float, str):  # subclasses (IntEnum, numpy's float64...)
+        if isinstance(value, plain):
+            return wire_value(plain(value), field, depth)
+    raise ValidationError(
+        f"{field}: a {type(value).__name__} is not a JSON value; send a number, string, "
+        "boolean, list or object",
+        field=field,
+    )
+
+
+def _finite_floats(values: list[Any] | tuple[Any, ...]) -> bool:
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return arr.ndim == 1 and bool(np.isfinite(arr).all())
+
+
+def _numpy_scalar(obj: Any) -> Any:
+    """msgspec's hook for what a checked vector may still hold (numpy scalars)."""
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"cannot encode {type(obj).__name__}")
 
 
 def _json(value: Any) -> Any:

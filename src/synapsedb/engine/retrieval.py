@@ -4,6 +4,7 @@ embedding, then the executor. Kept apart from the Namespace handle so each stays
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -72,9 +73,13 @@ def run_query(
             f"k: expected an integer from 1 to {MAX_K}, got {k!r}", field="k", limit=MAX_K
         )
     if min_score is not None and (
-        isinstance(min_score, bool) or not isinstance(min_score, int | float)
+        isinstance(min_score, bool)
+        or not isinstance(min_score, int | float)
+        or not math.isfinite(min_score)
     ):
-        raise ValidationError("min_score: expected a number", field="min_score")
+        raise ValidationError(
+            f"min_score: expected a finite number, got {min_score!r}", field="min_score"
+        )
     if not isinstance(dedup, bool) or not isinstance(explain, bool):
         raise ValidationError(
             "dedup, explain: expected true or false",
