@@ -39,3 +39,20 @@ def test_every_serve_option_is_documented(capsys: pytest.CaptureFixture[str]) ->
     text = (DOCS / "http.md").read_text()
     missing = [o for o in sorted(options) if not re.search(rf"(?<![\w-]){o}(?![\w-])", text)]
     assert missing == []
+
+
+def test_security_doc_names_regression_tests_that_exist() -> None:
+    """docs/security.md's table of hostile-pass findings points at tests: each must exist."""
+    import re
+
+    text = (DOCS / "security.md").read_text()
+    root = DOCS.parent
+    named = set(re.findall(r"`(tests/[\w/]+\.py)`", text))
+    short = re.findall(r"`(test_\w+\.py)`", text)  # the same folder as the path before it
+    assert len(named) >= 10
+    for path in named:
+        assert (root / path).is_file(), path
+    for name in short:
+        assert any(root.glob(f"tests/*/{name}")), name
+    for item in range(1, 19):
+        assert re.search(rf"^\| {item} \|", text, re.M), f"finding {item} missing"
