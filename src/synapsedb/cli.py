@@ -79,7 +79,8 @@ def http_limits(args: argparse.Namespace) -> tuple[Limits, list[str] | None]:
     if isinstance(max_connections, int) and max_connections > 0:
         max_connections = _open_files_for(max_connections)
     limits = Limits(body_timeout=args.body_timeout, header_timeout=args.header_timeout,
-                    keep_alive=args.keep_alive_timeout, max_connections=max_connections)  # fmt: skip
+                    keep_alive=args.keep_alive_timeout, max_connections=max_connections,
+                    max_import_bytes=args.max_import_bytes)  # fmt: skip
     return limits, hosts or None
 
 
@@ -362,6 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
                    default=float(os.environ.get("SYNAPSEDB_BODY_TIMEOUT", "30")),
                    help="seconds to receive a request body, per 8 MiB; a slower body answers "
                         "408 (env SYNAPSEDB_BODY_TIMEOUT)")  # fmt: skip
+    p.add_argument("--max-import-bytes", type=int,
+                   default=int(os.environ.get("SYNAPSEDB_MAX_IMPORT_BYTES", str(256 << 20))),
+                   help="largest import body in bytes (default 256 MiB; env "
+                        "SYNAPSEDB_MAX_IMPORT_BYTES)")  # fmt: skip
     p.add_argument("--keep-alive-timeout", type=float,
                    default=float(os.environ.get("SYNAPSEDB_KEEP_ALIVE_TIMEOUT", "5")),
                    help="seconds an idle keep-alive connection stays open (env "

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 import uvicorn
 from starlette.testclient import TestClient
@@ -421,7 +422,7 @@ def test_deep_nesting_is_refused_before_anything_recurses(client: TestClient) ->
     r = client.post(f"{NS}/import", content=nested(MAX_DEPTH + 1) + b"\n",
                     headers={"content-type": "application/x-ndjson"})  # fmt: skip
     assert r.status_code == 422
-    assert r.json()["error"]["details"] == {"field": "records[0]", "limit": MAX_DEPTH}
+    assert r.json()["error"]["details"] == {"field": "records[0]", "limit": MAX_DEPTH, "line": 1}
     assert client.get(f"{NS}/stats").json()["memory_versions"] == 0
 
 
@@ -520,3 +521,32 @@ def test_malformed_change_cursors_are_refused(client: TestClient, cursor: str) -
     assert r.json()["error"]["details"]["field"] == "after"
     r = client.get(f"{NS}/changes", params={"after": cursor, "idle_timeout": 0})
     assert r.status_code == 422, cursor
+
+
+def test_import_errors_name_the_line_and_the_body_is_capped(tmp_path: Path) -> None:
+    """An import's bad record is named by its line in the body (blank lines count), and a body
+    over --max-import-bytes is a 413 before it is held in memory: one tenant's admin cannot
+    take the server's memory."""
+    with synapsedb.open(tmp_path / "src", durability="os", embedder=None) as src:
+        src.namespace("acme").write("u", "a memory to move")
+        lines = [msgspec.json.encode(r) for r in src.namespace("acme").export()]
+    lines.insert(1, b"")
+    lines.insert(2, b"   ")
+    lines.append(b'{"kind": "fact", "entity": "u"}')
+    body = b"\n".join(lines) + b"\n"
+    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None)
+    ndjson = {"content-type": "application/x-ndjson"}
+    with TestClient(create_app(db, limits=Limits(max_import_bytes=len(body)))) as c:
+        r = c.post(f"{NS}/import", content=body, headers=ndjson)
+        assert r.status_code == 422
+        err = r.json()["error"]
+        assert err["details"]["line"] == len(lines) and err["message"].startswith(
+            f"line {len(lines)}: records[{len(lines) - 3}]."
+        )
+        assert c.get(f"{NS}/stats").json()["memory_versions"] == 0  # nothing written
+        r = c.post(f"{NS}/import", content=body + b"\n", headers=ndjson)
+        assert r.status_code == 413
+        assert r.json()["error"]["details"] == {"field": "body", "limit": len(body)}
+        good = b"\n".join(lines[:-1]) + b"\n"
+        assert c.post(f"{NS}/import", content=good, headers=ndjson).json() == {"imported": 1}
+    db.close()

@@ -51,6 +51,9 @@ class Limits:
     max_connections: int = 1024  # open connections; then the longest-waiting one is closed
     max_header_bytes: int = 64 * 1024  # bytes of a request line and headers
     backlog: int = 2048  # connections the kernel queues before accept
+    # an import's body (held in memory while it is checked): one tenant's admin must not be
+    # able to take the whole server's memory
+    max_import_bytes: int = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
         for name in ("body_timeout", "header_timeout", "keep_alive"):
@@ -63,7 +66,7 @@ class Limits:
                 raise ValidationError(
                     f"{name}: expected a positive number of seconds, got {value!r}", field=name
                 )
-        for name in ("max_connections", "max_header_bytes", "backlog"):
+        for name in ("max_connections", "max_header_bytes", "backlog", "max_import_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValidationError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -9,7 +10,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from ...engine import Namespace
+from ...errors import ValidationError
 from ..auth import public_view, require_scope
+from ..limits import Limits
 from ..wire import (
     agent_of,
     decode_json,
@@ -54,11 +57,25 @@ async def import_ns(request: Request, mem: Namespace) -> Response:
     """JSON lines (``Content-Type: application/x-ndjson``), read within the body deadline;
     admin only, with no 8 MiB cap: a namespace can be large."""
     require_media_type(request, "application/x-ndjson")
-    raw = await read_raw(request, None)
-    lines = (line for line in raw.splitlines() if line.strip())
-    records = [decode_json(line, f"records[{i}]") for i, line in enumerate(lines)]
-    n = await run_in_threadpool(mem.import_records, records)
+    limits: Limits = request.app.state.limits
+    raw = await read_raw(request, limits.max_import_bytes)
+    numbered = [(n, line) for n, line in enumerate(raw.splitlines(), 1) if line.strip()]
+    try:
+        records = [decode_json(line, f"records[{i}]") for i, (_, line) in enumerate(numbered)]
+        n = await run_in_threadpool(mem.import_records, records)
+    except ValidationError as err:  # records[i] is the i-th record: say which line that is
+        raise _at_line(err, [n for n, _ in numbered]) from None
     return json_response({"imported": n}, 201)
+
+
+def _at_line(err: ValidationError, lines: list[int]) -> ValidationError:
+    match = re.match(r"records\[(\d+)\]", err.field or "")
+    if match is None or int(match.group(1)) >= len(lines):
+        return err
+    line = lines[int(match.group(1))]
+    details = {k: v for k, v in err.details.items() if k not in ("field", "limit")}
+    return ValidationError(f"line {line}: {err.message}", field=err.field,
+                           limit=err.details.get("limit"), line=line, **details)  # fmt: skip
 
 
 async def get_config(request: Request, mem: Namespace) -> Response:
