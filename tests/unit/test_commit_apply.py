@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import synapsedb
-from synapsedb import ManualClock, StorageError
+from synapsedb import ManualClock, SynapseError
 from synapsedb.engine.ops import SetFact
 from synapsedb.engine.state import NamespaceState
 from synapsedb.engine.writer import Writer
@@ -174,7 +174,35 @@ def test_an_op_that_raises_while_planning_fails_alone(
             lambda: a.set("u", "k", 1, if_version=1),
         )
         assert sizes == [1, 2]  # the last three calls shared one commit (one failed)
-        assert isinstance(results[2], StorageError), results
+        assert type(results[2]) is SynapseError and results[2].code == "internal", results
         assert [type(r).__name__ for i, r in enumerate(results) if i != 2] == ["Fact"] * 3
         assert a.get("u", "k").version == 2 and b.get("u", "k").version == 2
         assert a.facts("boom") == []
+
+
+def test_a_bug_inside_the_storage_commit_rolls_back_and_fails_only_its_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A value SQLite cannot bind (a bug: validation should have refused it) fails its own
+    write with an internal error, writes nothing of it, and leaves no open transaction that
+    would fail the next batch, another tenant's."""
+    from synapsedb.storage import sqlite as sqlite_storage
+
+    with _open(tmp_path / "d") as db:
+        a, b = db.namespace("tenant-a"), db.namespace("tenant-b")
+        a.set("u", "k", 0)
+        real = sqlite_storage.SQLiteStorage.commit
+
+        def poisoned(self: Any, batch: Any) -> None:
+            if any(row[1] == "boom" for row in batch.facts):
+                batch.facts.append((*batch.facts[0][:-1], 2**70))  # not an SQLite integer
+            real(self, batch)
+
+        monkeypatch.setattr(sqlite_storage.SQLiteStorage, "commit", poisoned)
+        with pytest.raises(OverflowError):
+            a.set("boom", "k", 1)
+        assert b.set("u", "k", 1).version == 1  # the next batch commits
+        assert a.facts("boom") == [] and a.get("u", "k").version == 1
+    with _open(tmp_path / "d") as db:
+        assert db.namespace("tenant-a").facts("boom") == []
+        assert db.namespace("tenant-b").get("u", "k").value == 1

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..clock import Clock
-from ..errors import ClosedError, StorageError, SynapseError
+from ..errors import ClosedError, SynapseError
 from ..storage.base import Batch, Storage
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
@@ -267,11 +267,11 @@ class Writer:
                 ops.append(nxt)
         try:
             self._process(ops)
-        except BaseException as exc:  # never leave an op without an outcome
+        except BaseException:  # never leave an op without an outcome
             log.exception("write batch failed")
             for op in ops:
                 if op.error is None:
-                    op.error, op.result = StorageError(f"internal write failure: {exc!r}"), None
+                    op.error, op.result = _bug(), None
             raise
         finally:
             with self._cv:
@@ -324,9 +324,9 @@ class Writer:
                     op.result = op.plan(tx)
                 except SynapseError as exc:
                     op.error = exc
-                except Exception as exc:
+                except Exception:
                     log.exception("planning %s failed; it fails alone", type(op).__name__)
-                    op.error, op.result = StorageError(f"internal write failure: {exc!r}"), None
+                    op.error, op.result = _bug(), None
                     failed.add(i)
                     break
             else:
@@ -367,3 +367,10 @@ class Writer:
             self._states.pop(ns, None)
         else:
             self._states[ns] = state
+
+
+def _bug() -> SynapseError:
+    """What the owner of an op hit by a bug hears: an internal error (500, not a retryable
+    storage error), the details in the server's log only."""
+    return SynapseError("internal error in the write path (logged on the server); nothing of "
+                        "this write was committed")  # fmt: skip

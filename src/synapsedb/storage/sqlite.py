@@ -371,6 +371,10 @@ class SQLiteStorage:
                 raise self._failures.error(
                     f"commit failed: {exc}", exc, path=str(self.path)
                 ) from exc
+            except BaseException:  # a bug (a value SQLite cannot bind...): leave no open
+                if conn.in_transaction:  # transaction for the next batch to fail on
+                    conn.execute("ROLLBACK")
+                raise
             if batch.purges or batch.expired_memories or batch.expired_facts:
                 # the old page images in the WAL still hold the content until a checkpoint
                 self._erasure_pending = True
