@@ -1,4 +1,7 @@
-"""Engine settings: every setting declared once, with its type, default and one doc line.
+"""Settings: every setting declared once, with its type, default and one doc line.
+
+:class:`Settings` configures the engine; :class:`LLMSettings` the chat model that the memory
+loop above the engine talks to (:mod:`synapsedb.llm`).
 
 Build explicitly and pass down (``synapsedb.open(path, settings=Settings(...))`` or keyword
 overrides ``synapsedb.open(path, durability="os")``). No module globals, no env reads at import;
@@ -8,6 +11,7 @@ overrides ``synapsedb.open(path, durability="os")``). No module globals, no env 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,7 +19,7 @@ from typing import Any, Literal
 
 from .errors import ValidationError
 
-__all__ = ["Settings"]
+__all__ = ["LLMSettings", "Settings"]
 
 Durability = Literal["fsync", "os"]
 EMBEDDERS = ("minilm", "openai", "sentence-transformers", "none")
@@ -135,32 +139,170 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read ``SYNAPSEDB_<SETTING>`` variables (e.g. ``SYNAPSEDB_DURABILITY=os``)."""
-        env = os.environ if environ is None else environ
-        changes: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            raw = env.get(f"SYNAPSEDB_{f.name.upper()}")
-            if raw is None:
-                continue
-            if f.type == "bool":
-                if raw.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                    raise ValidationError(
-                        f"SYNAPSEDB_{f.name.upper()}: expected true or false, got {raw!r}",
-                        field=f.name,
-                    )
-                changes[f.name] = raw.lower() in ("1", "true", "yes", "on")
-            elif f.type == "int":
-                try:
-                    changes[f.name] = int(raw)
-                except ValueError:
-                    raise ValidationError(
-                        f"SYNAPSEDB_{f.name.upper()}: expected an integer, got {raw!r}",
-                        field=f.name,
-                    ) from None
-            else:
-                changes[f.name] = raw
-        return cls(**changes)
+        return cls(**_read_env(cls, "SYNAPSEDB_", environ))
 
     @staticmethod
     def docs() -> dict[str, str]:
         """Setting name -> one-line description (the settings reference is built from this)."""
         return {f.name: f.metadata["doc"] for f in dataclasses.fields(Settings)}
+
+
+STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
+
+
+@dataclass(frozen=True, slots=True)
+class LLMSettings:
+    """The OpenAI-compatible chat endpoint used by the memory loop (:mod:`synapsedb.llm`).
+
+    No ``base_url`` means no LLM: :attr:`configured` is False, a supported mode in which
+    callers degrade (extraction waits, recall uses heuristics), not an error.
+    """
+
+    base_url: str = field(
+        default="",
+        metadata={
+            "doc": "base URL of the OpenAI-compatible chat endpoint, e.g. "
+            "https://api.openai.com/v1 or http://127.0.0.1:8080/v1; empty: no LLM"
+        },
+    )
+    model: str = field(
+        default="",
+        metadata={"doc": "model name sent with each request; empty: the endpoint's default"},
+    )
+    api_key: str = field(
+        default="",
+        repr=False,
+        metadata={
+            "doc": "bearer token for the endpoint (never logged, redacted from errors; "
+            "OPENAI_API_KEY is not read, so a key cannot leak to another host)"
+        },
+    )
+    timeout_s: float = field(
+        default=60.0, metadata={"doc": "seconds each request may take (connect, send, answer)"}
+    )
+    max_retries: int = field(
+        default=2,
+        metadata={
+            "doc": "retries after the first attempt on connection errors, timeouts, 429 and 5xx "
+            "(0: none)"
+        },
+    )
+    backoff_base_s: float = field(
+        default=0.5,
+        metadata={"doc": "first retry waits up to this long; each next one up to twice as long"},
+    )
+    backoff_cap_s: float = field(
+        default=8.0,
+        metadata={
+            "doc": "longest wait before a retry; a Retry-After longer than this is not waited for"
+        },
+    )
+    breaker_failures: int = field(
+        default=5,
+        metadata={"doc": "consecutive failed requests that open the circuit breaker"},
+    )
+    breaker_cooldown_s: float = field(
+        default=30.0,
+        metadata={"doc": "seconds the breaker stays open before one probe request is let through"},
+    )
+    structured_output: str = field(
+        default="json_schema",
+        metadata={
+            "doc": "first structured-output mode tried: json_schema, json_object or prompt "
+            "(the client falls back from there when the endpoint refuses it)"
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.base_url and not self.base_url.startswith(("http://", "https://")):
+            raise ValidationError(
+                f"base_url: expected an http:// or https:// URL, got {self.base_url!r}",
+                field="base_url",
+            )
+        if self.structured_output not in STRUCTURED_MODES:
+            raise ValidationError(
+                f"structured_output: expected one of {', '.join(STRUCTURED_MODES)}, "
+                f"got {self.structured_output!r}",
+                field="structured_output",
+            )
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ValidationError(
+                f"max_retries: expected an integer >= 0, got {self.max_retries!r}",
+                field="max_retries",
+            )
+        if not isinstance(self.breaker_failures, int) or self.breaker_failures < 1:
+            raise ValidationError(
+                f"breaker_failures: expected a positive integer, got {self.breaker_failures!r}",
+                field="breaker_failures",
+            )
+        for name in ("timeout_s", "backoff_base_s", "backoff_cap_s", "breaker_cooldown_s"):
+            value = getattr(self, name)
+            if (
+                not isinstance(value, int | float)
+                or isinstance(value, bool)
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise ValidationError(
+                    f"{name}: expected a positive number of seconds, got {value!r}", field=name
+                )
+
+    @property
+    def configured(self) -> bool:
+        """True when a base URL is set (an LLM is available to call)."""
+        return bool(self.base_url)
+
+    def replace(self, **changes: Any) -> LLMSettings:
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            name = sorted(unknown)[0]
+            raise ValidationError(f"unknown setting {name!r}", field=name)
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> LLMSettings:
+        """Read ``SYNAPSEDB_LLM_<SETTING>`` variables (e.g. ``SYNAPSEDB_LLM_BASE_URL``)."""
+        return cls(**_read_env(cls, LLM_ENV_PREFIX, environ))
+
+    @staticmethod
+    def env_var(name: str) -> str:
+        """The environment variable of setting ``name`` (``SYNAPSEDB_LLM_MODEL`` ...)."""
+        return f"{LLM_ENV_PREFIX}{name.upper()}"
+
+    @staticmethod
+    def docs() -> dict[str, str]:
+        """Setting name -> one-line description (docs/llm.md's table is checked against it)."""
+        return {f.name: f.metadata["doc"] for f in dataclasses.fields(LLMSettings)}
+
+
+LLM_ENV_PREFIX = "SYNAPSEDB_LLM_"
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _read_env(cls: Any, prefix: str, environ: Mapping[str, str] | None) -> dict[str, Any]:
+    """The settings of dataclass ``cls`` that ``<prefix><NAME>`` variables set, converted to
+    each field's declared type (bool, int, float or str); a malformed value is a
+    ValidationError naming the variable."""
+    env = os.environ if environ is None else environ
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        var = f"{prefix}{f.name.upper()}"
+        raw = env.get(var)
+        if raw is None:
+            continue
+        if f.type == "bool":
+            if raw.lower() not in _TRUE + _FALSE:
+                raise ValidationError(f"{var}: expected true or false, got {raw!r}", field=f.name)
+            changes[f.name] = raw.lower() in _TRUE
+        elif f.type in ("int", "float"):
+            kind = int if f.type == "int" else float
+            try:
+                changes[f.name] = kind(raw)
+            except ValueError:
+                article = "an integer" if kind is int else "a number"
+                raise ValidationError(
+                    f"{var}: expected {article}, got {raw!r}", field=f.name
+                ) from None
+        else:
+            changes[f.name] = raw
+    return changes

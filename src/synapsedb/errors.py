@@ -18,6 +18,7 @@ rebuild the very same class from the code (:func:`error_from_code`)::
     ├── UnsupportedMediaTypeError   unsupported_media_type  415   a body that is not JSON
     ├── HostNotAllowedError         host_not_allowed        421   a Host it does not serve
     ├── EmbeddingError              embedding               502   the embedding service failed
+    ├── UpstreamError               upstream                502   the chat model (LLM) failed
     └── ClosedError                 closed                  503   the database was closed
 
 Errors carry a human message that names the field and the limit, plus structured ``details``
@@ -42,6 +43,7 @@ __all__ = [
     "SynapseError",
     "UnauthorizedError",
     "UnsupportedMediaTypeError",
+    "UpstreamError",
     "ValidationError",
     "VersionConflictError",
     "error_from_code",
@@ -186,6 +188,34 @@ class EmbeddingError(SynapseError):
     http_status = 502
 
 
+class UpstreamError(SynapseError):
+    """The chat model (an OpenAI-compatible LLM endpoint) failed, or none is configured: it
+    was unreachable, timed out, answered an error, or answered something unusable (JSON that
+    does not match the schema even after one repair try).
+
+    ``details`` may hold ``status`` (the upstream's HTTP status), ``attempts`` (requests
+    made), ``breaker_open`` (True while the circuit breaker refuses calls), ``retry_after``
+    (seconds until a retry may succeed), ``configured`` (False: no LLM is set up) and ``mode``
+    (the structured-output mode of an answer that did not match its schema).
+    Messages never contain the API key.
+    """
+
+    code = "upstream"
+    http_status = 502
+
+    @property
+    def status(self) -> int | None:
+        return self.details.get("status")
+
+    @property
+    def attempts(self) -> int | None:
+        return self.details.get("attempts")
+
+    @property
+    def breaker_open(self) -> bool:
+        return bool(self.details.get("breaker_open"))
+
+
 class ClosedError(SynapseError):
     """The database (or client) was closed."""
 
@@ -210,6 +240,7 @@ _BY_CODE: dict[str, type[SynapseError]] = {
         RequestTimeoutError,
         HostNotAllowedError,
         EmbeddingError,
+        UpstreamError,
         ClosedError,
     )
 }

@@ -1,0 +1,37 @@
+"""LLM access for the memory loop: one small client for any OpenAI-compatible chat endpoint
+(OpenAI, vLLM, Ollama, llama.cpp's server, LM Studio), with no SDK.
+
+A layer above the engine (the engine never imports it)::
+
+    from synapsedb.llm import ChatClient, LLMSettings
+
+    with ChatClient(LLMSettings.from_env()) as llm:
+        if llm.configured:                      # no base URL: degrade, do not call
+            reply = llm.chat([{"role": "user", "content": "Hello"}])
+            facts = llm.chat_json(messages, schema, name="facts")   # a dict matching schema
+
+:class:`AsyncChatClient` has the same methods as coroutines. Calls retry connection errors,
+timeouts, 429 and 5xx with jittered backoff behind a circuit breaker, and raise
+:class:`~synapsedb.errors.UpstreamError` when the model cannot answer. See docs/llm.md.
+"""
+
+from __future__ import annotations
+
+from ..config import LLMSettings
+from ..errors import UpstreamError
+from .breaker import BreakerState
+from .client import AsyncChatClient, ChatClient
+from .schema import check_schema, validate
+from .wire import ChatReply, Usage
+
+__all__ = [
+    "AsyncChatClient",
+    "BreakerState",
+    "ChatClient",
+    "ChatReply",
+    "LLMSettings",
+    "UpstreamError",
+    "Usage",
+    "check_schema",
+    "validate",
+]
