@@ -151,6 +151,32 @@ def test_stalled_or_oversized_headers_and_idle_connections_are_closed(
             assert parse(read_all(sock))[0] == 408
 
 
+@pytest.mark.parametrize("http", ["auto", "h11"])
+def test_headers_and_a_large_body_in_one_write_are_served(tmp_path: Path, http: str) -> None:
+    """Only the bytes up to the end of the headers count against the header cap: a client that
+    sends headers and a large body in one write (httpx does) is served, also when the end of
+    its headers arrives split across reads (second hostile pass, F2)."""
+    limits = Limits(header_timeout=5.0, max_header_bytes=4096)
+    items = [{"entity": "u", "content": f"note {i} " + "x" * 200} for i in range(400)]
+    body = json.dumps({"items": items}).encode()
+    assert len(body) > 20 * limits.max_header_bytes
+    with running(tmp_path, limits, http) as (port, db):
+        with raw_connect(port) as sock:
+            sock.sendall(head("POST", f"{NS}/memories:batch", len(body), Connection="close") + body)
+            assert parse(read_all(sock))[0] == 201
+        request = head("POST", f"{NS}/memories:batch", len(body), Connection="close") + body
+        split = request.index(b"\r\n\r\n") + 2  # the header end split across two reads
+        with raw_connect(port) as sock:
+            sock.sendall(request[:split])
+            time.sleep(0.05)
+            sock.sendall(request[split:])
+            assert parse(read_all(sock))[0] == 201
+        assert db.namespace("acme").stats().memory_versions == 800
+        with raw_connect(port) as sock:  # headers alone over the cap are still refused
+            sock.sendall(head("POST", f"{NS}/memories:batch", 10, X_Pad="a" * 5000) + b"{}")
+            assert parse(read_all(sock))[0] == 413
+
+
 def check_headers_guard(idle: socket.socket, slow: socket.socket, big: socket.socket) -> None:
     slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never ends its headers
     big.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X-Pad: " + b"a" * 5000)

@@ -124,6 +124,7 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
     class GuardedProtocol(base):  # type: ignore[misc, valid-type]
         _deadline: asyncio.TimerHandle | None = None
         _pending = 0  # bytes received while no request is being answered
+        _tail = b""  # the last bytes of those, to find a header end split across reads
 
         _since = (0.0, 0)  # when it began waiting for a request: its place in eviction order
 
@@ -162,8 +163,14 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
                 if self._deadline is None:
                     self._since = (self.loop.time(), next(order))
                     self._arm()
+                # only the bytes up to the end of the headers count: a client may send its
+                # headers and body in one write (httpx does), and the body has its own limits
+                window = self._tail + data
+                end = window.find(b"\r\n\r\n")
+                header_bytes = self._pending + (len(data) if end < 0 else end + 4 - len(self._tail))
                 self._pending += len(data)
-                if self._pending > limits.max_header_bytes and self._awaiting_headers():
+                self._tail = window[-3:]
+                if header_bytes > limits.max_header_bytes and self._awaiting_headers():
                     self._refuse(PayloadTooLargeError(
                         f"headers: over the limit of {limits.max_header_bytes} bytes",
                         field="headers", limit=limits.max_header_bytes))  # fmt: skip
@@ -190,6 +197,7 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
                 self._deadline.cancel()
                 self._deadline = None
             self._pending = 0
+            self._tail = b""
 
         def _expire(self) -> None:
             self._deadline = None
