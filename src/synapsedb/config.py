@@ -178,13 +178,17 @@ class LLMSettings:
         },
     )
     timeout_s: float = field(
-        default=60.0, metadata={"doc": "seconds each request may take (connect, send, answer)"}
+        default=60.0,
+        metadata={
+            "doc": "seconds allowed to connect, to send and to wait for the answer (a "
+            "non-streamed answer arrives only when the model has finished)"
+        },
     )
     max_retries: int = field(
         default=2,
         metadata={
-            "doc": "retries after the first attempt on connection errors, timeouts, 429 and 5xx "
-            "(0: none)"
+            "doc": "retries after the first attempt on connection errors, timeouts, 408, 429 "
+            "and 5xx (0: none)"
         },
     )
     backoff_base_s: float = field(

@@ -20,6 +20,17 @@ def test_every_setting_is_documented_with_its_default() -> None:
         ), name
 
 
+def test_every_llm_setting_is_documented_with_its_env_var_and_default() -> None:
+    from synapsedb.config import LLMSettings
+
+    text = (DOCS / "llm.md").read_text()
+    for name, field in LLMSettings.__dataclass_fields__.items():
+        default = f"`{field.default}`" if field.default != "" else "empty"
+        row = f"| `{name}` | `{LLMSettings.env_var(name)}` | {default} | {field.metadata['doc']} |"
+        assert row in text, row
+    assert "[docs/llm.md](docs/llm.md)" in (DOCS.parent / "README.md").read_text()
+
+
 def test_every_public_namespace_method_is_documented() -> None:
     text = (DOCS / "concepts.md").read_text()
     for name, _member in inspect.getmembers(Namespace, inspect.isfunction):
