@@ -11,6 +11,7 @@ embed text) run in the thread pool, so concurrent writers share group commits.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -202,6 +203,7 @@ def create_app(
     app.state.auth = auth
     app.state.feed_limit = feed_limit
     app.state.limits = limits or Limits()
+    app.state.import_slot = asyncio.Semaphore(1)  # imports hold their records in memory
     app.guard = RequestGuard(allowed_hosts)
     app.state.rates = RateLimiter()
     return app
