@@ -176,3 +176,17 @@ def test_a_clock_stepping_back_does_not_make_a_namespace_unavailable(tmp_path: P
         mem.configure(max_hot=1)
         assert len(mem.maintain().demoted) == 1  # a tier move: the namespace is rebuilt
         assert mem.get(keep.id).content == "stays hot"
+
+
+def test_the_repair_an_operator_is_shown_names_the_sqlite_file(tmp_path: Path) -> None:
+    """``unavailable_namespaces()`` (what /readyz and the operator see) used to name the data
+    directory as the SQLite file (``sqlite3 /data/dir '...'``), so its repair did nothing."""
+    path, clock = tmp_path / "d", ManualClock()
+    _populate(path, clock)
+    _damage(path, "UPDATE fact_versions SET value = 'nope' WHERE ns = 'bad'")
+    with _open(path, clock) as db:
+        shown = db.unavailable_namespaces()["bad"]
+    _repair(shown, path)  # checks the file is <dir>/synapse.db, and runs the statement
+    with _open(path, clock) as db:
+        assert db.unavailable_namespaces() == {}
+        db.namespace("bad").set("u", "fresh", True)

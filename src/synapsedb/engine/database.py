@@ -151,10 +151,9 @@ class Database:
         Returns the latest system time loaded."""
         loaded = load_states(rows, now_us)
         states.update(loaded.states)
-        db_file = str(self.path / SQLiteStorage.FILENAME)
         for ns, problem in loaded.unavailable.items():
             if ns not in self._unavailable:
-                log.error("%s", problem.describe(db_file))
+                log.error("%s", problem.describe(self.path))
             self._unavailable[ns] = problem
         return loaded.last_us
 
@@ -183,7 +182,7 @@ class Database:
         """Namespaces that could not be loaded (a stored row is bad), with what is wrong and the
         repair; their requests answer StorageError while every other namespace serves."""
         self._check_open()
-        return {ns: problem.describe(str(self.path)) for ns, problem in self._unavailable.items()}
+        return {ns: problem.describe(self.path) for ns, problem in self._unavailable.items()}
 
     def close(self) -> None:
         """Finish queued writes, close storage and release the directory lock. Idempotent."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ import orjson
 
 from ..errors import StorageError, ValidationError
 from ..storage.base import LoadedRows
+from ..storage.sqlite import SQLiteStorage
 from ..times import EARLIEST_US, LATEST_US, format_us
 from .lifecycle import parse_config
 from .records import EventRec, FactRec, MemRec
@@ -34,8 +36,12 @@ from .state import NamespaceState
 
 __all__ = [
     "EARLIEST_US",
+    "IMPORT_MAX_COUNTER",
+    "IMPORT_MAX_EVENT_PART",
     "LATEST_US",
+    "MAX_DIM",
     "MAX_LEAD_US",
+    "MAX_STORED_INT",
     "Loaded",
     "Unloadable",
     "load_states",
@@ -43,6 +49,17 @@ __all__ = [
 
 # How far ahead of this server's clock a stored system time may be (clocks drift; NTP steps).
 MAX_LEAD_US = 86_400_000_000
+
+# -- bounds: the one set, shared with import (transfer.py imports these), so that whatever an
+# import accepts, this loader loads.
+# Versions, access counts and event id parts as stored (the bound every release so far loaded).
+MAX_STORED_INT = LATEST_US
+# What an import may bring, well under MAX_STORED_INT: the writes after an import add one to a
+# version, a count or an event seq, and must never carry a row past what loads. 2^53 - 1 is
+# also the largest integer every JSON reader holds exactly.
+IMPORT_MAX_COUNTER = (1 << 53) - 1  # memory and fact versions, access counts
+IMPORT_MAX_EVENT_PART = 10**15 - 1  # an event id's ms and seq: 15 digits (ids.parse_event_id)
+MAX_DIM = 1 << 20  # a namespace's embedding dimension
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +71,9 @@ class Unloadable:
     where: str  # an SQL condition selecting the row
     reason: str
 
-    def describe(self, path: str) -> str:
-        """The whole story for an operator: what, where, and the repair."""
+    def describe(self, data_dir: str | Path) -> str:
+        """The whole story for an operator: what, where, and the repair (a statement for the
+        SQLite file inside ``data_dir``)."""
         hint = ""
         if "later than this server's clock" in self.reason:
             hint = "if this server's clock is wrong, correct it and restart; otherwise "
@@ -65,7 +83,7 @@ class Unloadable:
         return (
             f"namespace {self.ns!r} is unavailable (the other namespaces serve): table "
             f"{self.table}, row where {self.where}: {self.reason}. Repair: {hint}correct or "
-            f"remove that row, e.g. sqlite3 {shlex.quote(path)} {shlex.quote(fix)}, then restart"
+            f"remove that row, e.g. sqlite3 {shlex.quote(str(Path(data_dir) / SQLiteStorage.FILENAME))} {shlex.quote(fix)}, then restart"
         )
 
     def error(self) -> StorageError:
@@ -103,6 +121,7 @@ def _show(value: Any) -> str:
 
 
 def _int(value: Any, what: str, lo: int = EARLIEST_US, hi: int = LATEST_US) -> int:
+    """An integer column within ``lo..hi`` (by default, a time a datetime can hold)."""
     if type(value) is not int:
         raise _Bad(f"{what}: expected an integer, got {_show(value)}")
     if not lo <= value <= hi:
@@ -208,7 +227,8 @@ class _Loader:
             if state is None:
                 continue
             try:
-                state.access[mid] = (_int(count, "count", 0), self.sys_time(ns, last_us, "last_us"))
+                count = _int(count, "count", 0, MAX_STORED_INT)
+                state.access[mid] = (count, self.sys_time(ns, last_us, "last_us"))
             except _Bad as exc:
                 self.bad(ns, "access", _where(ns=ns, id=mid), str(exc))
         for name, state in out.states.items():
@@ -245,7 +265,7 @@ class _Loader:
             _text(name, "name")
             self.sys_time(name, created_us, "created_us")
             if dim is not None:
-                _int(dim, "dim", 1, 1 << 20)
+                _int(dim, "dim", 1, MAX_DIM)
             _opt_text(embedder, "embedder")
             try:
                 cfg = parse_config(config)
@@ -324,7 +344,7 @@ class _Loader:
         (ns, mid, version, sys_us, created_us, entity, type_, content, meta, emb, sal, ts_us,
          agent, pinned, ttl, expires_us, deleted, erased) = row  # fmt: skip
         _text(mid, "id")
-        _int(version, "version", 1)
+        _int(version, "version", 1, MAX_STORED_INT)
         self.sys_time(ns, sys_us, "sys_us")
         _int(created_us, "created_us", 0, LATEST_US)
         _text(entity, "entity")
@@ -373,7 +393,7 @@ class _Loader:
         try:
             _text(entity, "entity")
             _text(key, "key")
-            _int(version, "version", 1)
+            _int(version, "version", 1, MAX_STORED_INT)
             chain = state.facts.get((entity, key))
             if chain and version <= chain[-1].version:
                 raise _Bad(f"version: {version} after version {chain[-1].version} of the same "
@@ -406,7 +426,7 @@ class _Loader:
             return
         try:
             _text(stream, "stream")
-            key = (_int(ms, "ms", 0), _int(seq, "seq", 0))
+            key = (_int(ms, "ms", 0, MAX_STORED_INT), _int(seq, "seq", 0, MAX_STORED_INT))
             tail = state.stream_tail(stream)
             if tail is not None and key <= tail:
                 raise _Bad(f"id: {ms}-{seq} after {tail[0]}-{tail[1]} in the same stream")

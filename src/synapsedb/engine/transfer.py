@@ -10,7 +10,9 @@ The format is one JSON object per line (``kind`` first); ``format`` 1 is this la
 An import is checked as strictly as the writes it records (the same parsers: content, type,
 metadata, vector, salience, TTL, ids, configuration), and more: versions increase per chain,
 vectors have the namespace record's dimension, and no system time is later than the importing
-server's clock, so an import never moves the commit clock that every namespace shares. The
+server's clock, so an import never moves the commit clock that every namespace shares. Integer
+bounds (versions, counts, event ids, dim) are the loader's (``loader.py``), so what an import
+accepts always loads after a restart, with room left for the writes that follow it. The
 first bad record fails the whole import with a ValidationError naming ``records[i].field``,
 and nothing is written. The import commits alone (no other write shares its transaction).
 """
@@ -39,6 +41,7 @@ from ..validation import (
     memory_input,
 )
 from .lifecycle import check_config
+from .loader import IMPORT_MAX_COUNTER, IMPORT_MAX_EVENT_PART, MAX_DIM
 from .writer import Op, Tx
 
 if TYPE_CHECKING:
@@ -106,7 +109,6 @@ def export_records(storage: Storage, ns: str) -> Iterator[dict[str, Any]]:
 # -- import ---------------------------------------------------------------------------------------
 
 LOG_TEXT_LIMIT = 1 << 20  # logged query and answer texts and requests: 1 MiB each at most
-MAX_EVENT_PART = 10**15 - 1  # an event id's ms and seq: up to 15 digits (ids.parse_event_id)
 MAX_LIST = 10_000
 _NAMESPACE = ("format", "created_us", "dim", "embedder", "config")
 _KINDS = ("namespace", "memory", "fact", "event", "query", "answer", "tier", "access", "erasure")
@@ -232,7 +234,7 @@ class _Import:
         created = self.sys_time(rec["created_us"], f"{where}.created_us")
         dim = rec.get("dim")
         if dim is not None:
-            dim = _integer(dim, f"{where}.dim", 1, self.settings.max_dim)
+            dim = _integer(dim, f"{where}.dim", 1, min(self.settings.max_dim, MAX_DIM))
         embedder = rec.get("embedder")
         if embedder is not None:
             embedder = check_agent(embedder, f"{where}.embedder")
@@ -253,7 +255,7 @@ class _Import:
     def memory(self, rec: dict[str, Any], where: str) -> None:
         _fields(rec, MEMORY, where, optional=False)
         mid = check_id(rec["id"], f"{where}.id")
-        version = _integer(rec["version"], f"{where}.version", 1, 1 << 62)
+        version = _integer(rec["version"], f"{where}.version", 1, IMPORT_MAX_COUNTER)
         recorded = self.sys_time(rec["recorded_us"], f"{where}.recorded_us")
         created = self.sys_time(rec["created_us"], f"{where}.created_us")
         if created > recorded:
@@ -307,7 +309,7 @@ class _Import:
         _fields(rec, FACT, where, optional=False)
         entity = check_entity(rec["entity"], f"{where}.entity")
         key = check_key(rec["key"], f"{where}.key")
-        version = _integer(rec["version"], f"{where}.version", 1, 1 << 62)
+        version = _integer(rec["version"], f"{where}.version", 1, IMPORT_MAX_COUNTER)
         recorded = self.sys_time(rec["recorded_us"], f"{where}.recorded_us")
         created = self.sys_time(rec["created_us"], f"{where}.created_us")
         if created > recorded:
@@ -333,8 +335,8 @@ class _Import:
     def event(self, rec: dict[str, Any], where: str) -> None:
         _fields(rec, EVENT, where, optional=False)
         stream = check_entity(rec["stream"], f"{where}.stream")
-        key = (_integer(rec["ms"], f"{where}.ms", 0, MAX_EVENT_PART),
-               _integer(rec["seq"], f"{where}.seq", 0, MAX_EVENT_PART))  # fmt: skip
+        key = (_integer(rec["ms"], f"{where}.ms", 0, IMPORT_MAX_EVENT_PART),
+               _integer(rec["seq"], f"{where}.seq", 0, IMPORT_MAX_EVENT_PART))  # fmt: skip
         tail = self.stream_tips.get(stream)
         if tail is not None and key <= tail:
             raise ValidationError(f"{where}.seq: event {key[0]}-{key[1]} after {tail[0]}-"
@@ -420,7 +422,7 @@ class _Import:
         self.unique("access", mid, f"{where}.id")
         self.refs.append((f"{where}.id", mid))
         self.b["access"].append((self.ns, mid,
-                                 _integer(rec["count"], f"{where}.count", 0, 1 << 62),
+                                 _integer(rec["count"], f"{where}.count", 0, IMPORT_MAX_COUNTER),
                                  self.sys_time(rec["last_us"], f"{where}.last_us")))  # fmt: skip
 
     def erasure(self, rec: dict[str, Any], where: str) -> None:
