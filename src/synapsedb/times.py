@@ -16,6 +16,7 @@ TimeLike = datetime | str | int | float
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Accept 0001..9999 only (what datetime can represent); epoch numbers beyond ~year 9999 are typos.
 _MAX_EPOCH_S = 253_402_300_799
+_MIN_EPOCH_S = -62_135_596_800  # 0001-01-01T00:00:00Z
 # The times a datetime can hold: 0001-01-01 .. 9999-12-31 (UTC), in microseconds.
 EARLIEST_US = -62_135_596_800_000_000
 LATEST_US = 253_402_300_799_999_999
@@ -36,9 +37,9 @@ def to_us(value: Any, field: str) -> int:
         delta = dt - _EPOCH
         return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
     if isinstance(value, int | float):
-        if not math.isfinite(value) or abs(value) > _MAX_EPOCH_S:
+        if not math.isfinite(value) or not _MIN_EPOCH_S <= value <= _MAX_EPOCH_S:
             raise ValidationError(
-                f"{field}: epoch seconds must be finite and within year 9999, got {value!r}",
+                f"{field}: epoch seconds must be finite and within years 1 to 9999, got {value!r}",
                 field=field,
             )
         return round(value * 1_000_000)

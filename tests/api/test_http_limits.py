@@ -600,3 +600,20 @@ def test_an_import_fails_at_its_first_line_that_is_not_an_object(tmp_path: Path)
         assert r.status_code == 422
         assert r.json()["error"]["details"] == {"field": "records[0]", "line": 1}
         assert len(decoded) < 10
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [({"after": "²²-a-1"}, "after"), ({"after": "1-a-²"}, "after"),
+     ({"since": "-62135596801"}, "since")],
+)  # fmt: skip
+def test_unicode_digits_and_times_before_year_1_are_refused(
+    client: TestClient, params: dict[str, str], field: str
+) -> None:
+    """Second hostile pass, F7: these answered 500."""
+    r = client.get(f"{NS}/changes", params={**params, "idle_timeout": 0})
+    assert r.status_code == 422 and r.json()["error"]["details"]["field"] == field
+    r = client.post(f"{NS}/query", json={"text": "x", "as_of": -62135596801})
+    assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "as_of"
+    r = client.get(f"{NS}/snapshot", params={"entity": "u", "as_of": "-62135596800.5"})
+    assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "as_of"

@@ -341,3 +341,18 @@ def test_change_ids_are_numbered_per_namespace(env: dict[str, Any]) -> None:
     assert feed.seq(a) == start_a + 1 and feed.seq(b) == start_b + 3
     items, complete, newest = feed.after(a, start_a)
     assert complete and [n for n, _ in items] == [start_a + 1] and newest == start_a + 1
+
+
+def test_two_authorization_headers_mean_the_first_on_every_path(env: dict[str, Any]) -> None:
+    """The fast lane and the routed handlers read the same (first) Authorization header, so a
+    proxy that appends one cannot make one path see another identity (second hostile pass,
+    F9)."""
+    c, tok = env["client"], env["tok"]
+    both = [("Authorization", f"Bearer {tok['a']}"), ("Authorization", f"Bearer {tok['b']}")]
+    fast = c.get(f"{NS}/facts", params={"entity": "user:1", "key": "k"}, headers=both)
+    routed = c.get(f"{NS}/facts", params={"entity": "user:1"}, headers=both)
+    assert fast.status_code == 200 and fast.json()["value"] == 1  # tenant a's fact
+    assert routed.status_code == 200 and [f["key"] for f in routed.json()] == ["k"]
+    swapped = list(reversed(both))
+    assert c.get(f"{NS}/facts", params={"entity": "user:1", "key": "k"},
+                 headers=swapped).status_code == 404  # tenant b has no such fact  # fmt: skip

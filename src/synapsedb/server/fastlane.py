@@ -89,8 +89,9 @@ class FastLane:
         try:
             auth = ""
             for name, value in scope["headers"]:
-                if name == b"authorization":
+                if name == b"authorization":  # the first, as the framework's routes read it
                     auth = value.decode("latin-1")
+                    break
             api_key = authorize_header(self.state, auth, "read")
             fact = self.db.namespace(engine_namespace(api_key, ns)).get(entity, key)
             return 200, encoder.encode(fact), []  # a Fact encodes as its fields

@@ -48,7 +48,7 @@ class Cursor:
     @classmethod
     def parse(cls, raw: str, field: str) -> Cursor:
         parts = raw.split("-")
-        if (len(parts) != 3 or not parts[0].isdigit() or not parts[2].isdigit()
+        if (len(parts) != 3 or not _digits(parts[0]) or not _digits(parts[2])
                 or len(parts[0]) > 17 or len(parts[1]) > 16 or len(parts[2]) > 18
                 or int(parts[0]) > LATEST_US):  # fmt: skip
             raise ValidationError(
@@ -56,6 +56,11 @@ class Cursor:
                 field=field,
             )
         return cls(int(parts[0]), parts[1], int(parts[2]))
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only (``str.isdigit`` also accepts superscripts, which ``int`` refuses)."""
+    return text.isascii() and text.isdigit()
 
 
 def change_us(entry: AuditEntry) -> int:
