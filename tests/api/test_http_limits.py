@@ -53,7 +53,7 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def running(
-    tmp_path: Path, limits: Limits, http: str = "auto"
+    tmp_path: Path, limits: Limits, http: str = "auto", keys: Any = None
 ) -> Iterator[tuple[int, synapsedb.Database]]:
     """A real uvicorn server on 127.0.0.1 in a thread, with ``limits`` (as the CLI sets them);
     ``http="h11"``: uvicorn's other HTTP/1.1 implementation under the same guard."""
@@ -65,7 +65,7 @@ def running(
         from uvicorn.protocols.http.h11_impl import H11Protocol
 
         options["http"] = guarded_protocol(limits, H11Protocol)
-    config = uvicorn.Config(create_app(db, limits=limits), host="127.0.0.1", port=port,
+    config = uvicorn.Config(create_app(db, keys, limits=limits), host="127.0.0.1", port=port,
                             log_config=None, log_level="warning", **options)  # fmt: skip
     server = uvicorn.Server(config)
     SERVERS[port] = server
@@ -617,3 +617,33 @@ def test_unicode_digits_and_times_before_year_1_are_refused(
     assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "as_of"
     r = client.get(f"{NS}/snapshot", params={"entity": "u", "as_of": "-62135596800.5"})
     assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "as_of"
+
+
+def test_one_tenant_cannot_hold_every_slot_with_stalled_bodies(tmp_path: Path) -> None:
+    """A tenant's keys may be sending at most max_body_reads_per_tenant bodies at once; more
+    answer 429 at once and are closed, so its stalled bodies cannot fill the connection slots
+    and turn another tenant's requests into 503s (second hostile pass, F5)."""
+    from synapsedb.server.keys import KeyStore
+
+    keys = KeyStore(tmp_path / "d")
+    _, slow = keys.create("slowpoke", ["read"])
+    _, other = keys.create("other", ["read", "write"])
+    limits = Limits(body_timeout=10.0, header_timeout=30.0, max_body_reads_per_tenant=3,
+                    max_connections=8)  # fmt: skip
+    with running(tmp_path, limits, keys=keys) as (port, db):
+        stalled = [raw_connect(port) for _ in range(6)]
+        for sock in stalled:  # headers and part of a body, then nothing
+            sock.sendall(head("POST", f"{NS}/query", 200, Authorization=f"Bearer {slow}")
+                         + b'{"text": ')  # fmt: skip
+        refused = []
+        for sock in stalled[3:]:  # over the tenant's 3 bodies: 429 and closed, at once
+            status, body = parse(read_all(sock))
+            refused.append((status, body["error"]["details"]["limit"]))
+        assert refused == [(429, 3)] * 3
+        for _ in range(5):  # the other tenant is served meanwhile
+            r = httpx.post(f"http://127.0.0.1:{port}{NS}/memories", json=WRITE, timeout=20,
+                           headers={"Authorization": f"Bearer {other}"})  # fmt: skip
+            assert r.status_code == 201
+        for sock in stalled:
+            sock.close()
+        assert db.namespace("other..acme").stats().memory_versions == 5

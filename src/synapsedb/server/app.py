@@ -204,6 +204,7 @@ def create_app(
     app.state.feed_limit = feed_limit
     app.state.limits = limits or Limits()
     app.state.import_slot = asyncio.Semaphore(1)  # imports hold their records in memory
+    app.state.body_reads = {}  # tenant -> request bodies being received (wire.read_raw)
     app.guard = RequestGuard(allowed_hosts)
     app.state.rates = RateLimiter()
     return app

@@ -54,6 +54,9 @@ class Limits:
     # an import's body (held in memory while it is checked): one tenant's admin must not be
     # able to take the whole server's memory
     max_import_bytes: int = 256 * 1024 * 1024
+    # request bodies one tenant may be sending at once: stalled bodies of one tenant's keys
+    # cannot hold every connection slot (the others' requests would answer 503)
+    max_body_reads_per_tenant: int = 64
 
     def __post_init__(self) -> None:
         for name in ("body_timeout", "header_timeout", "keep_alive"):
@@ -66,7 +69,13 @@ class Limits:
                 raise ValidationError(
                     f"{name}: expected a positive number of seconds, got {value!r}", field=name
                 )
-        for name in ("max_connections", "max_header_bytes", "backlog", "max_import_bytes"):
+        for name in (
+            "max_connections",
+            "max_header_bytes",
+            "backlog",
+            "max_import_bytes",
+            "max_body_reads_per_tenant",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValidationError(

@@ -5,7 +5,9 @@ parameters (bad input is a 422 naming the field)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
@@ -64,7 +66,9 @@ def error_response(err: SynapseError) -> Response:
         headers["WWW-Authenticate"] = "Bearer"
     if isinstance(err, MethodNotAllowedError) and "allowed" in err.details:
         headers["Allow"] = ", ".join(err.details["allowed"])
-    if isinstance(err, RequestTimeoutError | PayloadTooLargeError):
+    if isinstance(err, RequestTimeoutError | PayloadTooLargeError) or getattr(
+        err, "unread_body", False
+    ):
         headers["Connection"] = "close"  # the rest of the body is never read: end the connection
     return Response(
         encoder.encode({"error": err.to_dict()}),
@@ -113,6 +117,37 @@ async def read_raw(request: Request, limit: int | None) -> bytes:
     its headers and then stalls or trickles gets 408 and the connection is closed, instead
     of holding it forever. Over ``limit`` bytes: 413, without reading the rest."""
     limits: Limits = request.app.state.limits
+    with _body_slot(request, limits):
+        return await _read_raw(request, limits, limit)
+
+
+@contextlib.contextmanager
+def _body_slot(request: Request, limits: Limits) -> Iterator[None]:
+    """Count the bodies a tenant is sending at once; over ``max_body_reads_per_tenant`` the
+    request answers 429 at once instead of holding a connection slot while it trickles."""
+    key = getattr(request.state, "key", None)
+    if key is None:  # open mode (one user on loopback) or a route outside the namespaces
+        yield
+        return
+    reading: dict[str, int] = request.app.state.body_reads
+    if reading.get(key.tenant, 0) >= limits.max_body_reads_per_tenant:
+        err = QuotaExceededError(
+            f"tenant {key.tenant!r}: {limits.max_body_reads_per_tenant} request bodies are "
+            "being received already; send this one when one of those has arrived",
+            limit=limits.max_body_reads_per_tenant, retry_after=1.0,
+        )  # fmt: skip
+        err.unread_body = True  # type: ignore[attr-defined]  # answered with Connection: close
+        raise err
+    reading[key.tenant] = reading.get(key.tenant, 0) + 1
+    try:
+        yield
+    finally:
+        reading[key.tenant] -= 1
+        if not reading[key.tenant]:
+            del reading[key.tenant]
+
+
+async def _read_raw(request: Request, limits: Limits, limit: int | None) -> bytes:
     timeout = limits.body_timeout
     chunks: list[bytes] = []
     size = 0
