@@ -239,6 +239,11 @@ class Database:
         self._indexer.wake()
 
     def _after_apply(self, tx: Tx) -> None:
+        if tx.purged:  # visible now: queries that started before may still log the name
+            visible_us = self._now_us()
+            for ns, entity, ids in tx.purged:
+                self.query_log.remember_purge(ns, entity, ids, visible_us)
+                self.observers.emit(self.observers.erase, ns, entity)
         if self.observers.change:
             for ns, entries in changes_of(tx).items():
                 self.observers.emit(self.observers.change, ns, entries)

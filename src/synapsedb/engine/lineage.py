@@ -14,13 +14,15 @@ answer keeps its id, time, agent, queries and cited versions, and says ``erased`
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..errors import NotFoundError, ValidationError
-from ..times import to_datetime
+from ..errors import NotFoundError, SynapseError, ValidationError
+from ..storage.erasure import erase_query_row, names_entity
+from ..times import to_datetime, to_us
 from ..types import AuditEntry, Lineage, LoggedQuery, MemoryRef, Snapshot
 from .ops import alias_of
 from .records import EventRec, FactRec, MemRec
@@ -36,12 +38,31 @@ __all__ = ["Flush", "QueryLog", "RecordAnswer", "audit", "lineage", "snapshot"]
 INF = 1 << 62
 
 
-class QueryLog:
-    """Rows of the query log waiting for the next commit."""
+PURGE_MEMORY_S = 120.0  # how long a purge is remembered for the rows of queries in flight
 
-    def __init__(self) -> None:
+
+class QueryLog:
+    """Rows of the query log waiting for the next commit.
+
+    A query still running when a purge commits logs its row after the purge rewrote the
+    stored log. So each purge is remembered here (in memory only, for ``PURGE_MEMORY_S``, far
+    longer than any query runs: the name, the erased memory ids, when the purge became
+    visible), and :meth:`drain` erases such a row exactly as the purge erased the stored ones
+    (:func:`~synapsedb.storage.erasure.names_entity`,
+    :func:`~synapsedb.storage.erasure.erase_query_row`)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._rows: list[Row] = []
         self._lock = threading.Lock()
+        self._clock = clock
+        # (namespace, entity, erased memory ids, visible_us, forget at clock())
+        self._purges: list[tuple[str, str, frozenset[str], int, float]] = []
+
+    def remember_purge(self, ns: str, entity: str, ids: frozenset[str], visible_us: int) -> None:
+        """A purge of ``entity`` in ``ns`` became visible to readers at ``visible_us``: every
+        query that started before then may still log a row naming it."""
+        with self._lock:
+            self._purges.append((ns, entity, ids, visible_us, self._clock() + PURGE_MEMORY_S))
 
     def add(self, row: Row) -> int:
         with self._lock:
@@ -51,7 +72,19 @@ class QueryLog:
     def drain(self) -> list[Row]:
         with self._lock:
             rows, self._rows = self._rows, []
+            if self._purges:
+                now = self._clock()
+                self._purges = [p for p in self._purges if p[4] > now]
+                rows = [self._erased(row) for row in rows]
             return rows
+
+    def _erased(self, row: Row) -> Row:
+        ns, _qid, sys_us, _agent, text, request, hits = row
+        for p_ns, entity, ids, visible_us, _until in self._purges:
+            if (p_ns == ns and names_entity(text, request, hits, entity, ids)
+                    and _started_before(request, sys_us, visible_us)):  # fmt: skip
+                return erase_query_row(row)
+        return row
 
     def requeue(self, rows: list[Row]) -> None:
         """Put back rows whose commit failed (they go out with the next one)."""
@@ -60,6 +93,18 @@ class QueryLog:
 
     def __len__(self) -> int:
         return len(self._rows)
+
+
+def _started_before(request: str | None, sys_us: int, visible_us: int) -> bool:
+    """Whether the query behind a log row may have read the namespace before
+    ``visible_us``. A present-time query's ``as_of`` is when it started (at most its log
+    time ``sys_us``); an explicit ``as_of`` says nothing about when the query ran, so one
+    after its log time counts as in flight too (and one before ``visible_us`` does anyway)."""
+    try:
+        t = to_us(orjson.loads(request or "{}")["as_of"], "as_of")
+    except (KeyError, TypeError, ValueError, SynapseError):
+        return True  # no readable start: treat it as in flight
+    return t <= visible_us or t > sys_us
 
 
 class Flush(Op):

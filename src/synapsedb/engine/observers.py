@@ -24,6 +24,9 @@ class Observers:
     maintain: list[Callable[[Any], None]] = field(default_factory=list)  # MaintenanceReport
     # namespace, [AuditEntry]: what one commit changed there, called once it is visible
     change: list[Callable[[str, list[Any]], None]] = field(default_factory=list)
+    # namespace, entity: a purge of the entity there is visible (its changes were just
+    # rewritten in storage); a listener drops what it kept about the entity and the name
+    erase: list[Callable[[str, str], None]] = field(default_factory=list)
 
     def emit(self, hooks: list[Callable[..., None]], *args: Any) -> None:
         for hook in hooks:

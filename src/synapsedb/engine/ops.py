@@ -376,6 +376,25 @@ class ForgetEntity(Op):
             streams={s: alias_of(hide(f"\0stream\0{s}\0{salt}")) for s in sorted(streams)},
         )
 
+    def _erased_ids(self, tx: Tx, erasure: Purge) -> frozenset[str]:
+        """The memories the purge erases (as storage selects them): the entity's, hot or
+        cold, and the searchable twins of its events and of the erased streams' events."""
+        ns, entity = self.ns, self.entity
+        state = tx.states.get(ns)
+
+        def about(rec: EventRec) -> bool:
+            return rec.entity == entity or rec.stream == entity or rec.stream in erasure.streams
+
+        ids = {rec.id for n, rec in tx.mems if n == ns and rec.entity == entity}
+        ids.update(erec.memory_id for n, erec in tx.events
+                   if n == ns and erec.memory_id is not None and about(erec))  # fmt: skip
+        if state is not None:
+            ids.update(state.entity_mems.get(entity, ()))
+            ids.update(state.cold_by_entity.get(entity, ()))
+            for evs in list(state.streams.values()):
+                ids.update(e.memory_id for e in evs if e.memory_id is not None and about(e))
+        return frozenset(ids)
+
     def plan(self, tx: Tx) -> dict[str, int]:
         ns, entity, now = self.ns, self.entity, tx.now_us
         state = tx.states.get(ns)
@@ -392,7 +411,9 @@ class ForgetEntity(Op):
                 "facts": len(keys),
                 "events": events,
             }
-            tx.batch.purges.append(self._erasure(tx))
+            erasure = self._erasure(tx)
+            tx.batch.purges.append(erasure)
+            tx.purged.append((ns, entity, self._erased_ids(tx, erasure)))
             tx.batch.erasures.append(
                 (ns, now, self.agent, self.subject, orjson.dumps(counts).decode())
             )

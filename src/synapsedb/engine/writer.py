@@ -62,6 +62,8 @@ class Tx:
         self.reloads: list[str] = []  # namespaces to rebuild from storage after the commit
         self.configs: list[tuple[str, Any]] = []  # (namespace, NamespaceConfig) to apply
         self.new_live: dict[str, tuple[int, int]] = {}  # per namespace: memories, bytes added
+        # (namespace, entity, erased memory ids) of each purge in this batch
+        self.purged: list[tuple[str, str, frozenset[str]]] = []
         self._mem_tip: dict[tuple[str, str], MemRec] = {}
         self._fact_tip: dict[tuple[str, str, str], FactRec] = {}
         self._stream_tip: dict[tuple[str, str], tuple[int, int]] = {}
@@ -342,7 +344,7 @@ class Writer:
             log.exception("applying a committed batch failed; rebuilding %s from storage", rebuild)
         for ns in dict.fromkeys(rebuild):
             self._rebuild(ns)
-        if self._on_apply is not None and (tx.mems or tx.facts or tx.events):
+        if self._on_apply is not None and (tx.mems or tx.facts or tx.events or tx.purged):
             try:
                 self._on_apply(tx)
             except Exception:

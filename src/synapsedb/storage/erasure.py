@@ -10,16 +10,43 @@ from it. :func:`checkpoint` says whether it happened.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Collection
 
 import orjson
 
-from .base import Purge
+from .base import Purge, Row
 
-__all__ = ["BUSY_TIMEOUT_MS", "checkpoint", "prune_queries", "purge"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "checkpoint",
+    "erase_query_row",
+    "names_entity",
+    "prune_queries",
+    "purge",
+]
 
 BUSY_TIMEOUT_MS = 5000  # the connection's usual busy timeout
 
 ERASED_REQUEST = '{"erased": true}'
+
+
+def names_entity(
+    text: str | None, request: str | None, hits: str | None, entity: str, ids: Collection[str]
+) -> bool:
+    """Whether a purge of ``entity`` erases this logged query: its text names the entity, its
+    request names it (as a JSON string), or one of its hits is a memory in ``ids`` (the
+    erased ones). The one rule for stored rows (:func:`purge`) and for rows logged by queries
+    that were still running when the purge committed (the engine's query log buffer)."""
+    if entity in (text or "") or orjson.dumps(entity).decode()[1:-1] in (request or ""):
+        return True
+    return bool(ids) and any(h[0] in ids for h in orjson.loads(hits or "[]"))
+
+
+def erase_query_row(row: Row) -> Row:
+    """A query log row ``(ns, id, sys_us, agent, text, request, hits)`` as a purge leaves it:
+    it keeps its id, time, agent and hits, and loses its text and request."""
+    ns, qid, sys_us, agent, _text, _request, hits = row
+    return (ns, qid, sys_us, agent, None, ERASED_REQUEST, hits)
 
 
 def purge(conn: sqlite3.Connection, p: Purge) -> None:
@@ -39,8 +66,6 @@ def purge(conn: sqlite3.Connection, p: Purge) -> None:
     args = {
         "ns": ns,
         "entity": entity,
-        # the name as it appears inside a JSON string (the logged request)
-        "json_entity": orjson.dumps(entity).decode()[1:-1],
         "alias": p.alias,
         "ids": orjson.dumps(sorted(ids)).decode(),
         "erased": ERASED_REQUEST,
@@ -48,15 +73,20 @@ def purge(conn: sqlite3.Connection, p: Purge) -> None:
     # the query log first (it finds the entity's memories by the names about to go): a query
     # that named the entity or returned its memories keeps its id, time, agent and hits (ids,
     # versions, scores), and loses its text and request
-    conn.execute(
-        """UPDATE queries SET text = NULL, request = :erased
-           WHERE ns = :ns AND (instr(coalesce(text, ''), :entity) > 0
-                 OR instr(request, :json_entity) > 0
-                 OR EXISTS (SELECT 1 FROM json_each(queries.hits) AS h
-                            WHERE json_extract(h.value, '$[0]') IN
-                                  (SELECT value FROM json_each(:ids))))""",
-        args,
+    conn.create_function(
+        "erasure_names",
+        3,
+        lambda text, request, hits: names_entity(text, request, hits, entity, ids),
+        deterministic=True,
     )
+    try:
+        conn.execute(
+            "UPDATE queries SET text = NULL, request = :erased "
+            "WHERE ns = :ns AND erasure_names(text, request, hits)",
+            args,
+        )
+    finally:  # the connection keeps no reference to the name
+        conn.create_function("erasure_names", 3, None)
     # an answer built on the memories (or naming the entity) keeps its id, time, agent, queries
     # and the versions it cited, and loses its text
     conn.execute(
