@@ -9,6 +9,10 @@ not kept), so a deleted, replaced or emptied ``keys.db`` leaves it with no valid
 secret is stored (secrets are 32 random bytes, so a plain hash is enough), and it is shown
 once, at creation.
 
+``keys.db`` is private: created with mode 0600, and a laxer mode is tightened when it is opened.
+A keys file or data directory that cannot be used (a read-only mount, missing permissions, not
+a database) is a StorageError naming the path and the fix, never a raw OS or SQLite error.
+
 A key belongs to a tenant and has scopes: ``read`` (reads and queries), ``write`` (writes,
 forget without purge, answers), ``admin`` (configure, maintain, purge, the tenant's metrics)
 and ``operator`` (the server's own metrics over every tenant; no tenant data by itself). It
@@ -20,6 +24,8 @@ Namespaces are per tenant: the tenant's ``acme-support`` is the engine namespace
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import hmac
 import logging
@@ -27,15 +33,17 @@ import os
 import re
 import secrets
 import sqlite3
+import stat
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ..errors import NotFoundError, ValidationError
+from ..errors import NotFoundError, StorageError, ValidationError
 from ..validation import check_agent
 
 __all__ = ["OPERATOR", "SCOPES", "ApiKey", "KeyStore", "tenant_namespace"]
@@ -89,10 +97,14 @@ def _key(row: tuple, revoked: bool = False) -> ApiKey:  # type: ignore[type-arg]
 
 class KeyStore:
     FILENAME = "keys.db"
+    MODE = 0o600
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.path = Path(directory) / self.FILENAME
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._unusable(self.path.parent, exc) from exc
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[ApiKey, str]] = {}
         self._tenant_rates: dict[str, float] = {}
@@ -116,10 +128,43 @@ class KeyStore:
             "CREATE TABLE IF NOT EXISTS tenant_limits (tenant TEXT PRIMARY KEY, rate REAL)"
         )
 
-    def _conn(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=10)
-        os.chmod(self.path, 0o600)
-        return conn
+    @contextlib.contextmanager
+    def _conn(self) -> Iterator[sqlite3.Connection]:
+        """A connection to keys.db (made private first) in a transaction, committed at the end
+        and closed; an OS or SQLite failure is a StorageError with the path and the fix."""
+        try:
+            self._make_private()
+            conn = sqlite3.connect(self.path, timeout=10)
+            try:
+                with conn:
+                    yield conn
+            finally:
+                conn.close()
+        except (OSError, sqlite3.Error) as exc:
+            raise self._unusable(self.path, exc) from exc
+
+    def _make_private(self) -> None:
+        """keys.db exists with mode 0600: created so, or tightened (left alone when it already
+        is, so listing the keys of a read-only data directory works)."""
+        try:
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, self.MODE))
+        except FileExistsError:
+            if stat.S_IMODE(os.stat(self.path).st_mode) != self.MODE:
+                os.chmod(self.path, self.MODE)
+
+    @staticmethod
+    def _unusable(path: Path, exc: OSError | sqlite3.Error) -> StorageError:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        if isinstance(exc, OSError) and exc.errno == errno.EROFS:
+            fix = "the file system is mounted read-only; mount it read-write"
+        else:
+            where = path.parent if path.name == KeyStore.FILENAME else path
+            fix = (f"give user id {os.geteuid()} write access to {where} and its files (e.g. "
+                   f"chown -R {os.geteuid()} {where} && chmod -R u+rwX {where}), or restore "
+                   f"{where / KeyStore.FILENAME} from a copy if it is damaged")  # fmt: skip
+        return StorageError(f"keys: cannot use {path}: {reason}. API keys are kept in "
+                            f"{KeyStore.FILENAME} in the data directory: {fix}",
+                            path=str(path))  # fmt: skip
 
     def create(
         self,
