@@ -1,7 +1,8 @@
 """Errors name a tenant's namespace as the tenant does (issue 10, second hostile pass, F12).
 
 Some errors used to show the engine namespace (``not found in namespace 'acme..gs'``,
-``'acme..v62' is unavailable``) where every other answer uses the public name (``gs``).
+``'acme..v62' is unavailable``) where every other answer uses the public name (``gs``). Both the
+routed handlers and the fast lane (``GET /facts?entity&key``) now rewrite it.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def test_an_unavailable_namespace_is_named_publicly(tmp_path: Path) -> None:
     with _open(d) as db, TestClient(create_app(db, KeyStore(d))) as client:
         for r in (
             client.get("/v1/namespaces/v62/facts", params={"entity": "u"}, headers=auth),
+            client.get("/v1/namespaces/v62/facts", params={"entity": "u", "key": "k"},
+                       headers=auth),  # the fast lane
             client.put("/v1/namespaces/v62/facts", json={"entity": "u", "key": "k", "value": 2},
                        headers=auth),
             client.post("/v1/namespaces/v62/query", json={"text": "x"}, headers=auth),

@@ -31,7 +31,7 @@ from ..errors import (
     SynapseError,
     ValidationError,
 )
-from .auth import AUTH_MODES, AuthMode, authorize, engine_namespace
+from .auth import AUTH_MODES, AuthMode, authorize, engine_namespace, name_publicly
 from .fastlane import FastLane
 from .feed import ChangeFeed, FeedLimit
 from .keys import KeyStore
@@ -50,16 +50,6 @@ log = logging.getLogger("synapsedb.server")
 Handler = Callable[[Request, Namespace], Awaitable[Response]]
 
 
-def _name_publicly(err: SynapseError, internal: str, public: str) -> None:
-    """In ``err``'s message and details, the engine namespace (``<tenant>..<name>``) becomes the
-    name the tenant uses, as in every other answer."""
-    message = err.message.replace(internal, public)
-    details = {k: v.replace(internal, public) if isinstance(v, str) else v
-               for k, v in err.details.items()}  # fmt: skip
-    if message != err.message or details != err.details:
-        err.message, err.details, err.args = message, details, (message,)
-
-
 def _ns_route(path: str, handler: Handler, methods: list[str], scope: str) -> Route:
     async def endpoint(request: Request) -> Response:
         internal = name = None
@@ -71,8 +61,8 @@ def _ns_route(path: str, handler: Handler, methods: list[str], scope: str) -> Ro
             request.state.key, request.state.ns = key, name
             return await handler(request, db.namespace(internal))
         except SynapseError as err:
-            if internal is not None and name is not None and internal != name:
-                _name_publicly(err, internal, name)
+            if internal is not None and name is not None:
+                name_publicly(err, internal, name)
             return error_response(err)
         except Exception:  # a bug (bad input is a SynapseError where it is parsed): still one
             # JSON error body, and the traceback in the log

@@ -18,6 +18,7 @@ from starlette.requests import Request
 
 from ..errors import (
     ForbiddenError,
+    SynapseError,
     UnauthorizedError,
     ValidationError,
 )
@@ -78,6 +79,19 @@ def public_view(request: Request, obj: Any) -> Any:
     if hasattr(obj, "namespace"):
         return dataclasses.replace(obj, namespace=request.state.ns)
     return obj
+
+
+def name_publicly(err: SynapseError, internal: str, public: str) -> None:
+    """In ``err``'s message and details, the engine namespace ``internal`` (``<tenant>..<name>``)
+    becomes ``public``, the name the tenant uses in every other answer: the inverse of
+    :func:`engine_namespace`, for errors leaving a namespaced route."""
+    if internal == public:
+        return
+    message = err.message.replace(internal, public)
+    details = {k: v.replace(internal, public) if isinstance(v, str) else v
+               for k, v in err.details.items()}  # fmt: skip
+    if message != err.message or details != err.details:
+        err.message, err.details, err.args = message, details, (message,)
 
 
 def engine_namespace(key: ApiKey | None, name: str) -> str:

@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from ..engine import Database
 from ..errors import SynapseError
-from .auth import authorize_header, engine_namespace
+from .auth import authorize_header, engine_namespace, name_publicly
 from .metrics import Metrics
 from .middleware import observed, request_context
 from .observe import current
@@ -93,7 +93,12 @@ class FastLane:
                     auth = value.decode("latin-1")
                     break
             api_key = authorize_header(self.state, auth, "read")
-            fact = self.db.namespace(engine_namespace(api_key, ns)).get(entity, key)
+            internal = engine_namespace(api_key, ns)
+            try:
+                fact = self.db.namespace(internal).get(entity, key)
+            except SynapseError as err:
+                name_publicly(err, internal, ns)  # as the routed handler does
+                raise
             return 200, encoder.encode(fact), []  # a Fact encodes as its fields
         except SynapseError as err:
             response = error_response(err)
