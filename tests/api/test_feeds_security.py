@@ -203,3 +203,40 @@ def test_the_ring_holds_the_newest_changes_of_all_namespaces_together(tmp_path: 
         a.set("u", "k", 3)
         assert [n for n, _ in feed.after("a", 2)[0]] == [3]
         feed.detach()
+
+
+def test_a_purge_leaves_nothing_of_the_entity_in_the_change_ring(server: Server) -> None:
+    """Resuming /changes from an id older than a purge gives no trace of the purged entity
+    (its name, its fact keys), and still every other change (hostile pass 2, F4)."""
+    base, victim, key = server.ns(), "zed-ring-victim", "ringsecretkey"
+    _admin, token = server.keys.create("acme", ["read", "write", "admin"])
+    admin = {"Authorization": f"Bearer {token}"}
+    with httpx.stream("GET", f"{base}/changes", headers=server.auth("a"), timeout=15) as resp:
+        httpx.put(f"{base}/facts", json={"entity": "user:keep", "key": "plan", "value": "tin"},
+                  headers=server.auth("a"))  # fmt: skip
+        cursor = next(frames(resp))["id"]  # an id of the ring, from before the purge
+    writes = [
+        ("PUT", "/facts", {"entity": victim, "key": key, "value": 1}),
+        ("POST", "/memories", {"entity": victim, "content": "lives at the old mill"}),
+        ("POST", "/events", {"entity": victim, "event": "called"}),
+        ("PUT", "/facts", {"entity": "user:keep", "key": "plan", "value": "gold"}),
+    ]
+    for method, path, body in writes:
+        r = httpx.request(method, base + path, json=body, headers=server.auth("a"))
+        assert r.status_code in (200, 201), r.text
+    params = {"after": cursor, "idle_timeout": "0"}
+    before = httpx.get(f"{base}/changes", params=params, headers=server.auth("a"), timeout=15)
+    assert victim in before.text and key in before.text  # the ring holds them
+    out = httpx.post(f"{base}/forget", json={"entity": victim, "purge": True}, headers=admin)
+    assert out.status_code == 200 and out.json()["purged"], out.text
+    for query, headers in (
+        (params, server.auth("a")),
+        ({"idle_timeout": "0"}, {**server.auth("a"), "Last-Event-ID": cursor}),
+    ):
+        after = httpx.get(f"{base}/changes", params=query, headers=headers, timeout=15)
+        assert after.status_code == 200
+        assert victim not in after.text and key not in after.text
+        got = [json.loads(line[6:]) for line in after.text.splitlines()
+               if line.startswith("data: ")]  # fmt: skip
+        kept = [(c["entity"], c["target"], c["version"]) for c in got]
+        assert ("user:keep", "plan", 2) in kept  # the other entity's later change still comes

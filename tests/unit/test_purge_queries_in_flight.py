@@ -15,6 +15,9 @@ import synapsedb
 from synapsedb import ManualClock
 from synapsedb.engine import lineage, retrieval
 from synapsedb.engine.lineage import QueryLog
+from synapsedb.engine.records import FactRec
+from synapsedb.engine.writer import Tx
+from synapsedb.storage.base import Purge
 from synapsedb.storage.erasure import ERASED_REQUEST
 
 ENTITY = "user:vx5188"
@@ -100,3 +103,18 @@ def test_the_query_log_forgets_a_purge_after_a_bounded_time() -> None:
     log.add(_row("q6", f"about {ENTITY}", at, visible, []))
     now[0] += lineage.PURGE_MEMORY_S + 1  # long after: the name is no longer kept
     assert log.drain()[0][4] == f"about {ENTITY}"
+
+
+def test_changes_erased_by_a_purge_in_the_same_batch_are_not_announced() -> None:
+    """A write about the entity committed in the purge's own batch is erased by it: the
+    change observers (the server's /changes ring) never hear of it, nor of its fact key."""
+    tx = Tx({}, 1_000_000)
+    keep = FactRec("user:9", "plan", 1, 1_000_000, 1_000_000, '"gold"', None, None, None, False)
+    gone = FactRec(ENTITY, "secret_key", 1, 1_000_000, 1_000_000, "1", None, None, None, False)
+    tx.add_fact("acme", gone)
+    tx.add_fact("acme", keep)
+    tx.add_fact("other", gone)  # the same name in another namespace is not purged
+    tx.batch.purges.append(Purge("acme", ENTITY, "erased:x"))
+    changes = lineage.changes_of(tx)
+    assert [(e.entity, e.target) for e in changes["acme"]] == [("user:9", "plan")]
+    assert [(e.entity, e.target) for e in changes["other"]] == [(ENTITY, "secret_key")]

@@ -267,11 +267,19 @@ def change_entry(rec: MemRec | FactRec | EventRec) -> AuditEntry:
 
 
 def changes_of(tx: Tx) -> dict[str, list[AuditEntry]]:
-    """What one committed batch changed, per namespace, in the order it was planned."""
+    """What one committed batch changed, per namespace, in the order it was planned, less
+    what a purge in the same batch erased (storage erases those rows in the same commit)."""
+    purges = tx.batch.purges
+
+    def erased(ns: str, rec: MemRec | FactRec | EventRec) -> bool:
+        return any(p.ns == ns and (rec.entity == p.entity or (isinstance(rec, EventRec) and (
+                   rec.stream == p.entity or rec.stream in p.streams))) for p in purges)  # fmt: skip
+
     out: dict[str, list[AuditEntry]] = {}
     planned: list[tuple[str, MemRec | FactRec | EventRec]] = [*tx.mems, *tx.facts, *tx.events]
     for ns, rec in planned:
-        out.setdefault(ns, []).append(change_entry(rec))
+        if not (purges and erased(ns, rec)):
+            out.setdefault(ns, []).append(change_entry(rec))
     return out
 
 

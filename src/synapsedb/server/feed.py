@@ -11,6 +11,11 @@ A Server-Sent Events client gets ids ``<sys_us>-<boot>-<seq>``:
   (the audit trail) from that id's commit time: nothing missed, though changes committed in
   that same microsecond may come again.
 
+A purge in a namespace (``observers.erase``) rewrites its durable history without the
+entity's name; the ring then drops every change of that namespace it held (they may name the
+entity or its fact keys), so an id from before the purge resumes from that rewritten history.
+The feed never learns or keeps which entity it was.
+
 Waiting clients are woken by a commit in their namespace (no polling), which also serves the
 feed of one stream's events.
 """
@@ -83,10 +88,22 @@ class ChangeFeed:
         self._lock = threading.Lock()
         self._waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         db.observers.change.append(self._on_change)
+        db.observers.erase.append(self._on_erase)
 
     def detach(self) -> None:
         if self._on_change in self.db.observers.change:
             self.db.observers.change.remove(self._on_change)
+        if self._on_erase in self.db.observers.erase:
+            self.db.observers.erase.remove(self._on_erase)
+
+    def _on_erase(self, ns: str, _entity: str) -> None:
+        """Called by the committing thread once a purge in ``ns`` is visible: forget every
+        change of ``ns`` held so far. Numbers go on; a reader resuming after one of them finds
+        the ring incomplete and replays the durable history, which the purge rewrote. A
+        reader that has had every change is still exact."""
+        with self._lock:
+            if self._rings.pop(ns, None) is not None:
+                self._order = deque(n for n in self._order if n != ns)
 
     def seq(self, ns: str) -> int:
         """The number of the newest change of ``ns`` (0: none since this process started)."""
