@@ -184,7 +184,8 @@ def decode_json(raw: bytes, field: str) -> Any:
         raise ValidationError(f"{field}: invalid JSON ({exc})", field=field) from None
     except RecursionError:  # far deeper than MAX_DEPTH: the decoder's own guard stopped it
         raise too_deep(field) from None
-    check_depth(value, field)
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:  # fewer brackets cannot nest deeper
+        check_depth(value, field)
     return value
 
 
@@ -197,12 +198,12 @@ def check_depth(value: Any, field: str, limit: int = MAX_DEPTH) -> None:
         depth += 1
         if depth > limit:
             raise too_deep(field, limit)
-        deeper = []
+        deeper: list[Any] = []
         for item in level:
-            for child in item.values() if type(item) is dict else item:
-                kind = type(child)
-                if kind is dict or kind is list:
-                    deeper.append(child)
+            children = item.values() if type(item) is dict else item
+            kinds = set(map(type, children))  # a vector of numbers is skipped at C speed
+            if dict in kinds or list in kinds:
+                deeper.extend(c for c in children if type(c) is dict or type(c) is list)
         level = deeper
 
 
