@@ -23,6 +23,7 @@ __all__ = ["LLMSettings", "Settings"]
 
 Durability = Literal["fsync", "os"]
 EMBEDDERS = ("minilm", "openai", "sentence-transformers", "none")
+MAX_DIM = 1 << 20  # the largest embedding dimension any namespace may have (max_dim's bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +129,12 @@ class Settings:
                 raise ValidationError(
                     f"{f.name}: expected a positive integer, got {value!r}", field=f.name
                 )
+        if self.max_dim > MAX_DIM:  # what a data directory can load back (engine/loader.py)
+            raise ValidationError(
+                f"max_dim: {self.max_dim} is over the limit of {MAX_DIM}",
+                field="max_dim",
+                limit=MAX_DIM,
+            )
 
     def replace(self, **changes: Any) -> Settings:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}

@@ -131,3 +131,14 @@ def test_an_import_refuses_a_version_the_loader_would_refuse(tmp_path: Path, val
         db.namespace("n").import_records(records)
     assert err.value.field == "records[1].version"
     assert str(IMPORT_MAX_COUNTER) in err.value.message
+
+
+def test_max_dim_cannot_exceed_what_a_directory_loads() -> None:
+    """A namespace's dimension is bounded by what the loader accepts: the setting cannot be
+    raised past it, so no write can store a vector the next open would refuse."""
+    from synapsedb.config import MAX_DIM, Settings
+
+    assert Settings(max_dim=MAX_DIM).max_dim == MAX_DIM
+    with pytest.raises(ValidationError) as err:
+        Settings(max_dim=MAX_DIM + 1)
+    assert err.value.field == "max_dim" and err.value.details["limit"] == MAX_DIM

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from ..config import MAX_DIM
 from ..errors import StorageError, ValidationError
 from ..storage.base import LoadedRows
 from ..storage.sqlite import SQLiteStorage
@@ -59,7 +60,6 @@ MAX_STORED_INT = LATEST_US
 # also the largest integer every JSON reader holds exactly.
 IMPORT_MAX_COUNTER = (1 << 53) - 1  # memory and fact versions, access counts
 IMPORT_MAX_EVENT_PART = 10**15 - 1  # an event id's ms and seq: 15 digits (ids.parse_event_id)
-MAX_DIM = 1 << 20  # a namespace's embedding dimension
 
 
 @dataclass(frozen=True, slots=True)
