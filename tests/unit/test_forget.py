@@ -120,3 +120,13 @@ def test_forget_arguments(mem: Namespace) -> None:
         mem.forget(m.id, purge=True)
     assert err.value.field == "purge"
     assert mem.forget(entity="nobody", purge=True).memories == 0
+
+
+def test_stats_count_the_streams_that_streams_lists(mem: Namespace) -> None:
+    """A stream whose every event was erased by a purge is neither listed nor counted."""
+    mem.append("user:9", "said something", stream="user:9")
+    mem.append("user:1", "said hello", stream="lobby")
+    assert mem.stats().streams == 2
+    mem.forget(entity="user:9", purge=True)
+    assert mem.streams() == ["lobby"]
+    assert mem.stats().streams == len(mem.streams()) == 1

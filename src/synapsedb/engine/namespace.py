@@ -727,10 +727,11 @@ class Namespace:
             if frec is not None and frec.visible_at(t):
                 facts += 1
                 entities.add(entity)
-        events = 0
+        events = streams = 0
         for evs in list(state.streams.values()):
             events += len(evs)
             nbytes += sum(len(e.content) + len(e.data_json or "") for e in evs)
+            streams += not all(e.erased for e in evs)  # as streams() lists them
         return Stats(
             namespace=self.name,
             memories=live + len(state.cold),
@@ -739,7 +740,7 @@ class Namespace:
             entities=len(entities),
             facts=facts,
             fact_versions=fact_versions,
-            streams=len(state.streams),
+            streams=streams,
             events=events,
             bytes=nbytes,
             dim=state.dim,
