@@ -137,11 +137,7 @@ class Settings:
             )
 
     def replace(self, **changes: Any) -> Settings:
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
-        if unknown:
-            name = sorted(unknown)[0]
-            raise ValidationError(f"unknown setting {name!r}", field=name)
-        return dataclasses.replace(self, **changes)
+        return _replace(self, changes)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -151,7 +147,7 @@ class Settings:
     @staticmethod
     def docs() -> dict[str, str]:
         """Setting name -> one-line description (the settings reference is built from this)."""
-        return {f.name: f.metadata["doc"] for f in dataclasses.fields(Settings)}
+        return _docs(Settings)
 
 
 STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
@@ -264,11 +260,7 @@ class LLMSettings:
         return bool(self.base_url)
 
     def replace(self, **changes: Any) -> LLMSettings:
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
-        if unknown:
-            name = sorted(unknown)[0]
-            raise ValidationError(f"unknown setting {name!r}", field=name)
-        return dataclasses.replace(self, **changes)
+        return _replace(self, changes)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> LLMSettings:
@@ -283,11 +275,24 @@ class LLMSettings:
     @staticmethod
     def docs() -> dict[str, str]:
         """Setting name -> one-line description (docs/llm.md's table is checked against it)."""
-        return {f.name: f.metadata["doc"] for f in dataclasses.fields(LLMSettings)}
+        return _docs(LLMSettings)
 
 
 LLM_ENV_PREFIX = "SYNAPSEDB_LLM_"
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _replace(settings: Any, changes: dict[str, Any]) -> Any:
+    """A copy of a settings dataclass with ``changes``; an unknown name is a ValidationError."""
+    unknown = set(changes) - {f.name for f in dataclasses.fields(settings)}
+    if unknown:
+        name = sorted(unknown)[0]
+        raise ValidationError(f"unknown setting {name!r}", field=name)
+    return dataclasses.replace(settings, **changes)
+
+
+def _docs(cls: Any) -> dict[str, str]:
+    return {f.name: f.metadata["doc"] for f in dataclasses.fields(cls)}
 
 
 def _read_env(cls: Any, prefix: str, environ: Mapping[str, str] | None) -> dict[str, Any]:

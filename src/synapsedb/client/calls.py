@@ -170,19 +170,6 @@ def _numpy_scalar(obj: Any) -> Any:
     raise TypeError(f"cannot encode {type(obj).__name__}")
 
 
-def _json(value: Any) -> Any:
-    """Make caller values JSON-encodable (numpy vectors, datetimes, tuples)."""
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, Mapping):
-        return {k: _json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json(v) for v in value]
-    return value
-
-
 def base(ns: str) -> str:
     return f"/v1/namespaces/{quote(ns, safe='')}"
 
@@ -191,7 +178,7 @@ def base(ns: str) -> str:
 
 
 def write(ns: str, entity: str, memory: Any, agent: str | None) -> Call:
-    body = {"content": memory} if isinstance(memory, str) else dict(_json(memory))
+    body = {"content": memory} if isinstance(memory, str) else dict(memory)
     if isinstance(memory, Mapping) and not isinstance(body, dict):  # pragma: no cover
         raise TypeError("memory")
     return Call("POST", f"{base(ns)}/memories", Memory, json={"entity": entity, **body},
@@ -203,10 +190,10 @@ def write_many(ns: str, items: Sequence[Any], agent: str | None) -> Call:
     for item in items:
         if isinstance(item, tuple) and len(item) == 2:
             entity, payload = item
-            payload = {"content": payload} if isinstance(payload, str) else _json(payload)
+            payload = {"content": payload} if isinstance(payload, str) else payload
             out.append({"entity": entity, **payload})
         else:
-            out.append(_json(item))
+            out.append(item)
     return Call("POST", f"{base(ns)}/memories:batch", list[Memory], json={"items": out},
                 agent=agent)  # fmt: skip
 
@@ -214,7 +201,7 @@ def write_many(ns: str, items: Sequence[Any], agent: str | None) -> Call:
 def update(ns: str, mid: str, changes: Mapping[str, Any], if_version: int | None,
            agent: str | None) -> Call:  # fmt: skip
     return Call("PATCH", f"{base(ns)}/memories/{quote(mid, safe='')}", Memory,
-                json={"changes": _json(changes), "if_version": if_version}, agent=agent)  # fmt: skip
+                json={"changes": changes, "if_version": if_version}, agent=agent)  # fmt: skip
 
 
 def get_memory(ns: str, mid: str, as_of: Any) -> Call:
@@ -256,7 +243,7 @@ def fact_history(ns: str, entity: str, key: str, as_of: Any) -> Call:
 def set_fact(ns: str, entity: str, key: str, value: Any, if_version: int | None,
              ttl: float | None, agent: str | None) -> Call:  # fmt: skip
     return Call("PUT", f"{base(ns)}/facts", Fact, json={"entity": entity, "key": key,
-                "value": _json(value), "if_version": if_version, "ttl": ttl}, agent=agent)  # fmt: skip
+                "value": value, "if_version": if_version, "ttl": ttl}, agent=agent)  # fmt: skip
 
 
 def facts(ns: str, entity: str, as_of: Any) -> Call:
@@ -266,7 +253,7 @@ def facts(ns: str, entity: str, as_of: Any) -> Call:
 def append(ns: str, entity: str, event: Any, stream: str | None, agent: str | None,
            searchable: bool) -> Call:  # fmt: skip
     return Call("POST", f"{base(ns)}/events", Event, json={"entity": entity,
-                "event": _json(event), "stream": stream, "searchable": searchable}, agent=agent)  # fmt: skip
+                "event": event, "stream": stream, "searchable": searchable}, agent=agent)  # fmt: skip
 
 
 def events(ns: str, stream: str, **kwargs: Any) -> Call:
@@ -274,7 +261,7 @@ def events(ns: str, stream: str, **kwargs: Any) -> Call:
 
 
 def query(ns: str, text: str | None, kwargs: dict[str, Any]) -> Call:
-    body = {k: _t(v, k) if k in _TIME_FIELDS else _json(v) for k, v in kwargs.items()
+    body = {k: _t(v, k) if k in _TIME_FIELDS else v for k, v in kwargs.items()
             if v is not None}  # fmt: skip
     if "types" in body and isinstance(body["types"], str):
         body["types"] = [body["types"]]
@@ -340,7 +327,8 @@ def export(ns: str) -> Call:
 
 def import_records(ns: str, records: Iterable[Any]) -> Call:
     enc = msgspec.json.Encoder()
-    body = b"".join(enc.encode(_json(r)) + b"\n" for r in records)
+    body = b"".join(enc.encode(wire_value(r, f"records[{i}]")) + b"\n"
+                    for i, r in enumerate(records))  # fmt: skip
     return Call("POST", f"{base(ns)}/import", dict, content=body,
                 post=lambda d: int(d["imported"]))  # fmt: skip
 
