@@ -40,6 +40,8 @@ WAKE_S = 1.0  # the longest a feed waits without looking (disconnects, revoked k
 REVOKED = b"event: error\ndata: " + encoder.encode(
     {"error": UnauthorizedError("the API key of this feed was revoked").to_dict()}
 ) + b"\n\n"  # fmt: skip
+KEEP_ALIVE_S = 15.0  # a comment line this often keeps proxies from closing a quiet feed
+KEEP_ALIVE = b": keep-alive\n\n"
 
 
 class FeedStream(StreamingResponse):
@@ -72,6 +74,44 @@ class KeyCheck:
         return not still_authorized(self.state, key)
 
 
+class Quiet:
+    """A feed's time without sending, counted over its waits on the change feed: past
+    ``idle_timeout`` (None: never) the feed ends, and every ``KEEP_ALIVE_S`` it sends a comment."""
+
+    def __init__(
+        self, feed: ChangeFeed, ns: str, check: KeyCheck, idle_timeout: float | None
+    ) -> None:
+        self.feed, self.ns, self.check, self.idle_timeout = feed, ns, check, idle_timeout
+        self.quiet = self.keep_alive = 0.0
+
+    def sent(self) -> None:
+        self.quiet = self.keep_alive = 0.0
+
+    def idle(self) -> bool:
+        """Whether the feed has been quiet for its whole idle timeout (it ends)."""
+        return self.idle_timeout is not None and self.quiet >= self.idle_timeout
+
+    async def wait(self, seq: int) -> None:
+        """Until the next commit in the namespace after ``seq``, at most ``WAKE_S`` (or what is
+        left of the idle timeout)."""
+        wait = WAKE_S if self.idle_timeout is None else min(WAKE_S, self.idle_timeout - self.quiet)
+        started = time.monotonic()
+        await self.feed.wait(self.ns, seq, max(wait, 0.01))  # woken by the next commit here
+        waited = time.monotonic() - started
+        self.quiet += waited
+        self.keep_alive += waited
+
+    def signal(self) -> bytes | None:
+        """What to send now: REVOKED if the key was revoked (the feed then ends), a keep-alive
+        comment when one is due, else None."""
+        if self.check.revoked():
+            return REVOKED
+        if self.keep_alive >= KEEP_ALIVE_S:
+            self.keep_alive = 0.0
+            return KEEP_ALIVE
+        return None
+
+
 def open_feed(request: Request, events: Callable[[KeyCheck], AsyncIterator[bytes]]) -> Response:
     """The feed's answer, once it holds a place in its key's limit (429 otherwise)."""
     key: ApiKey | None = request.state.key
@@ -92,7 +132,7 @@ async def follow_events(request: Request, mem: Namespace) -> Response:
 
     async def events(check: KeyCheck) -> AsyncIterator[bytes]:
         last = after
-        quiet = keep_alive = 0.0
+        quiet = Quiet(feed, ns, check, idle_timeout)
         while not await request.is_disconnected():
             if check.revoked():
                 yield REVOKED
@@ -103,25 +143,17 @@ async def follow_events(request: Request, mem: Namespace) -> Response:
                 last = ev.id
                 yield sse(ev.id, "event", plain(ev))
             if batch:
-                quiet = keep_alive = 0.0
+                quiet.sent()
             if len(batch) == 500:
                 continue  # more may be waiting already
             while feed.seq(ns) == seq:  # nothing committed in the namespace since the read
-                if idle_timeout is not None and quiet >= idle_timeout:
+                if quiet.idle():
                     return
-                wait = WAKE_S if idle_timeout is None else min(WAKE_S, idle_timeout - quiet)
-                started = time.monotonic()
-                await feed.wait(ns, seq, max(wait, 0.01))  # woken by the next commit here
-                waited = time.monotonic() - started
-                quiet += waited
-                keep_alive += waited
-                if check.revoked():
-                    yield REVOKED
-                    return
-                if keep_alive >= 15:
-                    keep_alive = 0.0
-                    yield b": keep-alive\n\n"
-                if await request.is_disconnected():
+                await quiet.wait(seq)
+                line = quiet.signal()
+                if line is not None:
+                    yield line
+                if line is REVOKED or await request.is_disconnected():
                     return
 
     return open_feed(request, events)
@@ -180,7 +212,7 @@ async def follow_changes(request: Request, mem: Namespace) -> Response:
                     yield REVOKED
                     return
                 yield sse(f"{change_us(entry)}-r-0", "change", entry_json(entry, public))
-        quiet = keep_alive = 0.0
+        quiet = Quiet(feed, ns, check, idle_timeout)
         while not await request.is_disconnected():
             items, complete, newest = feed.after(ns, last)
             if not complete:
@@ -194,21 +226,15 @@ async def follow_changes(request: Request, mem: Namespace) -> Response:
                     yield sse(feed.cursor(n, entry), "change", entry_json(entry, public))
             last = newest
             if sent:
-                quiet = keep_alive = 0.0
-            elif idle_timeout is not None and quiet >= idle_timeout:
+                quiet.sent()
+            elif quiet.idle():
                 return
             if not items:
-                wait = WAKE_S if idle_timeout is None else min(WAKE_S, idle_timeout - quiet)
-                started = time.monotonic()
-                await feed.wait(ns, last, max(wait, 0.01))  # woken by the next commit here
-                waited = time.monotonic() - started
-                quiet += waited
-                keep_alive += waited
-            if check.revoked():
-                yield REVOKED
+                await quiet.wait(last)
+            line = quiet.signal()
+            if line is not None:
+                yield line
+            if line is REVOKED:
                 return
-            if keep_alive >= 15:
-                keep_alive = 0.0
-                yield b": keep-alive\n\n"
 
     return open_feed(request, changes)
