@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,6 +178,12 @@ def _where(**cols: Any) -> str:
     )
 
 
+def _row_where(row: tuple[Any, ...], keys: tuple[str, ...]) -> str:
+    """The condition selecting ``row`` (``ns``, then the columns ``keys``): built only for a row
+    that is reported, not for every row loaded."""
+    return _where(ns=row[0], **dict(zip(keys, row[1:], strict=False)))
+
+
 class _Loader:
     def __init__(self, now_us: int) -> None:
         self.now_us = now_us
@@ -202,12 +210,40 @@ class _Loader:
             self.last[ns] = us
         return us
 
-    def state(self, ns: Any, table: str, where: str) -> NamespaceState | None:
-        """The namespace being loaded, or None when it is (or just became) unavailable."""
+    def state(
+        self, table: str, row: tuple[Any, ...], keys: tuple[str, ...]
+    ) -> NamespaceState | None:
+        """The namespace of ``row`` (being loaded), or None when it is (or just became)
+        unavailable."""
+        ns = row[0]
         state = self.out.states.get(ns)
         if state is None and ns not in self.out.unavailable:
-            self.bad(ns, table, where, "the namespace has no row in table namespaces")
+            self.bad(
+                ns, table, _row_where(row, keys), "the namespace has no row in table namespaces"
+            )
         return state
+
+    def apply(
+        self,
+        rows: Iterable[tuple[Any, ...]],
+        table: str,
+        keys: tuple[str, ...],
+        check: Callable[[NamespaceState, tuple[Any, ...]], Any],
+        add: Callable[[NamespaceState, Any], None],
+    ) -> None:
+        """Each row of ``table`` checked into a record and added to its namespace, one at a
+        time; a bad row makes its namespace unavailable. ``keys``: the columns after ``ns``
+        that select a row."""
+        for row in rows:
+            state = self.state(table, row, keys)
+            if state is None:
+                continue
+            try:
+                rec = check(state, row)
+            except _Bad as exc:
+                self.bad(row[0], table, _row_where(row, keys), str(exc))
+                continue
+            add(state, rec)
 
     # -- tables -----------------------------------------------------------------------------------
 
@@ -231,14 +267,14 @@ class _Loader:
                 state.access[mid] = (count, self.sys_time(ns, last_us, "last_us"))
             except _Bad as exc:
                 self.bad(ns, "access", _where(ns=ns, id=mid), str(exc))
+        n_cold = Counter(ns for ns, _ in cold)
         for name, state in out.states.items():
-            n_cold = sum(1 for ns, _ in cold if ns == name) if cold else 0
-            state.catalog.reserve(max(0, rows.memory_rows.get(name, 0) - n_cold))
+            state.catalog.reserve(max(0, rows.memory_rows.get(name, 0) - n_cold[name]))
         self.memories(rows, cold)
-        for row in rows.facts:
-            self.fact(row)
-        for row in rows.events:
-            self.event(row)
+        self.apply(rows.facts, "fact_versions", ("entity", "key", "version"), self.fact,
+                   NamespaceState.add_fact)  # fmt: skip
+        self.apply(rows.events, "events", ("stream", "ms", "seq"), self.event,
+                   NamespaceState.add_event)  # fmt: skip
         for ns, aid, memories in rows.answers:
             state = out.states.get(ns)
             if state is None:
@@ -283,10 +319,10 @@ class _Loader:
         batch: list[MemRec] = []
         tips: dict[str, MemRec] = {}  # the batch's latest version of each id
         batch_ns: str | None = None
+        keys = ("id", "version")
         for row in rows.memories:
-            ns, mid, version = row[0], row[1], row[2]
-            where = _where(ns=ns, id=mid, version=version)
-            state = self.state(ns, "memory_versions", where)
+            ns, mid = row[0], row[1]
+            state = self.state("memory_versions", row, keys)
             if state is None:
                 continue
             if ns != batch_ns or len(batch) >= 4096:
@@ -303,7 +339,7 @@ class _Loader:
                     prev = chain[-1] if chain else None
                 rec = self.memory(state, row, prev)
             except _Bad as exc:
-                self.bad(ns, "memory_versions", where, str(exc))
+                self.bad(ns, "memory_versions", _row_where(row, keys), str(exc))
                 batch = []
                 continue
             batch.append(rec)
@@ -383,68 +419,48 @@ class _Loader:
         rec.erased = bool(erased)
         return rec
 
-    def fact(self, row: tuple[Any, ...]) -> None:
+    def fact(self, state: NamespaceState, row: tuple[Any, ...]) -> FactRec:
         (ns, entity, key, version, sys_us, created_us, value, agent, ttl, expires_us, deleted,
          erased) = row  # fmt: skip
-        where = _where(ns=ns, entity=entity, key=key, version=version)
-        state = self.state(ns, "fact_versions", where)
-        if state is None:
-            return
-        try:
-            _text(entity, "entity")
-            _text(key, "key")
-            _int(version, "version", 1, MAX_STORED_INT)
-            chain = state.facts.get((entity, key))
-            if chain and version <= chain[-1].version:
-                raise _Bad(f"version: {version} after version {chain[-1].version} of the same "
-                           "fact")  # fmt: skip
-            self.sys_time(ns, sys_us, "sys_us")
-            _int(created_us, "created_us", 0, LATEST_US)
-            try:
-                orjson.loads(_text(value, "value"))
-            except orjson.JSONDecodeError as exc:
-                raise _Bad(f"value: not JSON ({exc})") from None
-            _opt_text(agent, "agent")
-            if ttl is not None:
-                _number(ttl, "ttl")
-            if expires_us is not None:
-                _int(expires_us, "expires_us")
-            rec = FactRec(entity, key, version, sys_us, created_us, value, agent, ttl,
-                          expires_us, bool(_flag(deleted, "deleted")))  # fmt: skip
-            rec.erased = bool(_flag(erased, "erased"))
-        except _Bad as exc:
-            self.bad(ns, "fact_versions", where, str(exc))
-            return
-        state.add_fact(rec)
+        _text(entity, "entity")
+        _text(key, "key")
+        _int(version, "version", 1, MAX_STORED_INT)
+        chain = state.facts.get((entity, key))
+        if chain and version <= chain[-1].version:
+            raise _Bad(f"version: {version} after version {chain[-1].version} of the same fact")
+        self.sys_time(ns, sys_us, "sys_us")
+        _int(created_us, "created_us", 0, LATEST_US)
+        _json(value, "value", object)  # any JSON value
+        _opt_text(agent, "agent")
+        if ttl is not None:
+            _number(ttl, "ttl")
+        if expires_us is not None:
+            _int(expires_us, "expires_us")
+        rec = FactRec(entity, key, version, sys_us, created_us, value, agent, ttl, expires_us,
+                      bool(_flag(deleted, "deleted")))  # fmt: skip
+        rec.erased = bool(_flag(erased, "erased"))
+        return rec
 
-    def event(self, row: tuple[Any, ...]) -> None:
+    def event(self, state: NamespaceState, row: tuple[Any, ...]) -> EventRec:
         (ns, stream, ms, seq, sys_us, entity, ts_us, agent, content, data, memory_id,
          erased) = row  # fmt: skip
-        where = _where(ns=ns, stream=stream, ms=ms, seq=seq)
-        state = self.state(ns, "events", where)
-        if state is None:
-            return
-        try:
-            _text(stream, "stream")
-            key = (_int(ms, "ms", 0, MAX_STORED_INT), _int(seq, "seq", 0, MAX_STORED_INT))
-            tail = state.stream_tail(stream)
-            if tail is not None and key <= tail:
-                raise _Bad(f"id: {ms}-{seq} after {tail[0]}-{tail[1]} in the same stream")
-            self.sys_time(ns, sys_us, "sys_us")
-            _text(entity, "entity")
-            _int(ts_us, "ts_us")
-            _opt_text(agent, "agent")
-            _text(content, "content")
-            if data is not None:
-                _json(data, "data", dict)
-            _opt_text(memory_id, "memory_id")
-            rec = EventRec(stream, ms, seq, sys_us, entity, ts_us, agent, content, data,
-                           memory_id)  # fmt: skip
-            rec.erased = bool(_flag(erased, "erased"))
-        except _Bad as exc:
-            self.bad(ns, "events", where, str(exc))
-            return
-        state.add_event(rec)
+        _text(stream, "stream")
+        key = (_int(ms, "ms", 0, MAX_STORED_INT), _int(seq, "seq", 0, MAX_STORED_INT))
+        tail = state.stream_tail(stream)
+        if tail is not None and key <= tail:
+            raise _Bad(f"id: {ms}-{seq} after {tail[0]}-{tail[1]} in the same stream")
+        self.sys_time(ns, sys_us, "sys_us")
+        _text(entity, "entity")
+        _int(ts_us, "ts_us")
+        _opt_text(agent, "agent")
+        _text(content, "content")
+        if data is not None:
+            _json(data, "data", dict)
+        _opt_text(memory_id, "memory_id")
+        rec = EventRec(stream, ms, seq, sys_us, entity, ts_us, agent, content, data,
+                       memory_id)  # fmt: skip
+        rec.erased = bool(_flag(erased, "erased"))
+        return rec
 
 
 def _pair(value: Any) -> bool:
