@@ -220,6 +220,17 @@ class _Import:
             raise ValidationError(f"{field}: a second {kind} record with id {value!r}", field=field)
         self.ids[kind].add(value)
 
+    def stamps(self, rec: dict[str, Any], where: str) -> tuple[int, int, int]:
+        """A memory or fact version's ``version``, ``recorded_us`` and ``created_us`` (not
+        later than ``recorded_us``)."""
+        version = _integer(rec["version"], f"{where}.version", 1, IMPORT_MAX_COUNTER)
+        recorded = self.sys_time(rec["recorded_us"], f"{where}.recorded_us")
+        created = self.sys_time(rec["created_us"], f"{where}.created_us")
+        if created > recorded:
+            raise ValidationError(f"{where}.created_us: later than recorded_us",
+                                  field=f"{where}.created_us")  # fmt: skip
+        return version, recorded, created
+
     # -- records ----------------------------------------------------------------------------------
 
     def namespace(self, rec: dict[str, Any], where: str) -> None:
@@ -255,12 +266,7 @@ class _Import:
     def memory(self, rec: dict[str, Any], where: str) -> None:
         _fields(rec, MEMORY, where, optional=False)
         mid = check_id(rec["id"], f"{where}.id")
-        version = _integer(rec["version"], f"{where}.version", 1, IMPORT_MAX_COUNTER)
-        recorded = self.sys_time(rec["recorded_us"], f"{where}.recorded_us")
-        created = self.sys_time(rec["created_us"], f"{where}.created_us")
-        if created > recorded:
-            raise ValidationError(f"{where}.created_us: later than recorded_us",
-                                  field=f"{where}.created_us")  # fmt: skip
+        version, recorded, created = self.stamps(rec, where)
         entity = check_entity(rec["entity"], f"{where}.entity")
         deleted = _flag(rec["deleted"], f"{where}.deleted")
         erased = _flag(rec["erased"], f"{where}.erased")
@@ -309,12 +315,7 @@ class _Import:
         _fields(rec, FACT, where, optional=False)
         entity = check_entity(rec["entity"], f"{where}.entity")
         key = check_key(rec["key"], f"{where}.key")
-        version = _integer(rec["version"], f"{where}.version", 1, IMPORT_MAX_COUNTER)
-        recorded = self.sys_time(rec["recorded_us"], f"{where}.recorded_us")
-        created = self.sys_time(rec["created_us"], f"{where}.created_us")
-        if created > recorded:
-            raise ValidationError(f"{where}.created_us: later than recorded_us",
-                                  field=f"{where}.created_us")  # fmt: skip
+        version, recorded, created = self.stamps(rec, where)
         erased = _flag(rec["erased"], f"{where}.erased")
         tip = self.fact_tips.get((entity, key))
         if tip is not None:
