@@ -1,0 +1,268 @@
+"""Reads of a namespace, at now or as of any moment (the ``_Reads`` mixin).
+
+Every read takes ``as_of=`` and returns what was visible at that system time. Memories come
+from the in-memory state when hot and from storage when cold; KV facts and stream events are
+always in memory. ``entities``, ``streams`` and ``stats`` give the overview.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import Any, Literal, overload
+
+from ..errors import NotFoundError, ValidationError
+from ..times import TimeLike, to_us
+from ..types import Event, Fact, Memory, Stats
+from ..validation import check_entity, check_key, check_types
+from .handle import NamespaceHandle
+from .inputs import check_limit, check_memory_id, event_id_range
+from .lifecycle import touch
+from .records import FactRec, MemRec
+from .state import NamespaceState, version_at
+
+__all__: list[str] = []
+
+
+class _Reads(NamespaceHandle):
+    """``get``, ``memories``, ``history``, ``facts``, ``events``, ``entities``, ``streams``
+    and ``stats``."""
+
+    __slots__ = ()
+
+    def _chain(self, state: NamespaceState | None, mid: str) -> list[MemRec]:
+        """A memory's versions: from memory when hot, from storage when cold."""
+        if state is None:
+            return []
+        chain = state.mems.get(mid)
+        if chain is not None:
+            return chain
+        if mid in state.cold:
+            return [MemRec.from_row(r) for r in self._db._storage.read_memory_chain(self.name, mid)]
+        return []
+
+    def _touch(self, state: NamespaceState | None, mids: Iterable[str]) -> None:
+        touch(state, mids, self._db._now_us())
+
+    # -- memories and KV facts ----------------------------------------------------------------
+
+    @overload
+    def get(self, id: str, /, *, as_of: TimeLike | None = None) -> Memory: ...
+    @overload
+    def get(self, entity: str, key: str, /, *, as_of: TimeLike | None = None) -> Fact: ...
+    def get(
+        self, target: str, key: str | None = None, /, *, as_of: TimeLike | None = None
+    ) -> Memory | Fact:
+        """``get(id)``: a memory. ``get(entity, key)``: a KV fact. NotFoundError if absent."""
+        t = self._time(as_of)
+        state = self._db._state(self.name)
+        if key is not None:
+            entity, key = check_entity(target), check_key(key)
+            frec = state.fact_at(entity, key, t) if state is not None else None
+            if frec is None:
+                raise NotFoundError(
+                    f"fact {entity!r}/{key!r} not found in namespace {self.name!r}",
+                    entity=entity,
+                    key=key,
+                )
+            return frec.to_public()
+        mid = check_memory_id(target)
+        rec = state.memory_at(mid, t) if state is not None else None
+        if rec is None and state is not None and mid in state.cold:
+            found = version_at(self._chain(state, mid), t)
+            rec = found if found is not None and found.visible_at(t) else None
+        if rec is not None:
+            self._touch(state, (mid,))
+        if rec is None:
+            raise NotFoundError(
+                f"memory {mid!r} not found in namespace {self.name!r}", id=mid, namespace=self.name
+            )
+        return rec.to_public()
+
+    def memories(
+        self,
+        entity: str | None = None,
+        *,
+        types: Iterable[str] | None = None,
+        as_of: TimeLike | None = None,
+        limit: int = 100,
+    ) -> list[Memory]:
+        """Memories visible at ``as_of`` (default now), newest event time first."""
+        t = self._time(as_of)
+        limit = check_limit(limit)
+        if entity is not None:
+            entity = check_entity(entity)
+        wanted = check_types(types)
+        state = self._db._state(self.name)
+        if state is None:
+            return []
+        recs: Iterable[MemRec] = state.memories_at(t, entity)
+        cold = list(state.cold if entity is None else state.cold_by_entity.get(entity, ()))
+        if cold:
+            recs = list(recs)
+            for chain in _chains(self._db._storage.read_memory_chains(self.name, cold)):
+                rec = version_at(chain, t)
+                if rec is not None and rec.visible_at(t):
+                    recs.append(rec)
+        if wanted is not None:
+            recs = (r for r in recs if r.type in wanted)
+        top = heapq.nlargest(limit, recs, key=lambda r: (r.ts_us, r.id))
+        return [r.to_public() for r in top]
+
+    @overload
+    def history(self, id: str, /, *, as_of: TimeLike | None = None) -> list[Memory]: ...
+    @overload
+    def history(self, entity: str, key: str, /, *, as_of: TimeLike | None = None) -> list[Fact]: ...
+    def history(
+        self, target: str, key: str | None = None, /, *, as_of: TimeLike | None = None
+    ) -> list[Memory] | list[Fact]:
+        """Every version (tombstones included) of a memory or KV fact, oldest first, each with
+        the agent that wrote it and when (``recorded_at``). ``as_of`` cuts the list at T."""
+        t = self._time(as_of)
+        state = self._db._state(self.name)
+        if key is not None:
+            entity, key = check_entity(target), check_key(key)
+            fchain: list[FactRec] = state.facts.get((entity, key), []) if state else []
+            fout = [r.to_public() for r in fchain if r.sys_us <= t]
+            if not fout:
+                raise NotFoundError(
+                    f"fact {entity!r}/{key!r} not found in namespace {self.name!r}",
+                    entity=entity,
+                    key=key,
+                )
+            return fout
+        mid = check_memory_id(target)
+        chain = self._chain(state, mid)
+        out = [r.to_public() for r in chain if r.sys_us <= t]
+        if not out:
+            raise NotFoundError(
+                f"memory {mid!r} not found in namespace {self.name!r}", id=mid, namespace=self.name
+            )
+        return out
+
+    def facts(self, entity: str, *, as_of: TimeLike | None = None) -> list[Fact]:
+        """Every KV fact about ``entity`` visible at ``as_of``, sorted by key."""
+        t = self._time(as_of)
+        entity = check_entity(entity)
+        state = self._db._state(self.name)
+        if state is None:
+            return []
+        return [r.to_public() for r in sorted(state.facts_at(entity, t), key=lambda r: r.key)]
+
+    # -- streams --------------------------------------------------------------------------------
+
+    def events(
+        self,
+        stream: str,
+        *,
+        start: str | None = None,
+        end: str | None = None,
+        after: str | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
+        limit: int = 100,
+        order: Literal["asc", "desc"] = "asc",
+        as_of: TimeLike | None = None,
+    ) -> list[Event]:
+        """Read a stream. By id: ``start``/``end`` inclusive (``"<ms>-<seq>"`` or ``"<ms>"``),
+        ``after`` exclusive (for tailing). By event time: ``since`` <= ts < ``until``.
+        ``order="desc"`` gives newest first; ``limit`` applies after ordering."""
+        t = self._time(as_of)
+        stream = check_entity(stream, "stream")
+        limit = check_limit(limit)
+        if order not in ("asc", "desc"):
+            raise ValidationError(f"order: expected 'asc' or 'desc', got {order!r}", field="order")
+        lo, hi = event_id_range(start, end, after)
+        lo_ts = None if since is None else to_us(since, "since")
+        hi_ts = None if until is None else to_us(until, "until")
+        state = self._db._state(self.name)
+        if state is None:
+            return []
+        recs = state.events_in(stream, lo, hi, t)
+        if lo_ts is not None or hi_ts is not None:
+            recs = [
+                e
+                for e in recs
+                if (lo_ts is None or e.ts_us >= lo_ts) and (hi_ts is None or e.ts_us < hi_ts)
+            ]
+        if order == "desc":
+            recs.reverse()
+        return [e.to_public() for e in recs[:limit]]
+
+    # -- overview -------------------------------------------------------------------------------
+
+    def entities(self, *, as_of: TimeLike | None = None) -> list[str]:
+        """Entities with at least one memory or KV fact visible at ``as_of``, sorted."""
+        t = self._time(as_of)
+        state = self._db._state(self.name)
+        if state is None:
+            return []
+        names = set(state.entity_mems) | set(state.entity_facts)
+        return sorted(e for e in names if state.entity_exists_at(e, t))
+
+    def streams(self, *, as_of: TimeLike | None = None) -> list[str]:
+        """Streams with at least one event committed at or before ``as_of``, sorted (a stream
+        whose every event was erased is not listed)."""
+        t = self._time(as_of)
+        state = self._db._state(self.name)
+        if state is None:
+            return []
+        return sorted(s for s, evs in list(state.streams.items())
+                      if evs and evs[0].sys_us <= t and not all(e.erased for e in evs))  # fmt: skip
+
+    def stats(self) -> Stats:
+        """Counts by type, versions, bytes (content, metadata, vectors, values, events)."""
+        state = self._db._state(self.name)
+        if state is None:
+            return Stats(self.name, 0, {}, 0, 0, 0, 0, 0, 0, 0, None)
+        t = self._db._now_us()
+        by_type: dict[str, int] = {}
+        versions = nbytes = live = 0
+        entities: set[str] = set()
+        for chain in list(state.mems.values()):
+            versions += len(chain)
+            nbytes += sum(r.nbytes for r in chain)
+            rec = version_at(chain, t)
+            if rec is not None and rec.visible_at(t):
+                live += 1
+                by_type[rec.type] = by_type.get(rec.type, 0) + 1
+                entities.add(rec.entity)
+        facts = fact_versions = 0
+        for (entity, _key), fchain in list(state.facts.items()):
+            fact_versions += len(fchain)
+            nbytes += sum(len(r.value_json) for r in fchain)
+            frec = version_at(fchain, t)
+            if frec is not None and frec.visible_at(t):
+                facts += 1
+                entities.add(entity)
+        events = streams = 0
+        for evs in list(state.streams.values()):
+            events += len(evs)
+            nbytes += sum(len(e.content) + len(e.data_json or "") for e in evs)
+            streams += not all(e.erased for e in evs)  # as streams() lists them
+        return Stats(
+            namespace=self.name,
+            memories=live + len(state.cold),
+            memories_by_type=dict(sorted(by_type.items())),
+            memory_versions=versions,
+            entities=len(entities),
+            facts=facts,
+            fact_versions=fact_versions,
+            streams=streams,
+            events=events,
+            bytes=nbytes,
+            dim=state.dim,
+            embedder=state.embedder if state.dim is not None else None,
+            cold_memories=len(state.cold),
+        )
+
+
+def _chains(rows: list[tuple[Any, ...]]) -> list[list[MemRec]]:
+    """Group storage rows (any order of ids, versions ascending per id) into version chains."""
+    by_id: dict[str, list[MemRec]] = {}
+    for row in rows:
+        rec = MemRec.from_row(row)
+        by_id.setdefault(rec.id, []).append(rec)
+    for chain in by_id.values():
+        chain.sort(key=lambda r: r.version)
+    return list(by_id.values())
