@@ -18,8 +18,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from ...engine import Database, Namespace
+from ...engine.inputs import MAX_LIMIT
 from ...engine.lineage import WRITE_ACTIONS
-from ...engine.namespace import MAX_LIMIT
 from ...errors import UnauthorizedError
 from ...times import to_datetime
 from ...validation import check_entity
