@@ -18,6 +18,7 @@ import orjson
 from .config import Settings
 from .errors import ValidationError
 from .times import to_us
+from .validtime import BoundsPatch, check_bounds, given_bounds
 
 __all__ = [
     "MemoryInput",
@@ -47,8 +48,9 @@ MAX_JSON_DEPTH = 32
 MAX_TTL_S = 100 * 365 * 86_400
 
 MEMORY_FIELDS = frozenset(
-    {"id", "content", "type", "metadata", "embedding", "salience", "ts", "agent", "pinned", "ttl"}
-)
+    {"id", "content", "type", "metadata", "embedding", "salience", "ts", "agent", "pinned", "ttl",
+     "valid_from", "valid_to"}
+)  # fmt: skip
 PATCH_FIELDS = MEMORY_FIELDS - {"id"}
 
 
@@ -325,14 +327,19 @@ def memory_input(
     if mid is not None:
         check_id(mid, f"{prefix}id")
     meta = payload.get("metadata")
-    if meta is None:
-        meta_json = "{}"
-    elif not isinstance(meta, Mapping):
+    if meta is not None and not isinstance(meta, Mapping):
         raise ValidationError(
             f"{prefix}metadata: expected an object, got {type(meta).__name__}",
             field=f"{prefix}metadata",
         )
+    bounds = given_bounds(payload, prefix)
+    if bounds:  # stored in the metadata (epoch seconds), over what it says itself
+        meta = {**(meta or {}), **bounds}
+    if meta is None:
+        meta_json = "{}"
     else:
+        if "valid_from" in meta or "valid_to" in meta:
+            check_bounds(meta, prefix, bounds)
         meta_json = dump_json(meta, f"{prefix}metadata", settings.max_metadata_bytes)
     emb = payload.get("embedding")
     ts = payload.get("ts")
@@ -352,7 +359,9 @@ def memory_input(
 
 
 def memory_patch(patch: Any, settings: Settings) -> dict[str, Any]:
-    """Validate an update: only the given fields change (``metadata`` is replaced whole)."""
+    """Validate an update: only the given fields change (``metadata`` is replaced whole, but
+    the valid_from/valid_to it does not name are kept: see :class:`BoundsPatch`, under
+    ``bounds``; a top-level ``valid_from``/``valid_to`` of None removes that bound)."""
     if not isinstance(patch, Mapping):
         raise ValidationError(
             f"changes: expected an object, got {type(patch).__name__}", field="changes"
@@ -361,6 +370,7 @@ def memory_patch(patch: Any, settings: Settings) -> dict[str, Any]:
     if not patch:
         raise ValidationError("changes: nothing to update", field="changes")
     out: dict[str, Any] = {}
+    given = given_bounds(patch, clear=True)
     for key, value in patch.items():
         if key == "content":
             out["content"] = _content(value, "content", settings.max_content_bytes)
@@ -371,6 +381,10 @@ def memory_patch(patch: Any, settings: Settings) -> dict[str, Any]:
                 raise ValidationError(
                     f"metadata: expected an object, got {type(value).__name__}", field="metadata"
                 )
+            if value and ("valid_from" in value or "valid_to" in value):
+                merged = {**value, **given}  # a bound given as None is removed
+                check_bounds({k: v for k, v in merged.items()
+                              if not (k in given and v is None)}, "", given)  # fmt: skip
             out["meta_json"] = dump_json(value or {}, "metadata", settings.max_metadata_bytes)
         elif key == "embedding":
             out["vec"] = (
@@ -386,6 +400,8 @@ def memory_patch(patch: Any, settings: Settings) -> dict[str, Any]:
             out["pinned"] = _pinned(value, "pinned")
         elif key == "ttl":
             out["ttl"] = check_ttl(value, "ttl")
+    if given or "meta_json" in out:
+        out["bounds"] = BoundsPatch(given, settings.max_metadata_bytes)
     return out
 
 

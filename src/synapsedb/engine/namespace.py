@@ -72,6 +72,7 @@ class Namespace(_Writes, _Reads):
         k: int = 10,
         mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
         as_of: TimeLike | None = None,
+        valid_at: TimeLike | None = None,
         min_score: float | None = None,
         types: Iterable[str] | None = None,
         since: TimeLike | None = None,
@@ -89,11 +90,13 @@ class Namespace(_Writes, _Reads):
         not searched as text; ``entity=`` wins. ``filter`` uses the filter language
         (docs/concepts.md); ``types``, ``since`` <= ts < ``until`` are shorthands. Near-identical
         hits (cosine >= 0.95, or the same text) collapse into the best one (``duplicates``).
+        ``as_of`` is what was known then (system time); ``valid_at`` keeps the memories true
+        then (valid time: ``valid_from`` <= T < ``valid_to``, an absent bound open).
         """
         return run_query(
             self._db, self.name, self._time(as_of), text=text, embedding=embedding,
             entity=entity, filter=filter, k=k, mode=mode, min_score=min_score, types=types,
-            since=since, until=until, dedup=dedup, explain=explain,
+            since=since, until=until, dedup=dedup, explain=explain, valid_at=valid_at,
             agent=self._agent_for(agent), tiers=tiers,
         )  # fmt: skip
 

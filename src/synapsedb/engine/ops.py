@@ -191,11 +191,14 @@ class UpdateMemory(Op):
             ttl, expires = ch["ttl"], _expires(now, ch["ttl"])
         else:
             ttl, expires = prev.ttl, prev.expires_us
+        meta_json = ch.get("meta_json", prev.meta_json)
+        if "bounds" in ch:  # valid time: merged with the previous version's, checked again
+            meta_json = ch["bounds"].apply(prev.meta_json, ch.get("meta_json"))
         if space is not None and space != old_space:
             tx.set_space(ns, space)
         rec = MemRec(self.mid, prev.version + 1, now, prev.created_us, prev.entity,
                      ch.get("type", prev.type), ch.get("content", prev.content),
-                     ch.get("meta_json", prev.meta_json), vec,
+                     meta_json, vec,
                      ch.get("salience", prev.salience), ch.get("ts_us", prev.ts_us),
                      ch.get("agent", self.agent), ch.get("pinned", prev.pinned), ttl, expires,
                      False)  # fmt: skip

@@ -15,6 +15,7 @@ from ..errors import NotFoundError, ValidationError
 from ..times import TimeLike, to_us
 from ..types import Event, Fact, Memory, Stats
 from ..validation import check_entity, check_key, check_types
+from ..validtime import valid_at_filter, valid_at_matches, valid_at_seconds
 from .handle import NamespaceHandle
 from .inputs import check_limit, check_memory_id, event_id_range
 from .lifecycle import touch
@@ -86,13 +87,17 @@ class _Reads(NamespaceHandle):
         types: Iterable[str] | None = None,
         as_of: TimeLike | None = None,
         limit: int = 100,
+        valid_at: TimeLike | None = None,
     ) -> list[Memory]:
-        """Memories visible at ``as_of`` (default now), newest event time first."""
+        """Memories visible at ``as_of`` (default now), newest event time first; with
+        ``valid_at``, only those true then (``valid_from`` <= T < ``valid_to``, an absent
+        bound open), as ``query(valid_at=)`` filters them."""
         t = self._time(as_of)
         limit = check_limit(limit)
         if entity is not None:
             entity = check_entity(entity)
         wanted = check_types(types)
+        valid = None if valid_at is None else valid_at_filter(valid_at_seconds(valid_at))
         state = self._db._state(self.name)
         if state is None:
             return []
@@ -106,6 +111,8 @@ class _Reads(NamespaceHandle):
                     recs.append(rec)
         if wanted is not None:
             recs = (r for r in recs if r.type in wanted)
+        if valid is not None:
+            recs = (r for r in recs if valid_at_matches(valid, r.meta_json))
         top = heapq.nlargest(limit, recs, key=lambda r: (r.ts_us, r.id))
         return [r.to_public() for r in top]
 

@@ -15,7 +15,7 @@ from ..errors import ValidationError
 from ..ids import new_memory_id
 from ..index.keyword import analyze
 from ..query.executor import QuerySpec, execute
-from ..query.filters import parse_filter
+from ..query.filters import And, parse_filter
 from ..query.rank import named_labels, strip_words
 from ..times import TimeLike, format_us, to_us
 from ..types import Hit, QueryResult
@@ -26,6 +26,7 @@ from ..validation import (
     check_types,
     check_vector,
 )
+from ..validtime import valid_at_filter
 from .lifecycle import touch
 from .records import MemRec
 from .state import NamespaceState
@@ -59,6 +60,7 @@ def run_query(
     explain: bool,
     agent: str | None = None,
     tiers: Sequence[str] | None = None,
+    valid_at: TimeLike | None = None,
 ) -> QueryResult:
     settings = db.settings
     text = check_query_text(text, settings.max_query_chars)
@@ -88,6 +90,10 @@ def run_query(
     qvec = None if embedding is None else check_vector(embedding, "embedding", db.settings.max_dim)
     check_filter_size(filter, settings.max_filter_bytes)
     node = parse_filter(filter)
+    valid_us = None if valid_at is None else to_us(valid_at, "valid_at")
+    if valid_us is not None:  # valid time is a filter over metadata.valid_from/valid_to
+        valid = valid_at_filter(valid_us / 1_000_000)
+        node = valid if node is None else And((node, valid))
     wanted = check_types(types)
     since_us = None if since is None else to_us(since, "since")
     until_us = None if until is None else to_us(until, "until")
@@ -158,7 +164,7 @@ def run_query(
             hits = cold
     touch(state, (h.id for h in hits), db._now_us())
     db.observers.emit(db.observers.query, mode, spec.timings)
-    _log(db, ns, qid, t, agent, asked, filter, entity, k, mode, hits)
+    _log(db, ns, qid, t, agent, asked, filter, entity, k, mode, hits, valid_us)
     return QueryResult(qid, hits, entity)
 
 
@@ -218,11 +224,14 @@ def _log(
     k: int,
     mode: str,
     hits: list[Hit],
+    valid_us: int | None = None,
 ) -> None:
     """Record the query in the query log (committed with the next group commit). What one
     row holds is bounded: the text and filter by their limits, the hits to the best
     ``query_log_max_hits``."""
     request = {"as_of": format_us(t), "entity": entity, "filter": flt, "k": k, "mode": mode}
+    if valid_us is not None:
+        request["valid_at"] = format_us(valid_us)
     logged = hits[: db.settings.query_log_max_hits]
     db._log_query(
         (ns, qid, db._now_us(), agent, text,

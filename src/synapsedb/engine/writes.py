@@ -44,7 +44,9 @@ class _Writes(NamespaceHandle):
 
         Fields: ``content`` (required), ``type`` (default ``fact``), ``metadata``, ``embedding``,
         ``salience`` (0..1, default 0.5), ``ts`` (event time, default now), ``agent``,
-        ``pinned``, ``ttl`` (seconds), ``id`` (writing an existing id adds a version).
+        ``pinned``, ``ttl`` (seconds), ``id`` (writing an existing id adds a version),
+        ``valid_from``/``valid_to`` (when it was true in the world: any time form, stored in
+        ``metadata`` as epoch seconds; ``valid_to`` must be after ``valid_from``).
         """
         item = memory_input(entity, memory, self._db.settings, agent=self._agent_for(agent))
         self._before_write(1, (item.id,))
@@ -87,7 +89,12 @@ class _Writes(NamespaceHandle):
         agent: str | None = None,
     ) -> Memory:
         """Add a new version of memory ``id`` with ``changes`` applied (other fields kept;
-        ``metadata`` is replaced whole). ``if_version`` makes it a compare-and-set."""
+        ``metadata`` is replaced whole). ``if_version`` makes it a compare-and-set.
+
+        ``valid_from``/``valid_to`` set the valid interval (None removes a bound). Replacing
+        ``metadata`` keeps the previous version's ``valid_from``/``valid_to`` unless the new
+        metadata or the changes name them: when a thing was true does not change with its
+        annotations. ``update(id, {"valid_to": T})`` closes the interval."""
         patch = memory_patch(changes, self._db.settings)
         self._before_write(1, (check_memory_id(id),))
         if "content" in patch and "vec" not in patch:  # keep the vector in step with the text
