@@ -246,7 +246,7 @@ def _remote(args: argparse.Namespace) -> int:
         elif cmd == "query":
             res = mem.query(
                 args.text, k=args.k, entity=args.entity, as_of=args.as_of,
-                filter=json.loads(args.filter) if args.filter else None,
+                valid_at=args.valid_at, filter=json.loads(args.filter) if args.filter else None,
             )  # fmt: skip
             if args.json:
                 _print(res)
@@ -399,7 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=10)
     p.add_argument("--entity")
     p.add_argument("--filter", help="JSON filter")
-    p.add_argument("--as-of", dest="as_of")
+    p.add_argument("--as-of", dest="as_of", help="what was known then (system time)")
+    p.add_argument("--valid-at", dest="valid_at", help="only memories true then (valid time)")
     p.add_argument("--json", action="store_true", help="the whole result as JSON")
     p.set_defaults(func=_remote)
     p = sub.add_parser("get", parents=[remote], help="a memory by id, or a fact: ENTITY KEY")

@@ -71,7 +71,7 @@ def error_of(status: int, raw: bytes) -> SynapseError:
         return SynapseError(f"HTTP {status}: {raw[:200].decode('utf-8', 'replace')}")
 
 
-_TIME_FIELDS = frozenset({"as_of", "since", "until"})
+_TIME_FIELDS = frozenset({"as_of", "since", "until", "valid_at"})
 
 
 def _t(value: Any, field: str) -> Any:
@@ -213,8 +213,8 @@ def get_fact(ns: str, entity: str, key: str, as_of: Any) -> Call:
 
 
 def memories(ns: str, entity: str | None, types: Iterable[str] | None, as_of: Any,
-             limit: int) -> Call:  # fmt: skip
-    params = _params(entity=entity, as_of=as_of, limit=limit)
+             limit: int, valid_at: Any = None) -> Call:  # fmt: skip
+    params = _params(entity=entity, as_of=as_of, limit=limit, valid_at=valid_at)
     if types is not None:
         params["types"] = [types] if isinstance(types, str) else list(types)
     return Call("GET", f"{base(ns)}/memories", list[Memory], params)

@@ -149,8 +149,9 @@ class RemoteNamespace:
         types: Iterable[str] | None = None,
         as_of: TimeLike | None = None,
         limit: int = 100,
+        valid_at: TimeLike | None = None,
     ) -> list[Memory]:
-        return self._run(calls.memories(self.name, entity, types, as_of, limit))  # type: ignore[no-any-return]
+        return self._run(calls.memories(self.name, entity, types, as_of, limit, valid_at))  # type: ignore[no-any-return]
 
     @overload
     def delete(
@@ -197,6 +198,7 @@ class RemoteNamespace:
         k: int = 10,
         mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
         as_of: TimeLike | None = None,
+        valid_at: TimeLike | None = None,
         min_score: float | None = None,
         types: Iterable[str] | None = None,
         since: TimeLike | None = None,
@@ -207,7 +209,7 @@ class RemoteNamespace:
         tiers: Sequence[str] | None = None,
     ) -> QueryResult:
         kwargs = {"embedding": embedding, "entity": entity, "filter": filter, "k": k,
-                  "mode": mode, "as_of": as_of, "min_score": min_score,
+                  "mode": mode, "as_of": as_of, "valid_at": valid_at, "min_score": min_score,
                   "types": None if types is None else list(types), "since": since,
                   "until": until, "dedup": dedup, "explain": explain,
                   "agent": self._who(agent),

@@ -54,6 +54,7 @@ async def list_memories(request: Request, mem: Namespace) -> Response:
         types=types,
         as_of=time_param(request, "as_of"),
         limit=limit_param(request, 100),
+        valid_at=time_param(request, "valid_at"),
     )
     return json_response(out)
 

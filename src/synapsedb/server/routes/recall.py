@@ -22,8 +22,9 @@ from ..wire import (
 
 # -- query, lineage, lifecycle ----------------------------------------------------------------
 
-QUERY_FIELDS = {"text", "embedding", "entity", "filter", "k", "mode", "as_of", "min_score",
-                "types", "since", "until", "dedup", "explain", "agent", "tiers"}  # fmt: skip
+QUERY_FIELDS = {"text", "embedding", "entity", "filter", "k", "mode", "as_of", "valid_at",
+                "min_score", "types", "since", "until", "dedup", "explain", "agent",
+                "tiers"}  # fmt: skip
 
 
 async def query(request: Request, mem: Namespace) -> Response:
