@@ -10,7 +10,8 @@ A layer above the engine (the engine never imports it)::
             reply = llm.chat([{"role": "user", "content": "Hello"}])
             facts = llm.chat_json(messages, schema, name="facts")   # a dict matching schema
 
-:class:`AsyncChatClient` has the same methods as coroutines. Calls retry connection errors,
+:class:`AsyncChatClient` has the same methods as coroutines, and ``forward(body)``: the
+caller's own chat-completions request sent on as it is, streamed or not (the memory proxy). Calls retry connection errors,
 timeouts, 429 and 5xx with jittered backoff behind a circuit breaker, and raise
 :class:`~synapsedb.errors.UpstreamError` when the model cannot answer. See docs/llm.md.
 """
@@ -21,6 +22,7 @@ from ..config import LLMSettings
 from ..errors import UpstreamError
 from .breaker import BreakerState
 from .client import AsyncChatClient, ChatClient
+from .forward import Chunk, ChunkStream, Completion
 from .schema import check_schema, validate
 from .wire import ChatReply, Usage
 
@@ -29,6 +31,9 @@ __all__ = [
     "BreakerState",
     "ChatClient",
     "ChatReply",
+    "Chunk",
+    "ChunkStream",
+    "Completion",
     "LLMSettings",
     "UpstreamError",
     "Usage",

@@ -17,9 +17,10 @@ from typing import Any, TypeVar
 import httpx
 
 from ..config import LLMSettings
-from ..errors import ClosedError
-from . import protocol
+from ..errors import ClosedError, UpstreamError
+from . import forward, protocol
 from .breaker import BreakerState
+from .forward import ChunkStream, Completion
 from .protocol import Outcome, Send, Session, Steps
 from .wire import ChatReply
 
@@ -191,14 +192,68 @@ class AsyncChatClient(_Base):
                                                   temperature=temperature,
                                                   max_tokens=max_tokens))  # fmt: skip
 
-    async def _run(self, steps: Steps[T]) -> T:
+    async def forward(self, body: Mapping[str, Any]) -> Completion | ChunkStream:
+        """Send the caller's own chat-completions request ``body`` as it is (the memory proxy),
+        with the configured ``model`` when it names none, this client's API key, timeouts,
+        retries and breaker. Answers a :class:`~synapsedb.llm.forward.Completion` (not
+        streamed, or a 4xx the request caused, passed on as it is) or, for ``"stream": true``,
+        a :class:`~synapsedb.llm.forward.ChunkStream` over the upstream's events, opened once
+        its 2xx status has arrived: retries happen only before that. UpstreamError when the
+        upstream fails first; ValidationError (nothing sent) when ``body`` is not a
+        chat-completions request."""
+        request = forward.request_body(body, self.settings.model)
+        streamed = request.get("stream") is True
+        resp, _ = await self._run(protocol.forward(self._session, request),
+                                  post=self._open if streamed else self._post)  # fmt: skip
+        if resp.status_code < 300 and forward.is_stream(resp):
+            return forward.ChunkStream(resp, error=self._session.error,
+                                       on_broken=self._session.breaker.fail)  # fmt: skip
+        try:
+            await resp.aread()
+        except httpx.TransportError as exc:
+            self._session.breaker.fail()
+            raise self._session.error(f"the answer broke off ({type(exc).__name__}: {exc})",
+                                      status=resp.status_code) from None  # fmt: skip
+        finally:
+            await resp.aclose()
+        try:
+            return forward.completion(resp, self._session.error)
+        except UpstreamError:
+            self._session.breaker.fail()
+            raise
+
+    async def _open(self, step: Send) -> httpx.Response | httpx.TransportError:
+        """POST and answer once the headers are in: a 2xx stays open for its events (the
+        caller closes it), anything else is read and closed (retries look at its body)."""
+        request = self._http.build_request("POST", self._session.url, content=step.content,
+                                           headers={"Accept": "text/event-stream"})  # fmt: skip
+        try:
+            resp = await self._http.send(request, stream=True)
+        except httpx.TransportError as exc:
+            return exc
+        if resp.status_code < 300:
+            return resp
+        try:
+            await resp.aread()
+        except httpx.TransportError as exc:
+            return exc
+        finally:
+            await resp.aclose()
+        return resp
+
+    async def _run(
+        self,
+        steps: Steps[T],
+        post: Callable[[Send], Awaitable[httpx.Response | httpx.TransportError]] | None = None,
+    ) -> T:
         self._check_open()
+        post = post or self._post
         outcome: Outcome = None
         try:
             while True:
                 step = steps.send(outcome)
                 if isinstance(step, Send):
-                    outcome = await self._post(step)
+                    outcome = await post(step)
                 else:
                     await self._sleep(step.seconds)
                     outcome = None

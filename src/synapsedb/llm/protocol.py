@@ -24,7 +24,7 @@ from .breaker import Backoff, CircuitBreaker
 from .schema import check_schema
 from .wire import ChatReply
 
-__all__ = ["Send", "Session", "Sleep", "chat", "chat_json"]
+__all__ = ["Send", "Session", "Sleep", "chat", "chat_json", "forward"]
 
 log = logging.getLogger("synapsedb.llm")
 T = TypeVar("T")
@@ -155,6 +155,14 @@ def chat_json(
             f"the answer does not match schema {name!r} after one repair try: {problem}",
             attempts=total, mode=mode,
         )  # fmt: skip
+
+
+def forward(session: Session, body: dict[str, Any]) -> Steps[tuple[httpx.Response, int]]:
+    """Send a caller's request body as it is (the memory proxy), retried like any call: the
+    first answer that is not an upstream failure (a 2xx, or a 4xx the request caused) and the
+    attempts made; UpstreamError when none comes (see :func:`_send`)."""
+    _require_configured(session)
+    return (yield from _send(session, body))
 
 
 def _structured_value(
