@@ -64,6 +64,8 @@ def open(
     settings: Settings | None = None,
     clock: Clock | None = None,
     embedder: Embedder | str | None = "settings",
+    llm: Any = "env",
+    loop_settings: Any = None,
     **overrides: Any,
 ) -> Database:
     """Open (creating if needed) the data directory ``path`` as an embedded database.
@@ -71,8 +73,28 @@ def open(
     ``overrides`` set individual :class:`Settings` fields, e.g. ``durability="os"``.
     ``embedder`` is ``"minilm"`` (the local default, from settings), ``None``/``"none"`` (only
     caller-provided vectors) or any object with ``name``, ``dim`` and ``embed(texts)``.
+
+    ``llm`` is the chat model of the memory loop (``ns.remember``/``ns.recall``,
+    docs/agentic.md): ``"env"`` (``SYNAPSEDB_LLM_*``; none when unset), ``None`` (no LLM:
+    turns are stored, extraction waits), an :class:`~synapsedb.config.LLMSettings` or a
+    :class:`~synapsedb.llm.ChatClient`. ``loop_settings`` is a
+    :class:`~synapsedb.agentic.LoopSettings` (default: ``SYNAPSEDB_LOOP_*``). With an LLM, a
+    background thread runs queued extractions until ``close()``.
     """
-    return Database(path, settings=settings, clock=clock, embedder=embedder, **overrides)
+    from .agentic import LoopSettings, MemoryLoop
+    from .config import LLMSettings
+    from .llm import ChatClient
+
+    if llm == "env":
+        llm = LLMSettings.from_env()
+    if isinstance(llm, LLMSettings):
+        llm = ChatClient(llm) if llm.configured else None
+    loop = MemoryLoop(llm, loop_settings or LoopSettings.from_env())
+    db = Database(path, settings=settings, clock=clock, embedder=embedder, **overrides)
+    db.memory_loop = loop
+    if loop.llm is not None:
+        loop.start(db)
+    return db
 
 
 def connect(

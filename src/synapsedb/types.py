@@ -15,6 +15,7 @@ import numpy as np
 __all__ = [
     "BUILTIN_TYPES",
     "AuditEntry",
+    "Decision",
     "Event",
     "Fact",
     "Forgotten",
@@ -26,6 +27,9 @@ __all__ = [
     "MemoryRef",
     "NamespaceConfig",
     "QueryResult",
+    "Recalled",
+    "Recollection",
+    "Remembered",
     "Snapshot",
     "Stats",
 ]
@@ -286,3 +290,74 @@ class NamespaceConfig:
     half_life_days: float = 7.0
     promote_after: int = 3
     cold_fallback: bool = True
+
+
+# -- the memory loop (synapsedb.agentic) -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the memory loop did with one extracted memory, and why.
+
+    ``action`` is ``ADD`` (a new memory, ``memory_id``), ``UPDATE`` (``target_id`` is closed:
+    a new version of it with ``valid_to`` set; the new content is ``memory_id``), ``DELETE``
+    (``target_id`` tombstoned) or ``NOOP`` (already known as ``target_id``). ``source_turns``
+    are the stream event ids of the turns it came from; ``valid_from`` when it became true.
+    """
+
+    action: str
+    type: str
+    content: str
+    reason: str
+    confidence: float
+    memory_id: str | None = None
+    target_id: str | None = None
+    source_turns: tuple[str, ...] = ()
+    valid_from: datetime | None = None
+    decided_by: str = "similarity"  # "llm" or "similarity"
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """What ``remember`` did: the turns appended to the session's stream (event ids), the
+    extraction job (``status``: ``queued`` until a worker ran it, ``extracted`` when it ran
+    inline, ``stored`` when there was nothing to extract) and, when it ran, its decisions."""
+
+    entity: str
+    session: str
+    stream: str
+    turns: tuple[str, ...]
+    status: str
+    job: str | None = None
+    decisions: tuple[Decision, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Recollection:
+    """One memory chosen by ``recall``: ``similarity`` is the calibrated similarity the
+    threshold applies to (0..1), ``score`` the query's fused ranking score."""
+
+    id: str
+    entity: str
+    type: str
+    content: str
+    similarity: float
+    score: float
+    ts: datetime
+    valid_from: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """What ``recall`` found for a turn: whether memory was needed at all, the query it ran
+    (and who rewrote it: ``none``, ``heuristic`` or ``llm``), the memories over the threshold
+    and the context block rendering them within ``budget_tokens`` (``tokens`` estimated)."""
+
+    needed: bool
+    query: str
+    rewritten_by: str
+    memories: tuple[Recollection, ...] = ()
+    context: str = ""
+    tokens: int = 0
+    query_id: str | None = None
+    dropped: int = 0  # hits under the threshold or over the budget

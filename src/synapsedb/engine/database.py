@@ -30,6 +30,7 @@ from ..storage.sqlite import SQLiteStorage
 from ..types import MaintenanceReport
 from ..validation import check_agent, check_namespace
 from .embedding import EmbeddingService
+from .handle import MemoryLoopSeam
 from .indexer import Indexer
 from .lifecycle import RateLimiter
 from .lineage import Flush, QueryLog, changes_of
@@ -117,6 +118,9 @@ class Database:
             unavailable=self._unavailable,
         )
         self._indexer.start()
+        # the memory loop (synapsedb.agentic), filled in by synapsedb.open: the engine never
+        # imports it; Namespace.remember/recall reach it through this seam (MemoryLoopSeam)
+        self.memory_loop: MemoryLoopSeam | None = None
 
     def _load(self) -> int:
         """Rebuild the in-memory state from storage; returns the latest system time of the
@@ -191,6 +195,8 @@ class Database:
                 return
             self._closed = True
         try:
+            if self.memory_loop is not None:
+                self.memory_loop.close()  # its worker writes through this database
             self._flush_log()
             self._writer.close()
             self._indexer.close()

@@ -10,7 +10,7 @@ limit and rehydration every write goes through first.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..times import TimeLike, to_us
 from ..validation import check_agent
@@ -19,7 +19,19 @@ from .lifecycle import MoveTiers
 if TYPE_CHECKING:
     from .database import Database
 
-__all__ = ["NamespaceHandle"]
+__all__ = ["MemoryLoopSeam", "NamespaceHandle"]
+
+
+class MemoryLoopSeam(Protocol):
+    """What the engine needs of the memory loop (``synapsedb.agentic.MemoryLoop``), which
+    lives above it: ``Namespace.remember``/``recall`` pass themselves in. The engine never
+    imports the loop; :func:`synapsedb.open` attaches one as ``Database.memory_loop``."""
+
+    def remember(self, ns: Any, messages: Any, **kwargs: Any) -> Any: ...
+
+    def recall(self, ns: Any, messages_or_text: Any, **kwargs: Any) -> Any: ...
+
+    def close(self) -> None: ...
 
 
 class NamespaceHandle:

@@ -15,7 +15,7 @@ here retrieval, forgetting, lifecycle, export/import, lineage and audit.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ValidationError
@@ -27,9 +27,12 @@ from ..types import (
     MaintenanceReport,
     NamespaceConfig,
     QueryResult,
+    Recalled,
+    Remembered,
     Snapshot,
 )
 from ..validation import check_agent, check_entity, check_id, check_id_list
+from .handle import MemoryLoopSeam
 from .inputs import MAX_LIMIT, check_limit, check_memory_id
 from .lifecycle import ConfigureNamespace, MoveTiers, check_config, plan_moves
 from .lineage import RecordAnswer, audit, lineage, snapshot
@@ -40,8 +43,6 @@ from .transfer import ImportNamespace, export_records, import_batch
 from .writes import _Writes
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from .database import Database
 
 __all__ = ["MAX_LIMIT", "Namespace"]
@@ -213,6 +214,54 @@ class Namespace(_Writes, _Reads):
         transaction (all or nothing). Returns the number of memory versions imported."""
         data = import_batch(self.name, records, self._db.settings, self._db._now_us())
         return int(self._db._submit(ImportNamespace(self.name, data)))
+
+    # -- the memory loop (synapsedb.agentic, through the Database.memory_loop seam) ----------
+
+    def remember(
+        self,
+        messages: Any,
+        *,
+        entity: str,
+        session: str | None = None,
+        agent: str | None = None,
+        memories: Sequence[Mapping[str, Any]] | None = None,
+        wait: bool = False,
+    ) -> Remembered:
+        """Store conversation turns in the session's stream and extract typed memories from
+        them (``fact``, ``preference``, ``procedure``, ``episode``) with the configured LLM:
+        queued and run in the background, or inline with ``wait=True``. Each extracted memory
+        is resolved against the entity's similar memories as ADD/UPDATE/DELETE/NOOP
+        (docs/agentic.md). ``memories`` are memories the caller extracted itself."""
+        return self._loop().remember(self, messages, entity=entity, session=session,
+                                     agent=self._agent_for(agent), memories=memories,
+                                     wait=wait)  # fmt: skip
+
+    def recall(
+        self,
+        messages_or_text: Any,
+        *,
+        entity: str | None = None,
+        budget_tokens: int | None = None,
+        k: int | None = None,
+        threshold: float | None = None,
+        rewrite: str | None = None,
+        agent: str | None = None,
+    ) -> Recalled:
+        """The memories a conversation's last user turn needs, over a similarity threshold,
+        rendered as a context block within ``budget_tokens`` (docs/agentic.md)."""
+        return self._loop().recall(self, messages_or_text, entity=entity,
+                                   budget_tokens=budget_tokens, k=k, threshold=threshold,
+                                   rewrite=rewrite, agent=self._agent_for(agent))  # fmt: skip
+
+    def _loop(self) -> MemoryLoopSeam:
+        loop = self._db.memory_loop
+        if loop is None:
+            raise ValidationError(
+                "remember/recall: this database has no memory loop; open it with "
+                "synapsedb.open() or set db.memory_loop = synapsedb.agentic.MemoryLoop(...)",
+                field="memory_loop",
+            )
+        return loop
 
     # -- lineage and audit -----------------------------------------------------------------------
 

@@ -1,0 +1,119 @@
+"""The durable extraction queue: one KV fact per job, in the namespace it belongs to.
+
+A job names a window of a session's stream (first and last event id). It is written in the
+same namespace as the turns, right after them, so it survives a crash or restart exactly as the
+turns do, and it is visible to the tenant (``facts("synapsedb:jobs")``). A worker claims a job
+with a compare-and-set on its version (two workers never run it at once) and a lease: a
+worker that dies mid-job leaves it due again when the lease runs out. Success deletes the fact
+(its history keeps the record); failure reschedules it with exponential backoff, and after
+``max_attempts`` parks it as ``failed`` with the last error (``retry_failed`` queues it again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import NotFoundError, VersionConflictError
+
+__all__ = ["JOBS_ENTITY", "Job", "claim", "due", "enqueue", "finish", "reschedule", "retry_failed"]
+
+JOBS_ENTITY = "synapsedb:jobs"
+LEASE_S = 300.0  # a claimed job is due again after this long (its worker died)
+MAX_DELAY_S = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    key: str
+    version: int
+    value: dict[str, Any]
+
+    @property
+    def state(self) -> str:
+        return str(self.value.get("state", "queued"))
+
+
+def new_key() -> str:
+    return f"extract:{time.time_ns():x}{os.urandom(4).hex()}"
+
+
+def enqueue(ns: Any, spec: dict[str, Any], agent: str | None) -> str:
+    key = new_key()
+    value = {**spec, "state": "queued", "attempts": 0, "due": 0.0, "error": None,
+             "queued_at": time.time()}  # fmt: skip
+    ns.set(JOBS_ENTITY, key, value, if_version=0, agent=agent)
+    return key
+
+
+def jobs(ns: Any) -> list[Job]:
+    try:
+        facts = ns.facts(JOBS_ENTITY)
+    except NotFoundError:
+        return []
+    return [Job(f.key, f.version, f.value) for f in facts if isinstance(f.value, dict)]
+
+
+def due(ns: Any, now: float) -> list[Job]:
+    """Queued (or lease-expired) jobs whose time has come, oldest first."""
+    ready = [j for j in jobs(ns) if j.state in ("queued", "running")
+             and float(j.value.get("due", 0.0)) <= now]  # fmt: skip
+    return sorted(ready, key=lambda j: float(j.value.get("queued_at", 0.0)))
+
+
+def claim(ns: Any, job: Job, now: float, agent: str | None) -> Job | None:
+    """Take the job (None if another worker took or finished it first)."""
+    value = {**job.value, "state": "running", "attempts": int(job.value.get("attempts", 0)) + 1,
+             "due": now + LEASE_S}  # fmt: skip
+    try:
+        fact = ns.set(JOBS_ENTITY, job.key, value, if_version=job.version, agent=agent)
+    except (VersionConflictError, NotFoundError):
+        return None
+    return Job(job.key, fact.version, value)
+
+
+def finish(ns: Any, job: Job, agent: str | None) -> None:
+    with contextlib.suppress(VersionConflictError, NotFoundError):  # finished elsewhere
+        ns.delete(JOBS_ENTITY, job.key, if_version=job.version, agent=agent)
+
+
+def reschedule(
+    ns: Any,
+    job: Job,
+    error: str,
+    now: float,
+    base_s: float,
+    max_attempts: int,
+    agent: str | None,
+    counts: Callable[[], None] | None = None,
+) -> bool:
+    """Put a failed job back with backoff, or park it as failed. True when it was parked."""
+    attempts = int(job.value.get("attempts", 1))
+    parked = attempts >= max_attempts
+    delay = min(MAX_DELAY_S, base_s * 2 ** max(0, attempts - 1))
+    value = {**job.value, "state": "failed" if parked else "queued", "due": now + delay,
+             "error": error[:1000]}  # fmt: skip
+    try:
+        ns.set(JOBS_ENTITY, job.key, value, if_version=job.version, agent=agent)
+    except (VersionConflictError, NotFoundError):
+        return False
+    return parked
+
+
+def retry_failed(ns: Any, agent: str | None) -> int:
+    """Queue every parked job again (attempts reset). Returns how many."""
+    n = 0
+    for job in jobs(ns):
+        if job.state != "failed":
+            continue
+        value = {**job.value, "state": "queued", "attempts": 0, "due": 0.0}
+        try:
+            ns.set(JOBS_ENTITY, job.key, value, if_version=job.version, agent=agent)
+            n += 1
+        except (VersionConflictError, NotFoundError):
+            pass
+    return n

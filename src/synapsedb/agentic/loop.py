@@ -1,0 +1,395 @@
+"""The memory loop: ``remember`` (turns in, typed memories out) and ``recall`` (a turn in, a
+context block out), over any namespace handle: an embedded ``Namespace`` or a
+``RemoteNamespace`` (only their public methods are used).
+
+``remember`` stores the turns first (a session stream; each turn a searchable ``event``
+memory) and queues an extraction job durably, then returns: nothing is lost when the LLM is
+down, absent or slow. A background worker (``start``) or ``run_pending`` runs the jobs:
+extraction by the LLM, conflict resolution, writes. With ``wait=True`` the job runs inline
+and ``remember`` returns its decisions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import SynapseError, UpstreamError, ValidationError
+from ..times import to_us
+from ..types import Decision, Recalled, Remembered
+from ..validation import check_entity
+from . import jobs as queue
+from .extract import Candidate, Chat, Turn, extract
+from .recall import as_messages, recall
+from .resolve import apply, decide, neighbours
+from .settings import MEMORY_TYPES, LoopSettings
+from .when import resolve
+
+__all__ = ["CONFIG_ENTITY", "MemoryLoop"]
+
+log = logging.getLogger("synapsedb.agentic")
+CONFIG_ENTITY = "synapsedb:config"
+ROLES = ("system", "developer", "user", "assistant", "tool")
+MAX_TURN_CHARS = 32_000
+
+
+def _text(m: Mapping[str, Any], i: int) -> str:
+    c = m.get("content")
+    if isinstance(c, list):
+        c = " ".join(p.get("text", "") for p in c if isinstance(p, dict)
+                     and isinstance(p.get("text"), str))  # fmt: skip
+    if not isinstance(c, str):
+        raise ValidationError(f"messages[{i}].content: expected a string or text parts",
+                              field=f"messages[{i}].content")  # fmt: skip
+    if len(c) > MAX_TURN_CHARS:
+        raise ValidationError(f"messages[{i}].content: {len(c)} characters, over the limit of "
+                              f"{MAX_TURN_CHARS}", field=f"messages[{i}].content",
+                              limit=MAX_TURN_CHARS)  # fmt: skip
+    return c
+
+
+class MemoryLoop:
+    """Seed 001's loop (retrieve, inject, extract, store) over SynapseDB namespaces.
+
+    ``llm`` is a :class:`~synapsedb.llm.ChatClient` (or anything with its ``chat_json`` and
+    ``configured``); None or an unconfigured client is a supported mode: turns are stored,
+    extraction waits in the queue, recall uses the heuristic rewriter.
+    """
+
+    def __init__(self, llm: Any = None, settings: LoopSettings | None = None) -> None:
+        self.llm = llm
+        self.settings = settings or LoopSettings()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._dirty: set[str] = set()  # namespaces that may hold due jobs
+        self._queued: dict[str, int] = {}  # namespace -> jobs seen queued
+        self._failed: dict[str, int] = {}
+        self.extracted = 0  # jobs done (this process)
+        self.last_error: str | None = None
+
+    # -- the LLM's state ---------------------------------------------------------------------------
+
+    @property
+    def llm_ready(self) -> bool:
+        """An LLM is configured and its circuit breaker lets calls through."""
+        llm = self.llm
+        return llm is not None and bool(getattr(llm, "configured", True)) and str(
+            getattr(llm, "breaker_state", "closed")) != "open"  # fmt: skip
+
+    def _chat(self) -> Chat | None:
+        return self.llm if self.llm_ready else None
+
+    def status(self) -> dict[str, Any]:
+        """For /readyz and /metrics: ``llm`` is ``absent`` (none configured), ``ok`` or
+        ``unavailable`` (its breaker is open); the queue's depth as last seen."""
+        llm = self.llm
+        if llm is None or not getattr(llm, "configured", True):
+            state = "absent"
+        else:
+            state = "ok" if self.llm_ready else "unavailable"
+        with self._lock:
+            queued, failed = sum(self._queued.values()), sum(self._failed.values())
+        return {"llm": state, "extraction_queued": queued, "extraction_failed": failed,
+                "extracted": self.extracted, "last_error": self.last_error}  # fmt: skip
+
+    # -- remember ------------------------------------------------------------------------------
+
+    def remember(
+        self,
+        ns: Any,
+        messages: Any,
+        *,
+        entity: str,
+        session: str | None = None,
+        agent: str | None = None,
+        memories: Sequence[Mapping[str, Any]] | None = None,
+        wait: bool = False,
+    ) -> Remembered:
+        """Store ``messages`` (OpenAI-style dicts with ``role`` and ``content``, optional
+        ``ts``/``name``; or one string, a user turn) in the stream ``session:<session>`` of
+        ``entity``, then extract memories from them: queued (``status="queued"``), or inline
+        with ``wait=True``. ``memories`` are memories the caller extracted itself (``type``,
+        ``content``, optional ``confidence``, ``valid_from``): they skip the LLM and go
+        straight to conflict resolution, inline."""
+        entity = check_entity(entity)
+        session = check_entity(session or datetime.now(UTC).strftime("%Y-%m-%d"), "session")
+        msgs = as_messages(messages)
+        if len(msgs) > self.settings.max_turns:
+            raise ValidationError(f"messages: {len(msgs)} turns, over the limit of "
+                                  f"{self.settings.max_turns}", field="messages",
+                                  limit=self.settings.max_turns)  # fmt: skip
+        if not isinstance(wait, bool):
+            raise ValidationError("wait: expected true or false", field="wait")
+        stream = f"session:{session}"
+        turns: list[Turn] = []
+        bodies = []
+        for i, m in enumerate(msgs):
+            role = m.get("role")
+            if role not in ROLES:
+                raise ValidationError(f"messages[{i}].role: expected one of {', '.join(ROLES)}",
+                                      field=f"messages[{i}].role")  # fmt: skip
+            text = _text(m, i)
+            data = {"role": role, "session": session}
+            if isinstance(m.get("name"), str):
+                data["name"] = m["name"]
+            body: dict[str, Any] = {"content": text, "data": data,
+                                    "metadata": {"role": role, "session": session}}  # fmt: skip
+            if m.get("ts") is not None:
+                to_us(m["ts"], f"messages[{i}].ts")  # checked before anything is stored
+                body["ts"] = m["ts"]
+            bodies.append((role, text, body))
+        extra = self._caller_memories(memories, entity)
+        for role, text, body in bodies:  # the turns first: kept whatever extraction does
+            if not text.strip():
+                continue
+            ev = ns.append(entity, body, stream=stream, agent=agent,
+                           searchable=role in ("user", "assistant"))  # fmt: skip
+            turns.append(Turn(ev.id, str(role), text, ev.ts))
+        decisions: list[Decision] = []
+        if extra:
+            said = turns[-1].ts if turns else datetime.now(UTC)
+            cands = [Candidate(t, c, entity, conf, tuple(x.id for x in turns if x.role == "user"),
+                               resolve(vf, said) if vf else None, said)
+                     for t, c, conf, vf in extra]  # fmt: skip
+            decisions += self._resolve(ns, cands, session, agent, llm=None)
+        if not any(t.role == "user" for t in turns):
+            return Remembered(entity, session, stream, tuple(t.id for t in turns),
+                              "stored" if not decisions else "extracted", None,
+                              tuple(decisions))  # fmt: skip
+        spec = {"entity": entity, "session": session, "stream": stream,
+                "first": turns[0].id, "last": turns[-1].id, "agent": agent}  # fmt: skip
+        if wait:
+            chat = self._chat()
+            if chat is None:
+                raise UpstreamError("remember(wait=True): no LLM available to extract with "
+                                    f"({self.status()['llm']}); the turns are stored",
+                                    configured=self.llm is not None)  # fmt: skip
+            decisions += self._extract(ns, spec, chat)
+            return Remembered(entity, session, stream, tuple(t.id for t in turns),
+                              "extracted", None, tuple(decisions))  # fmt: skip
+        key = queue.enqueue(ns, spec, agent)
+        self._note_queued(ns.name, +1)
+        self._wake.set()
+        return Remembered(entity, session, stream, tuple(t.id for t in turns), "queued", key,
+                          tuple(decisions))  # fmt: skip
+
+    def _caller_memories(
+        self, memories: Sequence[Mapping[str, Any]] | None, entity: str
+    ) -> list[tuple[str, str, float, Any]]:
+        out: list[tuple[str, str, float, Any]] = []
+        if memories is None:
+            return out
+        if not isinstance(memories, Sequence) or isinstance(memories, str | bytes):
+            raise ValidationError("memories: expected a list of objects", field="memories")
+        for i, m in enumerate(memories):
+            f = f"memories[{i}]"
+            if not isinstance(m, Mapping):
+                raise ValidationError(f"{f}: expected an object", field=f)
+            t, c = m.get("type", "fact"), m.get("content")
+            if t not in MEMORY_TYPES:
+                raise ValidationError(f"{f}.type: expected one of {', '.join(MEMORY_TYPES)}",
+                                      field=f"{f}.type")  # fmt: skip
+            if not isinstance(c, str) or not c.strip():
+                raise ValidationError(f"{f}.content: expected a non-empty string",
+                                      field=f"{f}.content")  # fmt: skip
+            conf = m.get("confidence", 1.0)
+            if isinstance(conf, bool) or not isinstance(conf, int | float) or not 0 <= conf <= 1:
+                raise ValidationError(f"{f}.confidence: expected a number from 0 to 1",
+                                      field=f"{f}.confidence")  # fmt: skip
+            vf = m.get("valid_from")
+            if vf is not None and not isinstance(vf, str):
+                raise ValidationError(f"{f}.valid_from: expected a date string",
+                                      field=f"{f}.valid_from")  # fmt: skip
+            out.append((str(t), " ".join(c.split()), float(conf), vf))
+        return out
+
+    # -- extraction ------------------------------------------------------------------------------
+
+    def _turns(self, ns: Any, spec: Mapping[str, Any]) -> list[Turn]:
+        evs = ns.events(spec["stream"], start=spec["first"], end=spec["last"], limit=10_000)
+        return [Turn(e.id, str((e.data or {}).get("role", "user")), e.content, e.ts)
+                for e in evs if e.entity == spec["entity"]]  # fmt: skip
+
+    def _extract(self, ns: Any, spec: Mapping[str, Any], chat: Chat) -> list[Decision]:
+        turns = self._turns(ns, spec)
+        if not turns:
+            return []
+        cands = extract(chat, turns, spec["entity"], self.settings)
+        return self._resolve(ns, cands, spec["session"], spec.get("agent"), llm=chat)
+
+    def _resolve(self, ns: Any, cands: Sequence[Candidate], session: str,
+                 agent: str | None, llm: Chat | None) -> list[Decision]:  # fmt: skip
+        out: list[Decision] = []
+        for cand in cands:  # one at a time: a candidate sees what the previous one wrote
+            near = neighbours(ns, cand, self.settings, agent)
+            (verdict,) = decide(llm, [cand], [near], self.settings)
+            out.append(apply(ns, cand, verdict, session=session, agent=agent))
+        return out
+
+    def run_pending(self, ns: Any, *, limit: int | None = None) -> int:
+        """Run the namespace's due extraction jobs now (none while no LLM is available).
+        Returns how many finished."""
+        chat = self._chat()
+        if chat is None:
+            self._recount(ns)
+            return 0
+        done = 0
+        now = time.time()
+        who = "memory-loop"
+        for job in queue.due(ns, now):
+            if limit is not None and done >= limit:
+                break
+            mine = queue.claim(ns, job, now, who)
+            if mine is None:
+                continue
+            try:
+                self._extract(ns, mine.value, chat)
+            except SynapseError as exc:
+                self.last_error = f"{type(exc).__name__}: {exc.message}"
+                queue.reschedule(ns, mine, self.last_error, time.time(),
+                                 self.settings.retry_base_s, self.settings.max_attempts, who)  # fmt: skip
+                if isinstance(exc, UpstreamError):
+                    break  # the model is failing: the rest waits for the backoff
+                continue
+            queue.finish(ns, mine, who)
+            done += 1
+            self.extracted += 1
+        self._recount(ns)
+        return done
+
+    def retry_failed(self, ns: Any) -> int:
+        """Queue the namespace's parked (failed) jobs again."""
+        n = queue.retry_failed(ns, "memory-loop")
+        self._recount(ns)
+        return n
+
+    def _note_queued(self, name: str, delta: int) -> None:
+        with self._lock:
+            self._queued[name] = max(0, self._queued.get(name, 0) + delta)
+            self._dirty.add(name)
+
+    def _recount(self, ns: Any) -> None:
+        all_jobs = queue.jobs(ns)
+        with self._lock:
+            self._queued[ns.name] = sum(j.state != "failed" for j in all_jobs)
+            self._failed[ns.name] = sum(j.state == "failed" for j in all_jobs)
+            if not self._queued[ns.name]:
+                self._dirty.discard(ns.name)
+
+    # -- recall --------------------------------------------------------------------------------
+
+    def threshold(self, ns: Any) -> float:
+        """The namespace's recall threshold (``configure``), else the settings'."""
+        try:
+            value = ns.get(CONFIG_ENTITY, "recall").value
+        except SynapseError:
+            return self.settings.threshold
+        t = value.get("threshold") if isinstance(value, dict) else None
+        return float(t) if isinstance(t, int | float) and 0 <= t <= 1 else self.settings.threshold
+
+    def configure(self, ns: Any, *, threshold: float) -> float:
+        """Set the namespace's recall threshold (calibrated similarity, 0..1), durably."""
+        if (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int | float)
+            or not (0 <= threshold <= 1)
+        ):
+            raise ValidationError("threshold: expected a number from 0 to 1", field="threshold")
+        ns.set(CONFIG_ENTITY, "recall", {"threshold": float(threshold)})
+        return float(threshold)
+
+    def recall(
+        self,
+        ns: Any,
+        messages_or_text: Any,
+        *,
+        entity: str | None = None,
+        budget_tokens: int | None = None,
+        k: int | None = None,
+        threshold: float | None = None,
+        rewrite: str | None = None,
+        agent: str | None = None,
+    ) -> Recalled:
+        """The memories the last user turn needs, as a context block within ``budget_tokens``
+        (see :mod:`synapsedb.agentic.recall`)."""
+        budget = self.settings.budget_tokens if budget_tokens is None else budget_tokens
+        if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= 100_000:
+            raise ValidationError("budget_tokens: expected an integer from 1 to 100000",
+                                  field="budget_tokens", limit=100_000)  # fmt: skip
+        k = self.settings.k if k is None else k
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 100:
+            raise ValidationError("k: expected an integer from 1 to 100", field="k", limit=100)
+        if threshold is None:
+            threshold = self.threshold(ns)
+        elif (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int | float)
+            or not (0 <= threshold <= 1)
+        ):
+            raise ValidationError("threshold: expected a number from 0 to 1", field="threshold")
+        how = self.settings.rewrite if rewrite is None else rewrite
+        if how not in ("llm", "heuristic"):
+            raise ValidationError("rewrite: expected 'llm' or 'heuristic'", field="rewrite")
+        if entity is not None:
+            entity = check_entity(entity)
+        return recall(ns, messages_or_text, entity=entity, budget_tokens=budget, k=k,
+                      threshold=float(threshold), settings=self.settings, llm=self._chat(),
+                      rewrite=how, agent=agent)  # fmt: skip
+
+    # -- the background worker -----------------------------------------------------------------
+
+    def start(self, db: Any, *, names: Callable[[], Iterable[str]] | None = None) -> None:
+        """Run queued jobs in a daemon thread: every namespace once (jobs queued before a
+        restart), then those ``remember`` queued into, every ``poll_s``."""
+        if self._thread is not None:
+            return
+        with self._lock:
+            self._dirty.update((names or db.namespaces)())
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._work, args=(db,), daemon=True,
+                                        name="synapsedb-memory-loop")  # fmt: skip
+        self._thread.start()
+
+    def _work(self, db: Any) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self.settings.poll_s)
+            self._wake.clear()
+            if self._stop.is_set() or not self.llm_ready:
+                continue
+            with self._lock:
+                names = sorted(self._dirty)
+            for name in names:
+                if self._stop.is_set():
+                    break
+                try:
+                    self.run_pending(db.namespace(name))
+                except SynapseError as exc:  # a namespace that cannot be read right now
+                    self.last_error = f"{name}: {exc.message}"
+                except Exception:  # a bug: logged, the worker goes on with the others
+                    log.exception("memory loop: jobs of namespace %r failed", name)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    close = stop
+
+    @classmethod
+    def from_env(cls) -> MemoryLoop:
+        """A loop with the LLM of ``SYNAPSEDB_LLM_*`` (none when unset) and the settings of
+        ``SYNAPSEDB_LOOP_*``."""
+        from ..config import LLMSettings
+        from ..llm import ChatClient
+
+        llm_settings = LLMSettings.from_env()
+        llm = ChatClient(llm_settings) if llm_settings.configured else None
+        return cls(llm, LoopSettings.from_env())
