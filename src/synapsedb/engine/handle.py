@@ -27,9 +27,16 @@ class MemoryLoopSeam(Protocol):
     lives above it: ``Namespace.remember``/``recall`` pass themselves in. The engine never
     imports the loop; :func:`synapsedb.open` attaches one as ``Database.memory_loop``."""
 
-    def remember(self, ns: Any, messages: Any, **kwargs: Any) -> Any: ...
+    def remember(
+        self, ns: Any, messages: Any, *, entity: str, session: str | None = ...,
+        agent: str | None = ..., memories: Any = ..., wait: bool = ...,
+    ) -> Any: ...  # fmt: skip
 
-    def recall(self, ns: Any, messages_or_text: Any, **kwargs: Any) -> Any: ...
+    def recall(
+        self, ns: Any, messages_or_text: Any, *, entity: str | None = ...,
+        budget_tokens: int | None = ..., k: int | None = ..., threshold: float | None = ...,
+        rewrite: str | None = ..., agent: str | None = ...,
+    ) -> Any: ...  # fmt: skip
 
     def close(self) -> None: ...
 
