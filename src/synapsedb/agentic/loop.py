@@ -116,7 +116,7 @@ class MemoryLoop:
         ``entity``, then extract memories from them: queued (``status="queued"``), or inline
         with ``wait=True``. ``memories`` are memories the caller extracted itself (``type``,
         ``content``, optional ``confidence``, ``valid_from``): they skip the LLM and go
-        straight to conflict resolution, inline."""
+        straight to conflict resolution, inline, and no extraction job is queued."""
         entity = check_entity(entity)
         session = check_entity(session or datetime.now(UTC).strftime("%Y-%m-%d"), "session")
         msgs = as_messages(messages)
@@ -158,7 +158,8 @@ class MemoryLoop:
                                resolve(vf, said) if vf else None, said)
                      for t, c, conf, vf in extra]  # fmt: skip
             decisions += self._resolve(ns, cands, session, agent, llm=None)
-        if not any(t.role == "user" for t in turns):
+        if memories is not None or not any(t.role == "user" for t in turns):
+            # the caller extracted these turns itself (or there is no user turn to mine)
             return Remembered(entity, session, stream, tuple(t.id for t in turns),
                               "stored" if not decisions else "extracted", None,
                               tuple(decisions))  # fmt: skip

@@ -29,6 +29,8 @@ from ..types import (
     Memory,
     NamespaceConfig,
     QueryResult,
+    Recalled,
+    Remembered,
     Snapshot,
     Stats,
 )
@@ -278,6 +280,18 @@ def record_answer(ns: str, answer_id: str, query_ids: Sequence[str], agent: str 
     return Call("POST", f"{base(ns)}/answers", Lineage, json={"answer_id": answer_id,
                 "query_ids": list(query_ids), "text": text, "cited": list(cited or [])},
                 agent=agent)  # fmt: skip
+
+
+def remember(ns: str, body: dict[str, Any]) -> Call:
+    body = {k: v for k, v in body.items() if v is not None}
+    return Call("POST", f"{base(ns)}/remember", Remembered, json=body,
+                agent=body.pop("agent", None))  # fmt: skip
+
+
+def recall(ns: str, what: Any, body: dict[str, Any]) -> Call:
+    body = {k: v for k, v in body.items() if v is not None}
+    body["text" if isinstance(what, str) else "messages"] = what
+    return Call("POST", f"{base(ns)}/recall", Recalled, json=body, agent=body.pop("agent", None))
 
 
 def lineage(ns: str, answer_id: str) -> Call:

@@ -21,6 +21,8 @@ from ..types import (
     Memory,
     NamespaceConfig,
     QueryResult,
+    Recalled,
+    Remembered,
     Snapshot,
     Stats,
 )
@@ -215,6 +217,37 @@ class RemoteNamespace:
                   "agent": self._who(agent),
                   "tiers": None if tiers is None else list(tiers)}  # fmt: skip
         return self._run(calls.query(self.name, text, kwargs))  # type: ignore[no-any-return]
+
+    # -- the memory loop ------------------------------------------------------------------------
+
+    def remember(
+        self,
+        messages: Any,
+        *,
+        entity: str,
+        session: str | None = None,
+        agent: str | None = None,
+        memories: Sequence[Mapping[str, Any]] | None = None,
+        wait: bool = False,
+    ) -> Remembered:
+        body = {"messages": messages, "entity": entity, "session": session,
+                "agent": self._who(agent), "memories": memories, "wait": wait}  # fmt: skip
+        return self._run(calls.remember(self.name, body))  # type: ignore[no-any-return]
+
+    def recall(
+        self,
+        messages_or_text: Any,
+        *,
+        entity: str | None = None,
+        budget_tokens: int | None = None,
+        k: int | None = None,
+        threshold: float | None = None,
+        rewrite: str | None = None,
+        agent: str | None = None,
+    ) -> Recalled:
+        body = {"entity": entity, "budget_tokens": budget_tokens, "k": k,
+                "threshold": threshold, "rewrite": rewrite, "agent": self._who(agent)}  # fmt: skip
+        return self._run(calls.recall(self.name, messages_or_text, body))  # type: ignore[no-any-return]
 
     # -- lifecycle ------------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from .metrics import Metrics
 from .middleware import Observe, RequestGuard, observed
 from .observe import Tracing
 from .openapi import build_document, render_html
-from .routes import admin, data, feeds, recall, service
+from .routes import admin, data, feeds, loop, recall, service
 from .wire import encoder, error_response
 
 __all__ = ["create_app"]
@@ -167,6 +167,8 @@ def create_app(
         _ns_route("/changes", feeds.follow_changes, ["GET"], "read"),
         _ns_route("/query", recall.query, ["POST"], "read"),
         _ns_route("/answers", recall.record_answer, ["POST"], "write"),
+        _ns_route("/remember", loop.remember, ["POST"], "write"),
+        _ns_route("/recall", loop.recall, ["POST"], "read"),
         _ns_route("/answers/{answer_id}/lineage", recall.lineage, ["GET"], "read"),
         _ns_route("/audit", recall.audit, ["GET"], "read"),
         _ns_route("/snapshot", recall.snapshot, ["GET"], "read"),

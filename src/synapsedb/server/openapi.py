@@ -24,6 +24,8 @@ from ..types import (
     Memory,
     NamespaceConfig,
     QueryResult,
+    Recalled,
+    Remembered,
     Snapshot,
     Stats,
 )
@@ -192,6 +194,25 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "status": 201,
         "body": ["answer_id", "query_ids", "agent", "text", "cited"],
         "answer": Lineage,
+    },
+    ("POST", "/remember"): {
+        "summary": "Store conversation turns and extract typed memories (the memory loop)",
+        "body": ["messages", "entity", "session", "agent", "memories", "wait"],
+        "answer": Remembered,
+    },
+    ("POST", "/recall"): {
+        "summary": "The memories a conversation's last turn needs, as a context block",
+        "body": [
+            "messages",
+            "text",
+            "entity",
+            "budget_tokens",
+            "k",
+            "threshold",
+            "rewrite",
+            "agent",
+        ],
+        "answer": Recalled,
     },
     ("GET", "/answers/{answer_id}/lineage"): {
         "summary": "An answer's lineage",
