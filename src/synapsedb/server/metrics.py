@@ -43,6 +43,36 @@ class _Tiers(Collector):
         yield family
 
 
+class _Loop(Collector):
+    """The memory loop's state (server-wide): whether its LLM is up, its queue's depth."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        loop = self.db.memory_loop
+        status = getattr(loop, "status", None)
+        if status is None:
+            return
+        st = status()
+        up = GaugeMetricFamily("synapsedb_llm_state",
+                               "The memory loop's LLM: 1 for the state it is in",
+                               labels=["state"])  # fmt: skip
+        for state in ("absent", "ok", "unavailable"):
+            up.add_metric([state], 1.0 if st["llm"] == state else 0.0)
+        yield up
+        jobs = GaugeMetricFamily("synapsedb_extraction_jobs",
+                                 "Extraction jobs waiting (queued) or parked (failed)",
+                                 labels=["state"])  # fmt: skip
+        jobs.add_metric(["queued"], st["extraction_queued"])
+        jobs.add_metric(["failed"], st["extraction_failed"])
+        yield jobs
+        done = GaugeMetricFamily("synapsedb_extractions_done",
+                                 "Extraction jobs finished by this process")  # fmt: skip
+        done.add_metric([], st["extracted"])
+        yield done
+
+
 class Metrics:
     CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -67,6 +97,7 @@ class Metrics:
             "synapsedb_embedding_batch_size", "Texts per embedding batch",
             registry=r, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096),
         )  # fmt: skip
+        r.register(_Loop(db))
         self.moves = Counter(
             "synapsedb_tier_moves", "Memories demoted (evicted) or promoted", ["direction"],
             registry=r,

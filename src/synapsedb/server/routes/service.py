@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -75,10 +76,18 @@ async def readyz(request: Request) -> Response:
         except SynapseError:  # a probe without a key is still told whether the server is ready
             key = None
         if not is_operator(key):
-            return json_response({"status": "ready"})
+            return json_response({"status": "ready", "llm": _loop_status(db).get("llm")})
     return json_response({"status": "ready", "indexing_rows_pending": db.indexing_pending,
                           "erasure_pending": db.erasure_pending,
-                          "unavailable_namespaces": db.unavailable_namespaces()})  # fmt: skip
+                          "unavailable_namespaces": db.unavailable_namespaces(),
+                          "memory_loop": _loop_status(db)})  # fmt: skip
+
+
+def _loop_status(db: Database) -> dict[str, Any]:
+    """The memory loop's state: its LLM (``absent``, ``ok``, ``unavailable``) and queue. Ready
+    either way: without an LLM turns are stored and extraction waits (docs/agentic.md)."""
+    status = getattr(db.memory_loop, "status", None)
+    return status() if status is not None else {"llm": "absent"}
 
 
 async def openapi(request: Request) -> Response:
