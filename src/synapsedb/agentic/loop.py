@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import SynapseError, UpstreamError, ValidationError
+from ..errors import EmbeddingError, SynapseError, UpstreamError, ValidationError
 from ..times import to_us
 from ..types import Decision, Recalled, Remembered
 from ..validation import check_entity
@@ -148,8 +148,12 @@ class MemoryLoop:
         for role, text, body in bodies:  # the turns first: kept whatever extraction does
             if not text.strip():
                 continue
-            ev = ns.append(entity, body, stream=stream, agent=agent,
-                           searchable=role in ("user", "assistant"))  # fmt: skip
+            try:
+                ev = ns.append(entity, body, stream=stream, agent=agent,
+                               searchable=role in ("user", "assistant"))  # fmt: skip
+            except EmbeddingError:  # embedder down: keep the turn in the stream, unsearchable
+                body["data"] = {**data, "unindexed": True}
+                ev = ns.append(entity, body, stream=stream, agent=agent, searchable=False)
             turns.append(Turn(ev.id, str(role), text, ev.ts))
         decisions: list[Decision] = []
         if extra:
