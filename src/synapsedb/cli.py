@@ -288,9 +288,14 @@ def _remote(args: argparse.Namespace) -> int:
             n = mem.import_records(records)
             print(f"imported {n:,} memory versions into {args.namespace}", file=sys.stderr)
         elif cmd == "demo":
-            from .demo import run_demo
+            if args.story == "hawaii":
+                from .demo_hawaii import run_hawaii
 
-            run_demo(db, args.demo_namespace)
+                run_hawaii(db, args.url, args.api_key, args.demo_namespace)
+            else:
+                from .demo import run_demo
+
+                run_demo(db, args.demo_namespace)
         elif cmd == "events":
             _print(mem.events(args.stream, limit=args.limit, order=args.order))
         else:  # lineage
@@ -426,7 +431,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("file")
     p.set_defaults(func=_remote)
-    p = sub.add_parser("demo", parents=[remote], help="seed 000's refund story, three agents")
+    p = sub.add_parser("demo", parents=[remote], help="seed 000's refund story, three agents",
+                       description="refund: seed 000's three agents sharing memory; hawaii: "
+                       "seed 001's two sessions through the memory proxy (the server needs "
+                       "SYNAPSEDB_LLM_BASE_URL)")  # fmt: skip
+    p.add_argument("--story", choices=["refund", "hawaii"], default="refund")
     p.add_argument("--demo-namespace", help="namespace to use (default: a new demo-xxxxxx)")
     p.set_defaults(func=_remote)
     p = sub.add_parser("lineage", parents=[remote], help="what an answer was built on")
