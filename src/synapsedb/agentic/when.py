@@ -20,7 +20,8 @@ _NUM = {
 }  # fmt: skip
 _WEEKDAYS = [d.lower() for d in calendar.day_name]
 _MONTHS = [m.lower() for m in calendar.month_name if m]
-_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})(?:[T ][0-9:.]+(?:Z|[+-]\d{2}:?\d{2})?)?\b")
+# the text is lower-cased before matching: "T" and "Z" of an ISO datetime are matched as "t", "z"
+_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})(?:[t ][0-9:.]+(?:z|[+-]\d{2}:?\d{2})?)?\b")
 _AGO = re.compile(
     r"\b(\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|couple of|few)\s+"
     r"(day|week|month|year)s?\s+ago\b"
