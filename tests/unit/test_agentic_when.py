@@ -86,6 +86,37 @@ def test_month_end_and_year_boundaries(text: str, said: datetime, expected: date
     assert resolve(text, said) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The user may move to Berlin", None),  # the verb, not the month
+        ("They may visit in March", date(2025, 3, 1)),
+        ("in May", date(2025, 5, 1)),
+        ("since May", date(2025, 5, 1)),
+        ("May 2024", date(2024, 5, 1)),
+        ("on May 5", date(2025, 5, 1)),
+    ],
+)
+def test_may_is_a_month_only_where_it_names_one(text: str, expected: date | None) -> None:
+    assert resolve(text, FRIDAY) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "said", "expected"),
+    [
+        ("this monday", at(2025, 10, 20), date(2025, 10, 20)),  # said on that Monday: today
+        ("this friday", at(2025, 10, 20), date(2025, 10, 24)),  # later in the same week
+        ("this monday", at(2025, 10, 24), date(2025, 10, 20)),  # earlier in the same week
+        ("this sunday", at(2025, 10, 24), date(2025, 10, 26)),
+        ("this week", at(2025, 10, 24), date(2025, 10, 24)),
+    ],
+)
+def test_this_weekday_is_that_day_of_the_same_week(
+    text: str, said: datetime, expected: date
+) -> None:
+    assert resolve(text, said) == expected
+
+
 def test_the_reference_is_the_time_said_not_now() -> None:
     long_ago = datetime(2001, 6, 15, tzinfo=UTC)
     assert resolve("last week", long_ago) == date(2001, 6, 8)

@@ -32,7 +32,8 @@ _IN = re.compile(
 )
 _REL = re.compile(r"\b(last|next|this)\s+(week|month|year|" + "|".join(_WEEKDAYS) + r")\b")
 _ON_DAY = re.compile(r"\b(?:on\s+)?(" + "|".join(_WEEKDAYS) + r")\b")
-_MONTH = re.compile(r"\b(?:in\s+)?(" + "|".join(_MONTHS) + r")(?:\s+(\d{4}))?\b")
+_MONTH = re.compile(r"\b(in\s+|since\s+)?(" + "|".join(_MONTHS) + r")(?:\s+(\d{4}))?\b")
+_DAY_NUMBER = re.compile(r"\s+\d")
 
 
 def _months(d: date, n: int) -> date:
@@ -59,9 +60,11 @@ def resolve(text: str | None, said_at: datetime) -> date | None:
     """The date ``text`` names, read relative to ``said_at`` (a timezone-aware datetime).
 
     Understands ISO dates, today/yesterday/tomorrow, "N days/weeks/months/years ago", "in N
-    ...", "last/next/this week/month/year/<weekday>", a bare weekday (the most recent one
-    before ``said_at``) and a month name, with or without a year (the most recent such month
-    not after ``said_at``). Returns ``None`` when it finds none of these.
+    ...", "last/next/this week/month/year/<weekday>" ("this <weekday>": that day of the
+    Monday-to-Sunday week of ``said_at``), a bare weekday (the most recent one before
+    ``said_at``) and a month name, with or without a year (the most recent such month not
+    after ``said_at``; "may" only as "in/since May", "May 2025" or "May 5", not the verb).
+    Returns ``None`` when it finds none of these.
     """
     if not text:
         return None
@@ -94,13 +97,15 @@ def resolve(text: str | None, said_at: datetime) -> date | None:
         back = (ref.weekday() - target) % 7 or 7
         if which == "last":
             return ref - timedelta(days=back)
-        ahead = (target - ref.weekday()) % 7 or 7
-        return ref + timedelta(days=ahead) if which == "next" else ref - timedelta(days=back)
-    m = _MONTH.search(s)
-    if m:
-        month = _MONTHS.index(m[1]) + 1
-        if m[2]:
-            return date(int(m[2]), month, 1)
+        if which == "next":
+            return ref + timedelta(days=(target - ref.weekday()) % 7 or 7)
+        return ref + timedelta(days=target - ref.weekday())  # this: that day of this week
+    for m in _MONTH.finditer(s):
+        if m[2] == "may" and not (m[1] or m[3] or _DAY_NUMBER.match(s, m.end())):
+            continue  # the verb ("the user may move"), not the month
+        month = _MONTHS.index(m[2]) + 1
+        if m[3]:
+            return date(int(m[3]), month, 1)
         year = ref.year if month <= ref.month else ref.year - 1
         return date(year, month, 1)
     m = _ON_DAY.search(s)
