@@ -96,6 +96,23 @@ def test_export_import_between_namespaces(server: str, tmp_path: Path) -> None:
     assert again.returncode == 2 and "already holds data" in again.stderr
 
 
+def test_cli_query_valid_at(server: str) -> None:
+    base = f"{server}/v1/namespaces/cli/memories"
+    for mid, bounds in (("paris", {"valid_from": "2020-01-01", "valid_to": "2023-01-01"}),
+                        ("berlin", {"valid_from": "2023-01-01"})):  # fmt: skip
+        resp = httpx.post(base, json={"entity": "u", "id": mid, "content": f"lives in {mid}",
+                                      **bounds})  # fmt: skip
+        assert resp.status_code == 201, resp.text
+    for when, ids in (("2021-06-01", ["paris"]), ("1700000000", ["berlin"]), (None, None)):
+        args = ["query", "lives", "--json"] + (["--valid-at", when] if when else [])
+        out = run(server, *args)
+        assert out.returncode == 0, out.stderr
+        got = sorted(h["id"] for h in json.loads(out.stdout)["hits"])
+        assert got == (ids or ["berlin", "paris"]), when
+    bad = run(server, "query", "lives", "--valid-at", "soon")
+    assert bad.returncode == 2 and "valid_at" in bad.stderr
+
+
 def test_demo(server: str) -> None:
     out = run(server, "demo", "--demo-namespace", "demo-test")
     assert out.returncode == 0, out.stderr
