@@ -78,8 +78,9 @@ def open(
     docs/agentic.md): ``"env"`` (``SYNAPSEDB_LLM_*``; none when unset), ``None`` (no LLM:
     turns are stored, extraction waits), an :class:`~synapsedb.config.LLMSettings` or a
     :class:`~synapsedb.llm.ChatClient`. ``loop_settings`` is a
-    :class:`~synapsedb.agentic.LoopSettings` (default: ``SYNAPSEDB_LOOP_*``). With an LLM, a
-    background thread runs queued extractions until ``close()``.
+    :class:`~synapsedb.agentic.LoopSettings` (default: ``SYNAPSEDB_LOOP_*``). A
+    background thread makes remembered turns searchable and, with an LLM, runs queued extractions,
+    until ``close()``.
     """
     from .agentic import LoopSettings, MemoryLoop
     from .config import LLMSettings
@@ -92,8 +93,7 @@ def open(
     loop = MemoryLoop(llm, loop_settings or LoopSettings.from_env())
     db = Database(path, settings=settings, clock=clock, embedder=embedder, **overrides)
     db.memory_loop = loop
-    if loop.llm is not None:
-        loop.start(db)
+    loop.start(db)  # indexes remembered turns; extracts while an LLM is available
     return db
 
 

@@ -65,15 +65,25 @@ def due(ns: Any, now: float) -> list[Job]:
     return sorted(ready, key=lambda j: float(j.value.get("queued_at", 0.0)))
 
 
-def claim(ns: Any, job: Job, now: float, agent: str | None) -> Job | None:
-    """Take the job (None if another worker took or finished it first)."""
-    value = {**job.value, "state": "running", "attempts": int(job.value.get("attempts", 0)) + 1,
-             "due": now + LEASE_S}  # fmt: skip
+def update(ns: Any, job: Job, changes: dict[str, Any], agent: str | None) -> Job | None:
+    """The job with ``changes``, written if nobody else wrote it since (None otherwise)."""
+    value = {**job.value, **changes}
     try:
         fact = ns.set(JOBS_ENTITY, job.key, value, if_version=job.version, agent=agent)
     except (VersionConflictError, NotFoundError):
         return None
     return Job(job.key, fact.version, value)
+
+
+def claim(ns: Any, job: Job, now: float, agent: str | None) -> Job | None:
+    """Take the job (None if another worker took or finished it first): ``running`` until
+    the lease runs out."""
+    return update(ns, job, {"state": "running", "due": now + LEASE_S}, agent)
+
+
+def release(ns: Any, job: Job, agent: str | None) -> None:
+    """Give a claimed job back, due at once, its attempts unchanged."""
+    update(ns, job, {"state": "queued", "due": 0.0}, agent)
 
 
 def finish(ns: Any, job: Job, agent: str | None) -> None:
@@ -92,11 +102,11 @@ def reschedule(
     counts: Callable[[], None] | None = None,
 ) -> bool:
     """Put a failed job back with backoff, or park it as failed. True when it was parked."""
-    attempts = int(job.value.get("attempts", 1))
+    attempts = int(job.value.get("attempts", 0)) + 1
     parked = attempts >= max_attempts
     delay = min(MAX_DELAY_S, base_s * 2 ** max(0, attempts - 1))
     value = {**job.value, "state": "failed" if parked else "queued", "due": now + delay,
-             "error": error[:1000]}  # fmt: skip
+             "attempts": attempts, "error": error[:1000]}  # fmt: skip
     try:
         ns.set(JOBS_ENTITY, job.key, value, if_version=job.version, agent=agent)
     except (VersionConflictError, NotFoundError):

@@ -11,6 +11,7 @@ and ``remember`` returns its decisions.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import EmbeddingError, SynapseError, UpstreamError, ValidationError
+from ..errors import NotFoundError, SynapseError, UpstreamError, ValidationError
 from ..times import to_us
 from ..types import Decision, Recalled, Remembered
 from ..validation import check_entity
@@ -29,7 +30,7 @@ from .resolve import apply, decide, neighbours
 from .settings import MEMORY_TYPES, LoopSettings
 from .when import resolve
 
-__all__ = ["CONFIG_ENTITY", "MemoryLoop"]
+__all__ = ["CONFIG_ENTITY", "MemoryLoop", "turn_memory_id"]
 
 log = logging.getLogger("synapsedb.agentic")
 CONFIG_ENTITY = "synapsedb:config"
@@ -50,6 +51,13 @@ def _text(m: Mapping[str, Any], i: int) -> str:
                               f"{MAX_TURN_CHARS}", field=f"messages[{i}].content",
                               limit=MAX_TURN_CHARS)  # fmt: skip
     return c
+
+
+def turn_memory_id(stream: str, event_id: str) -> str:
+    """The id of a turn's searchable memory: fixed by its stream and event id, so indexing a
+    job twice (a worker died in between) writes nothing new."""
+    digest = hashlib.blake2s(stream.encode(), digest_size=6).hexdigest()
+    return f"turn-{digest}-{event_id}"
 
 
 class MemoryLoop:
@@ -135,7 +143,7 @@ class MemoryLoop:
                 raise ValidationError(f"messages[{i}].role: expected one of {', '.join(ROLES)}",
                                       field=f"messages[{i}].role")  # fmt: skip
             text = _text(m, i)
-            data = {"role": role, "session": session}
+            data = {"role": role, "session": session, "searchable": role in ("user", "assistant")}
             if isinstance(m.get("name"), str):
                 data["name"] = m["name"]
             body: dict[str, Any] = {"content": text, "data": data,
@@ -148,12 +156,9 @@ class MemoryLoop:
         for role, text, body in bodies:  # the turns first: kept whatever extraction does
             if not text.strip():
                 continue
-            try:
-                ev = ns.append(entity, body, stream=stream, agent=agent,
-                               searchable=role in ("user", "assistant"))  # fmt: skip
-            except EmbeddingError:  # embedder down: keep the turn in the stream, unsearchable
-                body["data"] = {**data, "unindexed": True}
-                ev = ns.append(entity, body, stream=stream, agent=agent, searchable=False)
+            # the stream event only: a turn's searchable memory (its embedding: ~5 ms) is
+            # written by the job, in the background, so remember stays in the millisecond
+            ev = ns.append(entity, body, stream=stream, agent=agent, searchable=False)
             turns.append(Turn(ev.id, str(role), text, ev.ts))
         decisions: list[Decision] = []
         if extra:
@@ -162,22 +167,30 @@ class MemoryLoop:
                                resolve(vf, said) if vf else None, said)
                      for t, c, conf, vf in extra]  # fmt: skip
             decisions += self._resolve(ns, cands, session, agent, llm=None)
-        if memories is not None or not any(t.role == "user" for t in turns):
-            # the caller extracted these turns itself (or there is no user turn to mine)
-            return Remembered(entity, session, stream, tuple(t.id for t in turns),
-                              "stored" if not decisions else "extracted", None,
+        ids = tuple(t.id for t in turns)
+        # the caller extracted these turns itself (memories=), or there is no user turn to mine
+        extract = memories is None and any(t.role == "user" for t in turns)
+        index = any(t.role in ("user", "assistant") for t in turns)
+        if not index and not extract:
+            return Remembered(entity, session, stream, ids,
+                              "extracted" if decisions else "stored", None,
                               tuple(decisions))  # fmt: skip
-        spec = {"entity": entity, "session": session, "stream": stream,
-                "first": turns[0].id, "last": turns[-1].id, "agent": agent}  # fmt: skip
+        spec = {"entity": entity, "session": session, "stream": stream, "first": turns[0].id,
+                "last": turns[-1].id, "agent": agent, "index": index, "indexed": False,
+                "extract": extract}  # fmt: skip
         if wait:
             chat = self._chat()
-            if chat is None:
+            if extract and chat is None:
                 raise UpstreamError("remember(wait=True): no LLM available to extract with "
                                     f"({self.status()['llm']}); the turns are stored",
                                     configured=self.llm is not None)  # fmt: skip
-            decisions += self._extract(ns, spec, chat)
-            return Remembered(entity, session, stream, tuple(t.id for t in turns),
-                              "extracted", None, tuple(decisions))  # fmt: skip
+            if index:
+                self._index(ns, spec)
+            if extract and chat is not None:
+                decisions += self._extract(ns, spec, chat)
+            return Remembered(entity, session, stream, ids,
+                              "extracted" if extract or decisions else "stored", None,
+                              tuple(decisions))  # fmt: skip
         key = queue.enqueue(ns, spec, agent)
         self._note_queued(ns.name, +1)
         self._wake.set()
@@ -221,6 +234,30 @@ class MemoryLoop:
         return [Turn(e.id, str((e.data or {}).get("role", "user")), e.content, e.ts)
                 for e in evs if e.entity == spec["entity"]]  # fmt: skip
 
+    def _index(self, ns: Any, spec: Mapping[str, Any]) -> int:
+        """Write the searchable memories of the job's user and assistant turns (type
+        ``event``, metadata ``stream``/``event_id``/``role``/``session``), embedded in one
+        batch. Idempotent: a turn whose memory exists (or existed) is skipped."""
+        evs = ns.events(spec["stream"], start=spec["first"], end=spec["last"], limit=10_000)
+        items = []
+        for e in evs:
+            d = e.data or {}
+            if e.entity != spec["entity"] or not d.get("searchable"):
+                continue
+            mid = turn_memory_id(e.stream, e.id)
+            try:
+                ns.history(mid)
+                continue  # written by an earlier run of this job (or since forgotten)
+            except NotFoundError:
+                pass
+            items.append({"entity": e.entity, "id": mid, "type": "event", "content": e.content,
+                          "ts": e.ts, "metadata": {"stream": e.stream, "event_id": e.id,
+                                                   "role": d.get("role"),
+                                                   "session": d.get("session")}})  # fmt: skip
+        if items:
+            ns.write_many(items, agent=spec.get("agent"))
+        return len(items)
+
     def _extract(self, ns: Any, spec: Mapping[str, Any], chat: Chat) -> list[Decision]:
         turns = self._turns(ns, spec)
         if not turns:
@@ -238,23 +275,35 @@ class MemoryLoop:
         return out
 
     def run_pending(self, ns: Any, *, limit: int | None = None) -> int:
-        """Run the namespace's due extraction jobs now (none while no LLM is available).
-        Returns how many finished."""
+        """Run the namespace's due jobs now: make their turns searchable, and extract (only
+        while an LLM is available: otherwise the job waits, its turns indexed). Returns how
+        many jobs finished."""
         chat = self._chat()
-        if chat is None:
-            self._recount(ns)
-            return 0
         done = 0
         now = time.time()
         who = "memory-loop"
         for job in queue.due(ns, now):
             if limit is not None and done >= limit:
                 break
+            index = bool(job.value.get("index")) and not job.value.get("indexed")
+            extract = bool(job.value.get("extract", True))
+            if not index and not (extract and chat is not None):
+                continue  # waits for an LLM
             mine = queue.claim(ns, job, now, who)
             if mine is None:
                 continue
             try:
-                self._extract(ns, mine.value, chat)
+                if index:
+                    self._index(ns, mine.value)
+                    indexed = queue.update(ns, mine, {"indexed": True}, who)
+                    if indexed is None:
+                        continue  # taken over (our lease ran out): the other worker goes on
+                    mine = indexed
+                if extract and chat is None:
+                    queue.release(ns, mine, who)  # indexed; extraction waits for an LLM
+                    continue
+                if extract and chat is not None:
+                    self._extract(ns, mine.value, chat)
             except SynapseError as exc:
                 self.last_error = f"{type(exc).__name__}: {exc.message}"
                 queue.reschedule(ns, mine, self.last_error, time.time(),
@@ -264,7 +313,7 @@ class MemoryLoop:
                 continue
             queue.finish(ns, mine, who)
             done += 1
-            self.extracted += 1
+            self.extracted += int(extract)
         self._recount(ns)
         return done
 
@@ -284,8 +333,18 @@ class MemoryLoop:
         with self._lock:
             self._queued[ns.name] = sum(j.state != "failed" for j in all_jobs)
             self._failed[ns.name] = sum(j.state == "failed" for j in all_jobs)
-            if not self._queued[ns.name]:
-                self._dirty.discard(ns.name)
+            if not any(j.state != "failed" and j.value.get("index") and not j.value.get("indexed")
+                       for j in all_jobs):  # fmt: skip
+                self._dirty.discard(ns.name)  # nothing to do without an LLM (waiting below)
+
+    def _names(self) -> list[str]:
+        """The namespaces the worker visits now: those with turns to index, and while an LLM
+        is available those with extraction waiting."""
+        with self._lock:
+            names = set(self._dirty)
+            if self.llm_ready:
+                names.update(n for n, q in self._queued.items() if q)
+        return sorted(names)
 
     # -- recall --------------------------------------------------------------------------------
 
@@ -351,7 +410,8 @@ class MemoryLoop:
 
     def start(self, db: Any, *, names: Callable[[], Iterable[str]] | None = None) -> None:
         """Run queued jobs in a daemon thread: every namespace once (jobs queued before a
-        restart), then those ``remember`` queued into, every ``poll_s``."""
+        restart), then those ``remember`` queued into, every ``poll_s`` (at once after a
+        ``remember``)."""
         if self._thread is not None:
             return
         with self._lock:
@@ -365,11 +425,9 @@ class MemoryLoop:
         while not self._stop.is_set():
             self._wake.wait(self.settings.poll_s)
             self._wake.clear()
-            if self._stop.is_set() or not self.llm_ready:
+            if self._stop.is_set():
                 continue
-            with self._lock:
-                names = sorted(self._dirty)
-            for name in names:
+            for name in self._names():
                 if self._stop.is_set():
                     break
                 try:
