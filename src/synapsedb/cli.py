@@ -138,14 +138,21 @@ def _serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from .config import Settings
+    from .config import LLMSettings, Settings
     from .server import create_app
     from .server.observe import Tracing, configure_logging
+    from .validation import check_namespace
 
     configure_logging(args.log_level, args.log_format)
     tracing = Tracing(args.otel_exporter, endpoint=args.otel_endpoint)
     settings = Settings.from_env()
-    db = open_db(args.data, settings=settings)
+    try:
+        llm = LLMSettings.from_env()
+        check_namespace(args.proxy_namespace)
+    except ValidationError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
+    db = open_db(args.data, settings=settings, llm=llm)
     try:
         mode = "API keys required" if auth == "keys" else "open access (--auth none)"
         scheme = "https" if args.tls_cert else "http"
@@ -157,7 +164,8 @@ def _serve(args: argparse.Namespace) -> int:
               f"{scheme}://{args.host}:{args.port} ({mode})", flush=True)  # fmt: skip
         app = create_app(db, keys if auth == "keys" else None, tracing, auth=auth,
                          max_feeds_per_key=args.max_feeds_per_key, limits=limits,
-                         allowed_hosts=hosts)  # fmt: skip
+                         allowed_hosts=hosts, llm=llm,
+                         proxy_namespace=args.proxy_namespace)  # fmt: skip
         uvicorn.run(
             app, host=args.host, port=args.port,
             log_level=args.log_level, log_config=None, access_log=False, loop=args.loop,
@@ -376,6 +384,10 @@ def build_parser() -> argparse.ArgumentParser:
                    default=float(os.environ.get("SYNAPSEDB_KEEP_ALIVE_TIMEOUT", "5")),
                    help="seconds an idle keep-alive connection stays open (env "
                         "SYNAPSEDB_KEEP_ALIVE_TIMEOUT)")  # fmt: skip
+    p.add_argument("--proxy-namespace",
+                   default=os.environ.get("SYNAPSEDB_PROXY_NAMESPACE", "default"),
+                   help="namespace of the memory proxy's /v1/chat/completions and /v1/responses "
+                        "(the upstream model: SYNAPSEDB_LLM_*; env SYNAPSEDB_PROXY_NAMESPACE)")  # fmt: skip
     p.add_argument("--tls-cert", default=os.environ.get("SYNAPSEDB_TLS_CERT"),
                    help="server certificate (PEM): serve HTTPS")  # fmt: skip
     p.add_argument("--tls-key", default=os.environ.get("SYNAPSEDB_TLS_KEY"),

@@ -109,6 +109,9 @@ PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
 WRITES = {("POST", "/memories"), ("POST", "/memories:batch"), ("PUT", "/facts"),
           ("POST", "/events"), ("POST", "/answers"), ("POST", "/maintain"), ("POST", "/import"),
           ("PUT", "/config")}  # fmt: skip
+# the memory proxy needs an upstream model: its isolation is tested in test_proxy.py
+WRITES |= {("POST", "/chat/completions"), ("POST", "/responses"),
+           ("POST", "/v1/chat/completions"), ("POST", "/v1/responses")}  # fmt: skip
 
 
 def shape(resp: Any) -> Any:

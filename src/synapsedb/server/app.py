@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
 
+from ..config import LLMSettings
 from ..engine import Database, Namespace
 from ..engine.lifecycle import RateLimiter
 from ..errors import (
@@ -40,7 +41,8 @@ from .metrics import Metrics
 from .middleware import Observe, RequestGuard, observed
 from .observe import Tracing
 from .openapi import build_document, render_html
-from .routes import admin, data, feeds, loop, recall, service
+from .proxy import Proxy, openai_error
+from .routes import admin, data, feeds, loop, proxy, recall, service
 from .wire import encoder, error_response
 
 __all__ = ["create_app"]
@@ -50,26 +52,43 @@ log = logging.getLogger("synapsedb.server")
 Handler = Callable[[Request, Namespace], Awaitable[Response]]
 
 
-def _ns_route(path: str, handler: Handler, methods: list[str], scope: str) -> Route:
+def _ns_route(
+    path: str,
+    handler: Handler,
+    methods: list[str],
+    scope: str,
+    *,
+    errors: Callable[[SynapseError], Response] = error_response,
+    prefix: str = "/v1/namespaces/{ns}",  # "": ``path`` is the whole path
+) -> Route:
+    """A route over one namespace: the key authorized for ``scope``, the tenant's namespace
+    resolved (the path's ``{ns}``, or without one the proxy's default namespace), errors
+    answered by ``errors`` (the one JSON error body; OpenAI's shape on the proxy routes)."""
+
     async def endpoint(request: Request) -> Response:
         internal = name = None
         try:
             key = authorize(request, scope)
             db: Database = request.app.state.db
-            name = request.path_params["ns"]
+            name = request.path_params.get("ns") or request.app.state.proxy.namespace
             internal = engine_namespace(key, name)
             request.state.key, request.state.ns = key, name
             return await handler(request, db.namespace(internal))
         except SynapseError as err:
             if internal is not None and name is not None:
                 name_publicly(err, internal, name)
-            return error_response(err)
+            return errors(err)
         except Exception:  # a bug (bad input is a SynapseError where it is parsed): still one
             # JSON error body, and the traceback in the log
             log.exception("unexpected error in %s %s", request.method, request.url.path)
-            return error_response(SynapseError("internal error (logged on the server)"))
+            return errors(SynapseError("internal error (logged on the server)"))
 
-    return Route("/v1/namespaces/{ns}" + path, endpoint, methods=methods)
+    return Route(prefix + path, endpoint, methods=methods)
+
+
+def _proxy_route(path: str, handler: Handler) -> Route:
+    """A memory proxy route: OpenAI's error shape; it stores turns, so it needs ``write``."""
+    return _ns_route(path, handler, ["POST"], "write", errors=openai_error, prefix="")
 
 
 class App(Starlette):
@@ -115,6 +134,8 @@ def create_app(
     max_feeds_per_key: int = 32,
     limits: Limits | None = None,
     allowed_hosts: Iterable[str] | None = None,
+    llm: LLMSettings | None = None,
+    proxy_namespace: str = "default",
 ) -> App:
     """The ASGI app over ``db``. ``auth`` is decided here, once: ``keys`` (the default when a
     ``keys`` store is given) makes every /v1 request need a live key of that store, and with
@@ -123,7 +144,10 @@ def create_app(
     ``max_feeds_per_key`` caps each key's live feeds. ``tracing`` (off by default) exports
     OpenTelemetry spans; the app shuts it down. ``limits`` holds the body deadline (its
     connection limits are the server's: ``Limits.uvicorn_options``); ``allowed_hosts`` the
-    Host names served (None: any; the CLI gives loopback servers their loopback names)."""
+    Host names served (None: any; the CLI gives loopback servers their loopback names).
+    ``llm`` is the upstream model of the memory proxy (``.../chat/completions``,
+    ``.../responses``: docs/proxy.md; none: those routes answer 503), ``proxy_namespace`` the
+    namespace of ``/v1/chat/completions`` and ``/v1/responses``."""
     auth = auth or ("none" if keys is None else "keys")
     if auth not in AUTH_MODES:
         raise ValidationError(f"auth: expected keys or none, got {auth!r}", field="auth")
@@ -131,12 +155,14 @@ def create_app(
         raise ValidationError("auth: 'keys' needs a KeyStore", field="auth")
     feed_limit = FeedLimit(max_feeds_per_key)
     tracing = tracing or Tracing()
+    memory_proxy = Proxy(db, llm, namespace=proxy_namespace)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
             yield
         finally:
+            await memory_proxy.aclose()
             app.state.metrics.detach()
             app.state.feed.detach()
             if tracing.enabled:
@@ -181,6 +207,10 @@ def create_app(
         _ns_route("/entities", admin.entities, ["GET"], "read"),
         _ns_route("/streams", admin.streams, ["GET"], "read"),
         _ns_route("/stats", admin.stats, ["GET"], "read"),
+        _proxy_route("/v1/namespaces/{ns}/chat/completions", proxy.chat_completions),
+        _proxy_route("/v1/namespaces/{ns}/responses", proxy.responses),
+        _proxy_route("/v1/chat/completions", proxy.chat_completions),  # the default namespace
+        _proxy_route("/v1/responses", proxy.responses),
     ]
     app = App(
         routes=routes,
@@ -201,6 +231,7 @@ def create_app(
                          and "GET" in (r.methods or ()))  # fmt: skip
         app.fast = FastLane(facts_get, db, app.state, app.state.metrics)
     app.state.db = db
+    app.state.proxy = memory_proxy
     app.state.feed = ChangeFeed(db)
     app.state.warmup = service.Warmup(db)
     app.state.warmup.start()

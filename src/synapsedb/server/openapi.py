@@ -195,6 +195,24 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "body": ["answer_id", "query_ids", "agent", "text", "cited"],
         "answer": Lineage,
     },
+    ("POST", "/chat/completions"): {
+        "summary": "Memory proxy: OpenAI chat completions (stream or not) with the entity's "
+        "memories, forwarded to the upstream model (docs/proxy.md; OpenAI's error shape)",
+        "answer": dict,
+    },
+    ("POST", "/responses"): {
+        "summary": "Memory proxy: OpenAI's Responses API (input, instructions, "
+        "previous_response_id, stream) over the upstream model (docs/proxy.md)",
+        "answer": dict,
+    },
+    ("POST", "/v1/chat/completions"): {
+        "summary": "Memory proxy in the server's default namespace (--proxy-namespace)",
+        "answer": dict,
+    },
+    ("POST", "/v1/responses"): {
+        "summary": "Memory proxy's Responses API in the default namespace (--proxy-namespace)",
+        "answer": dict,
+    },
     ("POST", "/remember"): {
         "summary": "Store conversation turns and extract typed memories (the memory loop)",
         "body": ["messages", "entity", "session", "agent", "memories", "wait"],

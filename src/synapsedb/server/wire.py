@@ -59,6 +59,16 @@ def plain(obj: Any) -> Any:
 
 
 def error_response(err: SynapseError) -> Response:
+    return Response(
+        encoder.encode({"error": err.to_dict()}),
+        status_code=err.http_status,
+        media_type="application/json",
+        headers=error_headers(err),
+    )
+
+
+def error_headers(err: SynapseError) -> dict[str, str]:
+    """The headers an error answer carries, whatever the shape of its body."""
     headers = {}
     if isinstance(err, QuotaExceededError) and "retry_after" in err.details:
         headers["Retry-After"] = str(max(1, round(err.details["retry_after"] + 0.5)))
@@ -70,12 +80,7 @@ def error_response(err: SynapseError) -> Response:
         err, "unread_body", False
     ):
         headers["Connection"] = "close"  # the rest of the body is never read: end the connection
-    return Response(
-        encoder.encode({"error": err.to_dict()}),
-        status_code=err.http_status,
-        media_type="application/json",
-        headers=headers,
-    )
+    return headers
 
 
 async def read_body(request: Request) -> dict[str, Any]:

@@ -1,0 +1,359 @@
+"""The memory proxy: an unmodified OpenAI client whose base URL is
+``http://host:7379/v1/namespaces/<ns>`` gets memory (docs/proxy.md).
+
+For each request: recall for the caller's entity (the memory loop, ``Database.memory_loop``),
+inject the context block as a system message after the caller's own, forward to the configured
+upstream model (:meth:`AsyncChatClient.forward <synapsedb.llm.AsyncChatClient.forward>`), and
+pass the answer back unchanged. Once the answer is complete, a background worker records it
+(``record_answer``, so ``lineage(<completion id>)`` shows the memories behind it) and hands
+the turns to ``remember``. Memory work never delays or fails an answer: a recall that fails
+forwards without memory, and what fails afterwards is logged (rate-limited).
+
+Errors on these routes have OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``
+(``code`` is SynapseDB's error code), so OpenAI SDKs raise their usual exceptions.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..config import LLMSettings
+from ..engine import Database, Namespace
+from ..errors import SynapseError, UpstreamError, ValidationError
+from ..ids import new_memory_id
+from ..llm import AsyncChatClient, Chunk, ChunkStream
+from ..types import Recalled
+from ..validation import ID_RE, check_entity, check_namespace
+from .wire import agent_of, encoder, error_headers
+
+__all__ = ["Proxy", "Turn", "openai_error"]
+
+log = logging.getLogger("synapsedb.proxy")
+
+DEFAULT_ENTITY = "user:default"
+ENTITY_HEADER = "x-synapsedb-entity"
+SESSION_HEADER = "x-synapsedb-session"
+ANSWER_HEADER = "X-SynapseDB-Answer-Id"
+MEMORIES_HEADER = "X-SynapseDB-Memories"
+AGENT = "proxy"
+CHAIN_ENTITY = "synapsedb:responses"  # the Responses API's records: one KV fact per response
+RESPONSE_TTL_S = 30 * 86_400  # as long as OpenAI keeps a stored response
+TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+         404: "not_found_error", 408: "invalid_request_error", 409: "conflict_error",
+         413: "invalid_request_error", 415: "invalid_request_error", 429: "rate_limit_error",
+         502: "upstream_error", 503: "service_unavailable"}  # fmt: skip
+
+
+def openai_status(err: SynapseError) -> int:
+    """The status of ``err`` on a proxy route: bad input is a 400 (OpenAI's), no upstream
+    configured a 503, otherwise the status of its class."""
+    if isinstance(err, ValidationError):
+        return 400
+    if isinstance(err, UpstreamError) and err.details.get("configured") is False:
+        return 503
+    return err.http_status
+
+
+def openai_error(err: SynapseError) -> Response:
+    """``err`` in OpenAI's error shape, with the headers its class asks for (Retry-After ...)."""
+    status = openai_status(err)
+    kind = TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    body = {"message": err.message, "type": kind, "param": err.details.get("field"),
+            "code": err.code}  # fmt: skip
+    headers = error_headers(err)
+    if isinstance(err, UpstreamError) and err.details.get("retry_after") is not None:
+        headers["Retry-After"] = str(max(1, round(err.details["retry_after"] + 0.5)))
+    return Response(encoder.encode({"error": body}), status_code=status,
+                    media_type="application/json", headers=headers)  # fmt: skip
+
+
+def error_chunk(err: SynapseError) -> dict[str, Any]:
+    """What a stream that fails part-way sends last (OpenAI sends the same shape)."""
+    return {"error": {"message": err.message, "type": "upstream_error", "param": None,
+                      "code": err.code}}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """Who a proxied request is about: the entity recalled for and remembered under, the
+    session its turns go to (None: the memory loop's default, one per day), the agent."""
+
+    entity: str
+    session: str | None
+    agent: str | None
+
+
+def answer_id(given: Any, prefix: str) -> str:
+    """The upstream's id when it is a valid answer id, else a new one."""
+    if isinstance(given, str) and ID_RE.match(given):
+        return given
+    return f"{prefix}-sdb-{new_memory_id(time.time_ns() // 1000)}"
+
+
+def inject(messages: Sequence[Mapping[str, Any]], recalled: Recalled | None) -> list[Any]:
+    """``messages`` with the recalled context as a system message after the leading system
+    (and developer) messages; unchanged when there is nothing to inject."""
+    out = list(messages)
+    if recalled is None or not recalled.context:
+        return out
+    at = 0
+    while at < len(out) and isinstance(out[at], Mapping) and out[at].get("role") in (
+        "system", "developer"):  # fmt: skip
+        at += 1
+    out.insert(at, {"role": "system", "content": recalled.context})
+    return out
+
+
+def new_turns(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """The user turns at the end of a conversation (after its last other message): what a
+    client that resends the whole history says for the first time."""
+    out: list[dict[str, Any]] = []
+    for m in reversed(messages):
+        if not isinstance(m, Mapping) or m.get("role") != "user":
+            break
+        out.append({"role": "user", "content": m.get("content")})
+    return out[::-1]
+
+
+class Warnings:
+    """Log a warning of each kind at most once per ``every_s``, saying how many were skipped."""
+
+    def __init__(self, every_s: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.every_s, self._clock = every_s, clock
+        self._last: dict[str, float] = {}
+        self._skipped: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def warn(self, kind: str, message: str) -> None:
+        now = self._clock()
+        with self._lock:
+            self.count += 1
+            last = self._last.get(kind)
+            if last is not None and now - last < self.every_s:
+                self._skipped[kind] = self._skipped.get(kind, 0) + 1
+                return
+            skipped = self._skipped.pop(kind, 0)
+            self._last[kind] = now
+        more = f" ({skipped} more like it since the last one)" if skipped else ""
+        log.warning("memory proxy: %s%s", message, more)
+
+
+class Proxy:
+    """The proxy's state in the app: the upstream client, the default namespace of
+    ``/v1/chat/completions`` and ``/v1/responses``, the background worker that stores what
+    was said, and the responses whose records are still being written."""
+
+    def __init__(
+        self,
+        db: Database,
+        llm: LLMSettings | None = None,
+        *,
+        namespace: str = "default",
+        client: AsyncChatClient | None = None,
+    ) -> None:
+        self.db = db
+        self.namespace = check_namespace(namespace)
+        self.client = client or AsyncChatClient(llm or LLMSettings())
+        self.warnings = Warnings()
+        self.pending: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, response id) -> record
+        self._work = ThreadPoolExecutor(max_workers=1, thread_name_prefix="synapsedb-proxy")
+        self._closed = False
+
+    @property
+    def configured(self) -> bool:
+        return self.client.configured
+
+    def require_upstream(self) -> None:
+        """503 in OpenAI's shape when no upstream model is configured."""
+        if not self.client.configured:
+            raise UpstreamError(
+                "the memory proxy has no upstream model: set SYNAPSEDB_LLM_BASE_URL (and "
+                "SYNAPSEDB_LLM_MODEL, SYNAPSEDB_LLM_API_KEY) where the server starts",
+                configured=False, attempts=0,
+            )  # fmt: skip
+
+    def turn(self, request: Request, body: Mapping[str, Any], *, session: str | None = None,
+             entity: str | None = None) -> Turn:  # fmt: skip
+        """The entity (the body's ``user``, else ``X-SynapseDB-Entity``, else ``entity``, else
+        user:default), the session (``X-SynapseDB-Session``, else ``session``) and the agent
+        (the request's, else "proxy") of a request; 400 naming what is malformed."""
+        user = body.get("user")
+        if user is not None:
+            who = check_entity(user, "user")
+        elif (header := request.headers.get(ENTITY_HEADER)) is not None:
+            who = check_entity(header, "X-SynapseDB-Entity")
+        else:
+            who = entity or DEFAULT_ENTITY
+        given = request.headers.get(SESSION_HEADER)
+        if given is not None:
+            session = check_entity(given, "X-SynapseDB-Session")
+        return Turn(who, session, agent_of(request) or AGENT)
+
+    async def recall(self, ns: Namespace, messages: Sequence[Any], turn: Turn) -> Recalled | None:
+        """The memories for this turn, or None when there is no loop or recall failed (then the
+        request goes on without memory: logged, rate-limited)."""
+        loop = self.db.memory_loop
+        if loop is None:
+            return None
+        try:
+            found = await run_in_threadpool(
+                lambda: loop.recall(ns, list(messages), entity=turn.entity, agent=turn.agent)
+            )
+        except Exception as exc:  # degrade: answer without memory
+            self.warnings.warn("recall", f"recall failed, answering without memory: "
+                               f"{type(exc).__name__}: {exc}")  # fmt: skip
+            return None
+        return found if isinstance(found, Recalled) else None
+
+    def finish(
+        self,
+        ns: Namespace,
+        turn: Turn,
+        recalled: Recalled | None,
+        answer: str,
+        answer_id: str,
+        said: Sequence[Mapping[str, Any]],
+        record: tuple[str, dict[str, Any]] | None = None,
+    ) -> None:
+        """After a complete answer, in the background: record it (lineage), store the
+        response's record (``record``: its id and value, Responses API) and remember the
+        turns ``said`` and the answer. Never raises; failures are logged."""
+        if record is not None:
+            self.pending[(ns.name, record[0])] = record[1]
+        if self._closed:
+            return
+        self._work.submit(self._finish, ns, turn, recalled, answer, answer_id, said, record)
+
+    def _finish(
+        self,
+        ns: Namespace,
+        turn: Turn,
+        recalled: Recalled | None,
+        answer: str,
+        answer_id: str,
+        said: Sequence[Mapping[str, Any]],
+        record: tuple[str, dict[str, Any]] | None,
+    ) -> None:
+        try:
+            qids = [recalled.query_id] if recalled is not None and recalled.query_id else []
+            cited = [m.id for m in recalled.memories] if recalled is not None else []
+            ns.record_answer(answer_id, qids, cited=cited, text=answer, agent=turn.agent)
+        except Exception as exc:
+            self.warnings.warn("record", f"answer {answer_id} not recorded: "
+                               f"{type(exc).__name__}: {exc}")  # fmt: skip
+        if record is not None:
+            try:
+                save_record(ns, record[0], record[1])
+            except Exception as exc:
+                self.warnings.warn("chain", f"response {record[0]} not stored: "
+                                   f"{type(exc).__name__}: {exc}")  # fmt: skip
+            finally:
+                self.pending.pop((ns.name, record[0]), None)
+        loop = self.db.memory_loop
+        turns = [*said, {"role": "assistant", "content": answer}] if answer else list(said)
+        if loop is None or not turns:
+            return
+        try:
+            loop.remember(ns, turns, entity=turn.entity, session=turn.session, agent=turn.agent)
+        except Exception as exc:
+            self.warnings.warn("remember", f"turns of {turn.entity!r} not remembered: "
+                               f"{type(exc).__name__}: {exc}")  # fmt: skip
+
+    def drain(self) -> None:
+        """Wait until the background work queued so far is done (tests, shutdown)."""
+        self._work.submit(lambda: None).result()
+
+    async def aclose(self) -> None:
+        """Finish the background work, then release the upstream's connections."""
+        self._closed = True
+        await anyio.to_thread.run_sync(lambda: self._work.shutdown(wait=True))
+        await self.client.aclose()
+
+
+def save_record(ns: Namespace, ident: str, record: dict[str, Any]) -> None:
+    """Store a response's record durably; a record over the namespace's value limit keeps the
+    end of each long turn (the start is cut first, halving until it fits)."""
+    keep = 1 << 20
+    while True:
+        try:
+            ns.set(CHAIN_ENTITY, ident, _cut(record, keep), ttl=RESPONSE_TTL_S, agent="proxy")
+            return
+        except ValidationError as exc:
+            if exc.details.get("field") != "value" or keep < 64:
+                raise
+            keep //= 2
+
+
+def _cut(record: dict[str, Any], keep: int) -> dict[str, Any]:
+    def short(text: Any) -> Any:
+        return text[-keep:] if isinstance(text, str) and len(text) > keep else text
+
+    turns = [{**t, "content": short(t.get("content"))} for t in record.get("input", [])]
+    return {**record, "input": turns, "output": short(record.get("output"))}
+
+
+async def first_chunk(stream: ChunkStream) -> tuple[Chunk, AsyncIterator[Chunk]]:
+    """The first event of a stream (a failure before it is still an error answer, not a
+    broken stream) and the iterator over the rest."""
+    events = aiter(stream)
+    try:
+        first = await anext(events)
+    except StopAsyncIteration:
+        await stream.aclose()
+        raise UpstreamError("LLM upstream: the stream ended before its first event",
+                            broken=True) from None  # fmt: skip
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+        raise
+    return first, events
+
+
+def frame(chunk: Chunk) -> bytes:
+    """A chunk as the server-sent event it came in (its data bytes unchanged)."""
+    head = b"event: " + chunk.event.encode() + b"\n" if chunk.event else b""
+    return head + b"".join(b"data: " + line + b"\n" for line in chunk.data.split(b"\n")) + b"\n"
+
+
+async def relay(
+    proxy: Proxy,
+    ns: Namespace,
+    turn: Turn,
+    recalled: Recalled | None,
+    stream: ChunkStream,
+    first: Chunk,
+    rest: AsyncIterator[Chunk],
+    ident: str,
+    said: Sequence[Mapping[str, Any]],
+) -> AsyncIterator[bytes]:
+    """The chat-completions stream passed through event by event; once it has ended well,
+    the answer is stored in the background. A stream that breaks part-way ends with an
+    OpenAI error event; a client that leaves closes the upstream."""
+    text: list[str] = []
+    done = False
+    try:
+        text.append(first.text)
+        yield frame(first)
+        async for chunk in rest:
+            text.append(chunk.text)
+            yield frame(chunk)
+        done = True
+    except UpstreamError as err:
+        yield b"data: " + encoder.encode(error_chunk(err)) + b"\n\n"
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+    if done:
+        proxy.finish(ns, turn, recalled, "".join(text), ident, said)

@@ -1,0 +1,372 @@
+"""The memory proxy's chat completions with the official ``openai`` SDK as an unmodified client,
+against a real server on loopback whose upstream is ScriptedUpstream: a stand-in for a hosted
+model speaking OpenAI's protocol over a real socket (what it was sent is recorded).
+
+Shared with test_proxy_responses.py: the ``proxy`` fixture (one server, two tenants) and helpers.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from starlette.testclient import TestClient
+
+import synapsedb
+from synapsedb import Database
+from synapsedb.config import LLMSettings
+from synapsedb.errors import error_from_code
+from synapsedb.server import create_app
+from synapsedb.server.keys import KeyStore
+from tests.support.live_server import serve
+from tests.support.scripted_upstream import Reply, ScriptedUpstream
+
+UPSTREAM_KEY = "sk-upstream-0123456789abcdef"
+BUDGET = "Alice's budget for the Hawaii trip is 5000 dollars"
+ASK = "What is my budget for the Hawaii trip?"
+
+
+@dataclass
+class Proxy:
+    url: str
+    upstream: ScriptedUpstream
+    db: Database
+    app: Any
+    tokens: dict[str, str]
+
+    def auth(self, who: str = "a") -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[who]}"}
+
+    def sdk(self, who: str = "a", ns: str | None = "acme") -> openai.OpenAI:
+        base = f"{self.url}/v1/namespaces/{ns}" if ns else f"{self.url}/v1"
+        return openai.OpenAI(base_url=base, api_key=self.tokens[who], max_retries=0, timeout=30)
+
+    def call(self, method: str, path: str, who: str = "a", ns: str = "acme",
+             **kw: Any) -> httpx.Response:  # fmt: skip
+        return httpx.request(method, f"{self.url}/v1/namespaces/{ns}{path}",
+                             headers=self.auth(who), timeout=30, **kw)  # fmt: skip
+
+    def seed(self, entity: str, content: str, who: str = "a", ns: str = "acme") -> str:
+        r = self.call("POST", "/memories", who, ns, json={"entity": entity, "content": content})
+        assert r.status_code == 201, r.text
+        return str(r.json()["id"])
+
+    def drain(self) -> None:
+        """Wait for the proxy's background work (record_answer, remember) queued so far."""
+        self.app.state.proxy.drain()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+    path: Path = tmp_path_factory.mktemp("proxy") / "d"
+    with ScriptedUpstream() as up:
+        db = synapsedb.open(path, durability="os", background_maintenance=False, llm=None)
+        keys = KeyStore(path)
+        tokens = {who: keys.create(tenant, scopes, names)[1] for who, tenant, scopes, names in [
+            ("a", "tenant-a", ["read", "write"], None),
+            ("b", "tenant-b", ["read", "write"], None),
+            ("a_read", "tenant-a", ["read"], None),
+            ("a_only", "tenant-a", ["read", "write"], ["only"]),
+        ]}  # fmt: skip
+        llm = LLMSettings(base_url=up.base_url, model="proxy-model", api_key=UPSTREAM_KEY,
+                          max_retries=0, breaker_failures=1000, timeout_s=10)  # fmt: skip
+        app = create_app(db, keys, llm=llm)
+        try:
+            with serve(app) as url:
+                yield Proxy(url, up, db, app, tokens)
+        finally:
+            db.close()
+
+
+@pytest.fixture
+def proxy(served: Proxy) -> Iterator[Proxy]:
+    served.upstream.requests.clear()
+    yield served
+    served.drain()
+    assert served.upstream.pending == 0, "a scripted reply was not used"
+
+
+def injected(messages: list[dict[str, Any]]) -> list[str]:
+    """The system messages the proxy added (they start like recall's context block)."""
+    return [m["content"] for m in messages if m["role"] == "system"
+            and m["content"].startswith(("Memories about", "Relevant memories"))]  # fmt: skip
+
+
+# -- chat completions ---------------------------------------------------------------------------
+
+
+def test_a_completion_gets_memory_and_is_the_upstreams_answer_byte_for_byte(proxy: Proxy) -> None:
+    mid = proxy.seed("user:alice", BUDGET)
+    raw = (b'{"id": "chatcmpl-up-1",  "object": "chat.completion", "created": 1, "model": "m1",'
+           b' "choices": [{"index": 0, "message": {"role": "assistant", "content": '
+           b'"Your budget is $5000."}, "finish_reason": "stop"}],'
+           b' "usage": {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14}}')  # fmt: skip
+    proxy.upstream.push(Reply(body=raw))
+    asked = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": ASK}]
+    with proxy.sdk() as client:
+        got = client.chat.completions.with_raw_response.create(
+            model="gpt-test", messages=asked, user="user:alice",  # type: ignore[arg-type]
+            extra_headers={"X-SynapseDB-Session": "trip-1"},
+        )  # fmt: skip
+    assert got.content == raw  # the upstream's bytes, unchanged
+    completion = got.parse()
+    assert completion.id == "chatcmpl-up-1"
+    assert completion.choices[0].message.content == "Your budget is $5000."
+    assert got.headers["x-synapsedb-answer-id"] == "chatcmpl-up-1"
+    assert got.headers["x-synapsedb-memories"] == "1"
+    (sent,) = proxy.upstream.chat_requests()
+    assert sent.messages[0] == asked[0] and sent.messages[2] == asked[1]  # memory after system
+    (context,) = injected(sent.messages)
+    assert sent.messages[1]["content"] == context and mid in context and BUDGET in context
+    assert sent.body["model"] == "gpt-test" and sent.body["user"] == "user:alice"
+    assert sent.headers["authorization"] == f"Bearer {UPSTREAM_KEY}"  # never the caller's key
+    proxy.drain()
+    lineage = proxy.call("GET", "/answers/chatcmpl-up-1/lineage").json()
+    assert [m["id"] for m in lineage["cited"]] == [mid]
+    assert mid in {h["id"] for q in lineage["queries"] for h in q["hits"]}
+    assert lineage["text"] == "Your budget is $5000." and lineage["agent"] == "proxy"
+    turns = proxy.call("GET", "/events", params={"stream": "session:trip-1"}).json()
+    assert [(e["data"]["role"], e["content"]) for e in turns] == [
+        ("user", ASK), ("assistant", "Your budget is $5000.")]  # fmt: skip
+    assert {e["entity"] for e in turns} == {"user:alice"}
+
+
+def test_a_streamed_completion_passes_the_upstreams_events_unchanged(proxy: Proxy) -> None:
+    mid = proxy.seed("user:sam", "Sam is allergic to peanuts")
+    proxy.upstream.push(Reply.text("No peanuts for you.", chunks=("No ", "peanuts ", "for you.")))
+    with proxy.sdk() as client:
+        stream = client.chat.completions.create(
+            model="gpt-test", stream=True, user="user:sam",
+            messages=[{"role": "user", "content": "Am I allergic to peanuts?"}],
+        )  # fmt: skip
+        chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
+        "No peanuts for you.")  # fmt: skip
+    assert len({c.id for c in chunks}) == 1
+    (sent,) = proxy.upstream.chat_requests()
+    assert sent.stream and mid in injected(sent.messages)[0]
+    proxy.drain()
+    lineage = proxy.call("GET", f"/answers/{chunks[0].id}/lineage").json()
+    assert [m["id"] for m in lineage["cited"]] == [mid]
+    assert lineage["text"] == "No peanuts for you."
+
+
+def test_streamed_event_bytes_are_the_upstreams(proxy: Proxy) -> None:
+    """The upstream writes ``json.dumps`` (", " and ": " separators); a proxy that decoded and
+    re-encoded the chunks would write compact JSON instead."""
+    proxy.upstream.push(Reply.text("one two", chunks=("one ", "two")))
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "Count."}]}
+    with httpx.stream("POST", f"{proxy.url}/v1/namespaces/acme/chat/completions", json=body,
+                      headers=proxy.auth(), timeout=30) as r:  # fmt: skip
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        data = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+    assert data[-1] == "[DONE]" and len(data) == 5  # role, two pieces, finish, [DONE]
+    for payload in data[:-1]:
+        assert payload == json.dumps(json.loads(payload))
+        assert json.loads(payload)["object"] == "chat.completion.chunk"
+
+
+def test_the_default_namespace_route(proxy: Proxy) -> None:
+    mid = proxy.seed("user:dee", "Dee's favourite colour is teal", ns="default")
+    proxy.upstream.push(Reply.text("Teal."))
+    with proxy.sdk(ns=None) as client:
+        out = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "What is my favourite colour?"}],
+            extra_headers={"X-SynapseDB-Entity": "user:dee"},
+        )  # fmt: skip
+    assert out.choices[0].message.content == "Teal."
+    assert mid in injected(proxy.upstream.chat_requests()[0].messages)[0]
+    proxy.drain()
+    assert proxy.call("GET", f"/answers/{out.id}/lineage", ns="default").status_code == 200
+
+
+def test_small_talk_needs_no_memory_and_still_gets_its_lineage(proxy: Proxy) -> None:
+    proxy.seed("user:default", "The default user likes thanks")
+    proxy.upstream.push(Reply.text("You're welcome!"))
+    with proxy.sdk() as client:
+        out = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "thanks!"}])  # fmt: skip
+    assert injected(proxy.upstream.chat_requests()[0].messages) == []
+    proxy.drain()
+    lineage = proxy.call("GET", f"/answers/{out.id}/lineage").json()
+    assert lineage["queries"] == [] and lineage["text"] == "You're welcome!"
+
+
+# -- isolation -----------------------------------------------------------------------------------
+
+
+def test_a_tenants_key_never_reaches_another_tenants_memories_or_namespaces(proxy: Proxy) -> None:
+    proxy.seed("user:tina", "Tina's passport number is X1234567", who="a")
+    proxy.upstream.push(Reply.text("I do not know."))
+    with proxy.sdk(who="b") as client:  # tenant B, its own namespace called "acme"
+        client.chat.completions.create(model="m", user="user:tina", messages=[
+            {"role": "user", "content": "What is my passport number?"}])  # fmt: skip
+    (sent,) = proxy.upstream.chat_requests()
+    assert injected(sent.messages) == [] and "X1234567" not in json.dumps(sent.body)
+    with proxy.sdk(who="a_only") as client, pytest.raises(openai.PermissionDeniedError) as err:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert err.value.body["code"] == "forbidden"  # type: ignore[index]
+    with proxy.sdk(who="a_read") as client, pytest.raises(openai.PermissionDeniedError) as err:
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert "'write'" in err.value.message
+    bad = openai.OpenAI(base_url=f"{proxy.url}/v1/namespaces/acme", api_key="sdb_bogus_x",
+                        max_retries=0)  # fmt: skip
+    with bad, pytest.raises(openai.AuthenticationError):
+        bad.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    assert len(proxy.upstream.chat_requests()) == 1  # refused requests never reach the model
+
+
+# -- errors in OpenAI's shape ------------------------------------------------------------------
+
+
+def openai_shape(resp: httpx.Response) -> dict[str, Any]:
+    body = resp.json()
+    assert set(body) == {"error"}, body
+    err = body["error"]
+    assert set(err) == {"message", "type", "param", "code"}, err
+    assert isinstance(err["message"], str) and err["message"]
+    assert type(error_from_code(err["code"], "x")).code == err["code"]
+    return err  # type: ignore[no-any-return]
+
+
+def test_an_upstream_failure_is_a_502_the_sdk_raises(proxy: Proxy) -> None:
+    proxy.upstream.push(Reply.error(503, "overloaded"), Reply.error(500, "boom"))
+    with proxy.sdk() as client:
+        with pytest.raises(openai.APIStatusError) as err:
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        assert err.value.status_code == 502
+        body = err.value.body
+        assert isinstance(body, dict) and set(body) == {"message", "type", "param", "code"}
+        assert body["type"] == "upstream_error" and body["code"] == "upstream"
+        assert body["param"] is None and "overloaded" in body["message"]
+        with pytest.raises(openai.APIStatusError) as err:
+            client.chat.completions.create(model="m", stream=True,
+                                           messages=[{"role": "user", "content": "hi"}])  # fmt: skip
+        assert err.value.status_code == 502 and err.value.type == "upstream_error"
+
+
+def test_an_upstream_4xx_the_request_caused_is_passed_on(proxy: Proxy) -> None:
+    proxy.upstream.push(Reply.error(404, "The model `nope` does not exist",
+                                    kind="invalid_request_error", param="model"))  # fmt: skip
+    with proxy.sdk() as client, pytest.raises(openai.NotFoundError) as err:
+        client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
+    assert err.value.param == "model" and "does not exist" in err.value.message
+
+
+def test_a_stream_that_breaks_part_way_ends_with_an_error_event(proxy: Proxy) -> None:
+    proxy.upstream.push(Reply.text("a b c d e", drop_after=2))
+    seen: list[str] = []
+    ids: set[str] = set()
+    with proxy.sdk() as client, pytest.raises(openai.APIError, match="broke"):
+        for chunk in client.chat.completions.create(
+            model="m", stream=True, messages=[{"role": "user", "content": "Spell it."}]
+        ):  # fmt: skip
+            seen.append(chunk.choices[0].delta.content or "")
+            ids.add(chunk.id)
+    assert "".join(seen) == "a b " and len(ids) == 1
+    proxy.drain()  # a broken answer is neither recorded nor remembered
+    assert proxy.call("GET", f"/answers/{ids.pop()}/lineage").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "m"}, "messages"),
+        ({"model": "m", "messages": []}, "messages"),
+        ({"model": "m", "messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
+        ({"model": "m", "messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
+        ({"model": "m", "stream": "yes", "messages": [{"role": "user", "content": "x"}]}, "stream"),
+        ({"model": "m", "user": "", "messages": [{"role": "user", "content": "x"}]}, "user"),
+    ],
+)
+def test_a_bad_body_is_a_400_naming_the_field(
+    proxy: Proxy, body: dict[str, Any], param: str
+) -> None:
+    r = proxy.call("POST", "/chat/completions", json=body)
+    assert r.status_code == 400
+    err = openai_shape(r)
+    assert err["param"] == param and err["type"] == "invalid_request_error"
+    assert err["code"] == "validation" and param in err["message"]
+    assert proxy.upstream.requests == []
+
+
+def test_malformed_input_on_every_proxy_route_answers_openais_shape(proxy: Proxy) -> None:
+    routes = [p for r in proxy.app.routes if (p := getattr(r, "path", "")).endswith(
+        ("/chat/completions", "/responses"))]  # fmt: skip
+    assert len(routes) == 4
+    for path in routes:
+        url = proxy.url + path.replace("{ns}", "acme")
+        for raw in (b"[1, 2]", b"{", b"null", b'{"a":' * 70 + b"1" + b"}" * 70):
+            r = httpx.post(url, content=raw, headers={**proxy.auth(),
+                           "content-type": "application/json"})  # fmt: skip
+            assert r.status_code == 400, (path, raw[:10], r.text)
+            openai_shape(r)
+        r = httpx.post(url, content=b"{}", headers={**proxy.auth(), "content-type": "text/plain"})
+        assert r.status_code == 415 and openai_shape(r)["code"] == "unsupported_media_type"
+        r = httpx.post(url, json={})
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert openai_shape(r)["type"] == "authentication_error"
+    assert proxy.upstream.requests == []
+
+
+def test_recall_failing_degrades_to_an_answer_without_memory(
+    proxy: Proxy, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    loop = proxy.db.memory_loop
+    assert loop is not None
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the index is on fire")
+
+    monkeypatch.setattr(loop, "recall", broken)
+    proxy.seed("user:ray", "Ray lives in Oslo")
+    proxy.upstream.push(Reply.text("Somewhere."))
+    with caplog.at_level(logging.WARNING, logger="synapsedb.proxy"), proxy.sdk() as client:
+        out = client.chat.completions.create(
+            model="m", user="user:ray", messages=[{"role": "user", "content": "Where do I live?"}]
+        )
+    assert out.choices[0].message.content == "Somewhere."
+    assert injected(proxy.upstream.chat_requests()[0].messages) == []
+    assert any("the index is on fire" in r.getMessage() for r in caplog.records)
+
+
+# -- without an upstream, or with a dead one ---------------------------------------------------
+
+
+def test_no_llm_configured_is_a_503_saying_so(tmp_path: Path) -> None:
+    with (
+        synapsedb.open(tmp_path / "d", durability="os", embedder=None, llm=None) as db,
+        TestClient(create_app(db)) as c,
+    ):
+        sdk = openai.OpenAI(base_url="http://testserver/v1/namespaces/acme", api_key="x",
+                            http_client=c, max_retries=0)  # fmt: skip
+        with pytest.raises(openai.APIStatusError) as err:
+            sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        assert err.value.status_code == 503
+        assert "SYNAPSEDB_LLM_BASE_URL" in err.value.message
+        r = c.post("/v1/responses", json={"input": "hello"})
+        assert r.status_code == 503 and openai_shape(r)["type"] == "service_unavailable"
+
+
+def test_an_unreachable_upstream_is_a_502_and_the_breaker_answers_at_once(tmp_path: Path) -> None:
+    with ScriptedUpstream() as gone:
+        base = gone.base_url
+    llm = LLMSettings(base_url=base, max_retries=0, breaker_failures=1, breaker_cooldown_s=600)
+    with (
+        synapsedb.open(tmp_path / "d", durability="os", embedder=None, llm=None) as db,
+        TestClient(create_app(db, llm=llm)) as c,
+    ):
+        body = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+        first = c.post("/v1/chat/completions", json=body)
+        assert first.status_code == 502 and "unreachable" in openai_shape(first)["message"]
+        second = c.post("/v1/chat/completions", json={**body, "stream": True})
+        err = openai_shape(second)
+        assert second.status_code == 502 and "circuit breaker open" in err["message"]
+        assert int(second.headers["retry-after"]) >= 1
