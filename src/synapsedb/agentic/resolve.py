@@ -44,6 +44,7 @@ _VALUE = re.compile(r"[$€£]?\d[\d,.:/-]*%?|\b(?:" + "|".join(
      "october", "november", "december", "monday", "tuesday", "wednesday", "thursday",
      "friday", "saturday", "sunday"]) + r")\b", re.I)  # fmt: skip
 _WORD = re.compile(r"[a-z]+")
+_TOKEN = re.compile(r"[a-z0-9]+")  # a statement's words and numbers: "$3000" is not "$5000"
 
 DECIDE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -107,7 +108,7 @@ def neighbours(ns: Any, cand: Candidate, settings: LoopSettings, agent: str | No
 
 
 def _norm(text: str) -> str:
-    return " ".join(_WORD.findall(text.lower()))
+    return " ".join(_TOKEN.findall(text.lower()))
 
 
 def _frame(text: str) -> set[str]:
@@ -118,7 +119,8 @@ def _frame(text: str) -> set[str]:
 def policy(cand: Candidate, near: Sequence[Near], settings: LoopSettings) -> Verdict:
     """The deterministic decision: NOOP for the same statement, DELETE for a negation of a
     close memory, UPDATE for the same statement with other values (a number, an amount, a
-    date), otherwise ADD."""
+    date), NOOP for a very close one, otherwise ADD. Negations and changed values are looked
+    for before the NOOP cosine: "is $3000" and "is $5000" embed almost alike."""
     for n in near:
         if _norm(n.hit.content) == _norm(cand.content):
             return Verdict("NOOP", n, "the same statement is already stored", "similarity")
@@ -129,8 +131,6 @@ def policy(cand: Candidate, near: Sequence[Near], settings: LoopSettings) -> Ver
     if cos is None:
         return Verdict("ADD", None, "no vector to compare with (embedder unavailable)",
                        "similarity")  # fmt: skip
-    if cos >= settings.noop_similarity:
-        return Verdict("NOOP", best, f"cosine {cos:.2f} to an existing memory", "similarity")
     negated = bool(_NEGATION.search(cand.content)) != bool(_NEGATION.search(best.hit.content))
     if negated and cos >= settings.delete_similarity:
         return Verdict("DELETE", best, f"negates a memory (cosine {cos:.2f})", "similarity")
@@ -144,6 +144,8 @@ def policy(cand: Candidate, near: Sequence[Near], settings: LoopSettings) -> Ver
             return Verdict("UPDATE", best, f"same statement with other values (cosine "
                                            f"{cos:.2f}, word overlap {overlap:.2f})",
                            "similarity")  # fmt: skip
+    if cos >= settings.noop_similarity:
+        return Verdict("NOOP", best, f"cosine {cos:.2f} to an existing memory", "similarity")
     return Verdict("ADD", None, f"nearest memory differs (cosine {cos:.2f})", "similarity")
 
 
