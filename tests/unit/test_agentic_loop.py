@@ -646,6 +646,25 @@ def test_the_similarity_policy_without_an_llm(
         assert "valid_to" in mem.get(old).metadata
 
 
+def test_caller_memories_in_a_database_without_an_embedder(
+    tmp_path: Path, clock: ManualClock,
+) -> None:  # fmt: skip
+    database = open_db(tmp_path / "plain", clock, None, llm=None)
+    still(database)
+    try:
+        mem = database.namespace("acme")
+        first = seed(mem, "The user likes tea")
+        (d,) = mem.remember(convo("tea"), entity="user:1", session="s2",
+                            memories=[{"content": "The user likes tea"}]).decisions  # fmt: skip
+        assert (d.action, d.target_id) == ("NOOP", first)
+        (d,) = mem.remember(convo("bike"), entity="user:1", session="s2",
+                            memories=[{"content": "The user likes a red bike"}]).decisions  # fmt: skip
+        assert d.action == "ADD" and "no vector" in d.reason
+        assert len(mem.memories("user:1", types=["fact"])) == 2
+    finally:
+        database.close()
+
+
 def test_caller_memories_take_type_confidence_and_valid_from(db: Database) -> None:
     mem = db.namespace("acme")
     out = mem.remember(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import EmbeddingError, NotFoundError, SynapseError
+from ..errors import EmbeddingError, NotFoundError, SynapseError, ValidationError
 from ..types import Decision, Hit
 from .extract import Candidate, Chat
 from .settings import MEMORY_TYPES, LoopSettings
@@ -99,7 +99,11 @@ def neighbours(ns: Any, cand: Candidate, settings: LoopSettings, agent: str | No
                                 filter=CURRENT, dedup=False, explain=True, agent=agent)  # fmt: skip
     try:
         res = ns.query(cand.content, mode="vector", **args)
-    except EmbeddingError:  # embedder down: keyword neighbours, compared by their words
+    except (EmbeddingError, ValidationError) as exc:
+        if isinstance(exc, ValidationError) and exc.details.get("field") != "embedding":
+            raise
+        # embedder down, none configured, or caller-provided vectors only: keyword
+        # neighbours, compared by their words
         res = ns.query(cand.content, mode="keyword", **args)
         return [Near(h, None) for h in res.hits]
     except NotFoundError:
