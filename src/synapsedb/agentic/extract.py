@@ -65,12 +65,21 @@ budget for the Hawaii trip is $3000"). valid_from is the date it became true as 
 resolved against the date of the turn it comes from ("last week" said on 2025-10-24 is \
 2025-10-17), or null if the conversation does not say. source_turns are the numbers of the \
 turns it comes from. confidence is 0 to 1. Greetings, thanks and small talk give no memory. \
-Answer {{"memories": []}} when there is nothing worth remembering."""
+Answer {{"memories": []}} when there is nothing worth remembering.
+Example conversation:
+[1] 2025-10-24 user: I moved to Berlin last week and I love jazz.
+Example answer:
+{{"memories": [{{"type": "fact", "content": "The user lives in Berlin", "entity": null, "confidence": 0.9, "valid_from": "2025-10-17", "source_turns": [1]}}, {{"type": "preference", "content": "The user loves jazz", "entity": null, "confidence": 0.9, "valid_from": null, "source_turns": [1]}}]}}"""
 
 
 class Chat(Protocol):
     def chat_json(
-        self, messages: Sequence[dict[str, Any]], schema: dict[str, Any], *, name: str
+        self,
+        messages: Sequence[dict[str, Any]],
+        schema: dict[str, Any],
+        *,
+        name: str,
+        max_tokens: int | None = ...,
     ) -> dict[str, Any]: ...
 
 
@@ -141,5 +150,7 @@ def extract(
 ) -> list[Candidate]:
     """Ask the model, then keep what survives the checks. Raises UpstreamError when the model
     cannot be reached or never answers the schema (the job is retried later)."""
-    answer = llm.chat_json(prompt(turns, entity), SCHEMA, name="memories")
+    # max_tokens: under grammar-constrained decoding a small model can loop inside a string
+    answer = llm.chat_json(prompt(turns, entity), SCHEMA, name="memories",
+                           max_tokens=settings.max_tokens)  # fmt: skip
     return candidates(answer, turns, entity, settings)

@@ -143,7 +143,7 @@ def _rewrite_llm(llm: Chat, messages: Sequence[Mapping[str, Any]]) -> str:
     convo = "\n".join(f"{m['role']}: {m['content']}" for m in window)
     answer = llm.chat_json([{"role": "system", "content": REWRITE_SYSTEM},
                             {"role": "user", "content": convo}], REWRITE_SCHEMA,
-                           name="query")  # fmt: skip
+                           name="query", max_tokens=200)  # fmt: skip
     return " ".join(str(answer.get("query", "")).split())[:MAX_QUERY_CHARS]
 
 

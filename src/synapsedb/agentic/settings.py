@@ -40,6 +40,7 @@ class LoopSettings:
     max_candidates: int = 20  # memories taken from one extraction
     min_confidence: float = 0.3  # extracted memories under this are dropped
     max_turns: int = 64  # turns one remember call may carry
+    max_tokens: int = 800  # the longest extraction or decision answer asked of the model
     max_attempts: int = 8  # extraction tries before a job is parked (kept, marked failed)
     retry_base_s: float = 5.0  # first retry delay; doubles each attempt, capped at an hour
     poll_s: float = 1.0  # how often the background worker looks for due jobs
@@ -63,7 +64,7 @@ class LoopSettings:
             if getattr(self, name) > 1:
                 raise ValidationError(f"{name}: expected 0..1, got {getattr(self, name)!r}",
                                       field=name)  # fmt: skip
-        for name in ("budget_tokens", "k", "max_turns", "max_attempts", "neighbours",
+        for name in ("budget_tokens", "k", "max_turns", "max_tokens", "max_attempts", "neighbours",
                      "max_candidates", "history_turns"):  # fmt: skip
             if not isinstance(getattr(self, name), int):
                 raise ValidationError(f"{name}: expected an integer", field=name)
