@@ -2,15 +2,14 @@
 against a real server on loopback whose upstream is ScriptedUpstream: a stand-in for a hosted
 model speaking OpenAI's protocol over a real socket (what it was sent is recorded).
 
-Shared with test_proxy_responses.py: the ``proxy`` fixture (one server, two tenants) and helpers.
+The ``proxy`` fixture (tests/api/conftest.py, tests/support/proxy_env.py): one server per
+module, two tenants' keys.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,89 +19,22 @@ import pytest
 from starlette.testclient import TestClient
 
 import synapsedb
-from synapsedb import Database
 from synapsedb.config import LLMSettings
 from synapsedb.errors import error_from_code
 from synapsedb.server import create_app
-from synapsedb.server.keys import KeyStore
-from tests.support.live_server import serve
+from tests.support.proxy_env import UPSTREAM_KEY, ProxyEnv, injected
 from tests.support.scripted_upstream import Reply, ScriptedUpstream
 
-UPSTREAM_KEY = "sk-upstream-0123456789abcdef"
 BUDGET = "Alice's budget for the Hawaii trip is 5000 dollars"
 ASK = "What is my budget for the Hawaii trip?"
-
-
-@dataclass
-class Proxy:
-    url: str
-    upstream: ScriptedUpstream
-    db: Database
-    app: Any
-    tokens: dict[str, str]
-
-    def auth(self, who: str = "a") -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.tokens[who]}"}
-
-    def sdk(self, who: str = "a", ns: str | None = "acme") -> openai.OpenAI:
-        base = f"{self.url}/v1/namespaces/{ns}" if ns else f"{self.url}/v1"
-        return openai.OpenAI(base_url=base, api_key=self.tokens[who], max_retries=0, timeout=30)
-
-    def call(self, method: str, path: str, who: str = "a", ns: str = "acme",
-             **kw: Any) -> httpx.Response:  # fmt: skip
-        return httpx.request(method, f"{self.url}/v1/namespaces/{ns}{path}",
-                             headers=self.auth(who), timeout=30, **kw)  # fmt: skip
-
-    def seed(self, entity: str, content: str, who: str = "a", ns: str = "acme") -> str:
-        r = self.call("POST", "/memories", who, ns, json={"entity": entity, "content": content})
-        assert r.status_code == 201, r.text
-        return str(r.json()["id"])
-
-    def drain(self) -> None:
-        """Wait for the proxy's background work (record_answer, remember) queued so far."""
-        self.app.state.proxy.drain()
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
-    path: Path = tmp_path_factory.mktemp("proxy") / "d"
-    with ScriptedUpstream() as up:
-        db = synapsedb.open(path, durability="os", background_maintenance=False, llm=None)
-        keys = KeyStore(path)
-        tokens = {who: keys.create(tenant, scopes, names)[1] for who, tenant, scopes, names in [
-            ("a", "tenant-a", ["read", "write"], None),
-            ("b", "tenant-b", ["read", "write"], None),
-            ("a_read", "tenant-a", ["read"], None),
-            ("a_only", "tenant-a", ["read", "write"], ["only"]),
-        ]}  # fmt: skip
-        llm = LLMSettings(base_url=up.base_url, model="proxy-model", api_key=UPSTREAM_KEY,
-                          max_retries=0, breaker_failures=1000, timeout_s=10)  # fmt: skip
-        app = create_app(db, keys, llm=llm)
-        try:
-            with serve(app) as url:
-                yield Proxy(url, up, db, app, tokens)
-        finally:
-            db.close()
-
-
-@pytest.fixture
-def proxy(served: Proxy) -> Iterator[Proxy]:
-    served.upstream.requests.clear()
-    yield served
-    served.drain()
-    assert served.upstream.pending == 0, "a scripted reply was not used"
-
-
-def injected(messages: list[dict[str, Any]]) -> list[str]:
-    """The system messages the proxy added (they start like recall's context block)."""
-    return [m["content"] for m in messages if m["role"] == "system"
-            and m["content"].startswith(("Memories about", "Relevant memories"))]  # fmt: skip
 
 
 # -- chat completions ---------------------------------------------------------------------------
 
 
-def test_a_completion_gets_memory_and_is_the_upstreams_answer_byte_for_byte(proxy: Proxy) -> None:
+def test_a_completion_gets_memory_and_is_the_upstreams_answer_byte_for_byte(
+    proxy: ProxyEnv,
+) -> None:
     mid = proxy.seed("user:alice", BUDGET)
     raw = (b'{"id": "chatcmpl-up-1",  "object": "chat.completion", "created": 1, "model": "m1",'
            b' "choices": [{"index": 0, "message": {"role": "assistant", "content": '
@@ -138,7 +70,7 @@ def test_a_completion_gets_memory_and_is_the_upstreams_answer_byte_for_byte(prox
     assert {e["entity"] for e in turns} == {"user:alice"}
 
 
-def test_a_streamed_completion_passes_the_upstreams_events_unchanged(proxy: Proxy) -> None:
+def test_a_streamed_completion_passes_the_upstreams_events_unchanged(proxy: ProxyEnv) -> None:
     mid = proxy.seed("user:sam", "Sam is allergic to peanuts")
     proxy.upstream.push(Reply.text("No peanuts for you.", chunks=("No ", "peanuts ", "for you.")))
     with proxy.sdk() as client:
@@ -158,7 +90,7 @@ def test_a_streamed_completion_passes_the_upstreams_events_unchanged(proxy: Prox
     assert lineage["text"] == "No peanuts for you."
 
 
-def test_streamed_event_bytes_are_the_upstreams(proxy: Proxy) -> None:
+def test_streamed_event_bytes_are_the_upstreams(proxy: ProxyEnv) -> None:
     """The upstream writes ``json.dumps`` (", " and ": " separators); a proxy that decoded and
     re-encoded the chunks would write compact JSON instead."""
     proxy.upstream.push(Reply.text("one two", chunks=("one ", "two")))
@@ -173,7 +105,7 @@ def test_streamed_event_bytes_are_the_upstreams(proxy: Proxy) -> None:
         assert json.loads(payload)["object"] == "chat.completion.chunk"
 
 
-def test_the_default_namespace_route(proxy: Proxy) -> None:
+def test_the_default_namespace_route(proxy: ProxyEnv) -> None:
     mid = proxy.seed("user:dee", "Dee's favourite colour is teal", ns="default")
     proxy.upstream.push(Reply.text("Teal."))
     with proxy.sdk(ns=None) as client:
@@ -187,7 +119,7 @@ def test_the_default_namespace_route(proxy: Proxy) -> None:
     assert proxy.call("GET", f"/answers/{out.id}/lineage", ns="default").status_code == 200
 
 
-def test_small_talk_needs_no_memory_and_still_gets_its_lineage(proxy: Proxy) -> None:
+def test_small_talk_needs_no_memory_and_still_gets_its_lineage(proxy: ProxyEnv) -> None:
     proxy.seed("user:default", "The default user likes thanks")
     proxy.upstream.push(Reply.text("You're welcome!"))
     with proxy.sdk() as client:
@@ -202,7 +134,9 @@ def test_small_talk_needs_no_memory_and_still_gets_its_lineage(proxy: Proxy) -> 
 # -- isolation -----------------------------------------------------------------------------------
 
 
-def test_a_tenants_key_never_reaches_another_tenants_memories_or_namespaces(proxy: Proxy) -> None:
+def test_a_tenants_key_never_reaches_another_tenants_memories_or_namespaces(
+    proxy: ProxyEnv,
+) -> None:
     proxy.seed("user:tina", "Tina's passport number is X1234567", who="a")
     proxy.upstream.push(Reply.text("I do not know."))
     with proxy.sdk(who="b") as client:  # tenant B, its own namespace called "acme"
@@ -236,7 +170,7 @@ def openai_shape(resp: httpx.Response) -> dict[str, Any]:
     return err  # type: ignore[no-any-return]
 
 
-def test_an_upstream_failure_is_a_502_the_sdk_raises(proxy: Proxy) -> None:
+def test_an_upstream_failure_is_a_502_the_sdk_raises(proxy: ProxyEnv) -> None:
     proxy.upstream.push(Reply.error(503, "overloaded"), Reply.error(500, "boom"))
     with proxy.sdk() as client:
         with pytest.raises(openai.APIStatusError) as err:
@@ -252,7 +186,7 @@ def test_an_upstream_failure_is_a_502_the_sdk_raises(proxy: Proxy) -> None:
         assert err.value.status_code == 502 and err.value.type == "upstream_error"
 
 
-def test_an_upstream_4xx_the_request_caused_is_passed_on(proxy: Proxy) -> None:
+def test_an_upstream_4xx_the_request_caused_is_passed_on(proxy: ProxyEnv) -> None:
     proxy.upstream.push(Reply.error(404, "The model `nope` does not exist",
                                     kind="invalid_request_error", param="model"))  # fmt: skip
     with proxy.sdk() as client, pytest.raises(openai.NotFoundError) as err:
@@ -260,7 +194,7 @@ def test_an_upstream_4xx_the_request_caused_is_passed_on(proxy: Proxy) -> None:
     assert err.value.param == "model" and "does not exist" in err.value.message
 
 
-def test_a_stream_that_breaks_part_way_ends_with_an_error_event(proxy: Proxy) -> None:
+def test_a_stream_that_breaks_part_way_ends_with_an_error_event(proxy: ProxyEnv) -> None:
     proxy.upstream.push(Reply.text("a b c d e", drop_after=2))
     seen: list[str] = []
     ids: set[str] = set()
@@ -287,7 +221,7 @@ def test_a_stream_that_breaks_part_way_ends_with_an_error_event(proxy: Proxy) ->
     ],
 )
 def test_a_bad_body_is_a_400_naming_the_field(
-    proxy: Proxy, body: dict[str, Any], param: str
+    proxy: ProxyEnv, body: dict[str, Any], param: str
 ) -> None:
     r = proxy.call("POST", "/chat/completions", json=body)
     assert r.status_code == 400
@@ -297,7 +231,7 @@ def test_a_bad_body_is_a_400_naming_the_field(
     assert proxy.upstream.requests == []
 
 
-def test_malformed_input_on_every_proxy_route_answers_openais_shape(proxy: Proxy) -> None:
+def test_malformed_input_on_every_proxy_route_answers_openais_shape(proxy: ProxyEnv) -> None:
     routes = [p for r in proxy.app.routes if (p := getattr(r, "path", "")).endswith(
         ("/chat/completions", "/responses"))]  # fmt: skip
     assert len(routes) == 4
@@ -317,7 +251,7 @@ def test_malformed_input_on_every_proxy_route_answers_openais_shape(proxy: Proxy
 
 
 def test_recall_failing_degrades_to_an_answer_without_memory(
-    proxy: Proxy, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    proxy: ProxyEnv, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     loop = proxy.db.memory_loop
     assert loop is not None
