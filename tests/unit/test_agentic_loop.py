@@ -214,13 +214,15 @@ def test_turns_without_a_user_turn_are_indexed_but_not_extracted(db: Database) -
     assert [m.content for m in mem.memories("user:1")] == ["How can I help?"]
 
 
-def test_turn_times_are_kept(db: Database) -> None:
+def test_turn_times_and_names_are_kept(db: Database) -> None:
     mem = db.namespace("acme")
-    msgs = [{"role": "user", "content": "I moved to Porto", "ts": "2025-09-01T10:00:00Z"}]
+    msgs = [{"role": "user", "content": "I moved to Porto", "ts": "2025-09-01T10:00:00Z",
+             "name": "ana"}]  # fmt: skip
     out = mem.remember(msgs, entity="user:1", session="s1")
     (event,) = mem.events("session:s1")
     assert event.id == out.turns[0]
     assert event.ts == datetime(2025, 9, 1, 10, tzinfo=UTC)
+    assert event.data is not None and event.data["name"] == "ana"
 
 
 def test_remember_without_a_loop_names_the_seam(tmp_path: Path, model: OnnxMiniLM) -> None:
@@ -904,6 +906,10 @@ def nothing_stored(mem: Any) -> bool:
          "messages[1].content"),
         ({"messages": [{"role": "user", "content": "ok"},
                        {"role": "user", "content": "x" * 32_001}]}, "messages[1].content"),
+        ({"messages": [{"role": "user", "content": "ok"},
+                       {"role": "user", "content": "é" * 20_000}]}, "messages[1].content"),
+        ({"messages": [{"role": "user", "content": "ok"},
+                       {"role": "user", "content": "x", "name": "n" * 65}]}, "messages[1].name"),
         ({"messages": [{"role": "user", "content": "ok"}] * 65}, "messages"),
         ({"messages": [{"role": "user", "content": "ok", "ts": "soon"}]}, "messages[0].ts"),
         ({"memories": [{"type": "fact", "content": "ok"}, {"type": "belief", "content": "x"}]},
@@ -912,9 +918,14 @@ def nothing_stored(mem: Any) -> bool:
         ({"memories": [{"type": "fact", "content": "x", "confidence": 2}]},
          "memories[0].confidence"),
         ({"memories": "The user likes tea"}, "memories"),
+        ({"memories": [{"content": "The user likes tea"}] * 21}, "memories"),
+        ({"memories": [{"content": "x" * 2001}]}, "memories[0].content"),
+        ({"memories": [{"content": "x", "valid_from": "sometime"}]}, "memories[0].valid_from"),
+        ({"memories": [{"content": "x", "valid_from": 2025}]}, "memories[0].valid_from"),
         ({"entity": ""}, "entity"),
         ({"entity": 5}, "entity"),
         ({"session": " "}, "session"),
+        ({"session": "s" * 249}, "session"),  # "session:" + it would be too long a stream
         ({"wait": "yes"}, "wait"),
     ],
 )  # fmt: skip

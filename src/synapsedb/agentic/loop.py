@@ -35,7 +35,13 @@ __all__ = ["CONFIG_ENTITY", "MemoryLoop", "turn_memory_id"]
 log = logging.getLogger("synapsedb.agentic")
 CONFIG_ENTITY = "synapsedb:config"
 ROLES = ("system", "developer", "user", "assistant", "tool")
-MAX_TURN_CHARS = 32_000
+# Checked before anything is stored (the engine's own limits would stop a later turn after the
+# earlier ones were appended): a turn's UTF-8 bytes (the engine's default max_content_bytes is
+# 32 KiB), a participant name (OpenAI's limit), a session name ("session:" + it names a stream).
+MAX_TURN_BYTES = 32_000
+MAX_NAME_CHARS = 64
+MAX_SESSION_CHARS = 248
+MAX_MEMORY_CHARS = 2000  # a caller's memory, as an extracted one (extract.MAX_CONTENT)
 
 
 def _text(m: Mapping[str, Any], i: int) -> str:
@@ -46,10 +52,16 @@ def _text(m: Mapping[str, Any], i: int) -> str:
     if not isinstance(c, str):
         raise ValidationError(f"messages[{i}].content: expected a string or text parts",
                               field=f"messages[{i}].content")  # fmt: skip
-    if len(c) > MAX_TURN_CHARS:
-        raise ValidationError(f"messages[{i}].content: {len(c)} characters, over the limit of "
-                              f"{MAX_TURN_CHARS}", field=f"messages[{i}].content",
-                              limit=MAX_TURN_CHARS)  # fmt: skip
+    size = len(c.encode("utf-8", "surrogatepass")) if len(c) * 4 > MAX_TURN_BYTES else 0
+    if size > MAX_TURN_BYTES:
+        raise ValidationError(f"messages[{i}].content: {size} bytes, over the limit of "
+                              f"{MAX_TURN_BYTES}", field=f"messages[{i}].content",
+                              limit=MAX_TURN_BYTES)  # fmt: skip
+    name = m.get("name")
+    if name is not None and (not isinstance(name, str) or len(name) > MAX_NAME_CHARS):
+        raise ValidationError(f"messages[{i}].name: expected a string of at most "
+                              f"{MAX_NAME_CHARS} characters", field=f"messages[{i}].name",
+                              limit=MAX_NAME_CHARS)  # fmt: skip
     return c
 
 
@@ -127,6 +139,10 @@ class MemoryLoop:
         straight to conflict resolution, inline, and no extraction job is queued."""
         entity = check_entity(entity)
         session = check_entity(session or datetime.now(UTC).strftime("%Y-%m-%d"), "session")
+        if len(session) > MAX_SESSION_CHARS:
+            raise ValidationError(f"session: {len(session)} characters, over the limit of "
+                                  f"{MAX_SESSION_CHARS}", field="session",
+                                  limit=MAX_SESSION_CHARS)  # fmt: skip
         msgs = as_messages(messages)
         if len(msgs) > self.settings.max_turns:
             raise ValidationError(f"messages: {len(msgs)} turns, over the limit of "
@@ -205,6 +221,10 @@ class MemoryLoop:
             return out
         if not isinstance(memories, Sequence) or isinstance(memories, str | bytes):
             raise ValidationError("memories: expected a list of objects", field="memories")
+        if len(memories) > self.settings.max_candidates:
+            raise ValidationError(f"memories: {len(memories)} items, over the limit of "
+                                  f"{self.settings.max_candidates}", field="memories",
+                                  limit=self.settings.max_candidates)  # fmt: skip
         for i, m in enumerate(memories):
             f = f"memories[{i}]"
             if not isinstance(m, Mapping):
@@ -216,14 +236,19 @@ class MemoryLoop:
             if not isinstance(c, str) or not c.strip():
                 raise ValidationError(f"{f}.content: expected a non-empty string",
                                       field=f"{f}.content")  # fmt: skip
+            if len(c) > MAX_MEMORY_CHARS:
+                raise ValidationError(f"{f}.content: {len(c)} characters, over the limit of "
+                                      f"{MAX_MEMORY_CHARS}", field=f"{f}.content",
+                                      limit=MAX_MEMORY_CHARS)  # fmt: skip
             conf = m.get("confidence", 1.0)
             if isinstance(conf, bool) or not isinstance(conf, int | float) or not 0 <= conf <= 1:
                 raise ValidationError(f"{f}.confidence: expected a number from 0 to 1",
                                       field=f"{f}.confidence")  # fmt: skip
             vf = m.get("valid_from")
-            if vf is not None and not isinstance(vf, str):
-                raise ValidationError(f"{f}.valid_from: expected a date string",
-                                      field=f"{f}.valid_from")  # fmt: skip
+            if vf is not None and (not isinstance(vf, str)
+                                   or resolve(vf, datetime.now(UTC)) is None):  # fmt: skip
+                raise ValidationError(f"{f}.valid_from: expected a date (YYYY-MM-DD) or a "
+                                      "phrase such as 'last week'", field=f"{f}.valid_from")  # fmt: skip
             out.append((str(t), " ".join(c.split()), float(conf), vf))
         return out
 
