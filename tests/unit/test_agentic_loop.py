@@ -344,12 +344,39 @@ def test_run_pending_without_an_llm_does_nothing_and_keeps_the_job(
     assert loop.status()["extraction_queued"] == 2
 
 
-def test_wait_without_an_llm_raises_after_storing_the_turns(db: Database) -> None:
+def test_wait_without_an_llm_raises_after_storing_the_turns_and_queues_the_extraction(
+    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script,
+) -> None:  # fmt: skip
     mem = db.namespace("acme")
     with pytest.raises(UpstreamError) as err:
         mem.remember(convo("I like green tea"), entity="user:1", session="s1", wait=True)
     assert "stored" in err.value.message
     assert [e.content for e in mem.events("session:s1")] == ["I like green tea"]
+    # nothing is lost: the turns were made searchable inline, the extraction waits queued
+    assert [m.content for m in mem.memories("user:1", types=["event"])] == ["I like green tea"]
+    key = err.value.details["job"]
+    assert job_of(mem, key)["state"] == "queued" and job_of(mem, key)["indexed"] is True
+    loop = attach(llm)  # the model is back
+    script.memories = {"memories": [memory("The user likes green tea", "preference")]}
+    assert loop.run_pending(mem) == 1
+    assert [m.content for m in mem.memories("user:1", types=["preference"])] == [
+        "The user likes green tea"]  # fmt: skip
+
+
+def test_wait_with_a_failing_llm_raises_and_queues_the_extraction(
+    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script,
+) -> None:  # fmt: skip
+    loop = attach(llm, retry_base_s=0.0)
+    mem = db.namespace("acme")
+    script.memories = Reply.error(503, "overloaded")
+    with pytest.raises(UpstreamError) as err:
+        mem.remember(convo("I like green tea"), entity="user:1", session="s1", wait=True)
+    key = err.value.details["job"]
+    assert job_of(mem, key)["state"] == "queued"
+    script.memories = {"memories": [memory("The user likes green tea", "preference")]}
+    assert loop.run_pending(mem) == 1
+    assert len(mem.memories("user:1", types=["preference"])) == 1
+    assert len(mem.memories("user:1", types=["event"])) == 1  # indexed once
 
 
 def test_queued_jobs_survive_a_restart_and_run_after_it(

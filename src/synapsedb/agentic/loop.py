@@ -196,22 +196,34 @@ class MemoryLoop:
                 "extract": extract}  # fmt: skip
         if wait:
             chat = self._chat()
-            if extract and chat is None:
-                raise UpstreamError("remember(wait=True): no LLM available to extract with "
-                                    f"({self.status()['llm']}); the turns are stored",
-                                    configured=self.llm is not None)  # fmt: skip
-            if index:
-                self._index(ns, spec)
-            if extract and chat is not None:
-                decisions += self._extract(ns, spec, chat)
+            try:
+                if index:
+                    self._index(ns, spec)
+                    spec["indexed"] = True
+                if extract and chat is None:
+                    raise UpstreamError("remember(wait=True): no LLM available to extract with "
+                                        f"({self.status()['llm']}); the turns are stored and "
+                                        "their extraction is queued",
+                                        configured=self.llm is not None)  # fmt: skip
+                if extract and chat is not None:
+                    decisions += self._extract(ns, spec, chat)
+            except SynapseError as exc:
+                # what could not run inline waits in the queue, as without wait: the turns
+                # are stored and nothing is lost (details.job names the job)
+                exc.details["job"] = self._enqueue(ns, spec, agent)
+                raise
             return Remembered(entity, session, stream, ids,
                               "extracted" if extract or decisions else "stored", None,
                               tuple(decisions))  # fmt: skip
+        key = self._enqueue(ns, spec, agent)
+        return Remembered(entity, session, stream, tuple(t.id for t in turns), "queued", key,
+                          tuple(decisions))  # fmt: skip
+
+    def _enqueue(self, ns: Any, spec: dict[str, Any], agent: str | None) -> str:
         key = queue.enqueue(ns, spec, agent)
         self._note_queued(ns.name, +1)
         self._wake.set()
-        return Remembered(entity, session, stream, tuple(t.id for t in turns), "queued", key,
-                          tuple(decisions))  # fmt: skip
+        return key
 
     def _caller_memories(
         self, memories: Sequence[Mapping[str, Any]] | None, entity: str
