@@ -379,6 +379,21 @@ def test_wait_with_a_failing_llm_raises_and_queues_the_extraction(
     assert len(mem.memories("user:1", types=["event"])) == 1  # indexed once
 
 
+def test_a_job_left_with_nothing_to_do_is_finished(
+    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient,
+) -> None:  # fmt: skip
+    # a worker died between marking the turns indexed and finishing an index-only job
+    mem = db.namespace("acme")
+    spec = {"entity": "user:1", "session": "s1", "stream": "session:s1", "first": "1-0",
+            "last": "1-0", "agent": None, "index": True, "indexed": True, "extract": False}  # fmt: skip
+    queue.enqueue(mem, spec, None)
+    for model_llm in (None, llm):
+        loop = attach(model_llm)
+        assert loop.run_pending(mem) == 1
+        assert queue.jobs(mem) == []
+        queue.enqueue(mem, spec, None)
+
+
 def test_queued_jobs_survive_a_restart_and_run_after_it(
     tmp_path: Path, clock: ManualClock, model: OnnxMiniLM, llm: ChatClient, script: Script,
 ) -> None:  # fmt: skip

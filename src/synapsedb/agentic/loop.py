@@ -324,8 +324,8 @@ class MemoryLoop:
                 break
             index = bool(job.value.get("index")) and not job.value.get("indexed")
             extract = bool(job.value.get("extract", True))
-            if not index and not (extract and chat is not None):
-                continue  # waits for an LLM
+            if not index and extract and chat is None:
+                continue  # waits for an LLM (a job with nothing left to do is finished below)
             mine = queue.claim(ns, job, now, who)
             if mine is None:
                 continue
