@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -304,3 +305,27 @@ def test_an_unreachable_upstream_is_a_502_and_the_breaker_answers_at_once(tmp_pa
         err = openai_shape(second)
         assert second.status_code == 502 and "circuit breaker open" in err["message"]
         assert int(second.headers["retry-after"]) >= 1
+
+
+def test_the_snippet_in_docs_proxy_md_runs(
+    proxy: ProxyEnv, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "proxy.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S)
+    assert code is not None
+    snippet = code.group(1).replace('"http://127.0.0.1:7379"', repr(proxy.url))
+    at = snippet.index("# which memories")  # that part waits for the background work
+    ask, lineage = snippet[:at], snippet[at:]
+    monkeypatch.setenv("SYNAPSEDB_API_KEY", proxy.tokens["a"])
+    mid = proxy.seed("user:4321", "The budget for the Hawaii trip is 5000 dollars")
+    proxy.upstream.push(Reply.text("5000 dollars."), Reply.text("Try the Moana."),
+                        Reply.text("Noted."), Reply.text("Friday."))  # fmt: skip
+    scope: dict[str, Any] = {}
+    exec(ask, scope)
+    proxy.drain()
+    exec(lineage, scope)
+    scope["client"].close()
+    out = capsys.readouterr().out
+    assert out.startswith("5000 dollars.\nTry the Moana.Friday.\n")
+    assert "The budget for the Hawaii trip is 5000 dollars" in out
+    assert mid in injected(proxy.upstream.chat_requests()[0].messages)[0]

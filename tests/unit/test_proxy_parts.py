@@ -1,0 +1,145 @@
+"""The memory proxy's parts that need no server: injection, new turns, ids, error mapping,
+rate-limited warnings, and the Responses API's stored chain (an embedded namespace)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import synapsedb
+from synapsedb import errors
+from synapsedb.server.proxy import (
+    CHAIN_ENTITY,
+    Warnings,
+    answer_id,
+    inject,
+    new_turns,
+    openai_error,
+    save_record,
+)
+from synapsedb.server.responses import history, load_chain, parse
+from synapsedb.types import Recalled
+
+CONTEXT = Recalled(True, "q", "heuristic", context="Memories about u (cite by id):\n- [m1] x")
+
+
+def test_the_context_goes_after_the_leading_system_and_developer_messages() -> None:
+    sys_ = {"role": "system", "content": "Be brief."}
+    dev = {"role": "developer", "content": "No emoji."}
+    user = {"role": "user", "content": "Hi"}
+    late = {"role": "system", "content": "A later instruction"}
+    out = inject([sys_, dev, user, late], CONTEXT)
+    assert out == [sys_, dev, {"role": "system", "content": CONTEXT.context}, user, late]
+    assert inject([user], CONTEXT)[0]["content"] == CONTEXT.context
+    nothing = Recalled(False, "thanks", "none")
+    assert inject([sys_, user], nothing) == [sys_, user] and inject([user], None) == [user]
+
+
+def test_new_turns_are_the_user_turns_after_the_last_other_message() -> None:
+    convo = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+             {"role": "user", "content": "c"}, {"role": "user", "content": "d"}]  # fmt: skip
+    assert [t["content"] for t in new_turns(convo)] == ["c", "d"]
+    assert new_turns([*convo, {"role": "tool", "content": "x"}]) == []
+
+
+def test_an_answer_id_is_the_upstreams_when_valid() -> None:
+    assert answer_id("chatcmpl-abc123", "chatcmpl") == "chatcmpl-abc123"
+    for bad in (None, 7, "", "has space", "x" * 200):
+        made = answer_id(bad, "chatcmpl")
+        assert made.startswith("chatcmpl-sdb-") and answer_id(made, "chatcmpl") == made
+
+
+@pytest.mark.parametrize(
+    ("err", "status", "kind"),
+    [
+        (errors.ValidationError("messages: required", field="messages"), 400,
+         "invalid_request_error"),
+        (errors.UnauthorizedError("key"), 401, "authentication_error"),
+        (errors.ForbiddenError("scope"), 403, "permission_error"),
+        (errors.QuotaExceededError("slow down", retry_after=2.0), 429, "rate_limit_error"),
+        (errors.UpstreamError("down", breaker_open=True, retry_after=12.3), 502, "upstream_error"),
+        (errors.UpstreamError("none", configured=False), 503, "service_unavailable"),
+        (errors.SynapseError("a bug"), 500, "server_error"),
+    ],
+)  # fmt: skip
+def test_errors_map_to_openais_shape(err: errors.SynapseError, status: int, kind: str) -> None:
+    resp = openai_error(err)
+    body = json.loads(bytes(resp.body))["error"]
+    assert resp.status_code == status and body["type"] == kind
+    assert body == {"message": err.message, "type": kind, "param": err.details.get("field"),
+                    "code": err.code}  # fmt: skip
+    if status in (429, 502):
+        assert int(resp.headers["retry-after"]) >= 2
+
+
+def test_warnings_are_rate_limited_per_kind(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    warn = Warnings(every_s=60, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="synapsedb.proxy"):
+        for _ in range(5):
+            warn.warn("record", "r")
+        warn.warn("remember", "m")
+        now[0] = 61.0
+        warn.warn("record", "r again")
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["memory proxy: r", "memory proxy: m",
+                     "memory proxy: r again (4 more like it since the last one)"]  # fmt: skip
+    assert warn.count == 7
+
+
+@pytest.fixture
+def ns(tmp_path: Path) -> Iterator[synapsedb.Namespace]:
+    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None, llm=None,
+                        background_maintenance=False, max_value_bytes=4096)  # fmt: skip
+    yield db.namespace("chat")
+    db.close()
+
+
+class NoPending:
+    pending: dict[tuple[str, str], dict[str, object]] = {}
+
+
+def test_a_record_over_the_value_limit_keeps_the_end_of_each_turn(ns: synapsedb.Namespace) -> None:
+    long = "start " + "x" * 10_000 + " the end"
+    record = {"entity": "u", "session": "s", "input": [{"role": "user", "content": long}],
+              "output": "short answer", "previous": None}  # fmt: skip
+    save_record(ns, "resp_1", record)
+    stored = ns.get(CHAIN_ENTITY, "resp_1")
+    kept = stored.value["input"][0]["content"]
+    assert kept.endswith(" the end") and not kept.startswith("start") and len(kept) < 4096
+    assert stored.value["output"] == "short answer" and stored.expires_at is not None
+    with pytest.raises(errors.ValidationError):  # what cannot be cut is still refused
+        save_record(ns, "resp_2", {**record, "input": [], "output": None,
+                                   "blob": "y" * 10_000})  # fmt: skip
+
+
+def test_a_chain_is_followed_back_to_its_start_or_its_oldest_kept_link(
+    ns: synapsedb.Namespace,
+) -> None:
+    for i, prev in ((1, None), (2, "resp_1"), (3, "resp_2")):
+        save_record(ns, f"resp_{i}", {"input": [{"role": "user", "content": f"q{i}"}],
+                                      "output": f"a{i}", "previous": prev})  # fmt: skip
+    chain = load_chain(NoPending(), ns, "resp_3")  # type: ignore[arg-type]
+    assert [m["content"] for m in history(chain)] == ["q1", "a1", "q2", "a2", "q3", "a3"]
+    ns.delete(CHAIN_ENTITY, "resp_1")  # an expired link: the chain starts after it
+    assert [m["content"] for m in history(load_chain(NoPending(), ns, "resp_3"))] == [  # type: ignore[arg-type]
+        "q2", "a2", "q3", "a3"]  # fmt: skip
+    with pytest.raises(errors.ValidationError) as err:
+        load_chain(NoPending(), ns, "resp_9")  # type: ignore[arg-type]
+    assert err.value.details["field"] == "previous_response_id"
+    assert load_chain(NoPending(), ns, None) == []  # type: ignore[arg-type]
+
+
+def test_parse_maps_the_responses_fields_to_chat_options() -> None:
+    req = parse({"model": "m", "input": "hi", "max_output_tokens": 9, "top_p": 0.5,
+                 "reasoning": {"effort": "low"}, "metadata": {"k": "v"}, "store": True,
+                 "text": {"format": {"type": "json_object"}}})  # fmt: skip
+    assert req.input == [{"role": "user", "content": "hi"}] and not req.stream
+    assert req.options == {"model": "m", "max_tokens": 9, "top_p": 0.5,
+                           "reasoning_effort": "low",
+                           "response_format": {"type": "json_object"}}  # fmt: skip
+    assert req.echo["metadata"] == {"k": "v"} and req.echo["max_output_tokens"] == 9
