@@ -270,6 +270,12 @@ def test_recall_failing_degrades_to_an_answer_without_memory(
     assert out.choices[0].message.content == "Somewhere."
     assert injected(proxy.upstream.chat_requests()[0].messages) == []
     assert any("the index is on fire" in r.getMessage() for r in caplog.records)
+    ready = httpx.get(f"{proxy.url}/readyz", headers=proxy.auth("op"), timeout=30).json()
+    assert ready["proxy"]["upstream"] == "ok" and ready["proxy"]["memory_failures"]["recall"] >= 1
+    text = httpx.get(f"{proxy.url}/metrics", headers=proxy.auth("op"), timeout=30).text
+    assert 'synapsedb_proxy_upstream_state{state="ok"} 1.0' in text
+    assert 'synapsedb_proxy_memory_failures_total{kind="recall"}' in text
+    assert 'synapsedb_proxy_memory_failures_total{kind="recall"} 0.0' not in text
 
 
 # -- without an upstream, or with a dead one ---------------------------------------------------
@@ -288,6 +294,7 @@ def test_no_llm_configured_is_a_503_saying_so(tmp_path: Path) -> None:
         assert "SYNAPSEDB_LLM_BASE_URL" in err.value.message
         r = c.post("/v1/responses", json={"input": "hello"})
         assert r.status_code == 503 and openai_shape(r)["type"] == "service_unavailable"
+        assert 'synapsedb_proxy_upstream_state{state="absent"} 1.0' in c.get("/metrics").text
 
 
 def test_an_unreachable_upstream_is_a_502_and_the_breaker_answers_at_once(tmp_path: Path) -> None:
@@ -305,6 +312,7 @@ def test_an_unreachable_upstream_is_a_502_and_the_breaker_answers_at_once(tmp_pa
         err = openai_shape(second)
         assert second.status_code == 502 and "circuit breaker open" in err["message"]
         assert int(second.headers["retry-after"]) >= 1
+        assert c.get("/readyz").json()["proxy"]["upstream"] == "unavailable"
 
 
 def test_the_snippet_in_docs_proxy_md_runs(

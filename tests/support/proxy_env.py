@@ -74,7 +74,7 @@ class ProxyEnv:
 @contextlib.contextmanager
 def start_proxy(path: Path) -> Iterator[ProxyEnv]:
     """Keys: ``a`` (tenant-a), ``b`` (tenant-b), ``a_read`` (read only), ``a_only`` (only
-    namespace "only"). The loop has no LLM of its own (turns are stored, extraction waits)."""
+    namespace "only"), ``op`` (operator). The loop has no LLM of its own (turns are stored, extraction waits)."""
     with ScriptedUpstream() as up:
         db = synapsedb.open(path, durability="os", background_maintenance=False, llm=None)
         keys = KeyStore(path)
@@ -83,6 +83,7 @@ def start_proxy(path: Path) -> Iterator[ProxyEnv]:
             ("b", "tenant-b", ["read", "write"], None),
             ("a_read", "tenant-a", ["read"], None),
             ("a_only", "tenant-a", ["read", "write"], ["only"]),
+            ("op", "ops", ["operator"], None),
         ]}  # fmt: skip
         llm = LLMSettings(base_url=up.base_url, model="proxy-model", api_key=UPSTREAM_KEY,
                           max_retries=0, breaker_failures=1000, timeout_s=10)  # fmt: skip

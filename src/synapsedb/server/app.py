@@ -41,7 +41,7 @@ from .metrics import Metrics
 from .middleware import Observe, RequestGuard, observed
 from .observe import Tracing
 from .openapi import build_document, render_html
-from .proxy import Proxy, openai_error
+from .proxy import Proxy, ProxyMetrics, openai_error
 from .routes import admin, data, feeds, loop, proxy, recall, service
 from .wire import encoder, error_response
 
@@ -223,6 +223,7 @@ def create_app(
     app.state.openapi = encoder.encode(document)
     app.state.docs_html = render_html(document)
     app.state.metrics = Metrics(db)
+    app.state.metrics.registry.register(ProxyMetrics(memory_proxy))
     if tracing.enabled:
         db.observers.query.append(tracing.query_stages)
     app.add_middleware(Observe, metrics=app.state.metrics, tracing=tracing)

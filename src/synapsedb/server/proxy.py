@@ -18,12 +18,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -134,12 +136,16 @@ class Warnings:
         self._last: dict[str, float] = {}
         self._skipped: dict[str, int] = {}
         self._lock = threading.Lock()
-        self.count = 0
+        self.counts: dict[str, int] = {}  # kind -> warnings, logged or not
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts.values())
 
     def warn(self, kind: str, message: str) -> None:
         now = self._clock()
         with self._lock:
-            self.count += 1
+            self.counts[kind] = self.counts.get(kind, 0) + 1
             last = self._last.get(kind)
             if last is not None and now - last < self.every_s:
                 self._skipped[kind] = self._skipped.get(kind, 0) + 1
@@ -174,6 +180,16 @@ class Proxy:
     @property
     def configured(self) -> bool:
         return self.client.configured
+
+    def status(self) -> dict[str, Any]:
+        """For /readyz and /metrics: the upstream model (``absent``: none configured, ``ok``,
+        ``unavailable``: its circuit breaker is open) and the memory work that failed after
+        answers, by kind (recall, record, chain, remember)."""
+        if not self.client.configured:
+            upstream = "absent"
+        else:
+            upstream = "unavailable" if self.client.breaker_state == "open" else "ok"
+        return {"upstream": upstream, "memory_failures": dict(self.warnings.counts)}
 
     def require_upstream(self) -> None:
         """503 in OpenAI's shape when no upstream model is configured."""
@@ -302,6 +318,30 @@ def _cut(record: dict[str, Any], keep: int) -> dict[str, Any]:
 
     turns = [{**t, "content": short(t.get("content"))} for t in record.get("input", [])]
     return {**record, "input": turns, "output": short(record.get("output"))}
+
+
+class ProxyMetrics(Collector):
+    """The proxy's state in /metrics (server-wide families)."""
+
+    KINDS = ("recall", "record", "chain", "remember")
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+
+    def collect(self) -> Iterator[Metric]:
+        st = self.proxy.status()
+        up = GaugeMetricFamily("synapsedb_proxy_upstream_state",
+                               "The memory proxy's upstream model: 1 for the state it is in",
+                               labels=["state"])  # fmt: skip
+        for state in ("absent", "ok", "unavailable"):
+            up.add_metric([state], 1.0 if st["upstream"] == state else 0.0)
+        yield up
+        failed = CounterMetricFamily("synapsedb_proxy_memory_failures",
+                                     "Memory work of the proxy that failed, the answer going "
+                                     "out anyway", labels=["kind"])  # fmt: skip
+        for kind in self.KINDS:
+            failed.add_metric([kind], st["memory_failures"].get(kind, 0))
+        yield failed
 
 
 async def first_chunk(stream: ChunkStream) -> tuple[Chunk, AsyncIterator[Chunk]]:

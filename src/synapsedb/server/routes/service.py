@@ -76,11 +76,13 @@ async def readyz(request: Request) -> Response:
         except SynapseError:  # a probe without a key is still told whether the server is ready
             key = None
         if not is_operator(key):
-            return json_response({"status": "ready", "llm": _loop_status(db).get("llm")})
+            return json_response({"status": "ready", "llm": _loop_status(db).get("llm"),
+                                  "proxy": request.app.state.proxy.status()["upstream"]})  # fmt: skip
     return json_response({"status": "ready", "indexing_rows_pending": db.indexing_pending,
                           "erasure_pending": db.erasure_pending,
                           "unavailable_namespaces": db.unavailable_namespaces(),
-                          "memory_loop": _loop_status(db)})  # fmt: skip
+                          "memory_loop": _loop_status(db),
+                          "proxy": request.app.state.proxy.status()})  # fmt: skip
 
 
 def _loop_status(db: Database) -> dict[str, Any]:
