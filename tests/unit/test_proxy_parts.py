@@ -3,10 +3,14 @@ rate-limited warnings, and the Responses API's stored chain (an embedded namespa
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -143,3 +147,44 @@ def test_parse_maps_the_responses_fields_to_chat_options() -> None:
                            "reasoning_effort": "low",
                            "response_format": {"type": "json_object"}}  # fmt: skip
     assert req.echo["metadata"] == {"k": "v"} and req.echo["max_output_tokens"] == 9
+
+
+class Recorder:
+    """A namespace stand-in whose record_answer notes the order of answers (the first of
+    conversation "held" waits for the test)."""
+
+    name = "chat"
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.gate = threading.Event()
+
+    def record_answer(self, answer_id: str, *args: object, **kwargs: object) -> None:
+        if answer_id == "held-1":
+            assert self.gate.wait(30)
+        self.order.append(answer_id)
+
+
+def test_one_conversations_work_stays_in_order_and_others_do_not_wait_for_it() -> None:
+    from synapsedb.server.proxy import LANES, Proxy, Turn
+
+    proxy = Proxy(SimpleNamespace(memory_loop=None))  # type: ignore[arg-type]
+    ns = Recorder()
+    held = Turn("user:held", None, "proxy")
+    other = next(t for i in range(100) if (t := Turn(f"user:{i}", None, "proxy"))
+                 and hash((ns.name, t.entity, None)) % LANES
+                 != hash((ns.name, held.entity, None)) % LANES)  # fmt: skip
+    try:
+        proxy.finish(ns, held, None, "a", "held-1", [])  # type: ignore[arg-type]
+        proxy.finish(ns, held, None, "b", "held-2", [])  # type: ignore[arg-type]
+        proxy.finish(ns, other, None, "c", "other-1", [])  # type: ignore[arg-type]
+        deadline = time.monotonic() + 30
+        while "other-1" not in ns.order:  # another conversation is not held up
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert ns.order == ["other-1"] and proxy.status()["backlog"] == 2
+    finally:
+        ns.gate.set()
+    proxy.drain()
+    assert ns.order == ["other-1", "held-1", "held-2"] and proxy.status()["backlog"] == 0
+    asyncio.run(proxy.aclose())

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,7 @@ SESSION_HEADER = "x-synapsedb-session"
 ANSWER_HEADER = "X-SynapseDB-Answer-Id"
 MEMORIES_HEADER = "X-SynapseDB-Memories"
 AGENT = "proxy"
+LANES = 4  # threads storing what was said after the answers
 CHAIN_ENTITY = "synapsedb:responses"  # the Responses API's records: one KV fact per response
 RESPONSE_TTL_S = 30 * 86_400  # as long as OpenAI keeps a stored response
 TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -174,7 +175,11 @@ class Proxy:
         self.client = client or AsyncChatClient(llm or LLMSettings())
         self.warnings = Warnings()
         self.pending: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, response id) -> record
-        self._work = ThreadPoolExecutor(max_workers=1, thread_name_prefix="synapsedb-proxy")
+        # a few lanes, so that the commits of several answers share group commits; the work
+        # of one conversation (namespace, entity, session) always takes the same lane, in order
+        self._lanes = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="synapsedb-proxy")
+                       for _ in range(LANES)]  # fmt: skip
+        self._queued: set[Future[None]] = set()
         self._closed = False
 
     @property
@@ -189,7 +194,8 @@ class Proxy:
             upstream = "absent"
         else:
             upstream = "unavailable" if self.client.breaker_state == "open" else "ok"
-        return {"upstream": upstream, "memory_failures": dict(self.warnings.counts)}
+        return {"upstream": upstream, "memory_failures": dict(self.warnings.counts),
+                "backlog": len(self._queued)}  # fmt: skip
 
     def require_upstream(self) -> None:
         """503 in OpenAI's shape when no upstream model is configured."""
@@ -250,7 +256,10 @@ class Proxy:
             self.pending[(ns.name, record[0])] = record[1]
         if self._closed:
             return
-        self._work.submit(self._finish, ns, turn, recalled, answer, answer_id, said, record)
+        lane = self._lanes[hash((ns.name, turn.entity, turn.session)) % LANES]
+        job = lane.submit(self._finish, ns, turn, recalled, answer, answer_id, said, record)
+        self._queued.add(job)
+        job.add_done_callback(self._queued.discard)
 
     def _finish(
         self,
@@ -289,12 +298,16 @@ class Proxy:
 
     def drain(self) -> None:
         """Wait until the background work queued so far is done (tests, shutdown)."""
-        self._work.submit(lambda: None).result()
+        wait(list(self._queued))
+
+    def _shutdown(self) -> None:
+        for lane in self._lanes:
+            lane.shutdown(wait=True)
 
     async def aclose(self) -> None:
         """Finish the background work, then release the upstream's connections."""
         self._closed = True
-        await anyio.to_thread.run_sync(lambda: self._work.shutdown(wait=True))
+        await anyio.to_thread.run_sync(self._shutdown)
         await self.client.aclose()
 
 
