@@ -88,9 +88,10 @@ def open(
 
     if llm == "env":
         llm = LLMSettings.from_env()
+    owns = isinstance(llm, LLMSettings)
     if isinstance(llm, LLMSettings):
         llm = ChatClient(llm) if llm.configured else None
-    loop = MemoryLoop(llm, loop_settings or LoopSettings.from_env())
+    loop = MemoryLoop(llm, loop_settings or LoopSettings.from_env(), owns_llm=owns)
     db = Database(path, settings=settings, clock=clock, embedder=embedder, **overrides)
     db.memory_loop = loop
     loop.start(db)  # indexes remembered turns; extracts while an LLM is available

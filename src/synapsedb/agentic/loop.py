@@ -80,8 +80,11 @@ class MemoryLoop:
     extraction waits in the queue, recall uses the heuristic rewriter.
     """
 
-    def __init__(self, llm: Any = None, settings: LoopSettings | None = None) -> None:
+    def __init__(
+        self, llm: Any = None, settings: LoopSettings | None = None, *, owns_llm: bool = False
+    ) -> None:
         self.llm = llm
+        self._owns_llm = owns_llm  # close() closes the client too
         self.settings = settings or LoopSettings()
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -481,7 +484,11 @@ class MemoryLoop:
             self._thread.join(timeout=30)
             self._thread = None
 
-    close = stop
+    def close(self) -> None:
+        """Stop the worker, and close the LLM client if the loop made it."""
+        self.stop()
+        if self._owns_llm and self.llm is not None:
+            self.llm.close()
 
     @classmethod
     def from_env(cls) -> MemoryLoop:
@@ -492,4 +499,4 @@ class MemoryLoop:
 
         llm_settings = LLMSettings.from_env()
         llm = ChatClient(llm_settings) if llm_settings.configured else None
-        return cls(llm, LoopSettings.from_env())
+        return cls(llm, LoopSettings.from_env(), owns_llm=True)
