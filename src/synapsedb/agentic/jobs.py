@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +24,7 @@ __all__ = ["JOBS_ENTITY", "Job", "claim", "due", "enqueue", "finish", "reschedul
 JOBS_ENTITY = "synapsedb:jobs"
 LEASE_S = 300.0  # a claimed job is due again after this long (its worker died)
 MAX_DELAY_S = 3600.0
+OUTAGE_DELAY_S = 300.0  # longest wait of a job whose model was unreachable
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,14 +99,25 @@ def reschedule(
     base_s: float,
     max_attempts: int,
     agent: str | None,
-    counts: Callable[[], None] | None = None,
+    *,
+    outage: bool = False,
 ) -> bool:
-    """Put a failed job back with backoff, or park it as failed. True when it was parked."""
-    attempts = int(job.value.get("attempts", 0)) + 1
+    """Put a failed job back with backoff, or park it as failed. True when it was parked.
+
+    ``outage``: the model could not be reached (connection, timeout, 5xx, breaker open). That
+    says nothing about the job, so it does not count towards ``max_attempts`` and the wait is
+    capped at OUTAGE_DELAY_S: the job runs soon after the model returns, however long it was
+    away. Other failures (an answer that never matched the schema, a refused request, a write
+    that failed) count, and park the job after ``max_attempts``."""
+    outages = int(job.value.get("outages", 0)) + int(outage)
+    attempts = int(job.value.get("attempts", 0)) + int(not outage)
     parked = attempts >= max_attempts
-    delay = min(MAX_DELAY_S, base_s * 2 ** max(0, attempts - 1))
+    if outage:
+        delay = min(OUTAGE_DELAY_S, base_s * 2 ** min(16, max(0, outages - 1)))
+    else:
+        delay = min(MAX_DELAY_S, base_s * 2 ** max(0, attempts - 1))
     value = {**job.value, "state": "failed" if parked else "queued", "due": now + delay,
-             "attempts": attempts, "error": error[:1000]}  # fmt: skip
+             "attempts": attempts, "outages": outages, "error": error[:1000]}  # fmt: skip
     try:
         ns.set(JOBS_ENTITY, job.key, value, if_version=job.version, agent=agent)
     except (VersionConflictError, NotFoundError):

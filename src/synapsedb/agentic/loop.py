@@ -65,6 +65,17 @@ def _text(m: Mapping[str, Any], i: int) -> str:
     return c
 
 
+def is_outage(exc: SynapseError) -> bool:
+    """The model could not be reached or answer (connection, timeout, 429/5xx, breaker
+    open): nothing is wrong with the job itself."""
+    if not isinstance(exc, UpstreamError):
+        return False
+    if "mode" in exc.details:  # it answered, but never to the schema: the job counts
+        return False
+    status = exc.status
+    return exc.breaker_open or status is None or status in (408, 429) or status >= 500
+
+
 def turn_memory_id(stream: str, event_id: str) -> str:
     """The id of a turn's searchable memory: fixed by its stream and event id, so indexing a
     job twice (a worker died in between) writes nothing new."""
@@ -347,7 +358,8 @@ class MemoryLoop:
             except SynapseError as exc:
                 self.last_error = f"{type(exc).__name__}: {exc.message}"
                 queue.reschedule(ns, mine, self.last_error, time.time(),
-                                 self.settings.retry_base_s, self.settings.max_attempts, who)  # fmt: skip
+                                 self.settings.retry_base_s, self.settings.max_attempts, who,
+                                 outage=is_outage(exc))  # fmt: skip
                 if isinstance(exc, UpstreamError):
                     break  # the model is failing: the rest waits for the backoff
                 continue
