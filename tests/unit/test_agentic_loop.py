@@ -423,6 +423,30 @@ def test_a_job_left_with_nothing_to_do_is_finished(
         queue.enqueue(mem, spec, None)
 
 
+def test_malformed_jobs_are_parked_and_do_not_stop_the_queue(
+    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script,
+) -> None:  # fmt: skip
+    # jobs are KV facts: anyone who can write the namespace can write odd ones
+    loop = attach(llm)
+    mem = db.namespace("acme")
+    mem.set(queue.JOBS_ENTITY, "extract:a", {"state": "queued", "due": "soon", "queued_at": []})
+    mem.set(queue.JOBS_ENTITY, "extract:b", {"state": "queued", "attempts": "many"})
+    mem.set(queue.JOBS_ENTITY, "extract:c", {"entity": "user:1", "stream": 7, "due": None})
+    mem.set(queue.JOBS_ENTITY, "extract:d", ["not", "an", "object"])
+    script.memories = {"memories": [memory("The user likes tea", "preference")]}
+    out = mem.remember(convo("I like tea"), entity="user:1", session="s1")
+    assert loop.run_pending(mem) == 1  # the real job ran
+    with pytest.raises(NotFoundError):
+        mem.get(queue.JOBS_ENTITY, str(out.job))
+    assert len(mem.memories("user:1", types=["preference"])) == 1
+    for key in ("extract:a", "extract:b", "extract:c"):
+        job = job_of(mem, key)
+        assert job["state"] == "failed" and job["error"].startswith("malformed job"), key
+    assert "stream" in job_of(mem, "extract:c")["error"]
+    assert mem.get(queue.JOBS_ENTITY, "extract:d").value == ["not", "an", "object"]
+    assert loop.status()["extraction_failed"] == 3
+
+
 def test_queued_jobs_survive_a_restart_and_run_after_it(
     tmp_path: Path, clock: ManualClock, model: OnnxMiniLM, llm: ChatClient, script: Script,
 ) -> None:  # fmt: skip

@@ -38,6 +38,13 @@ class Job:
         return str(self.value.get("state", "queued"))
 
 
+def _number(value: Any) -> float:
+    """A job's time or count; anything else (the job is a fact a tenant can write by hand)
+    counts as 0, so one odd fact cannot stop the queue."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if ok else 0.0
+
+
 def new_key() -> str:
     return f"extract:{time.time_ns():x}{os.urandom(4).hex()}"
 
@@ -61,8 +68,8 @@ def jobs(ns: Any) -> list[Job]:
 def due(ns: Any, now: float) -> list[Job]:
     """Queued (or lease-expired) jobs whose time has come, oldest first."""
     ready = [j for j in jobs(ns) if j.state in ("queued", "running")
-             and float(j.value.get("due", 0.0)) <= now]  # fmt: skip
-    return sorted(ready, key=lambda j: float(j.value.get("queued_at", 0.0)))
+             and _number(j.value.get("due")) <= now]  # fmt: skip
+    return sorted(ready, key=lambda j: _number(j.value.get("queued_at")))
 
 
 def update(ns: Any, job: Job, changes: dict[str, Any], agent: str | None) -> Job | None:
@@ -109,8 +116,8 @@ def reschedule(
     capped at OUTAGE_DELAY_S: the job runs soon after the model returns, however long it was
     away. Other failures (an answer that never matched the schema, a refused request, a write
     that failed) count, and park the job after ``max_attempts``."""
-    outages = int(job.value.get("outages", 0)) + int(outage)
-    attempts = int(job.value.get("attempts", 0)) + int(not outage)
+    outages = int(_number(job.value.get("outages"))) + int(outage)
+    attempts = int(_number(job.value.get("attempts"))) + int(not outage)
     parked = attempts >= max_attempts
     if outage:
         delay = min(OUTAGE_DELAY_S, base_s * 2 ** min(16, max(0, outages - 1)))

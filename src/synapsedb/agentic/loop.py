@@ -76,6 +76,14 @@ def is_outage(exc: SynapseError) -> bool:
     return exc.breaker_open or status is None or status in (408, 429) or status >= 500
 
 
+def malformed(spec: Mapping[str, Any]) -> str | None:
+    """What is wrong with a job's spec (a KV fact anyone who can write the namespace can
+    set), or None."""
+    bad = [k for k in ("entity", "session", "stream", "first", "last")
+           if not isinstance(spec.get(k), str)]  # fmt: skip
+    return f"malformed job: {', '.join(bad)} missing or not a string" if bad else None
+
+
 def turn_memory_id(stream: str, event_id: str) -> str:
     """The id of a turn's searchable memory: fixed by its stream and event id, so indexing a
     job twice (a worker died in between) writes nothing new."""
@@ -342,6 +350,11 @@ class MemoryLoop:
                 continue  # waits for an LLM (a job with nothing left to do is finished below)
             mine = queue.claim(ns, job, now, who)
             if mine is None:
+                continue
+            problem = malformed(mine.value)
+            if problem is not None:  # parked at once: no retry can repair it
+                self.last_error = problem
+                queue.reschedule(ns, mine, problem, time.time(), 0.0, 1, who)
                 continue
             try:
                 if index:
