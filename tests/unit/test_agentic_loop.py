@@ -20,7 +20,7 @@ from tests.support.scripted_upstream import Reply, Request, ScriptedUpstream
 
 import synapsedb
 from synapsedb import Database, ManualClock
-from synapsedb.agentic import DECISIONS_STREAM, LoopSettings, MemoryLoop
+from synapsedb.agentic import CONFIG_ENTITY, DECISIONS_STREAM, LoopSettings, MemoryLoop
 from synapsedb.agentic import jobs as queue
 from synapsedb.agentic.extract import Turn, candidates
 from synapsedb.agentic.loop import turn_memory_id
@@ -913,6 +913,10 @@ def test_the_threshold_can_be_set_per_namespace(
     with pytest.raises(ValidationError) as err:
         loop.configure(hawaii, threshold=1.5)
     assert err.value.details.get("field") == "threshold"
+    # the setting is a KV fact: one written by hand that configure would refuse is ignored
+    for odd in (True, 7, "high", None):
+        hawaii.set(CONFIG_ENTITY, "recall", {"threshold": odd})
+        assert loop.threshold(hawaii) == 0.6
 
 
 def test_the_budget_limits_the_block_and_the_memories_match_it(db: Database) -> None:

@@ -420,7 +420,9 @@ class MemoryLoop:
         except SynapseError:
             return self.settings.threshold
         t = value.get("threshold") if isinstance(value, dict) else None
-        return float(t) if isinstance(t, int | float) and 0 <= t <= 1 else self.settings.threshold
+        if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= 1:
+            return self.settings.threshold  # a fact set by hand, not by configure
+        return float(t)
 
     def configure(self, ns: Any, *, threshold: float) -> float:
         """Set the namespace's recall threshold (calibrated similarity, 0..1), durably."""
