@@ -11,6 +11,7 @@ import json
 from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 from tests.support.scripted_upstream import Reply, ScriptedUpstream
 
@@ -210,3 +211,20 @@ def test_the_sse_parser_refuses_an_endless_event() -> None:
     with pytest.raises(ValueError, match="over"):
         for _ in range(2000):
             parser.feed(b"data: " + b"x" * 1000 + b"\n")
+
+
+def test_events_answering_a_request_that_did_not_stream_are_an_upstream_error() -> None:
+    """A misbehaving upstream that streams anyway: the caller asked for one JSON answer, so it
+    gets an error, not events it cannot read."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b'data: {"id": "x"}\n\ndata: [DONE]\n\n',
+                              headers={"content-type": "text/event-stream"})  # fmt: skip
+
+    async def call() -> Any:
+        async with AsyncChatClient(LLMSettings(base_url="http://upstream.test/v1"),
+                                   transport=httpx.MockTransport(handler)) as llm:  # fmt: skip
+            return await llm.forward(BODY)
+
+    with pytest.raises(UpstreamError, match="not a chat completion"):
+        asyncio.run(call())

@@ -205,7 +205,7 @@ class AsyncChatClient(_Base):
         streamed = request.get("stream") is True
         resp, _ = await self._run(protocol.forward(self._session, request),
                                   post=self._open if streamed else self._post)  # fmt: skip
-        if resp.status_code < 300 and forward.is_stream(resp):
+        if streamed and resp.status_code < 300 and forward.is_stream(resp):
             return forward.ChunkStream(resp, error=self._session.error,
                                        on_broken=self._session.breaker.fail)  # fmt: skip
         try:
