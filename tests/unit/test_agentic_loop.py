@@ -346,6 +346,33 @@ def test_an_outage_waits_at_most_five_minutes(db: Database) -> None:
     assert job.state == "queued" and job.value["outages"] == 20
 
 
+def test_an_open_breaker_makes_the_llm_unavailable_and_nothing_calls_it(
+    db: Database, attach: Callable[..., MemoryLoop], upstream: ScriptedUpstream,
+    script: Script,
+) -> None:  # fmt: skip
+    client = chat_client(upstream, breaker_failures=1, breaker_cooldown_s=3600.0)
+    try:
+        loop = attach(client, retry_base_s=0.0)
+        assert loop.status()["llm"] == "ok"
+        mem = db.namespace("acme")
+        mem.write("user:1", {"content": HAWAII, "type": "fact"})
+        script.memories = Reply.error(503)
+        out = mem.remember(convo("I like tea", "ok", "what's my budget for it?"),
+                           entity="user:1", session="s1")  # fmt: skip
+        assert loop.run_pending(mem) == 0  # fails once: the breaker opens
+        assert loop.status()["llm"] == "unavailable"
+        asked = len(upstream.chat_requests())
+        assert loop.run_pending(mem) == 0
+        assert job_of(mem, str(out.job))["state"] == "queued"
+        script.query = {"query": "never asked"}
+        recalled = mem.recall(convo("Hawaii!", "ok", "what's my budget for it?"),
+                              entity="user:1", rewrite="llm")  # fmt: skip
+        assert recalled.rewritten_by == "heuristic"
+        assert len(upstream.chat_requests()) == asked  # the model was not called again
+    finally:
+        client.close()
+
+
 def test_backoff_delays_double_per_attempt(db: Database) -> None:
     mem = db.namespace("acme")
     key = queue.enqueue(mem, {"entity": "user:1"}, None)
