@@ -324,11 +324,16 @@ def test_readyz_counts_nothing_for_strangers(env: dict[str, Any]) -> None:
     c, keys = env["client"], env["keys"]
     _, operator = keys.create("ops", ["operator"])
     for headers in ({}, h(env, "a"), {"Authorization": "Bearer sdb_nope_x"}):
-        r = c.get("/readyz", headers=headers)
-        assert r.status_code == 200 and r.json() == {"status": "ready"}
+        r = c.get("/readyz", headers=headers)  # states only (the memory loop's LLM, the
+        # proxy's upstream model): nothing that counts
+        assert r.status_code == 200
+        assert r.json() == {"status": "ready", "llm": "absent", "proxy": "absent"}
     told = c.get("/readyz", headers={"Authorization": f"Bearer {operator}"}).json()
-    assert told == {"status": "ready", "indexing_rows_pending": 0, "erasure_pending": False,
-                    "unavailable_namespaces": {}}  # fmt: skip
+    assert {k: told[k] for k in ("status", "indexing_rows_pending", "erasure_pending",
+                                 "unavailable_namespaces")} == {
+        "status": "ready", "indexing_rows_pending": 0, "erasure_pending": False,
+        "unavailable_namespaces": {}}  # fmt: skip
+    assert told["memory_loop"]["llm"] == "absent" and told["proxy"]["upstream"] == "absent"
 
 
 def test_change_ids_are_numbered_per_namespace(env: dict[str, Any]) -> None:
