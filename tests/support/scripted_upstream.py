@@ -233,6 +233,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # headers and body go out in separate writes: with Nagle's algorithm the body waits for
+    # the client's delayed ACK (~40 ms per answer on Linux), which a hosted model does not add
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
