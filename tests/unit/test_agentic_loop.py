@@ -582,7 +582,7 @@ def test_candidates_drop_what_no_schema_check_would_catch() -> None:
         ("The user is sure", 1.0, ("1-0",), "user:1"),
         ("The user owns a kayak", 0.9, ("1-0", "1-1"), "user:1"),
         ("The user lives here", 0.9, ("1-0",), "user:1"),
-        ("The user's sister lives here", 0.9, ("1-0",), "user:2"),
+        ("The user's sister lives here", 0.9, ("1-0",), "user:1"),  # the model cannot write into another entity
     ]  # fmt: skip
     many = {"memories": [memory(f"The user likes tea number {i}") for i in range(30)]}
     assert len(candidates(many, turns, "user:1", LoopSettings(max_candidates=5))) == 5
@@ -1117,3 +1117,96 @@ def test_loop_settings_are_checked() -> None:
     assert LoopSettings.from_env({"SYNAPSEDB_LOOP_THRESHOLD": "0.4"}).threshold == 0.4
     with pytest.raises(SynapseError):
         LoopSettings.from_env({"SYNAPSEDB_LOOP_K": "many"})
+
+
+# -- the review's findings ------------------------------------------------------------------
+
+
+def test_an_update_that_cannot_close_the_old_interval_still_supersedes_it(
+    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script
+) -> None:
+    """The new statement's valid_from is not after the old one's: no valid_to can be set,
+    but the old memory is superseded, so it is neither recalled nor compared with again."""
+    attach(llm)
+    mem = db.namespace("acme")
+    script.memories = {"memories": [memory("The user lives at 12 Rua Augusta",
+                                           valid_from="2025-10-20")]}  # fmt: skip
+    first = mem.remember(convo("I live at 12 Rua Augusta"), entity="user:1", session="s1",
+                         wait=True).decisions[0]  # fmt: skip
+    script.memories = {"memories": [memory("The user lives at 14 Rua Augusta",
+                                           valid_from="2025-10-01")]}  # fmt: skip
+    script.decisions = {"decisions": [{"candidate": 1, "action": "UPDATE", "target": 1,
+                                       "reason": "the address was wrong"}]}  # fmt: skip
+    second = mem.remember(convo("Sorry, it is 14 Rua Augusta"), entity="user:1",
+                          session="s2", wait=True).decisions[0]  # fmt: skip
+    assert second.action == "UPDATE" and second.target_id == first.memory_id
+    old = mem.get(str(first.memory_id))
+    assert old.metadata["superseded_by"] == second.memory_id
+    assert "valid_to" not in old.metadata  # 2025-10-01 is not after 2025-10-20
+    found = mem.recall("Where does the user live?", entity="user:1", threshold=0.0)
+    ids = [m.id for m in found.memories]
+    assert second.memory_id in ids and first.memory_id not in ids
+
+
+def test_an_update_supersedes_the_turns_the_old_memory_came_from(
+    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script
+) -> None:
+    attach(llm)
+    mem = db.namespace("acme")
+    script.memories = {"memories": [memory(HAWAII)]}
+    first = mem.remember(convo("Set the Hawaii budget to $3000"), entity="user:1",
+                         session="s1", wait=True)  # fmt: skip
+    script.memories = {"memories": [memory("The user's budget for the Hawaii trip is $5000")]}
+    script.decisions = {"decisions": [{"candidate": 1, "action": "UPDATE", "target": 1,
+                                       "reason": "budget raised"}]}  # fmt: skip
+    second = mem.remember(convo("Make the Hawaii budget $5000 instead"), entity="user:1",
+                          session="s2", wait=True)  # fmt: skip
+    old_turn = turn_memory_id("session:s1", first.turns[0])
+    assert mem.get(old_turn).metadata["superseded_by"] == second.decisions[0].memory_id
+    assert len(mem.history(old_turn)) == 2  # the words as first indexed are kept
+    found = mem.recall("What is the Hawaii budget?", entity="user:1", threshold=0.0)
+    texts = [m.content for m in found.memories]
+    assert "The user's budget for the Hawaii trip is $5000" in texts
+    assert not any("$3000" in t for t in texts), texts
+
+
+@pytest.mark.parametrize("text", ["thank you so much", "thanks a lot!", "Thanks again",
+                                  "that's great, thanks for everything"])  # fmt: skip
+def test_more_thanks_need_no_memory(db: Database, text: str) -> None:
+    assert not db.namespace("acme").recall(text, entity="user:1").needed
+
+
+def test_an_llm_outage_leaves_the_other_jobs_indexed_in_the_same_pass(
+    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script
+) -> None:
+    loop = attach(llm)
+    mem = db.namespace("acme")
+    script.memories = Reply.error(503)
+    outs = [mem.remember(convo(f"I collect stamps from country {i}"), entity="user:1",
+                         session=f"s{i}") for i in range(3)]  # fmt: skip
+    assert loop.run_pending(mem) == 0
+    for out in outs:  # every job's turns are searchable although the model never answered
+        mem.get(turn_memory_id(out.stream, out.turns[0]))
+    states = sorted(j.value.get("outages", 0) for j in queue.jobs(mem))
+    assert states == [0, 0, 1]  # only the first job asked the model; the others wait for it
+
+
+def test_an_embedder_outage_is_an_outage() -> None:
+    from synapsedb.agentic.loop import is_outage
+
+    assert is_outage(EmbeddingError("model unavailable"))
+    assert is_outage(UpstreamError("down", status=503))
+    assert not is_outage(UpstreamError("bad answer", mode="json_schema"))
+    assert not is_outage(ValidationError("bad", field="x"))
+
+
+def test_the_worker_runs_a_few_jobs_per_namespace_per_pass(
+    db: Database, attach: Callable[..., MemoryLoop]
+) -> None:
+    loop = attach(None)
+    mem = db.namespace("acme")
+    for i in range(5):
+        mem.remember(convo(f"note {i}"), entity="user:1", session=f"s{i}")
+    assert loop.run_pending(mem, limit=2) == 0  # indexing only (no LLM): two jobs worked
+    indexed = [j for j in queue.jobs(mem) if j.value.get("indexed")]
+    assert len(indexed) == 2

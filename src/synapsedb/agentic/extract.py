@@ -9,7 +9,7 @@ is dropped, never stored.
 
 from __future__ import annotations
 
-import re
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -21,7 +21,6 @@ from .when import resolve
 __all__ = ["SCHEMA", "Candidate", "Turn", "candidates", "prompt"]
 
 MAX_CONTENT = 2000  # characters kept of one extracted memory
-_ENTITY = re.compile(r"^[A-Za-z][\w.-]*:[\w.@:-]+$")
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -106,6 +105,13 @@ class Candidate:
     said_at: datetime
 
 
+def turn_memory_id(stream: str, event_id: str) -> str:
+    """The id of a turn's searchable memory: fixed by its stream and event id, so indexing a
+    job twice (a worker died in between) writes nothing new."""
+    digest = hashlib.blake2s(stream.encode(), digest_size=6).hexdigest()
+    return f"turn-{digest}-{event_id}"
+
+
 def prompt(turns: Sequence[Turn], entity: str) -> list[dict[str, Any]]:
     lines = [f"[{i}] {t.ts.date().isoformat()} {t.role}: {t.content}"
              for i, t in enumerate(turns, 1)]  # fmt: skip
@@ -136,10 +142,9 @@ def candidates(
             used = [t for t in turns if t.role == "user"] or list(turns)
         said_at = used[0].ts
         when = resolve(item.get("valid_from"), said_at) or resolve(content, said_at)
-        subject = item.get("entity")
-        if not isinstance(subject, str) or not _ENTITY.match(subject):
-            subject = entity
-        out.append(Candidate(item["type"], content, subject, confidence,
+        # always the conversation's entity: the model's "entity" is never trusted to name
+        # another one (a conversation must not write into another user's memory)
+        out.append(Candidate(item["type"], content, entity, confidence,
                              tuple(dict.fromkeys(t.id for t in used)), when,
                              said_at))  # fmt: skip
     return out

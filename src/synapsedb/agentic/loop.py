@@ -11,7 +11,6 @@ and ``remember`` returns its decisions.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -19,12 +18,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import NotFoundError, SynapseError, UpstreamError, ValidationError
+from ..errors import (
+    EmbeddingError,
+    NotFoundError,
+    SynapseError,
+    UpstreamError,
+    ValidationError,
+)
 from ..times import to_us
 from ..types import Decision, Recalled, Remembered
 from ..validation import check_entity
 from . import jobs as queue
-from .extract import Candidate, Chat, Turn, extract
+from .extract import Candidate, Chat, Turn, extract, turn_memory_id
 from .recall import as_messages, recall
 from .resolve import apply, decide, neighbours
 from .settings import MEMORY_TYPES, LoopSettings
@@ -39,6 +44,7 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 # earlier ones were appended): a turn's UTF-8 bytes (the engine's default max_content_bytes is
 # 32 KiB), a participant name (OpenAI's limit), a session name ("session:" + it names a stream).
 MAX_TURN_BYTES = 32_000
+JOBS_PER_PASS = 8  # jobs the worker runs in one namespace before visiting the next
 MAX_NAME_CHARS = 64
 MAX_SESSION_CHARS = 248
 MAX_MEMORY_CHARS = 2000  # a caller's memory, as an extracted one (extract.MAX_CONTENT)
@@ -68,6 +74,8 @@ def _text(m: Mapping[str, Any], i: int) -> str:
 def is_outage(exc: SynapseError) -> bool:
     """The model could not be reached or answer (connection, timeout, 429/5xx, breaker
     open): nothing is wrong with the job itself."""
+    if isinstance(exc, EmbeddingError):  # the embedder is down: indexing waits for it
+        return True
     if not isinstance(exc, UpstreamError):
         return False
     if "mode" in exc.details:  # it answered, but never to the schema: the job counts
@@ -82,13 +90,6 @@ def malformed(spec: Mapping[str, Any]) -> str | None:
     bad = [k for k in ("entity", "session", "stream", "first", "last")
            if not isinstance(spec.get(k), str)]  # fmt: skip
     return f"malformed job: {', '.join(bad)} missing or not a string" if bad else None
-
-
-def turn_memory_id(stream: str, event_id: str) -> str:
-    """The id of a turn's searchable memory: fixed by its stream and event id, so indexing a
-    job twice (a worker died in between) writes nothing new."""
-    digest = hashlib.blake2s(stream.encode(), digest_size=6).hexdigest()
-    return f"turn-{digest}-{event_id}"
 
 
 class MemoryLoop:
@@ -341,8 +342,9 @@ class MemoryLoop:
         done = 0
         now = time.time()
         who = "memory-loop"
+        worked = 0
         for job in queue.due(ns, now):
-            if limit is not None and done >= limit:
+            if limit is not None and worked >= limit:
                 break
             index = bool(job.value.get("index")) and not job.value.get("indexed")
             extract = bool(job.value.get("extract", True))
@@ -351,6 +353,7 @@ class MemoryLoop:
             mine = queue.claim(ns, job, now, who)
             if mine is None:
                 continue
+            worked += 1
             problem = malformed(mine.value)
             if problem is not None:  # parked at once: no retry can repair it
                 self.last_error = problem
@@ -373,8 +376,10 @@ class MemoryLoop:
                 queue.reschedule(ns, mine, self.last_error, time.time(),
                                  self.settings.retry_base_s, self.settings.max_attempts, who,
                                  outage=is_outage(exc))  # fmt: skip
+                if isinstance(exc, EmbeddingError):
+                    break  # the embedder is down: the rest waits for it too
                 if isinstance(exc, UpstreamError):
-                    break  # the model is failing: the rest waits for the backoff
+                    chat = None  # the model is failing: the other jobs only get indexed
                 continue
             queue.finish(ns, mine, who)
             done += 1
@@ -498,7 +503,10 @@ class MemoryLoop:
                 if self._stop.is_set():
                     break
                 try:
-                    self.run_pending(db.namespace(name))
+                    # a few jobs per namespace per pass: one tenant's backlog cannot starve
+                    # the others (the rest is due again on the next pass)
+                    if self.run_pending(db.namespace(name), limit=JOBS_PER_PASS):
+                        self._wake.set()
                 except SynapseError as exc:  # a namespace that cannot be read right now
                     self.last_error = f"{name}: {exc.message}"
                 except Exception:  # a bug: logged, the worker goes on with the others

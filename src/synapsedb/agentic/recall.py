@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import EmbeddingError, SynapseError, ValidationError
 from ..types import Recalled, Recollection
 from .extract import Chat
+from .resolve import current
 from .settings import LoopSettings
 
 __all__ = ["needs_memory", "recall", "render", "rewrite_heuristic", "similarity", "tokens"]
@@ -68,6 +69,20 @@ _SMALL_TALK = frozenset(
         "welcome",
         "cheers",
         "np",
+        "so",
+        "much",
+        "a",
+        "lot",
+        "very",
+        "again",
+        "really",
+        "all",
+        "for",
+        "everything",
+        "that's",
+        "thats",
+        "great",
+        "help",
     ]
 )
 _ANAPHORA = frozenset(["it", "its", "that", "this", "there", "they", "them", "those", "these", "he", "she", "him", "her", "his", "hers", "one", "same", "such", "then"])  # fmt: skip
@@ -201,8 +216,8 @@ def recall(
         if query == last[-MAX_QUERY_CHARS:]:
             how = "none"
     now = datetime.now(UTC).timestamp()
-    current = {"$or": [{"valid_to": {"$exists": False}}, {"valid_to": {"$gt": now}}]}
-    args: dict[str, Any] = dict(entity=entity, k=k, filter=current, explain=True, agent=agent)
+    args: dict[str, Any] = dict(entity=entity, k=k, filter=current(now), explain=True,
+                                agent=agent)  # fmt: skip
     try:
         res = ns.query(query, **args)
         keyword_only = False

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import EmbeddingError, NotFoundError, SynapseError, ValidationError
 from ..types import Decision, Hit
-from .extract import Candidate, Chat
+from .extract import Candidate, Chat, turn_memory_id
 from .settings import MEMORY_TYPES, LoopSettings
 from .when import to_datetime
 
@@ -33,7 +33,15 @@ __all__ = ["ACTIONS", "DECISIONS_STREAM", "apply", "decide", "neighbours", "poli
 
 DECISIONS_STREAM = "memory-decisions"
 ACTIONS = ("ADD", "UPDATE", "DELETE", "NOOP")
-CURRENT = {"valid_to": {"$exists": False}}  # memories not closed by an UPDATE
+
+
+def current(now: float) -> dict[str, Any]:
+    """The filter of current memories: not superseded by an UPDATE, and not past their
+    valid time (``now``: epoch seconds)."""
+    return {"superseded_by": {"$exists": False},
+            "$or": [{"valid_to": {"$exists": False}}, {"valid_to": {"$gt": now}}]}  # fmt: skip
+
+
 _NEGATION = re.compile(
     r"\b(no longer|not any ?more|anymore|stopped|quit|gave up|cancel+ed|doesn't|does not|"
     r"isn't|is not|never|no more)\b",
@@ -96,7 +104,8 @@ class Verdict:
 def neighbours(ns: Any, cand: Candidate, settings: LoopSettings, agent: str | None) -> list[Near]:
     """The entity's current memories of the four types most similar to the candidate."""
     args: dict[str, Any] = dict(entity=cand.entity, k=settings.neighbours, types=MEMORY_TYPES,
-                                filter=CURRENT, dedup=False, explain=True, agent=agent)  # fmt: skip
+                                filter=current(now_utc().timestamp()), dedup=False,
+                                explain=True, agent=agent)  # fmt: skip
     try:
         res = ns.query(cand.content, mode="vector", **args)
     except (EmbeddingError, ValidationError) as exc:
@@ -189,6 +198,31 @@ def decide(
     return verdicts
 
 
+def _supersede_turns(
+    ns: Any, old: dict[str, Any], cand: Candidate, now_session: str, memory_id: str | None,
+    agent: str | None,
+) -> None:  # fmt: skip
+    """The turns the superseded memory came from say what is no longer true: their searchable
+    memories are marked superseded too (a new version; history keeps them), so recall does
+    not put "budget $3000" next to the fact that it is now $5000."""
+    session, turns = old.get("session"), old.get("source_turns")
+    if not isinstance(session, str) or not isinstance(turns, list):
+        return
+    for event_id in turns:
+        if not isinstance(event_id, str) or (
+            session == now_session and event_id in cand.source_turns
+        ):  # a turn the new memory also comes from stays current (ids are per stream)
+            continue
+        mid = turn_memory_id(f"session:{session}", event_id)
+        try:
+            turn = ns.get(mid)
+        except (NotFoundError, ValidationError):  # not indexed (yet), or forgotten
+            continue
+        if "superseded_by" not in turn.metadata:
+            ns.update(mid, {"metadata": {**turn.metadata, "superseded_by": memory_id}},
+                      agent=agent)  # fmt: skip
+
+
 def _epoch(dt: datetime | None) -> float | None:
     return None if dt is None else dt.timestamp()
 
@@ -229,6 +263,7 @@ def apply(
         old["superseded_by"] = memory_id
         old["decision"] = meta["decision"]
         ns.update(target_id, {"metadata": old}, agent=agent)
+        _supersede_turns(ns, old, cand, session, memory_id, agent)
     elif verdict.action == "DELETE" and target_id is not None:
         ns.forget(target_id, agent=agent)
     data = {"action": verdict.action, "reason": verdict.reason, "by": verdict.by,
