@@ -234,12 +234,15 @@ def test_falls_back_to_json_object_and_remembers(
     assert client.chat_json(USER, SCHEMA, name="facts") == GOOD
     refused, used = upstream.requests
     assert refused.response_format is not None and refused.response_format["type"] == "json_schema"
-    assert used.response_format == {"type": "json_object"}
+    # the schema rides along for servers that turn it into a grammar (llama.cpp)
+    assert used.response_format == {"type": "json_object", "schema": SCHEMA}
     assert used.messages[0]["role"] == "system" and '"confidence"' in used.messages[0]["content"]
     assert used.messages[1:] == USER
     assert client.structured_mode == "json_object"
     assert client.chat_json(USER, SCHEMA, name="facts") == GOOD  # straight to the working mode
-    assert [r.response_format for r in upstream.requests[2:]] == [{"type": "json_object"}]
+    assert [r.response_format for r in upstream.requests[2:]] == [
+        {"type": "json_object", "schema": SCHEMA}
+    ]
 
 
 def test_falls_back_to_plain_instructions(

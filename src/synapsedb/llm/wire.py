@@ -138,7 +138,8 @@ def structured(
 
     - ``json_schema``: the endpoint constrains the answer (``strict``); messages unchanged.
     - ``json_object``: the endpoint guarantees some JSON object; the schema goes in the
-      system prompt.
+      system prompt, and in ``response_format.schema`` too, which servers built on llama.cpp
+      (llama-cpp-python, llama.cpp's server) turn into a grammar (others ignore it).
     - ``prompt``: no ``response_format`` at all; the system prompt asks for the bare object.
     """
     if mode == "json_schema":
@@ -150,7 +151,9 @@ def structured(
     )
     if mode == "prompt":
         text += "\nReply with the JSON object only: no text before or after it, no code fences."
-    return _with_system(messages, text), {"type": "json_object"} if mode == "json_object" else None
+    if mode == "json_object":
+        return _with_system(messages, text), {"type": "json_object", "schema": dict(schema)}
+    return _with_system(messages, text), None
 
 
 def _with_system(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
