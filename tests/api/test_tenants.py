@@ -95,6 +95,12 @@ PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
         {"params": {"since": "0", "entity": "nobody", "idle_timeout": "0.2"}},
     ),
     ("POST", f"{NS}/query", {"json": {"text": "secret"}}, {"json": {"text": "nothing"}}),
+    (
+        "POST",
+        f"{NS}/recall",
+        {"json": {"text": "what is the secret?", "entity": "user:1", "threshold": 0}},
+        {"json": {"text": "what is the secret?", "entity": "nobody", "threshold": 0}},
+    ),
     ("GET", f"{NS}/answers/ans1/lineage", {}, {"path": f"{NS}/answers/zz9/lineage"}),
     ("GET", f"{NS}/audit", {"params": {"entity": "user:1"}}, {"params": {"entity": "nobody"}}),
     ("GET", f"{NS}/snapshot", {"params": {"entity": "user:1"}}, {"params": {"entity": "nobody"}}),
@@ -108,7 +114,7 @@ PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
 # routes that create or change things are probed by what B then sees, not by equality
 WRITES = {("POST", "/memories"), ("POST", "/memories:batch"), ("PUT", "/facts"),
           ("POST", "/events"), ("POST", "/answers"), ("POST", "/maintain"), ("POST", "/import"),
-          ("PUT", "/config")}  # fmt: skip
+          ("PUT", "/config"), ("POST", "/remember")}  # fmt: skip
 # the memory proxy needs an upstream model: its isolation is tested in test_proxy.py
 WRITES |= {("POST", "/chat/completions"), ("POST", "/responses"),
            ("POST", "/v1/chat/completions"), ("POST", "/v1/responses")}  # fmt: skip
@@ -121,6 +127,8 @@ def shape(resp: Any) -> Any:
     body = resp.json()
     if isinstance(body, dict) and "error" in body:
         return resp.status_code, body["error"]["code"], body["error"]["details"].get("field")
+    if isinstance(body, dict) and "context" in body:  # recall: what it found, not the echo
+        return resp.status_code, body["memories"], body["context"]
     if isinstance(body, dict) and "query_id" in body:
         return resp.status_code, body["hits"]
     if isinstance(body, dict) and "recorded_at" in body:
@@ -147,6 +155,17 @@ def test_tenant_b_cannot_reach_or_detect_tenant_a(env: dict[str, Any]) -> None:
     assert seen_by_a == {"A's secret", "A's event"}
     seen_by_b = {m["content"] for m in c.get(f"{NS}/memories", headers=h(env, "b")).json()}
     assert seen_by_b == {"B's note"}
+    # and so do B's remembered turns (the memory loop): A's stream and recall never see them
+    r = c.post(f"{NS}/remember", headers=h(env, "b"), json={
+        "messages": [{"role": "user", "content": "B's turn"}], "entity": "user:1",
+        "session": "s", "memories": [{"type": "fact", "content": "B's fact"}]})  # fmt: skip
+    assert r.status_code == 200, r.text
+    assert c.get(f"{NS}/events", params={"stream": "session:s"},
+                 headers=h(env, "a")).json() == []  # fmt: skip
+    got = c.post(f"{NS}/recall", headers=h(env, "a"),
+                 json={"text": "B's fact", "entity": "user:1", "threshold": 0}).json()  # fmt: skip
+    assert [m["content"] for m in got["memories"]] == ["A's secret", "A's event"]
+    assert "B's" not in got["context"]
 
 
 def test_every_route_is_probed(env: dict[str, Any]) -> None:
