@@ -68,16 +68,20 @@ def run_hawaii(
         _say("assistant", _text(a))
 
         print("\n-- between sessions: the proxy extracts memories in the background --")
+        kinds = ["fact", "preference", "procedure", "episode"]
         deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            pending = [f for f in mem.facts("synapsedb:jobs")
-                       if isinstance(f.value, dict) and f.value.get("state") != "failed"]  # fmt: skip
-            if not pending:
+        seen_job = False
+        while time.monotonic() < deadline:  # the proxy queues the job after its answer
+            pending = [f for f in mem.facts("synapsedb:jobs") if isinstance(f.value, dict)
+                       and f.value.get("entity") == user
+                       and f.value.get("state") != "failed"]  # fmt: skip
+            seen_job = seen_job or bool(pending)
+            if not pending and (seen_job or mem.memories(user, types=kinds)):
                 break
-            time.sleep(0.5)
+            time.sleep(0.2)
         else:
             print(f"  extraction still queued after {wait_s:.0f} s (is the model up?)")
-        for m in mem.memories(user, types=["fact", "preference", "procedure", "episode"]):
+        for m in mem.memories(user, types=kinds):
             _say("memory", f"{m.type}: {m.content}")
 
         print("\n-- session B (March 20): a NEW chain, no previous_response_id --")
