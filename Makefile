@@ -87,6 +87,14 @@ LLM_PORT ?= 8080
 llm-server: install $(LLM_STAMP)
 	SYNAPSEDB_TEST_LLM_PYTHON=$(abspath $(LLM))/bin/python $(PY) -m tests.support.local_llm --port $(LLM_PORT)
 
+# The memory loop's benchmarks (docs/benchmarks.md; not part of make bench): recall calibration on
+# LoCoMo dev, remember/recall latency and, with make test-llm's local model (.venv-llm; skipped
+# without it), extraction throughput and a 30-question LoCoMo QA run. Minutes on 2 cores.
+# BENCH_AGENTIC_ARGS picks parts, e.g. "--qa --base-url http://host:8000/v1 --model NAME".
+.PHONY: bench-agentic
+bench-agentic: install
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_agentic.py $(BENCH_AGENTIC_ARGS)
+
 # The HTTP benchmark's load generator, from Debian's packages (installed when we are root).
 wrk:
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq wrk >/dev/null; } \
