@@ -173,8 +173,9 @@ def calibrate(
         samples = [collect(i) for i in ings]
         lines = [
             f"{len(convs)} conversations, {sum(len(c.turns) for c in convs):,} turns ingested "
-            f"through `remember` ({sum(i.seconds for i in ings):.0f} s, one MiniLM call per "
-            f"turn), {sum(len(c.questions) for c in convs)} questions (categories 1-4), the "
+            f"through `remember` ({sum(i.seconds for i in ings):.1f} s) and made searchable by "
+            f"the queued jobs (`run_pending`, no LLM: {sum(i.index_s for i in ings):.0f} s), "
+            f"{sum(len(c.questions) for c in convs)} questions (categories 1-4), the "
             f"top {DEPTH} hits of each (hybrid, recall's filter), "
             f"{sum(int(s.label.sum()) for s in samples):,} of "
             f"{sum(s.cos.shape[0] for s in samples):,} hits evidence. Fit: logistic regression "
@@ -220,7 +221,15 @@ def calibrate(
                 f"{m['any']:.3f} | {m['kept']:.1f} | {m['empty']:.3f} |"
             )
         lines += ["", f"Cosine separates evidence from the other top-{DEPTH} hits with AUC "
-                  f"{auc(cos, y):.3f} (pooled)."]  # fmt: skip
+                  f"{auc(cos, y):.3f} (pooled). Other thresholds on the final scale (all five "
+                  f"conversations, the top {TOP}):", "",
+                  "| threshold | cosine | precision | retained | recall@10 | any | kept/question "
+                  "| empty |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for t in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
+            m = at_threshold(everything, a, b, t)
+            lines.append(f"| {t:.1f} | {_cos_at(t, a, b):.3f} | {m['precision']:.3f} | "
+                         f"{m['retained']:.3f} | {m['recall@10']:.3f} | {m['any']:.3f} | "
+                         f"{m['kept']:.1f} | {m['empty']:.3f} |")  # fmt: skip
         lines += ["", *through_recall(ings, a, b)]
     finally:
         db.close()
