@@ -95,6 +95,13 @@ llm-server: install $(LLM_STAMP)
 bench-agentic: install
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_agentic.py $(BENCH_AGENTIC_ARGS)
 
+# The memory proxy's overhead (docs/benchmarks.md; not part of make bench): the same requests to a
+# scripted upstream directly and through synapsedb serve; BENCH_PROXY_ARGS=--local-llm adds
+# SmolLM2 on llama.cpp (make test-llm's .venv-llm).
+.PHONY: bench-proxy
+bench-proxy: install
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_proxy.py $(BENCH_PROXY_ARGS)
+
 # The HTTP benchmark's load generator, from Debian's packages (installed when we are root).
 wrk:
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq wrk >/dev/null; } \

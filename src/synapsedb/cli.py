@@ -144,6 +144,14 @@ def _serve(args: argparse.Namespace) -> int:
     from .validation import check_namespace
 
     configure_logging(args.log_level, args.log_format)
+    if args.blas_threads < 1:
+        print("error: --blas-threads: expected 1 or more", file=sys.stderr)
+        return 2
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+    # process-wide and for good: OpenBLAS worker threads busy-wait between calls, which on a
+    # 2-core box burned a core and doubled text query latency (docs/benchmarks.md, issue 11)
+    threadpool_limits(limits=args.blas_threads, user_api="blas")
     tracing = Tracing(args.otel_exporter, endpoint=args.otel_endpoint)
     settings = Settings.from_env()
     try:
@@ -384,6 +392,11 @@ def build_parser() -> argparse.ArgumentParser:
                    default=float(os.environ.get("SYNAPSEDB_KEEP_ALIVE_TIMEOUT", "5")),
                    help="seconds an idle keep-alive connection stays open (env "
                         "SYNAPSEDB_KEEP_ALIVE_TIMEOUT)")  # fmt: skip
+    p.add_argument("--blas-threads", type=int,
+                   default=int(os.environ.get("SYNAPSEDB_BLAS_THREADS", "1")),
+                   help="threads numpy's BLAS may use in this process (env "
+                        "SYNAPSEDB_BLAS_THREADS; default 1: more spin on idle cores and slow "
+                        "the embedder's threads on small machines)")  # fmt: skip
     p.add_argument("--proxy-namespace",
                    default=os.environ.get("SYNAPSEDB_PROXY_NAMESPACE", "default"),
                    help="namespace of the memory proxy's /v1/chat/completions and /v1/responses "

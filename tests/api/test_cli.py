@@ -223,3 +223,31 @@ def test_namespace_change_feed_live_resumable_and_replayed(server: str) -> None:
     # idle_timeout ends a quiet feed
     quiet = httpx.get(f"{base}/changes", params={"idle_timeout": "0.2"}, timeout=10)
     assert quiet.status_code == 200 and quiet.text == ""
+
+
+def test_serve_refuses_zero_blas_threads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from synapsedb import cli
+
+    assert cli.main(["serve", "--data", str(tmp_path / "d"), "--blas-threads", "0",
+                     "--auth", "none"]) == 2  # fmt: skip
+    assert "--blas-threads" in capsys.readouterr().err
+
+
+def test_serve_caps_blas_threads_in_its_process(tmp_path: Path) -> None:
+    """The server process runs numpy's BLAS with --blas-threads threads (1 by default)."""
+    code = (
+        "import sys, threadpoolctl\n"
+        "from synapsedb import cli\n"
+        "import uvicorn\n"
+        "def fake_run(*a, **k):\n"
+        "    print([i['num_threads'] for i in threadpoolctl.threadpool_info()"
+        " if i['user_api'] == 'blas'])\n"
+        "uvicorn.run = fake_run\n"
+        "sys.exit(cli.main(['serve', '--data', sys.argv[1], '--auth', 'none']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "d")], capture_output=True,
+                         text=True, timeout=120, env={**os.environ, "OPENBLAS_NUM_THREADS": "2"})  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] in ("[1]", "[1, 1]"), out.stdout

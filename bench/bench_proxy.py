@@ -1,0 +1,229 @@
+"""The memory proxy's overhead: the same chat request sent to the upstream model directly and
+through SynapseDB (recall, injection, forwarding; turns stored in the background).
+
+The SynapseDB server runs as its own process (``synapsedb serve --auth none`` on loopback,
+upstream from SYNAPSEDB_LLM_*), as a user would run it; the client and the upstream share this
+process. Upstreams:
+
+- ScriptedUpstream (tests/support/scripted_upstream.py), a stand-in for a hosted model that
+  answers at once, so what is measured is SynapseDB's own time;
+- with ``--local-llm``, llama.cpp serving SmolLM2-135M (``make test-llm`` infra): the real
+  thing, where the model's seconds dwarf the proxy's milliseconds.
+
+Every request asks a different question (no embedding cache hit), for a user with 2,000
+memories. Modes: ``paced`` leaves 50 ms between requests (a chat: the background work of one
+turn is done before the next), ``back-to-back`` sends the next at once (the background work of
+each turn competes with the next request on the 2 cores). Time to first token is measured on
+streamed requests (first ``data:`` chunk with content), total time on non-streamed ones.
+
+    .venv/bin/python bench/bench_proxy.py [--quick] [--local-llm] [--no-report]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import ROOT, append_report
+from tests.support.scripted_upstream import ScriptedUpstream
+
+USER = "user:alice"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def synapsedb_server(base_url: str, model: str, data: Path) -> Iterator[str]:
+    port = free_port()
+    env = {**os.environ, "SYNAPSEDB_LLM_BASE_URL": base_url, "SYNAPSEDB_LLM_MODEL": model,
+           "SYNAPSEDB_LLM_MAX_RETRIES": "0", "SYNAPSEDB_LLM_TIMEOUT_S": "300"}  # fmt: skip
+    cmd = [sys.executable, "-m", "synapsedb", "serve", "--data", str(data), "--port", str(port),
+           "--auth", "none", "--log-level", "warning"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("synapsedb serve did not become ready")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
+def seed(url: str, n: int) -> None:
+    items = [{"entity": USER, "content": f"Note {i}: the user mentioned plan number {i} for "
+              f"trip {i % 37} and a preference for option {i % 11}"} for i in range(n)]  # fmt: skip
+    items.append({"entity": USER, "content": "The user's budget for the Hawaii trip is $10,000"})
+    with httpx.Client(timeout=120) as c:
+        for i in range(0, len(items), 500):
+            r = c.post(
+                f"{url}/v1/namespaces/acme/memories:batch", json={"items": items[i : i + 500]}
+            )
+            r.raise_for_status()
+
+
+def body(i: int, stream: bool, max_tokens: int | None) -> dict:
+    b: dict = {"model": "m", "user": USER, "stream": stream,
+               "messages": [{"role": "user", "content": f"Question {i}: what is my budget for "
+                             f"trip number {i % 37} to Hawaii, option {i}?"}]}  # fmt: skip
+    if max_tokens is not None:
+        b["max_tokens"] = max_tokens
+    return b
+
+
+def one(c: httpx.Client, url: str, b: dict) -> tuple[float, float]:
+    """(time to first content chunk, total time) in seconds."""
+    t0 = time.perf_counter()
+    if not b["stream"]:
+        r = c.post(url, json=b)
+        r.raise_for_status()
+        t = time.perf_counter() - t0
+        return t, t
+    first = None
+    with c.stream("POST", url, json=b) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():
+            if first is None and line.startswith("data:") and '"content"' in line:
+                first = time.perf_counter() - t0
+    total = time.perf_counter() - t0
+    return (first if first is not None else total), total
+
+
+def run(c: httpx.Client, url: str, n: int, *, stream: bool, pace_s: float, offset: int,
+        max_tokens: int | None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    ttft, total = [], []
+    for i in range(n):
+        a, b = one(c, url, body(offset + i, stream, max_tokens))
+        ttft.append(a)
+        total.append(b)
+        if pace_s:
+            time.sleep(pace_s)
+    return np.array(ttft) * 1e3, np.array(total) * 1e3
+
+
+def ms(x: np.ndarray, q: float) -> float:
+    return float(np.percentile(x, q))
+
+
+def measure(upstream_url: str, model: str, n: int, max_tokens: int | None,
+            modes: list[tuple[str, bool, float]], warm: int) -> list[str]:  # fmt: skip
+    lines = ["| mode | metric | direct p50 / p99 ms | through SynapseDB p50 / p99 ms | added p50 / p99 ms |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp, synapsedb_server(upstream_url, model,
+                                                                Path(tmp) / "d") as url:  # fmt: skip
+        seed(url, 2000)
+        direct = f"{upstream_url}/chat/completions"
+        proxied = f"{url}/v1/namespaces/acme/chat/completions"
+        with httpx.Client(timeout=600) as c:
+            for target in (direct, proxied):
+                run(c, target, warm, stream=False, pace_s=0.0, offset=10_000, max_tokens=max_tokens)
+            offset = 0
+            for label, stream, pace in modes:
+                # interleave direct and proxied runs in halves, so drift hits both alike
+                d1 = run(
+                    c,
+                    direct,
+                    n // 2,
+                    stream=stream,
+                    pace_s=pace,
+                    offset=offset,
+                    max_tokens=max_tokens,
+                )
+                p1 = run(
+                    c,
+                    proxied,
+                    n // 2,
+                    stream=stream,
+                    pace_s=pace,
+                    offset=offset + n,
+                    max_tokens=max_tokens,
+                )
+                d2 = run(
+                    c,
+                    direct,
+                    n // 2,
+                    stream=stream,
+                    pace_s=pace,
+                    offset=offset + 2 * n,
+                    max_tokens=max_tokens,
+                )
+                p2 = run(
+                    c,
+                    proxied,
+                    n // 2,
+                    stream=stream,
+                    pace_s=pace,
+                    offset=offset + 3 * n,
+                    max_tokens=max_tokens,
+                )
+                offset += 4 * n
+                d = [np.concatenate([d1[k], d2[k]]) for k in (0, 1)]
+                p = [np.concatenate([p1[k], p2[k]]) for k in (0, 1)]
+                metric = (0, "time to first token") if stream else (1, "total time")
+                k, name = metric
+                lines.append(
+                    f"| {label} | {name} | {ms(d[k], 50):.2f} / {ms(d[k], 99):.2f} | "
+                    f"{ms(p[k], 50):.2f} / {ms(p[k], 99):.2f} | "
+                    f"{ms(p[k], 50) - ms(d[k], 50):.2f} / {ms(p[k], 99) - ms(d[k], 99):.2f} |"
+                )
+                print(lines[-1], flush=True)
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer requests")
+    ap.add_argument("--local-llm", action="store_true", help="also against SmolLM2 (llama.cpp)")
+    ap.add_argument("--no-report", action="store_true", help="do not append to docs/benchmarks.md")
+    args = ap.parse_args()
+    n = 60 if args.quick else 300
+    lines = ["Scripted upstream (a stand-in for a hosted model; answers in well under a "
+             "millisecond of its own), 2,000 memories for the user, a new question each "
+             f"request, {n} requests per cell:", ""]  # fmt: skip
+    modes = [("paced, non-streamed", False, 0.05), ("paced, streamed", True, 0.05),
+             ("back-to-back, non-streamed", False, 0.0)]  # fmt: skip
+    with ScriptedUpstream(responder=lambda r: "Your budget for the Hawaii trip is $10,000.") as up:
+        lines += measure(up.base_url, "scripted", n, None, modes, warm=20)
+    if args.local_llm:
+        from tests.support.local_llm import serve
+
+        k = 10 if args.quick else 30
+        lines += ["", f"SmolLM2-135M on llama.cpp (2 threads), max_tokens 16, {k} requests per "
+                  "cell, paced (a plumbing model: its own time is what dominates):", ""]  # fmt: skip
+        with serve() as llm:
+            lines += measure(llm.base_url, llm.model, k, 16,
+                             [("paced, streamed", True, 0.05),
+                              ("paced, non-streamed", False, 0.05)], warm=3)  # fmt: skip
+    if not args.no_report:
+        cmd = "make bench-proxy" + (" (with --local-llm)" if args.local_llm else "")
+        append_report("Memory proxy overhead (issue 11)", cmd, lines)
+    else:
+        print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
