@@ -73,7 +73,7 @@ def ingest(db: Any, conv: locomo.Conversation) -> Ingested:
     by_session: dict[int, list[int]] = {}
     for i, t in enumerate(conv.turns):
         by_session.setdefault(t.session, []).append(i)
-    event_row: dict[str, int] = {}
+    event_row: dict[tuple[str, str], int] = {}  # (stream, event id): ids are per stream
     t0 = time.perf_counter()
     for s, rows in by_session.items():
         for at in range(0, len(rows), loop.settings.max_turns):
@@ -87,7 +87,7 @@ def ingest(db: Any, conv: locomo.Conversation) -> Ingested:
                     m["ts"] = ts
                 msgs.append(m)
             r = ns.remember(msgs, entity=ENTITY, session=f"s{s}")
-            event_row.update(zip(r.turns, chunk, strict=True))
+            event_row.update(zip([(r.stream, e) for e in r.turns], chunk, strict=True))
     t1 = time.perf_counter()
     loop.run_pending(ns)
     t2 = time.perf_counter()
@@ -96,9 +96,12 @@ def ingest(db: Any, conv: locomo.Conversation) -> Ingested:
         raise SystemExit(f"ingest {conv.name}: {len(waiting)} jobs not indexed ({loop.last_error})")
     row_of = {}
     for m in ns.memories(ENTITY, types=["event"], limit=10_000):
-        row = event_row.get(str(m.metadata.get("event_id")))
-        if row is not None:
-            row_of[m.id] = row
+        row = event_row.get((str(m.metadata.get("stream")), str(m.metadata.get("event_id"))))
+        if row is None:
+            continue
+        if m.content != conv.turns[row].content:  # the mapping is checked, not trusted
+            raise SystemExit(f"ingest {conv.name}: memory {m.id} is not turn {row}")
+        row_of[m.id] = row
     if len(row_of) != len(conv.turns):
         raise SystemExit(f"ingest {conv.name}: {len(row_of)} of {len(conv.turns)} turns searchable")
     return Ingested(conv, ns, row_of, t1 - t0, t2 - t1)

@@ -34,8 +34,8 @@ class LoopSettings:
 
     threshold: float = 0.6
     # fitted by `python bench/bench_agentic.py --calibrate` (make bench-agentic) on LoCoMo dev
-    calib_a: float = 7.84
-    calib_b: float = -2.51
+    calib_a: float = 7.97
+    calib_b: float = -2.56
     budget_tokens: int = 1000
     k: int = 10
     rewrite: str = "llm"  # "llm": the LLM rewrites when configured, else the heuristic
