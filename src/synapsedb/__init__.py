@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .agentic import LoopSettings, MemoryLoop
 from .clock import Clock, ManualClock, SystemClock
-from .config import Settings
+from .config import LLMSettings, Settings
 from .embed.base import Embedder
 from .engine import Database, Namespace
 from .errors import (
@@ -82,15 +83,16 @@ def open(
     background thread makes remembered turns searchable and, with an LLM, runs queued extractions,
     until ``close()``.
     """
-    from .agentic import LoopSettings, MemoryLoop
-    from .config import LLMSettings
-    from .llm import ChatClient
-
     if llm == "env":
         llm = LLMSettings.from_env()
     owns = isinstance(llm, LLMSettings)
     if isinstance(llm, LLMSettings):
-        llm = ChatClient(llm) if llm.configured else None
+        if llm.configured:
+            from .llm import ChatClient  # httpx: imported only when a model is configured
+
+            llm = ChatClient(llm)
+        else:
+            llm = None
     loop = MemoryLoop(llm, loop_settings or LoopSettings.from_env(), owns_llm=owns)
     db = Database(path, settings=settings, clock=clock, embedder=embedder, **overrides)
     db.memory_loop = loop
