@@ -1210,3 +1210,17 @@ def test_the_worker_runs_a_few_jobs_per_namespace_per_pass(
     assert loop.run_pending(mem, limit=2) == 0  # indexing only (no LLM): two jobs worked
     indexed = [j for j in queue.jobs(mem) if j.value.get("indexed")]
     assert len(indexed) == 2
+
+
+def test_recall_without_an_embedder_keeps_keyword_matches(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    database = open_db(tmp_path / "plain", clock, None, llm=None)
+    try:
+        still(database)
+        mem = database.namespace("acme")
+        mem.write("user:1", "The Hawaii trip budget is $10,000")
+        found = mem.recall("What is the Hawaii budget?", entity="user:1")
+        assert [m.content for m in found.memories] == ["The Hawaii trip budget is $10,000"]
+    finally:
+        database.close()

@@ -228,7 +228,9 @@ def recall(
     dropped = 0
     for h in res.hits:
         ex = h.explanation or {}
-        if keyword_only or "cosine" not in ex:
+        # no query vector (the embedder down, or none configured: cosine is exactly 0 for
+        # every hit): a keyword match is kept whatever the threshold
+        if keyword_only or "cosine" not in ex or (ex["cosine"] == 0.0 and ex.get("bm25", 0) > 0):
             sim = 1.0 if float(ex.get("bm25", 0.0)) > 0 else 0.0
         else:
             sim = similarity(float(ex["cosine"]), settings)
