@@ -136,6 +136,9 @@ def serve(
         str(python), str(SERVER), "--model", str(gguf), "--model_alias", MODEL,
         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(context),
         "--n_threads", str(threads), "--n_threads_batch", str(threads),
+        # llama-cpp-python's default cuts a streaming answer short when another request
+        # arrives (the memory loop's extraction next to a proxied chat): queue them instead
+        "--interrupt_requests", "false",
     ]  # fmt: skip
     if raw:
         command.append("--raw")
