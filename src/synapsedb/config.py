@@ -212,6 +212,14 @@ class LLMSettings:
         default=30.0,
         metadata={"doc": "seconds the breaker stays open before one probe request is let through"},
     )
+    allowed_models: str = field(
+        default="",
+        metadata={
+            "doc": "comma-separated models the memory proxy lets callers ask for (a request "
+            "naming another is refused with a 400); empty: any model, at the cost of the "
+            "server's API key"
+        },
+    )
     structured_output: str = field(
         default="json_schema",
         metadata={
@@ -258,6 +266,15 @@ class LLMSettings:
     def configured(self) -> bool:
         """True when a base URL is set (an LLM is available to call)."""
         return bool(self.base_url)
+
+    @property
+    def models(self) -> frozenset[str]:
+        """The models of ``allowed_models`` (empty: any), the configured ``model`` always
+        among them when there is a list."""
+        names = {m.strip() for m in self.allowed_models.split(",") if m.strip()}
+        if names and self.model:
+            names.add(self.model)
+        return frozenset(names)
 
     def replace(self, **changes: Any) -> LLMSettings:
         return _replace(self, changes)

@@ -228,3 +228,19 @@ def test_events_answering_a_request_that_did_not_stream_are_an_upstream_error() 
 
     with pytest.raises(UpstreamError, match="not a chat completion"):
         asyncio.run(call())
+
+
+def test_allowed_models_limit_what_a_caller_may_ask_for(h: Harness) -> None:
+    llm = h.client(allowed_models="gpt-4o-mini, small ,")
+    assert llm.settings.models == {"gpt-4o-mini", "small", "conf-model"}
+    with pytest.raises(ValidationError) as exc:
+        h.run(llm.forward({**BODY, "model": "gpt-4-expensive"}))
+    assert exc.value.field == "model" and "gpt-4o-mini" in exc.value.message
+    assert h.upstream.chat_requests() == []  # refused before anything was sent
+    for allowed in ("small", "conf-model", None):  # listed, configured, or none named
+        h.upstream.push(Reply.text("ok"))
+        body = BODY if allowed is None else {**BODY, "model": allowed}
+        h.run(llm.forward(body))
+    assert [r.body["model"] for r in h.upstream.chat_requests()] == [
+        "small", "conf-model", "conf-model"]  # fmt: skip
+    assert h.client().settings.models == frozenset()  # no list: any model

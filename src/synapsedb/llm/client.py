@@ -201,7 +201,7 @@ class AsyncChatClient(_Base):
         its 2xx status has arrived: retries happen only before that. UpstreamError when the
         upstream fails first; ValidationError (nothing sent) when ``body`` is not a
         chat-completions request."""
-        request = forward.request_body(body, self.settings.model)
+        request = forward.request_body(body, self.settings.model, self.settings.models)
         streamed = request.get("stream") is True
         resp, _ = await self._run(protocol.forward(self._session, request),
                                   post=self._open if streamed else self._post)  # fmt: skip

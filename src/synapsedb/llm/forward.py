@@ -32,10 +32,11 @@ __all__ = ["Chunk", "ChunkStream", "Completion", "SSEParser", "request_body"]
 MAX_EVENT = 1 << 20  # bytes of one server-sent event without its blank line: a broken upstream
 
 
-def request_body(body: Any, model: str) -> dict[str, Any]:
+def request_body(body: Any, model: str, allowed: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The body to send for the caller's ``body``: the same keys and values, plus ``model``
     when it has none and one is configured. ValidationError naming the field when it is not a
-    chat-completions request (``messages`` missing or malformed, ``stream`` not a boolean)."""
+    chat-completions request (``messages`` missing or malformed, ``stream`` not a boolean), or
+    names a model outside ``allowed`` (when not empty)."""
     if not isinstance(body, Mapping):
         raise ValidationError("body: expected a JSON object", field="body")
     out = dict(body)
@@ -48,6 +49,11 @@ def request_body(body: Any, model: str) -> dict[str, Any]:
     given = out.get("model")
     if given is not None and not isinstance(given, str):
         raise ValidationError("model: expected a string", field="model")
+    if given and allowed and given not in allowed:
+        raise ValidationError(
+            f"model: {given[:100]!r} is not offered here; allowed: {', '.join(sorted(allowed))}",
+            field="model",
+        )
     if not given and model:
         out["model"] = model
     elif not given:
