@@ -25,6 +25,8 @@ JOBS_ENTITY = "synapsedb:jobs"
 LEASE_S = 300.0  # a claimed job is due again after this long (its worker died)
 MAX_DELAY_S = 3600.0
 OUTAGE_DELAY_S = 300.0  # longest wait of a job whose model was unreachable
+MAX_COUNT = 1_000_000  # a job's attempts or outages as read (a forged count is capped)
+MAX_DOUBLINGS = 30  # the backoff doubles at most this often (the wait is capped anyway)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,13 @@ def _number(value: Any) -> float:
     counts as 0, so one odd fact cannot stop the queue."""
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     return float(value) if ok else 0.0
+
+
+def _count(value: Any) -> int:
+    """A job's attempts or outages, 0..MAX_COUNT: a count set by hand to 1e300 or -1e9 must
+    neither overflow the backoff (2 ** it: a float overflow, or a computation that never ends
+    and stops the worker of every namespace) nor keep a job from ever being parked."""
+    return int(min(MAX_COUNT, max(0.0, _number(value))))
 
 
 def new_key() -> str:
@@ -116,13 +125,13 @@ def reschedule(
     capped at OUTAGE_DELAY_S: the job runs soon after the model returns, however long it was
     away. Other failures (an answer that never matched the schema, a refused request, a write
     that failed) count, and park the job after ``max_attempts``."""
-    outages = int(_number(job.value.get("outages"))) + int(outage)
-    attempts = int(_number(job.value.get("attempts"))) + int(not outage)
+    outages = _count(job.value.get("outages")) + int(outage)
+    attempts = _count(job.value.get("attempts")) + int(not outage)
     parked = attempts >= max_attempts
     if outage:
         delay = min(OUTAGE_DELAY_S, base_s * 2 ** min(16, max(0, outages - 1)))
     else:
-        delay = min(MAX_DELAY_S, base_s * 2 ** max(0, attempts - 1))
+        delay = min(MAX_DELAY_S, base_s * 2 ** min(MAX_DOUBLINGS, max(0, attempts - 1)))
     value = {**job.value, "state": "failed" if parked else "queued", "due": now + delay,
              "attempts": attempts, "outages": outages, "error": error[:1000]}  # fmt: skip
     try:

@@ -1,0 +1,70 @@
+"""The memory loop against hostile input: forged job facts (``synapsedb:jobs`` is a KV entity
+any writer of the namespace can set), dates no calendar holds, windows wider than any
+``remember`` call writes. The worker is shared by every tenant of a server: nothing a tenant
+writes may stop it, hang it or make it skip the queue's own bookkeeping.
+
+The LLM, where one is needed, is ScriptedUpstream: a stand-in for a hosted model speaking
+OpenAI's protocol over a real loopback socket."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import synapsedb
+from synapsedb import Database
+from synapsedb.agentic import LoopSettings, MemoryLoop
+from synapsedb.agentic import jobs as queue
+from synapsedb.embed import OnnxMiniLM
+
+
+@pytest.fixture(scope="module")
+def model() -> OnnxMiniLM:
+    return OnnxMiniLM()
+
+
+@pytest.fixture
+def db(tmp_path: Path, model: OnnxMiniLM) -> Iterator[Database]:
+    database = synapsedb.open(tmp_path / "data", durability="os", background_maintenance=False,
+                              embedder=model, llm=None)  # fmt: skip
+    yield database
+    database.close()
+
+
+def still(database: Database, llm: Any = None, **settings: Any) -> MemoryLoop:
+    """The database's loop replaced by one whose worker is not started (run_pending by hand)."""
+    if database.memory_loop is not None:
+        database.memory_loop.close()
+    loop = MemoryLoop(llm, LoopSettings(**settings))
+    database.memory_loop = loop
+    return loop
+
+
+def test_a_forged_attempt_count_parks_the_job_instead_of_hanging_or_crashing_the_worker(
+    db: Database,
+) -> None:
+    # 2 ** (attempts - 1) was computed before capping the delay: 2000 overflowed a float
+    # (OverflowError out of run_pending, the job left "running"), 1e300 never finished (the
+    # worker thread of every tenant stuck); a negative count was never parked
+    loop = still(db)
+    mem = db.namespace("acme")
+    for n, attempts in enumerate([2000, -1e9, 1e300]):
+        key = f"extract:forged{n}"
+        mem.set(queue.JOBS_ENTITY, key, {"state": "queued", "due": 0, "index": True,
+                                          "attempts": attempts})  # fmt: skip
+        assert loop.run_pending(mem) == 0
+        job = mem.get(queue.JOBS_ENTITY, key).value
+        assert job["state"] == "failed" and "malformed job" in job["error"]
+        assert 1 <= job["attempts"] <= queue.MAX_COUNT + 1
+
+
+def test_an_outage_count_forged_huge_still_gives_a_bounded_delay(db: Database) -> None:
+    mem = db.namespace("acme")
+    mem.set(queue.JOBS_ENTITY, "extract:x", {"state": "queued", "outages": 1e300})
+    (job,) = queue.jobs(mem)
+    assert not queue.reschedule(mem, job, "down", 0.0, 5.0, 8, None, outage=True)
+    value = mem.get(queue.JOBS_ENTITY, "extract:x").value
+    assert value["due"] <= queue.OUTAGE_DELAY_S and value["outages"] <= queue.MAX_COUNT + 1
