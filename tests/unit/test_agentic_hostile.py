@@ -13,12 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.scripted_upstream import Reply, ScriptedUpstream
 
 import synapsedb
 from synapsedb import Database
 from synapsedb.agentic import LoopSettings, MemoryLoop
 from synapsedb.agentic import jobs as queue
 from synapsedb.embed import OnnxMiniLM
+from synapsedb.errors import ValidationError
+from synapsedb.llm import ChatClient, LLMSettings
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +71,50 @@ def test_an_outage_count_forged_huge_still_gives_a_bounded_delay(db: Database) -
     assert not queue.reschedule(mem, job, "down", 0.0, 5.0, 8, None, outage=True)
     value = mem.get(queue.JOBS_ENTITY, "extract:x").value
     assert value["due"] <= queue.OUTAGE_DELAY_S and value["outages"] <= queue.MAX_COUNT + 1
+
+
+@pytest.mark.parametrize("phrase", ["in 5000000000 years", "in 9000 years",
+                                    "8000 years ago", "99999999 days ago", "January 0000"])  # fmt: skip
+def test_a_caller_memory_whose_date_no_calendar_holds_is_a_400_not_a_500(
+    db: Database, phrase: str
+) -> None:
+    still(db)
+    mem = db.namespace("acme")
+    with pytest.raises(ValidationError) as err:
+        mem.remember("I plan far ahead", entity="user:1", session="s1",
+                     memories=[{"content": "The user plans far ahead", "valid_from": phrase}])  # fmt: skip
+    assert err.value.details["field"] == "memories[0].valid_from"
+    # checked before anything is stored
+    assert mem.events("session:s1") == []
+
+
+@pytest.fixture
+def upstream() -> Iterator[ScriptedUpstream]:
+    with ScriptedUpstream() as up:
+        yield up
+
+
+def test_an_extracted_memory_naming_a_date_out_of_range_is_stored_without_a_valid_time(
+    db: Database, upstream: ScriptedUpstream
+) -> None:
+    # the memory's own words are read for a date when the model gives none: "in 5000000000
+    # years" raised OverflowError out of run_pending, the job stayed "running" and was taken
+    # again every lease (5 minutes) forever, never parked; with wait=True a 500 and no job
+    client = ChatClient(LLMSettings(base_url=upstream.base_url, model="scripted",
+                                    max_retries=0, timeout_s=5.0), sleep=lambda s: None)  # fmt: skip
+    try:
+        loop = still(db, client)
+        mem = db.namespace("acme")
+        said = "The sun will swallow the Earth in 5000000000 years, I read."
+        upstream.push(Reply.json({"memories": [
+            {"type": "fact", "content": "The sun will swallow the Earth in 5000000000 years",
+             "entity": None, "confidence": 0.9, "valid_from": None, "source_turns": [1]}]}))  # fmt: skip
+        out = mem.remember(said, entity="user:1", session="s1")
+        assert loop.run_pending(mem) == 1
+        assert queue.jobs(mem) == []  # done, not left running
+        facts = [m for m in mem.memories("user:1") if m.type == "fact"]
+        assert [m.content for m in facts] == ["The sun will swallow the Earth in 5000000000 years"]
+        assert "valid_from" not in facts[0].metadata
+        assert out.status == "queued"
+    finally:
+        client.close()

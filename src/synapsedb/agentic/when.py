@@ -64,18 +64,23 @@ def resolve(text: str | None, said_at: datetime) -> date | None:
     Monday-to-Sunday week of ``said_at``), a bare weekday (the most recent one before
     ``said_at``) and a month name, with or without a year (the most recent such month not
     after ``said_at``; "may" only as "in/since May", "May 2025" or "May 5", not the verb).
-    Returns ``None`` when it finds none of these.
+    Returns ``None`` when it finds none of these, or when the date it names is outside the
+    calendar (years 1 to 9999: "in 5000000000 years", "8000 years ago", "January 0000").
     """
+    try:
+        return _resolve(text, said_at)
+    except (ValueError, OverflowError):  # date() or timedelta beyond the calendar
+        return None
+
+
+def _resolve(text: str | None, said_at: datetime) -> date | None:
     if not text:
         return None
     s = text.lower()
     ref = said_at.astimezone(UTC).date()
     m = _ISO.search(s)
     if m:
-        try:
-            return date(int(m[1]), int(m[2]), int(m[3]))
-        except ValueError:
-            return None
+        return date(int(m[1]), int(m[2]), int(m[3]))  # a bad date: None (resolve)
     for word, days in (("day before yesterday", -2), ("yesterday", -1), ("today", 0),
                        ("tonight", 0), ("this morning", 0), ("day after tomorrow", 2),
                        ("tomorrow", 1)):  # fmt: skip
