@@ -19,6 +19,7 @@ import synapsedb
 from synapsedb import Database
 from synapsedb.agentic import LoopSettings, MemoryLoop
 from synapsedb.agentic import jobs as queue
+from synapsedb.agentic.loop import WINDOW_CALLS, turn_memory_id
 from synapsedb.embed import OnnxMiniLM
 from synapsedb.errors import ValidationError
 from synapsedb.llm import ChatClient, LLMSettings
@@ -118,3 +119,22 @@ def test_an_extracted_memory_naming_a_date_out_of_range_is_stored_without_a_vali
         assert out.status == "queued"
     finally:
         client.close()
+
+
+def test_a_forged_job_window_indexes_no_more_turns_than_one_remember_call_may_carry(
+    db: Database,
+) -> None:
+    # a legitimate job covers the turns of one remember call (at most max_turns); a forged
+    # one naming a whole stream made the shared worker embed up to 10,000 turns in one batch
+    loop = still(db, max_turns=1)
+    mem = db.namespace("acme")
+    data = {"role": "user", "session": "s1", "searchable": True}
+    ids = [mem.append("user:1", {"content": f"turn number {i} about bees", "data": data},
+                      stream="session:s1", searchable=False).id for i in range(WINDOW_CALLS + 3)]  # fmt: skip
+    mem.set(queue.JOBS_ENTITY, "extract:wide", {
+        "entity": "user:1", "session": "s1", "stream": "session:s1", "first": ids[0],
+        "last": ids[-1], "agent": None, "index": True, "indexed": False, "extract": False,
+        "state": "queued", "due": 0, "attempts": 0})  # fmt: skip
+    assert loop.run_pending(mem) == 1
+    written = {m.id for m in mem.memories("user:1")}
+    assert written == {turn_memory_id("session:s1", i) for i in ids[:WINDOW_CALLS]}

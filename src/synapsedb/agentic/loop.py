@@ -45,6 +45,7 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 # 32 KiB), a participant name (OpenAI's limit), a session name ("session:" + it names a stream).
 MAX_TURN_BYTES = 32_000
 JOBS_PER_PASS = 8  # jobs the worker runs in one namespace before visiting the next
+WINDOW_CALLS = 4  # remember calls whose turns one job's window may hold (see _window)
 MAX_NAME_CHARS = 64
 MAX_SESSION_CHARS = 248
 MAX_MEMORY_CHARS = 2000  # a caller's memory, as an extracted one (extract.MAX_CONTENT)
@@ -291,8 +292,15 @@ class MemoryLoop:
 
     def _turns(self, ns: Any, spec: Mapping[str, Any]) -> list[Turn]:
         evs = ns.events(spec["stream"], start=spec["first"], end=spec["last"], limit=10_000)
+        # bounded: a job is a fact anyone who can write the namespace can set, naming any
+        # window, and the worker is every namespace's
         return [Turn(e.id, str((e.data or {}).get("role", "user")), e.content, e.ts)
-                for e in evs if e.entity == spec["entity"]]  # fmt: skip
+                for e in evs if e.entity == spec["entity"]][: self._window()]  # fmt: skip
+
+    def _window(self) -> int:
+        """The most turns of its entity one job reads: those of one remember call, and of a
+        few more of the same entity and session that ran at the same time (interleaved)."""
+        return WINDOW_CALLS * self.settings.max_turns
 
     def _index(self, ns: Any, spec: Mapping[str, Any]) -> int:
         """Write the searchable memories of the job's user and assistant turns (type
@@ -300,9 +308,10 @@ class MemoryLoop:
         batch. Idempotent: a turn whose memory exists (or existed) is skipped."""
         evs = ns.events(spec["stream"], start=spec["first"], end=spec["last"], limit=10_000)
         items = []
-        for e in evs:
+        mine = [e for e in evs if e.entity == spec["entity"]][: self._window()]
+        for e in mine:  # bounded as in _turns
             d = e.data or {}
-            if e.entity != spec["entity"] or not d.get("searchable"):
+            if not d.get("searchable"):
                 continue
             mid = turn_memory_id(e.stream, e.id)
             try:
