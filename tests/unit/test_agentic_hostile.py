@@ -138,3 +138,36 @@ def test_a_forged_job_window_indexes_no_more_turns_than_one_remember_call_may_ca
     assert loop.run_pending(mem) == 1
     written = {m.id for m in mem.memories("user:1")}
     assert written == {turn_memory_id("session:s1", i) for i in ids[:WINDOW_CALLS]}
+
+
+def test_a_job_runs_as_the_agent_that_wrote_it_not_the_agent_its_value_names(
+    db: Database,
+) -> None:
+    # a key bound to agent "alice" can PUT a job fact whose value says agent "bob": the
+    # worker wrote the turns' memories as "bob", past the agent check of every route
+    loop = still(db)
+    alice = db.namespace("acme", agent="alice")
+    data = {"role": "user", "session": "s1", "searchable": True}
+    ev = alice.append("user:1", {"content": "I keep bees on the roof", "data": data},
+                      stream="session:s1", searchable=False)  # fmt: skip
+    alice.set(queue.JOBS_ENTITY, "extract:forged", {
+        "entity": "user:1", "session": "s1", "stream": "session:s1", "first": ev.id,
+        "last": ev.id, "agent": "bob", "index": True, "indexed": False, "extract": False})  # fmt: skip
+    assert loop.run_pending(db.namespace("acme")) == 1
+    (turn,) = alice.memories("user:1")
+    assert turn.id == turn_memory_id("session:s1", ev.id) and turn.agent == "alice"
+    # the queue's own writes keep the job's writer too (retried, it still runs as alice)
+    assert {f.agent for f in alice.history(queue.JOBS_ENTITY, "extract:forged")} == {"alice"}
+
+
+def test_a_remembered_job_keeps_its_agent_through_retries(db: Database) -> None:
+    loop = still(db)
+    mem = db.namespace("acme", agent="planner")
+    out = mem.remember("I have two cats", entity="user:1", session="s1")
+    job = mem.get(queue.JOBS_ENTITY, str(out.job))
+    assert job.agent == "planner" and job.value["agent"] == "planner"
+    mem.set(queue.JOBS_ENTITY, str(out.job), {**job.value, "state": "failed"})
+    assert loop.retry_failed(db.namespace("acme")) == 1
+    assert mem.get(queue.JOBS_ENTITY, str(out.job)).agent == "planner"
+    assert loop.run_pending(db.namespace("acme")) == 0  # indexed; extraction waits for an LLM
+    assert [m.agent for m in mem.memories("user:1")] == ["planner"]

@@ -31,9 +31,14 @@ MAX_DOUBLINGS = 30  # the backoff doubles at most this often (the wait is capped
 
 @dataclass(frozen=True, slots=True)
 class Job:
+    """A job as read: ``agent`` is the writer of this version of its fact, the agent its
+    writes are made as (the value's own ``agent`` field is not trusted: any writer of the
+    namespace can set it). The queue's writes keep that writer."""
+
     key: str
     version: int
     value: dict[str, Any]
+    agent: str | None = None
 
     @property
     def state(self) -> str:
@@ -71,7 +76,7 @@ def jobs(ns: Any) -> list[Job]:
         facts = ns.facts(JOBS_ENTITY)
     except NotFoundError:
         return []
-    return [Job(f.key, f.version, f.value) for f in facts if isinstance(f.value, dict)]
+    return [Job(f.key, f.version, f.value, f.agent) for f in facts if isinstance(f.value, dict)]
 
 
 def due(ns: Any, now: float) -> list[Job]:
@@ -88,7 +93,7 @@ def update(ns: Any, job: Job, changes: dict[str, Any], agent: str | None) -> Job
         fact = ns.set(JOBS_ENTITY, job.key, value, if_version=job.version, agent=agent)
     except (VersionConflictError, NotFoundError):
         return None
-    return Job(job.key, fact.version, value)
+    return Job(job.key, fact.version, value, job.agent)
 
 
 def claim(ns: Any, job: Job, now: float, agent: str | None) -> Job | None:
@@ -141,15 +146,16 @@ def reschedule(
     return parked
 
 
-def retry_failed(ns: Any, agent: str | None) -> int:
-    """Queue every parked job again (attempts reset). Returns how many."""
+def retry_failed(ns: Any) -> int:
+    """Queue every parked job again (attempts reset), each written as its own writer.
+    Returns how many."""
     n = 0
     for job in jobs(ns):
         if job.state != "failed":
             continue
         value = {**job.value, "state": "queued", "attempts": 0, "due": 0.0}
         try:
-            ns.set(JOBS_ENTITY, job.key, value, if_version=job.version, agent=agent)
+            ns.set(JOBS_ENTITY, job.key, value, if_version=job.version, agent=job.agent)
             n += 1
         except (VersionConflictError, NotFoundError):
             pass

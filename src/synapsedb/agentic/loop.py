@@ -350,11 +350,14 @@ class MemoryLoop:
         chat = self._chat()
         done = 0
         now = time.time()
-        who = "memory-loop"
         worked = 0
         for job in queue.due(ns, now):
             if limit is not None and worked >= limit:
                 break
+            # the job's writer: the worker acts as it, never as the agent its value names
+            # (a fact a key bound to one agent can set with any value); its own writes of
+            # the job keep that writer
+            who = job.agent
             index = bool(job.value.get("index")) and not job.value.get("indexed")
             extract = bool(job.value.get("extract", True))
             if not index and extract and chat is None:
@@ -370,7 +373,7 @@ class MemoryLoop:
                 continue
             try:
                 if index:
-                    self._index(ns, mine.value)
+                    self._index(ns, {**mine.value, "agent": who})
                     indexed = queue.update(ns, mine, {"indexed": True}, who)
                     if indexed is None:
                         continue  # taken over (our lease ran out): the other worker goes on
@@ -379,7 +382,7 @@ class MemoryLoop:
                     queue.release(ns, mine, who)  # indexed; extraction waits for an LLM
                     continue
                 if extract and chat is not None:
-                    self._extract(ns, mine.value, chat)
+                    self._extract(ns, {**mine.value, "agent": who}, chat)
             except SynapseError as exc:
                 self.last_error = f"{type(exc).__name__}: {exc.message}"
                 queue.reschedule(ns, mine, self.last_error, time.time(),
@@ -398,7 +401,7 @@ class MemoryLoop:
 
     def retry_failed(self, ns: Any) -> int:
         """Queue the namespace's parked (failed) jobs again."""
-        n = queue.retry_failed(ns, "memory-loop")
+        n = queue.retry_failed(ns)
         self._recount(ns)
         return n
 
