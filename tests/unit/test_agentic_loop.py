@@ -1224,3 +1224,23 @@ def test_recall_without_an_embedder_keeps_keyword_matches(
         assert [m.content for m in found.memories] == ["The Hawaii trip budget is $10,000"]
     finally:
         database.close()
+
+
+def test_a_bug_in_a_job_counts_as_a_failure_and_is_logged(
+    db: Database, attach: Callable[..., MemoryLoop], monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    loop = attach(None, max_attempts=2, retry_base_s=0.0)
+    mem = db.namespace("acme")
+    out = mem.remember(convo("I like green tea"), entity="user:1", session="s1")
+
+    def broken(*args: Any, **kwargs: Any) -> int:
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(loop, "_index", broken)
+    assert loop.run_pending(mem) == 0
+    job = job_of(mem, str(out.job))
+    assert (job["state"], job["attempts"]) == ("queued", 1) and "KeyError" in job["error"]
+    assert "job" in caplog.text and "a bug" in caplog.text
+    assert loop.run_pending(mem) == 0
+    assert job_of(mem, str(out.job))["state"] == "failed"  # parked, not retaken forever

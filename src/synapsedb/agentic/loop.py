@@ -393,6 +393,13 @@ class MemoryLoop:
                 if isinstance(exc, UpstreamError):
                     chat = None  # the model is failing: the other jobs only get indexed
                 continue
+            except Exception as exc:  # a bug: logged; the job counts a failure (parked after
+                # max_attempts), instead of staying "running" and being retaken forever
+                log.exception("memory loop: job %s of namespace %r failed", mine.key, ns.name)
+                self.last_error = f"{type(exc).__name__}: {exc}"[:1000]
+                queue.reschedule(ns, mine, f"internal error ({self.last_error})", time.time(),
+                                 self.settings.retry_base_s, self.settings.max_attempts, who)  # fmt: skip
+                continue
             queue.finish(ns, mine, who)
             done += 1
             self.extracted += int(extract)
