@@ -132,6 +132,23 @@ def test_small_talk_needs_no_memory_and_still_gets_its_lineage(proxy: ProxyEnv) 
     assert lineage["queries"] == [] and lineage["text"] == "You're welcome!"
 
 
+def test_a_pasted_document_is_stored_cut_not_lost(proxy: ProxyEnv) -> None:
+    """A user turn over what remember takes (a pasted document): the turn is stored with its
+    start and a [...] mark, and the answer with it, instead of the whole turn failing."""
+    doc = "Here is my itinerary: " + "day by day plans é " * 4000  # ~88 KB of UTF-8
+    proxy.upstream.push(Reply.text("Got it."))
+    with proxy.sdk() as client:
+        client.chat.completions.create(model="m", user="user:paste",
+                                       messages=[{"role": "user", "content": doc}],
+                                       extra_headers={"X-SynapseDB-Session": "paste"})  # fmt: skip
+    proxy.drain()
+    events = proxy.call("GET", "/events", params={"stream": "session:paste"}).json()
+    assert [e["data"]["role"] for e in events] == ["user", "assistant"]
+    stored = events[0]["content"]
+    assert stored.startswith("Here is my itinerary") and stored.endswith(" [...]")
+    assert len(stored.encode()) <= 32_000
+
+
 # -- isolation -----------------------------------------------------------------------------------
 
 

@@ -129,6 +129,26 @@ def new_turns(messages: Sequence[Any]) -> list[dict[str, Any]]:
     return out[::-1]
 
 
+TURN_BYTES = 32_000  # what remember takes of one turn (agentic.loop.MAX_TURN_BYTES)
+CUT_MARK = " [...]"
+
+
+def fit_turn(turn: Mapping[str, Any]) -> dict[str, Any]:
+    """The turn with a text content cut to what remember stores (a pasted document must not
+    cost the whole conversation's memory): the start kept, ``[...]`` marking the cut."""
+    content = turn.get("content")
+    if isinstance(content, list):  # text parts: stored as their text
+        content = " ".join(p.get("text", "") for p in content
+                           if isinstance(p, Mapping) and isinstance(p.get("text"), str))  # fmt: skip
+    if not isinstance(content, str):
+        return dict(turn)
+    raw = content.encode("utf-8", "surrogatepass")
+    if len(raw) <= TURN_BYTES:
+        return {**turn, "content": content}
+    keep = raw[: TURN_BYTES - len(CUT_MARK)].decode("utf-8", "ignore")
+    return {**turn, "content": keep + CUT_MARK}
+
+
 class Warnings:
     """Log a warning of each kind at most once per ``every_s``, saying how many were skipped."""
 
@@ -288,6 +308,7 @@ class Proxy:
                 self.pending.pop((ns.name, record[0]), None)
         loop = self.db.memory_loop
         turns = [*said, {"role": "assistant", "content": answer}] if answer else list(said)
+        turns = [fit_turn(t) for t in turns]
         if loop is None or not turns:
             return
         try:
