@@ -113,16 +113,22 @@ def one(c: httpx.Client, url: str, b: dict) -> tuple[float, float]:
     return (first if first is not None else total), total
 
 
-def settle(c: httpx.Client, server: str, timeout_s: float = 300.0) -> None:
-    """Wait until the memory loop's queue of the namespace is empty (the local model serves
-    one request at a time: extraction would otherwise queue in front of the measured call)."""
+def settle(c: httpx.Client, server: str, timeout_s: float = 120.0) -> None:
+    """Wait until the memory loop is not extracting and nothing is due in the next seconds
+    (the local model serves one request at a time: extraction would otherwise queue in front of
+    the measured call). A job the model failed is retried later; it does not hold us up."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        jobs = c.get(f"{server}/v1/namespaces/acme/facts", params={"entity": "synapsedb:jobs"})
-        if jobs.status_code == 200 and not jobs.json():
+        r = c.get(f"{server}/v1/namespaces/acme/facts", params={"entity": "synapsedb:jobs"})
+        soon = time.time() + 2.0
+        busy = [f for f in r.json() if isinstance(f.get("value"), dict)
+                and (f["value"].get("state") == "running"
+                     or (f["value"].get("state") == "queued"
+                         and float(f["value"].get("due", 0)) <= soon))] if r.status_code == 200 else [1]  # fmt: skip
+        if not busy:
             return
         time.sleep(0.5)
-    raise SystemExit("the memory loop's queue did not drain")
+    print("warning: the memory loop stayed busy; measuring anyway", flush=True)
 
 
 def run(c: httpx.Client, url: str, n: int, *, stream: bool, pace_s: float, offset: int,
