@@ -132,6 +132,33 @@ def test_small_talk_needs_no_memory_and_still_gets_its_lineage(proxy: ProxyEnv) 
     assert lineage["queries"] == [] and lineage["text"] == "You're welcome!"
 
 
+def test_the_proxy_rewrites_with_the_heuristic_never_an_extra_model_call(
+    proxy: ProxyEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even with the loop's LLM available (whose default rewrite is the LLM's), a proxied
+    elliptic question borrows the earlier user turn without a model call before the answer."""
+    loop = proxy.db.memory_loop
+    assert loop is not None
+    from synapsedb.llm import ChatClient
+
+    llm = ChatClient(LLMSettings(base_url=proxy.upstream.base_url, model="m", max_retries=0))
+    monkeypatch.setattr(loop, "llm", llm)
+    try:
+        proxy.seed("user:rw", "The budget for the Hawaii trip is $10,000")
+        proxy.upstream.push(Reply.text("It is $10,000."))
+        with proxy.sdk() as client:
+            client.chat.completions.create(model="m", user="user:rw", messages=[
+                {"role": "user", "content": "I am planning the Hawaii trip."},
+                {"role": "assistant", "content": "Lovely."},
+                {"role": "user", "content": "What's my budget for it?"}])  # fmt: skip
+        (sent,) = proxy.upstream.chat_requests()  # the answer only: no rewrite request
+        assert sent.response_format is None
+        assert any("$10,000" in block for block in injected(sent.messages))
+    finally:
+        monkeypatch.setattr(loop, "llm", None)
+        llm.close()
+
+
 def test_a_pasted_document_is_stored_cut_not_lost(proxy: ProxyEnv) -> None:
     """A user turn over what remember takes (a pasted document): the turn is stored with its
     start and a [...] mark, and the answer with it, instead of the whole turn failing."""

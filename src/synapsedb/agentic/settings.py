@@ -39,6 +39,7 @@ class LoopSettings:
     budget_tokens: int = 1000
     k: int = 10
     rewrite: str = "llm"  # "llm": the LLM rewrites when configured, else the heuristic
+    proxy_rewrite: str = "heuristic"  # the memory proxy's: an LLM call would delay every answer
     history_turns: int = 2  # earlier user turns a short or elliptic question borrows
     noop_similarity: float = 0.92  # cosine at which a candidate is already known
     update_similarity: float = 0.75  # cosine at which a changed value updates a memory
@@ -55,10 +56,10 @@ class LoopSettings:
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name == "rewrite":
+            if f.name in ("rewrite", "proxy_rewrite"):
                 if v not in REWRITES:
-                    raise ValidationError(f"rewrite: expected one of {', '.join(REWRITES)}, "
-                                          f"got {v!r}", field="rewrite")  # fmt: skip
+                    raise ValidationError(f"{f.name}: expected one of {', '.join(REWRITES)}, "
+                                          f"got {v!r}", field=f.name)  # fmt: skip
                 continue
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
                 raise ValidationError(f"{f.name}: expected a number, got {v!r}", field=f.name)
@@ -90,7 +91,7 @@ class LoopSettings:
             raw = env.get(f"SYNAPSEDB_LOOP_{f.name.upper()}")
             if raw is None:
                 continue
-            if f.name == "rewrite":
+            if f.name in ("rewrite", "proxy_rewrite"):
                 changes[f.name] = raw
                 continue
             try:

@@ -250,9 +250,11 @@ class Proxy:
         if loop is None:
             return None
         try:
+            how = getattr(getattr(loop, "settings", None), "proxy_rewrite", "heuristic")
             found = await run_in_threadpool(
-                lambda: loop.recall(ns, list(messages), entity=turn.entity, agent=turn.agent)
-            )
+                lambda: loop.recall(ns, list(messages), entity=turn.entity, agent=turn.agent,
+                                    rewrite=how)  # an LLM rewrite would delay every answer
+            )  # fmt: skip
         except Exception as exc:  # degrade: answer without memory
             self.warnings.warn("recall", f"recall failed, answering without memory: "
                                f"{type(exc).__name__}: {exc}")  # fmt: skip
