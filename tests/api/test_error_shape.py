@@ -37,8 +37,11 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/events"): {"entity": "user:2", "event": "clicked", "stream": "s"},
     ("POST", "/query"): {"text": "memory", "k": 3},
     ("POST", "/answers"): {"answer_id": "a2", "query_ids": ["q-none"]},
-    ("POST", "/remember"): {"messages": [{"role": "user", "content": "hi"}], "entity": "u:1",
-                            "memories": []},
+    ("POST", "/remember"): {
+        "messages": [{"role": "user", "content": "hi"}],
+        "entity": "u:1",
+        "memories": [],
+    },
     ("POST", "/recall"): {"text": "what is my budget?", "entity": "u:1"},
     ("POST", "/forget"): {"id": "m-none"},
     ("POST", "/maintain"): {"dry_run": True},
