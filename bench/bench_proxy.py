@@ -188,6 +188,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer requests")
     ap.add_argument("--local-llm", action="store_true", help="also against SmolLM2 (llama.cpp)")
+    ap.add_argument("--local-requests", type=int, default=10,
+                    help="requests per cell against the local model (each waits for the "
+                    "extraction of the turns before it: seconds to a minute)")  # fmt: skip
     ap.add_argument("--no-report", action="store_true", help="do not append to docs/benchmarks.md")
     args = ap.parse_args()
     n = 60 if args.quick else 300
@@ -201,7 +204,7 @@ def main() -> None:
     if args.local_llm:
         from tests.support.local_llm import serve
 
-        k = 10 if args.quick else 30
+        k = max(2, args.local_requests)
         lines += ["", f"SmolLM2-135M on llama.cpp (2 threads), max_tokens 16, {k} requests per "
                   "cell, each sent once the memory loop's extraction of the previous turns is "
                   "done (the model serves one request at a time; a plumbing model):", ""]  # fmt: skip
