@@ -106,3 +106,31 @@ def test_an_automatic_vector_overtaken_by_caller_vectors_is_dropped(db: synapsed
     (rec,) = db._submit(WriteMemories("race", [item], [""]))
     assert rec.vector() is None
     assert mem.stats().embedder == "caller" and mem.stats().memories == 2
+
+
+def test_close_waits_for_a_model_load_in_another_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server stopped while its warm-up thread builds the onnxruntime session must not exit
+    under it (the process aborted: "terminate called without an active exception")."""
+    import threading
+    import time
+
+    from synapsedb.engine import embedding
+
+    real_build = embedding._build
+    started = threading.Event()
+
+    def slow_build(spec: str, settings: object) -> object:
+        started.set()
+        time.sleep(0.3)
+        return real_build(spec, settings)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(embedding, "_build", slow_build)
+    db = synapsedb.open(tmp_path / "d")
+    loader = threading.Thread(target=lambda: db.embedding.model, daemon=True)
+    loader.start()
+    assert started.wait(5)
+    db.close()
+    assert db.embedding.loaded  # close returned only after the load finished
+    loader.join(5)

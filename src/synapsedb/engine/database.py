@@ -202,6 +202,7 @@ class Database:
             self._indexer.close()
             restrict_tree(self.path / "indexes")  # the vector graphs it just saved
             self._storage.close()
+            self.embedding.settle()
         finally:
             os.close(self._lock_fd)
 

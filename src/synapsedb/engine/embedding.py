@@ -60,6 +60,13 @@ class EmbeddingService:
                     self._model = _build(str(self._spec), self._settings)
         return self._model
 
+    def settle(self) -> None:
+        """Wait for a model load in progress in another thread (a warm-up) to finish: a process
+        that exits while onnxruntime builds its session aborts ("terminate called without an
+        active exception")."""
+        with self._lock:
+            pass
+
     def _usable_for(self, state: NamespaceState | None, field: str) -> bool:
         """Whether texts in this namespace get vectors from our model (raises on a mismatch)."""
         if not self.enabled:
