@@ -118,16 +118,19 @@ def settle(c: httpx.Client, server: str, timeout_s: float = 120.0) -> None:
     (the local model serves one request at a time: extraction would otherwise queue in front of
     the measured call). A job the model failed is retried later; it does not hold us up."""
     deadline = time.monotonic() + timeout_s
+    quiet = 0  # consecutive idle looks: the proxy queues the remember of the last answer in a
+    # background lane after answering, so one idle look right after it can come too early
     while time.monotonic() < deadline:
+        time.sleep(0.5)
         r = c.get(f"{server}/v1/namespaces/acme/facts", params={"entity": "synapsedb:jobs"})
         soon = time.time() + 2.0
         busy = [f for f in r.json() if isinstance(f.get("value"), dict)
                 and (f["value"].get("state") == "running"
                      or (f["value"].get("state") == "queued"
                          and float(f["value"].get("due", 0)) <= soon))] if r.status_code == 200 else [1]  # fmt: skip
-        if not busy:
+        quiet = 0 if busy else quiet + 1
+        if quiet >= 2:
             return
-        time.sleep(0.5)
     print("warning: the memory loop stayed busy; measuring anyway", flush=True)
 
 
