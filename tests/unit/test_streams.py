@@ -89,3 +89,26 @@ def test_unknown_event_field(mem: Namespace) -> None:
         mem.append("s", {"content": "x", "colour": "red"})
     assert err.value.field == "colour"
     assert mem.events("s") == []
+
+
+def test_newest_first_with_a_limit_matches_the_full_read(
+    mem: Namespace, clock: ManualClock
+) -> None:
+    """``order="desc"`` with a limit reads the tail from the end; it must give what the
+    whole stream read newest-first and cut would: bounds, ``after`` and ``as_of`` included."""
+    ids = []
+    for i in range(40):
+        clock.advance(1)
+        ids.append(mem.append("u", f"turn {i}", stream="chat", searchable=False).id)
+    middle = clock.now_us() / 1e6
+    for i in range(40, 60):
+        clock.advance(1)
+        ids.append(mem.append("u", f"turn {i}", stream="chat", searchable=False).id)
+    cases = [dict(limit=5), dict(limit=100), dict(limit=7, after=ids[50]),
+             dict(limit=3, start=ids[10], end=ids[20]), dict(limit=4, as_of=middle),
+             dict(limit=25, after=ids[45], as_of=middle)]  # fmt: skip
+    for kw in cases:
+        limit = kw.pop("limit")
+        full = mem.events("chat", order="desc", limit=1000, **kw)
+        assert mem.events("chat", order="desc", limit=limit, **kw) == full[:limit], kw
+    assert [e.content for e in mem.events("chat", order="desc", limit=2)] == ["turn 59", "turn 58"]

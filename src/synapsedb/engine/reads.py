@@ -185,8 +185,10 @@ class _Reads(NamespaceHandle):
         state = self._db._state(self.name)
         if state is None:
             return []
-        recs = state.events_in(stream, lo, hi, t)
-        if lo_ts is not None or hi_ts is not None:
+        by_time = lo_ts is not None or hi_ts is not None
+        tail = limit if order == "desc" and not by_time else None
+        recs = state.events_in(stream, lo, hi, t, newest=tail)
+        if by_time:
             recs = [
                 e
                 for e in recs

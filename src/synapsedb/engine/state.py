@@ -178,9 +178,17 @@ class NamespaceState:
                 yield rec
 
     def events_in(
-        self, stream: str, lo: tuple[int, int], hi: tuple[int, int], t_us: int
+        self,
+        stream: str,
+        lo: tuple[int, int],
+        hi: tuple[int, int],
+        t_us: int,
+        *,
+        newest: int | None = None,
     ) -> list[EventRec]:
-        """Events with ``lo <= id <= hi`` committed at or before ``t_us``, oldest first."""
+        """Events with ``lo <= id <= hi`` committed at or before ``t_us``, oldest first; with
+        ``newest``, only the last ``newest`` of them, found from the end (the tail of a long
+        stream costs what the tail of a short one does)."""
         keys = self.stream_keys.get(stream)
         if not keys:
             return []
@@ -188,7 +196,17 @@ class NamespaceState:
         n = min(len(keys), len(events))
         i = bisect.bisect_left(keys, lo, 0, n)
         j = bisect.bisect_right(keys, hi, 0, n)
-        return [e for e in events[i:j] if e.sys_us <= t_us and not e.erased]
+        if newest is None:
+            return [e for e in events[i:j] if e.sys_us <= t_us and not e.erased]
+        out: list[EventRec] = []
+        for k in range(j - 1, i - 1, -1):
+            if len(out) >= newest:
+                break
+            e = events[k]
+            if e.sys_us <= t_us and not e.erased:
+                out.append(e)
+        out.reverse()
+        return out
 
     def stream_tail(self, stream: str) -> tuple[int, int] | None:
         keys = self.stream_keys.get(stream)
