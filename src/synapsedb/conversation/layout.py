@@ -1,0 +1,82 @@
+"""How a session sits in a namespace, and the session id rule.
+
+One session ``<id>`` is:
+
+- the stream ``session:<id>``: one event per message (``content``: the text; ``data``: the
+  rest of the message, see :mod:`synapsedb.conversation.sessions`). ``ns.remember`` writes a
+  conversation's turns to the same stream name, so both read alike.
+- the entity ``session:<id>``: the events' entity unless the caller names another (a user,
+  so that user-scoped recall reaches the turns), and the subject of the session's KV facts:
+  ``state`` (what ``clear`` and ``configure`` set) and the strategies' own (``summary``).
+  Because the stream is named after the entity, ``forget(entity="session:<id>", purge=True)``
+  erases every event of the stream, whoever it is about, with its searchable twin, and every
+  one of these facts: nothing of the session survives a purge, not even its id as a key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ValidationError
+
+__all__ = [
+    "MAX_LAST",
+    "MAX_SESSION_ID_CHARS",
+    "SESSION_PREFIX",
+    "STATE_KEY",
+    "SUMMARY_KEY",
+    "check_last",
+    "check_session_id",
+    "session_entity",
+    "session_of",
+]
+
+SESSION_PREFIX = "session:"
+STATE_KEY = "state"  # the session's own fact: {"cleared_through": event id, "ttl": seconds}
+SUMMARY_KEY = "summary"  # where a summarising strategy keeps its running summary
+MAX_SESSION_ID_CHARS = 200
+MAX_LAST = 10_000  # the engine's largest page of events
+
+
+def check_session_id(value: Any, field: str = "session_id") -> str:
+    """1-200 characters, not blank, no control characters. The limit leaves room for the
+    ``session:`` prefix within the engine's 256-character entity names."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{field}: expected a string, got {type(value).__name__}",
+                              field=field)  # fmt: skip
+    if not value or value.isspace():
+        raise ValidationError(f"{field}: must not be empty", field=field)
+    if len(value) > MAX_SESSION_ID_CHARS:
+        raise ValidationError(
+            f"{field}: {len(value)} characters, over the limit of {MAX_SESSION_ID_CHARS}",
+            field=field,
+            limit=MAX_SESSION_ID_CHARS,
+        )
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValidationError(f"{field}: must not contain control characters", field=field)
+    return value
+
+
+def check_last(value: Any, field: str = "last") -> int | None:
+    """``load(last=N)``: None (everything) or 0..10,000 messages."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValidationError(f"{field}: expected a non-negative integer, got {value!r}",
+                              field=field)  # fmt: skip
+    if value > MAX_LAST:
+        raise ValidationError(f"{field}: {value} messages, over the limit of {MAX_LAST}",
+                              field=field, limit=MAX_LAST)  # fmt: skip
+    return value
+
+
+def session_entity(session_id: str) -> str:
+    """The stream, and the default entity, of a session: ``session:<id>``."""
+    return SESSION_PREFIX + check_session_id(session_id)
+
+
+def session_of(stream: str) -> str | None:
+    """The session id of a stream named ``session:<id>``, else None."""
+    if stream.startswith(SESSION_PREFIX) and len(stream) > len(SESSION_PREFIX):
+        return stream[len(SESSION_PREFIX) :]
+    return None
