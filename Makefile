@@ -4,7 +4,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp-install
 
-.PHONY: install test test-slow test-llm llm-server lint bench bench-quick bench-peers serve clean wrk
+.PHONY: install test test-slow test-llm llm-server lint bench bench-quick bench-peers serve clean wrk \
+	redis-server
 
 install: $(STAMP)
 
@@ -20,7 +21,7 @@ $(STAMP): pyproject.toml
 serve: install
 	$(PY) -m synapsedb serve
 
-test: install
+test: install redis-server
 	$(PY) -m pytest -q
 
 test-slow: install
@@ -110,6 +111,14 @@ bench-proxy: install
 wrk:
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq wrk >/dev/null; } \
 	  || { echo "the HTTP benchmark needs wrk: apt-get install wrk"; exit 1; }
+
+# redis-server from Debian's packages, for RedisMemory's tests (installed when we are root). Without
+# it those tests skip on a developer's machine and fail under CI=true (tests/api/test_conversation_backends.py).
+redis-server:
+	@command -v redis-server >/dev/null || { [ "$$(id -u)" = 0 ] && export DEBIAN_FRONTEND=noninteractive \
+	  && { apt-get install -y -qq redis-server >/dev/null 2>&1 \
+	       || { apt-get update -qq >/dev/null && apt-get install -y -qq redis-server >/dev/null; }; }; } \
+	  || echo "no redis-server (apt-get install redis-server): RedisMemory's tests will be skipped"
 
 # SynapseDB against Chroma, mem0, redis-server, hnswlib and numpy in one run (docs/benchmarks.md).
 # Peers live in their own venv so they never touch .venv; BENCH_PEERS_ARGS=--quick for <= 5 min.

@@ -1,0 +1,219 @@
+"""Seed 004's conversation memory surface: ``BaseMemory`` and its in-process classes.
+
+``await memory.add(role, content)``, ``await memory.get()`` (``[{"role", "content"}, ...]``,
+oldest first), ``await memory.clear()``, ``memory.to_string()`` ("User: ...\\nAssistant: ...")
+and ``memory.to_messages()`` (synchronous, from a local cache) are the whole contract, so code
+written for SynapseKit's memory classes runs unchanged. The persistent classes live beside this
+module: :class:`~synapsedb.conversation.synapse_memory.SynapseMemory` (a SynapseDB namespace,
+embedded or remote; also under the seed's name ``SqliteMemory``),
+:class:`~synapsedb.conversation.vector_memory.VectorMemory`, and
+:mod:`synapsedb.conversation.backends` (Redis, PostgreSQL).
+
+Every class validates the same way before anything is stored, with the rules of
+:class:`~synapsedb.conversation.messages.Message` (role one of system, user, assistant, tool;
+content a non-blank string of at most 256 KiB) and of the session id (1-200 characters, no
+control characters). Errors are :class:`~synapsedb.errors.ValidationError` naming the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Iterable
+from typing import Any, Self
+
+from ..errors import ValidationError
+from .messages import Message
+
+__all__ = [
+    "BaseMemory",
+    "BlockingMemory",
+    "InMemoryConversation",
+    "WindowMemory",
+    "check_max_messages",
+    "check_turn",
+]
+
+# The largest max_messages/window_size accepted: a bound that catches a unit mistake (bytes for
+# messages) before it becomes an unbounded list, far above any real model's context.
+MAX_WINDOW = 1_000_000
+_LABELS = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
+
+Turn = dict[str, str]
+
+
+def check_turn(role: Any, content: Any) -> Turn:
+    """One validated ``{"role", "content"}`` dict: :class:`Message`'s rules, so every class here
+    accepts what a session store accepts (errors name ``message.role``, ``message.content``)."""
+    msg = Message(role, content)
+    return {"role": msg.role, "content": msg.content}
+
+
+def check_max_messages(
+    value: Any, field: str = "max_messages", *, optional: bool = True
+) -> int | None:
+    """A positive message count (``None`` = unlimited where ``optional``)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(
+            f"{field}: expected a positive integer{' or None' if optional else ''}, got {value!r}",
+            field=field,
+        )
+    if not 1 <= value <= MAX_WINDOW:
+        raise ValidationError(
+            f"{field}: {value} is outside 1..{MAX_WINDOW}", field=field, limit=MAX_WINDOW
+        )
+    return value
+
+
+class BaseMemory(ABC):
+    """A conversation's messages, oldest first (seed 004's interface).
+
+    Subclasses implement ``_add``, ``_get`` and ``_clear`` (async) and ``_get_sync`` (what
+    :meth:`to_messages` reads when its cache is cold). The cache holds what this object last
+    read plus what it added since, cut to ``max_messages``: another process writing the same
+    session is seen at the next :meth:`get`.
+    """
+
+    max_messages: int | None
+
+    def __init__(self, max_messages: int | None = None) -> None:
+        self.max_messages = check_max_messages(max_messages)
+        self._cache: list[Turn] | None = None
+
+    async def add(self, role: str, content: str) -> None:
+        """Append one message (role: system, user, assistant or tool)."""
+        turn = check_turn(role, content)
+        await self._add(turn)
+        self._cached(turn)
+
+    async def get(self) -> list[dict[str, str]]:
+        """The messages, ``[{"role", "content"}, ...]`` in chronological order."""
+        turns = await self._get()
+        self._cache = turns
+        return [dict(t) for t in turns]
+
+    async def clear(self) -> None:
+        """Remove every message of this conversation, from the underlying store too."""
+        await self._clear()
+        self._cache = []
+
+    def to_messages(self) -> list[dict[str, str]]:
+        """The messages without awaiting: the local cache (a cold cache, right after opening a
+        persistent memory, is filled by one blocking read)."""
+        if self._cache is None:
+            self._cache = self._get_sync()
+        return [dict(t) for t in self._cache]
+
+    def to_string(self) -> str:
+        """``"User: ...\\nAssistant: ..."`` (``System:`` and ``Tool:`` likewise)."""
+        return format_turns(self.to_messages())
+
+    def __len__(self) -> int:
+        return len(self.to_messages())
+
+    def close(self) -> None:
+        """Release what this object opened (connections, a database it opened); its store's
+        messages stay. A no-op for the in-process classes."""
+        return None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
+
+    def _cached(self, turn: Turn) -> None:
+        if self._cache is None:
+            return
+        self._cache.append(turn)
+        if self.max_messages is not None and len(self._cache) > self.max_messages:
+            del self._cache[: len(self._cache) - self.max_messages]
+
+    @abstractmethod
+    async def _add(self, turn: Turn) -> None: ...
+
+    @abstractmethod
+    async def _get(self) -> list[Turn]: ...
+
+    @abstractmethod
+    async def _clear(self) -> None: ...
+
+    @abstractmethod
+    def _get_sync(self) -> list[Turn]: ...
+
+
+def format_turns(turns: Iterable[dict[str, Any]]) -> str:
+    """``"User: ...\\nAssistant: ..."`` for any ``{"role", "content"}`` dicts."""
+    return "\n".join(
+        f"{_LABELS.get(t['role'], str(t['role']).title())}: {t['content']}" for t in turns
+    )
+
+
+class BlockingMemory(BaseMemory):
+    """A memory whose store has a blocking client (SQLite, a sync HTTP client, redis-py,
+    psycopg): the async methods run it in a worker thread, so one object serves any event loop
+    (``asyncio.run`` per call included, where a loop-bound async client would break), and a
+    cold :meth:`to_messages` can read it directly."""
+
+    @abstractmethod
+    def _add_sync(self, turn: Turn) -> None: ...
+
+    @abstractmethod
+    def _clear_sync(self) -> None: ...
+
+    async def _add(self, turn: Turn) -> None:
+        await asyncio.to_thread(self._add_sync, turn)
+
+    async def _get(self) -> list[Turn]:
+        return await asyncio.to_thread(self._get_sync)
+
+    async def _clear(self) -> None:
+        await asyncio.to_thread(self._clear_sync)
+
+
+class InMemoryConversation(BaseMemory):
+    """An in-process list, oldest messages dropped past ``max_messages`` (default 100). No
+    persistence. Safe to share between threads (one lock) as well as asyncio tasks."""
+
+    def __init__(self, max_messages: int = 100) -> None:
+        super().__init__(check_max_messages(max_messages, optional=False))
+        self._turns: deque[Turn] = deque(maxlen=self.max_messages)
+        self._lock = threading.Lock()
+
+    async def _add(self, turn: Turn) -> None:
+        with self._lock:
+            self._turns.append(turn)
+
+    async def _get(self) -> list[Turn]:
+        return self._get_sync()
+
+    async def _clear(self) -> None:
+        with self._lock:
+            self._turns.clear()
+
+    def _get_sync(self) -> list[Turn]:
+        with self._lock:
+            return [dict(t) for t in self._turns]
+
+    def to_messages(self) -> list[dict[str, str]]:
+        return self._get_sync()  # the deque is the store: never stale
+
+
+class WindowMemory(InMemoryConversation):
+    """A fixed window: only the last ``window_size`` messages (default 10) are kept and
+    returned. No persistence. For a window over a persistent store, give that store's class
+    ``max_messages`` (every class here takes it)."""
+
+    def __init__(self, window_size: int = 10) -> None:
+        self.window_size = check_max_messages(window_size, "window_size", optional=False)
+        super().__init__(max_messages=self.window_size)  # type: ignore[arg-type]
