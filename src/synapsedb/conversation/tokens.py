@@ -24,10 +24,14 @@ Special-token text such as ``<|endoftext|>`` is counted as ordinary text (tiktok
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import math
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
@@ -98,18 +102,50 @@ def encoding_name_for(model: str | None) -> str | None:
     return None
 
 
+_BPE_PACKAGE = "bpe_openai"
 _load_lock = threading.Lock()
 
 
+def _bindings() -> Any | None:
+    """bpe-openai's Rust extension module, or None when the package is not installed.
+
+    Loaded by itself, not through ``import bpe_openai``: the package's ``__init__`` parses all
+    three of its tables into Python dicts (0.7 s, tens of MB, and a DeprecationWarning) only to
+    offer a tiktoken look-alike this module does not use; the extension alone loads in
+    milliseconds. It is registered under its own name, so a later ``import bpe_openai`` by
+    the application reuses it (a PyO3 module may be initialised only once per process)."""
+    name = f"{_BPE_PACKAGE}._bindings"
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    try:
+        spec = importlib.util.find_spec(_BPE_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = Path(folder) / f"_bindings{suffix}"
+            if path.is_file():
+                loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+                ext = importlib.util.spec_from_file_location(name, path, loader=loader)
+                if ext is None:
+                    return None
+                module = importlib.util.module_from_spec(ext)
+                loader.exec_module(module)
+                sys.modules[name] = module
+                return module
+    return None
+
+
 def _load_tokenizer(encoding: str) -> _Tokenizer | None:
-    """bpe-openai's tokenizer for ``encoding``, or None when the package is missing. Imported
-    here, not at module level: loading its 75 MB extension takes most of a second."""
+    """bpe-openai's tokenizer for ``encoding``, or None when the package is missing."""
     with _load_lock:
-        try:
-            from bpe_openai import _bindings  # type: ignore[import-untyped, import-not-found, unused-ignore]
-        except ImportError:
+        bindings = _bindings()
+        if bindings is None:
             return None
-        tokenizer: _Tokenizer = _bindings.tokenizer_for_encoding(encoding)
+        tokenizer: _Tokenizer = bindings.tokenizer_for_encoding(encoding)
         return tokenizer
 
 
