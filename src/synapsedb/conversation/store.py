@@ -8,8 +8,8 @@ synchronous protocol, :class:`AsyncMemoryStore` the same with coroutines.
 Two stores:
 
 - :class:`InMemoryStore`: a dict of lists behind a lock, for tests and short-lived processes.
-- :class:`~synapsedb.conversation.sessions.Sessions` (re-exported here): a SynapseDB namespace,
-  embedded or remote. Each message is an event of the stream ``session:<id>``; ``clear`` is a
+- :class:`~synapsedb.conversation.sessions.Sessions` and ``AsyncSessions`` (re-exported here):
+  a SynapseDB namespace, embedded or remote. Each message is an event of the stream ``session:<id>``; ``clear`` is a
   write (history and ``as_of`` keep what was there); ``purge`` erases. The layout (which
   entity, stream and KV facts a session uses) is in :mod:`synapsedb.conversation.sessions`:
   per-session state lives in KV facts *about the session entity* ``session:<id>`` (key
@@ -25,8 +25,16 @@ from typing import Protocol, runtime_checkable
 
 from .layout import check_last, check_session_id
 from .messages import Message, MessageLike
+from .sessions import AsyncSessions, SessionInfo, Sessions
 
-__all__ = ["AsyncMemoryStore", "InMemoryStore", "MemoryStore"]
+__all__ = [
+    "AsyncMemoryStore",
+    "AsyncSessions",
+    "InMemoryStore",
+    "MemoryStore",
+    "SessionInfo",
+    "Sessions",
+]
 
 
 @runtime_checkable
