@@ -18,11 +18,13 @@ from typing import Any
 
 import pytest
 
+import synapsedb
 from synapsedb.conversation.backends import PostgresMemory, RedisMemory
 from synapsedb.conversation.memory import BaseMemory, InMemoryConversation
+from synapsedb.conversation.synapse_memory import SynapseMemory
 from synapsedb.errors import StorageError, ValidationError
 from tests.support.backend_servers import postgres_server, redis_server
-from tests.support.live_server import free_port
+from tests.support.live_server import free_port, serve
 
 INJECTION = "x'; DROP TABLE synapsedb_conversations; --"
 TURNS = [
@@ -45,6 +47,19 @@ def postgres_dsn() -> Iterator[str]:
         yield dsn
 
 
+@pytest.fixture(scope="module")
+def synapse_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A SynapseDB server on loopback (uvicorn in a thread), as synapsedb.connect reaches one."""
+    from synapsedb.server import create_app
+
+    db = synapsedb.open(tmp_path_factory.mktemp("server") / "d", durability="os", llm=None)
+    try:
+        with serve(create_app(db)) as url:
+            yield url
+    finally:
+        db.close()
+
+
 @dataclass
 class Backend:
     """Makes memories over one store; ``make`` again with the same session id is a reopen."""
@@ -62,6 +77,23 @@ class Backend:
 
 def _in_memory(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     return Backend("in-memory", False, lambda sid, mx: InMemoryConversation(mx or 100))
+
+
+def _synapse_embedded(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    path = tmp_path / "chat-data"  # a data directory, shared by the memories made on it
+    return Backend(
+        "synapse-embedded", True, lambda sid, mx: SynapseMemory(path, sid, max_messages=mx)
+    )
+
+
+def _synapse_remote(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    url = request.getfixturevalue("synapse_url")
+    ns = f"t-{uuid.uuid4().hex[:12]}"  # a namespace per test on the module's server
+    return Backend(
+        "synapse-remote",
+        True,
+        lambda sid, mx: SynapseMemory(url, sid, max_messages=mx, namespace=ns),
+    )
 
 
 def _redis(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
@@ -84,6 +116,8 @@ def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
 
 BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Backend]] = {
     "in-memory": _in_memory,
+    "synapse-embedded": _synapse_embedded,
+    "synapse-remote": _synapse_remote,
     "redis": _redis,
     "postgres": _postgres,
 }

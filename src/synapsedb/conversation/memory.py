@@ -18,19 +18,24 @@ control characters). Errors are :class:`~synapsedb.errors.ValidationError` namin
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
+import weakref
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Iterable
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from ..errors import ValidationError
 from .messages import Message
+from .summary import EXTRACTIVE_NOTE, Summarizer, SummaryState
+from .summary import PREFIX as SUMMARY_PREFIX
 
 __all__ = [
     "BaseMemory",
     "BlockingMemory",
     "InMemoryConversation",
+    "SummaryMemory",
     "WindowMemory",
     "check_max_messages",
     "check_turn",
@@ -217,3 +222,144 @@ class WindowMemory(InMemoryConversation):
     def __init__(self, window_size: int = 10) -> None:
         self.window_size = check_max_messages(window_size, "window_size", optional=False)
         super().__init__(max_messages=self.window_size)  # type: ignore[arg-type]
+
+
+class SummaryMemory(BaseMemory):
+    """Wraps another memory; when it holds more than ``max_messages`` (default 20), the oldest
+    are replaced by one summary message (a system message, first).
+
+    ``llm``: a :class:`~synapsedb.llm.ChatClient` (called in a worker thread) or an
+    :class:`~synapsedb.llm.AsyncChatClient` writes the summary (``summary_prompt`` replaces the
+    default instruction); None, or a model that fails, gives an extractive summary that says so
+    (:mod:`.summary`). The fold is
+    incremental: the previous summary and the newly folded turns make the new one, so its cost
+    follows the new turns, never the whole history. ``keep`` (default ``max_messages // 2``)
+    newest messages stay verbatim after a fold, so one fold is made every ``max_messages - keep``
+    adds rather than at every add. Other system messages (instructions) are never folded: they
+    stay, ahead of the summary.
+
+    The summary lives in the backend as a message (after pinned system messages), so a persistent backend reopened
+    later carries on from it. A fold rewrites the backend (``clear``, then the summary and the
+    kept messages): the model is asked first, so the backend is rewritten in one short burst,
+    but a crash inside that burst leaves it without the kept turns (a SynapseMemory backend
+    still has them in its history).
+    """
+
+    def __init__(
+        self,
+        backend: BaseMemory,
+        llm: Any = None,
+        max_messages: int = 20,
+        summary_prompt: str | None = None,
+        *,
+        keep: int | None = None,
+        max_summary_tokens: int = 300,
+    ) -> None:
+        if not isinstance(backend, BaseMemory):
+            raise ValidationError(
+                f"backend: expected a BaseMemory, got {type(backend).__name__}", field="backend"
+            )
+        limit = check_max_messages(max_messages, optional=False)
+        assert limit is not None
+        if limit < 2:
+            raise ValidationError("max_messages: a summary needs at least 2", field="max_messages",
+                                  limit=2)  # fmt: skip
+        keep = limit // 2 if keep is None else keep
+        if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep < limit:
+            raise ValidationError(f"keep: expected 0..{limit - 1}, got {keep!r}", field="keep")
+        if backend.max_messages is not None and backend.max_messages <= limit:
+            raise ValidationError(
+                f"backend: it keeps only {backend.max_messages} messages and would drop the "
+                f"oldest before they are summarised; give it max_messages > {limit} (or None)",
+                field="backend",
+            )
+        super().__init__(limit)
+        self.backend = backend
+        self.keep = keep
+        self.summarizer = Summarizer(llm, summary_prompt=summary_prompt,
+                                     max_tokens=max_summary_tokens)  # fmt: skip
+        self._state: SummaryState | None = None
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    @property
+    def summary(self) -> str:
+        """The running summary's text ("" before the first fold)."""
+        found = _find_summary(self.backend.to_messages())
+        return found[1].text if found else ""
+
+    async def _add(self, turn: Turn) -> None:
+        async with self._lock():
+            await self.backend.add(turn["role"], turn["content"])
+            turns = await self.backend.get()
+            if len(turns) > self.max_messages:  # type: ignore[operator]
+                await self._fold(turns)
+
+    async def _fold(self, turns: list[Turn]) -> None:
+        found = _find_summary(turns)
+        state: SummaryState | None = None
+        if found is not None:
+            at, state = found
+            state = self._state or state  # ours has the version and the method
+            turns = turns[:at] + turns[at + 1 :]
+        cut = len(turns) - self.keep
+        head, tail = turns[:cut], turns[cut:]
+        pinned = [t for t in head if t["role"] == "system"]
+        folded = [Message.of((t["role"], t["content"])) for t in head if t["role"] != "system"]
+        if inspect.iscoroutinefunction(getattr(self.summarizer.llm, "chat", None)):
+            state = await self.summarizer.afold(state, folded)
+        else:  # a blocking client, or the extractive summary: off the event loop
+            state = await asyncio.to_thread(self.summarizer.fold, state, folded)
+        await self.backend.clear()
+        for t in [*pinned, {"role": "system", "content": state.message().content}, *tail]:
+            await self.backend.add(t["role"], t["content"])
+        self._state = state
+
+    async def _get(self) -> list[Turn]:
+        return await self.backend.get()
+
+    async def _clear(self) -> None:
+        async with self._lock():
+            await self.backend.clear()
+            self._state = None
+
+    def _get_sync(self) -> list[Turn]:
+        return self.backend.to_messages()
+
+    def to_messages(self) -> list[dict[str, str]]:
+        return self.backend.to_messages()  # the backend's cache is the only one
+
+    def _cached(self, turn: Turn) -> None:
+        return None
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def _lock(self) -> asyncio.Lock:
+        """One fold at a time per event loop (an asyncio.Lock belongs to one loop)."""
+        loop = asyncio.get_running_loop()
+        lock = self._locks.get(loop)
+        if lock is None:
+            lock = self._locks[loop] = asyncio.Lock()
+        return lock
+
+
+def _find_summary(turns: list[Turn]) -> tuple[int, SummaryState] | None:
+    """Where the running summary is among a backend's messages (the first system message in
+    the summary's form, after any pinned system messages), read back from its text: so a
+    reopened backend carries on from it."""
+    for at, t in enumerate(turns):
+        if t["role"] != "system":
+            return None
+        rest = t["content"]
+        if not rest.startswith(SUMMARY_PREFIX):
+            continue
+        rest = rest[len(SUMMARY_PREFIX) :]
+        extractive = rest.startswith(EXTRACTIVE_NOTE)
+        if extractive:
+            rest = rest[len(EXTRACTIVE_NOTE) :]
+        if rest.startswith(": "):
+            method: Literal["llm", "extractive"] = "extractive" if extractive else "llm"
+            return at, SummaryState(text=rest[2:], method=method, version=1)
+    return None
