@@ -473,3 +473,26 @@ def test_async_sessions_over_an_embedded_namespace(ns: Namespace, clock: ManualC
     full, old, listed = asyncio.run(run())
     assert [m.content for m in full] == ["hello", "hi", "bye"]
     assert old == full[1:] and listed == ["s"]
+
+
+# -- docs ------------------------------------------------------------------------------------
+
+
+def test_the_sessions_section_of_the_docs_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/conversation.md's ``## Sessions`` examples run as written, and every public
+    Sessions method is in its table."""
+    import inspect
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "conversation.md").read_text()
+    section = text.split("## Sessions", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    for code in blocks:
+        exec(compile(code, "docs/conversation.md", "exec"), {"__name__": "docs"})
+    for name, _ in inspect.getmembers(Sessions, inspect.isfunction):
+        if not name.startswith("_"):
+            assert f"`{name}(" in section, name
