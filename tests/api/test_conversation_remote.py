@@ -100,7 +100,8 @@ def test_sessions_over_http_answer_as_embedded(
     assert loaded[2]["content"] == "" and loaded[2]["tool_calls"] == [CALL]
     assert embedded[5] == 3  # the user turn, the tool result and the answer name Hamburg
     info = embedded[6]
-    assert (info.count, info.count_exact, info.first_at is not None) == (3, False, True)
+    assert (info.count, info.count_exact, info.first_at, info.last_at is not None) == (
+        3, False, None, True)  # fmt: skip
     assert embedded[7] == ["s1", "s2"]
     assert embedded[8] == [] and embedded[9] == sent and embedded[10] == 5
     assert embedded[11].cleared_through == sent[-1]["id"] and embedded[11].count == 0

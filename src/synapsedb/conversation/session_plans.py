@@ -180,10 +180,9 @@ class SessionPlans:
         page.reverse()  # the newest count_limit messages since the clear, oldest first
         alive = live(page, ttl, now)
         exact = len(page) < count_limit or len(alive) < len(page)  # all, or a pause in them
-        first = alive[0] if alive else None
-        if alive and not exact:  # past count_limit: the first since the clear
-            head = yield call("events", stream, after=after, limit=1, as_of=as_of)
-            first = head[0] if head else first
+        # past count_limit the first message is not known: finding it reads the stream from
+        # the clear on (the engine's ascending reads are not bounded by their limit)
+        first = alive[0] if alive and exact else None
         activity = page[-1] if page else None
         if activity is None and after is not None:  # nothing since the clear: the cleared one
             tail = yield call("events", stream, start=after, end=after, limit=1, as_of=as_of)

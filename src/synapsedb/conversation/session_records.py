@@ -116,7 +116,8 @@ def event_key(event_id: str) -> tuple[int, int]:
 class SessionInfo:
     """A session at one moment. ``count``: messages since the last clear, exact when
     ``count_exact`` (at most ``count_limit`` are counted: a lower bound past that).
-    ``first_at``/``last_at``: the first and last message since the clear. ``cleared_at``: when
+    ``first_at``/``last_at``: the first (None when the count is not exact) and last message
+    since the clear. ``cleared_at``: when
     the last clear happened (``cleared_through``: the last event it hid). ``ttl``: the
     session's (its own, else the store's), ``expires_at``: its last message's time plus the
     ttl; ``expired``: it reads as empty. ``summary_version``: the version of the summary a

@@ -89,7 +89,8 @@ class Sessions(SessionPlans):
     ) -> list[Message]:
         """The session's messages since its last clear, oldest first (``[]`` if it expired).
         ``last=N`` (at most 10,000): only the newest N, read from the end of the stream.
-        ``as_of``: the session as it read then (before a clear: the messages it hid)."""
+        ``as_of``: the session as it read then (before a clear: the messages it hid). Events
+        of the stream that hold no message (no known ``role`` in their data) are skipped."""
         return drive(self.ns, self._load(session_id, last, as_of))
 
     def clear(self, session_id: str) -> None:
@@ -140,7 +141,8 @@ class AsyncSessions(SessionPlans):
     :class:`~synapsedb.conversation.store.AsyncMemoryStore`): the same constructor, methods
     and semantics. ``ns`` is a ``synapsedb.connect_async(url).namespace(..)`` (its calls are
     awaited) or an embedded ``Namespace`` (each operation runs in a worker thread,
-    ``asyncio.to_thread``, so the event loop never waits on the disk)."""
+    ``asyncio.to_thread``, so the event loop never waits on the disk). Given a synchronous
+    ``synapsedb.connect(url).namespace(..)`` it works, but each call blocks the event loop."""
 
     __slots__ = ()
 
