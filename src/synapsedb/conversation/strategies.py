@@ -12,8 +12,9 @@ applies the policy. So they compose: ``Window(TokenBuffer(Sessions(ns)), k=6)``.
   last ``keep`` verbatim.
 - :class:`SummaryBuffer`: the newest messages verbatim within ``max_tokens``, the rest
   summarised; summary and messages together stay within ``max_tokens``.
-- :class:`Vector`: the ``k`` turns most relevant to the last user message (needs a
-  :class:`~synapsedb.conversation.sessions.Sessions` store whose messages are searchable).
+- :class:`Vector`: the ``k`` turns most relevant to the last user message, then that message
+  (needs a :class:`~synapsedb.conversation.sessions.Sessions` store whose messages are
+  searchable).
 
 Rules every strategy keeps:
 
@@ -74,6 +75,7 @@ __all__ = [
 
 FIRST_CHUNK = 32  # messages read first by TokenBuffer and the summaries; then x4 each time
 MAX_QUERY_CHARS = 4000  # of the last user message, searched by Vector (the engine takes 8192)
+MAX_IN = 1024  # the filter language's longest $in/$nin list
 
 
 # -- steps a policy yields ------------------------------------------------------------------------
@@ -92,15 +94,7 @@ class Head:
     """The session's first message if it is a system message, else None."""
 
 
-@dataclass(frozen=True, slots=True)
-class Search:
-    """The session's messages most relevant to ``text`` (Sessions.search), oldest first."""
-
-    text: str
-    k: int
-
-
-Step: TypeAlias = Read | Head | Search | NsCall | ChatStep
+Step: TypeAlias = Read | Head | NsCall | ChatStep
 Policy = Generator[Step, Any, Any]
 
 
@@ -220,7 +214,6 @@ class _Strategy:
 
     store: Any
     llm: Any = None  # the Summarizer's model, for ChatSteps
-    searcher: Any = None  # the Sessions whose search Vector uses
 
     def __init__(self, store: Any) -> None:
         for name in ("append", "load", "clear"):
@@ -318,8 +311,6 @@ class _SyncStrategy(_Strategy):
             msgs = (store.load(sid, first=1) if _takes(store, "load", "first")
                     else store.load(sid))  # fmt: skip
             return msgs[0] if msgs and msgs[0].role == "system" else None
-        if isinstance(step, Search):
-            return self.searcher.search(sid, step.text, k=step.k)
         if isinstance(step, ChatStep):
             return chat(self.llm, step)
         return getattr(self.ns, step.method)(*step.args, **step.kwargs)
@@ -363,8 +354,6 @@ class _AsyncStrategy(_Strategy):
             msgs = await (store.load(sid, first=1) if _takes(store, "load", "first")
                           else store.load(sid))  # fmt: skip
             return msgs[0] if msgs and msgs[0].role == "system" else None
-        if isinstance(step, Search):
-            return await self.searcher.search(sid, step.text, k=step.k)
         if isinstance(step, ChatStep):
             return await achat(self.llm, step)
         method = getattr(self.ns, step.method)
@@ -635,40 +624,80 @@ class _Vector(_Strategy):
         self.k = _check_int(k, "k", 1)
         self.include_last = _check_bool(include_last, "include_last")
         self.keep_system = _check_bool(keep_system, "keep_system")
-        self.searcher = _base_of(sessions)
-        if not callable(getattr(self.searcher, "search", None)) or self.ns is None:
+        if self.ns is None:
             raise ValidationError(
                 "sessions: Vector searches the session's messages, so it needs a Sessions "
-                f"store (Sessions(ns, searchable=True)), got {type(self.searcher).__name__}",
+                f"store (Sessions(ns, searchable=True)), got {type(sessions).__name__}",
                 field="sessions")  # fmt: skip
 
     def policy(self, session_id: str) -> Policy:
-        n: int | None = 8
+        stream = session_entity(session_id)
+        state = state_of((yield NsCall("facts", (stream,))))
+        ttl = (
+            state.value["ttl"]
+            if "ttl" in state.value
+            else getattr(_base_of(self.store), "ttl", None)
+        )
+        # with a ttl, a long pause hides what came before it: the whole live session is read
+        n: int | None = 8 if ttl is None else None
         while True:
             msgs, complete = yield Read(n)
-            last = next((m for m in reversed(msgs) if m.role == "user"), None)
-            if last is not None or complete or n is None:
+            at = next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].role == "user"), None)
+            if at is not None or complete or n is None:
                 break
             n = _grow(n)
-        if last is None:
+        if at is None:
             return []
         head, _ = yield from self._split_head(session_id, msgs, complete)
-        found = yield Search(last.content[:MAX_QUERY_CHARS], self.k + 1)
-        if not found and not (yield from self._searchable(session_id)):
+        # the oldest message that may be found: the first one loaded when the read reached
+        # the start of the session, else the first after the last clear
+        lowest = msgs[0].id if complete else state.cleared_through
+        found = yield from self._search(stream, msgs[at:], lowest, complete)
+        if not found and not (yield from self._searchable(stream)):
             raise ValidationError(
                 f"session {session_id!r}: its messages are not searchable, so Vector finds "
                 "nothing; append them with Sessions(ns, searchable=True) (or "
                 "append(..., searchable=True))", field="sessions.searchable")  # fmt: skip
-        skip = {m.id for m in (head, last) if m is not None}
-        turns = [_plain(m) for m in found if m.id not in skip and m.role in ("user", "assistant")]
-        turns = turns[len(turns) - self.k :] if len(turns) > self.k else turns
+        skip = {head.id} if head is not None else set()
+        turns = [_plain(m) for m in found if m.id not in skip]
         out = [head] if head is not None else []
-        return out + turns + ([last] if self.include_last else [])
+        return out + turns + (msgs[at:] if self.include_last else [])
 
-    def _searchable(self, session_id: str) -> Policy:
+    def _search(self, stream: str, current: list[Message], lowest: str | None,
+                inclusive: bool) -> Policy:  # fmt: skip
+        """The ``k`` user and assistant turns before ``current`` (the last user message and
+        what followed it) most relevant to that message, oldest first. ``current`` is kept
+        out of the search itself: in the index, the query's own message would lend its score
+        to its neighbours (the hybrid ranking's timeline context) and rank the latest turns
+        above the relevant ones."""
+        last = current[0]
+        mine = [m.id for m in current if m.id is not None][-MAX_IN:]
+        res = yield NsCall("query", (last.content[:MAX_QUERY_CHARS],), {
+            "filter": {"stream": stream, "event_id": {"$nin": mine}}, "types": ["event"],
+            "k": min(4 * self.k + 4, MAX_LAST)})  # fmt: skip
+        low, high = order_key(lowest), order_key(last.id)
+        ids: list[str] = []
+        for hit in res.hits:
+            eid = hit.metadata.get("event_id")
+            key = order_key(eid) if isinstance(eid, str) else None
+            if key is None or eid in ids or (high is not None and key >= high):
+                continue
+            if low is not None and (key < low or (key == low and not inclusive)):
+                continue
+            ids.append(eid)  # type: ignore[arg-type]
+        found = []
+        for eid in ids:
+            evs = yield NsCall("events", (stream,), {"start": eid, "end": eid, "limit": 1})
+            m = message_of_event(evs[0]) if evs else None
+            if m is not None and m.role in ("user", "assistant"):
+                found.append(m)
+                if len(found) == self.k:
+                    break
+        return sorted(found, key=lambda m: order_key(m.id) or ())
+
+    def _searchable(self, stream: str) -> Policy:
         """Whether any message of the session was stored searchable."""
-        res = yield NsCall("query", (), {"filter": {"stream": session_entity(session_id)},
-                                         "types": ["event"], "k": 1})  # fmt: skip
+        res = yield NsCall("query", (), {"filter": {"stream": stream}, "types": ["event"], "k": 1})
         return bool(res.hits)
 
 
@@ -708,9 +737,12 @@ class SummaryBuffer(_SummaryBuffer, _SyncStrategy):
 
 
 class Vector(_Vector, _SyncStrategy):
-    """The ``k`` turns most relevant to the last user message, oldest first, then that message
-    (``include_last``). Needs :class:`~synapsedb.conversation.sessions.Sessions` with
-    searchable messages; tool results are left out and tool calls dropped from the turns."""
+    """The ``k`` user and assistant turns before the last user message most relevant to it
+    (``ns.query`` over the session's searchable messages since its last clear), oldest
+    first; then, with ``include_last``, that message and whatever followed it (a tool call in
+    progress stays whole). Needs :class:`~synapsedb.conversation.sessions.Sessions` with
+    searchable messages (a ValidationError says so otherwise); found turns come without
+    their tool calls, tool results are not searched."""
 
 
 class AsyncBuffer(_Buffer, _AsyncStrategy):
