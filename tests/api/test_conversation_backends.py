@@ -444,3 +444,24 @@ def test_postgres_unreachable_is_a_storage_error(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="postgres"):
         memory.to_messages()
     memory.close()
+
+
+# -- docs/conversation.md's Redis and PostgreSQL examples, against the real servers -------------
+
+
+@pytest.mark.parametrize(("store", "placeholder"), [
+    ("RedisMemory(", "redis://localhost:6379"),
+    ("PostgresMemory(", "postgresql://app@localhost/chat"),
+])  # fmt: skip
+def test_the_docs_examples_run_against_real_servers(
+    store: str, placeholder: str, request: pytest.FixtureRequest
+) -> None:
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "conversation.md").read_text()
+    section = text.split("## Seed 004 memory classes", 1)[1].split("\n## ", 1)[0]
+    (code,) = [b for b in re.findall(r"```python\n(.*?)```", section, re.S) if store in b]
+    url = request.getfixturevalue("redis_url" if store == "RedisMemory(" else "postgres_dsn")
+    assert placeholder in code
+    exec(compile(code.replace(placeholder, url), "docs/conversation.md", "exec"),
+         {"__name__": "docs"})  # fmt: skip

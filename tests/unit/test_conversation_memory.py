@@ -365,3 +365,30 @@ def test_memories_close_through_their_context_managers(tmp_path: Path) -> None:
     with synapsedb.open(tmp_path / "d", llm=None):  # the directory was let go
         pass
     assert os.listdir(tmp_path / "d")
+
+
+# -- docs ----------------------------------------------------------------------------------------
+
+
+def seed_004_section() -> str:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "conversation.md").read_text()
+    return text.split("## Seed 004 memory classes", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_seed_004_section_of_the_docs_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its examples run as written (the Redis and PostgreSQL ones, against real servers, in
+    tests/api/test_conversation_backends.py), and its table names every class."""
+    import re
+
+    section = seed_004_section()
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    local = [b for b in blocks if "RedisMemory(" not in b and "PostgresMemory(" not in b]
+    assert len(blocks) == 3 and len(local) == 1
+    monkeypatch.chdir(tmp_path)
+    for code in local:
+        exec(compile(code, "docs/conversation.md", "exec"), {"__name__": "docs"})
+    for name in ["InMemoryConversation", "WindowMemory", "SynapseMemory", "SqliteMemory",
+                 "RedisMemory", "PostgresMemory", "SummaryMemory", "VectorMemory"]:  # fmt: skip
+        assert f"| `{name}(" in section, name

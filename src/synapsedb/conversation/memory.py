@@ -1,13 +1,13 @@
-"""Seed 004's conversation memory surface: ``BaseMemory`` and its in-process classes.
+"""Seed 004's conversation memory surface: ``BaseMemory``, its in-process classes
+(``InMemoryConversation``, ``WindowMemory``) and ``SummaryMemory``.
 
 ``await memory.add(role, content)``, ``await memory.get()`` (``[{"role", "content"}, ...]``,
 oldest first), ``await memory.clear()``, ``memory.to_string()`` ("User: ...\\nAssistant: ...")
 and ``memory.to_messages()`` (synchronous, from a local cache) are the whole contract, so code
 written for SynapseKit's memory classes runs unchanged. The persistent classes live beside this
-module: :class:`~synapsedb.conversation.synapse_memory.SynapseMemory` (a SynapseDB namespace,
-embedded or remote; also under the seed's name ``SqliteMemory``),
-:class:`~synapsedb.conversation.vector_memory.VectorMemory`, and
-:mod:`synapsedb.conversation.backends` (Redis, PostgreSQL).
+module: :mod:`synapsedb.conversation.synapse_memory` (``SynapseMemory`` over a SynapseDB
+namespace, embedded or remote, also under the seed's name ``SqliteMemory``; ``VectorMemory``)
+and :mod:`synapsedb.conversation.backends` (``RedisMemory``, ``PostgresMemory``).
 
 Every class validates the same way before anything is stored, with the rules of
 :class:`~synapsedb.conversation.messages.Message` (role one of system, user, assistant, tool;
