@@ -361,6 +361,22 @@ def test_searchable_turns_are_reached_by_query_and_search(ns: Namespace) -> None
     assert ns.query("plain", mode="keyword").hits == []
 
 
+def test_search_can_leave_the_query_message_out(ns: Namespace) -> None:
+    s = Sessions(ns, searchable=True)
+    dog = s.append("s", ("user", "My dog is called Rex"))
+    s.append("s", ("assistant", "Nice name"))
+    question = s.append("s", ("user", "What is my dog called?"))
+    assert question.id in [m.id for m in s.search("s", question.content, k=3)]
+    spy = Spy(ns)
+    got = Sessions(spy).search("s", question.content, k=3, exclude=[question.id])
+    assert dog.id in [m.id for m in got] and question.id not in [m.id for m in got]
+    (query,) = [kw for name, kw in spy.calls if name == "query"]
+    assert query["filter"] == {"stream": "session:s", "event_id": {"$nin": [question.id]}}
+    with pytest.raises(ValidationError) as err:
+        s.search("s", "dog", exclude=["x"] * 1025)
+    assert err.value.field == "exclude" and err.value.details["limit"] == 1024
+
+
 def test_messages_about_a_user_are_reached_by_user_scoped_reads(ns: Namespace) -> None:
     s = Sessions(ns, searchable=True, entity="user:42")
     s.append("s", ("user", "I am allergic to peanuts"))

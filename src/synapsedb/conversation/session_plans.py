@@ -33,6 +33,7 @@ from .session_records import (
 
 __all__ = ["SessionPlans"]
 
+MAX_EXCLUDE = 1024  # the filter language's longest $nin list
 _CAS_TRIES = 8  # a clear or configure racing another one re-reads the state and tries again
 
 
@@ -231,12 +232,18 @@ class SessionPlans:
                 out.append(sid)
         return out
 
-    def _search(self, session_id: str, text: str, k: int, as_of: TimeLike | None) -> Plan[list[Message]]:  # fmt: skip
+    def _search(
+        self, session_id: str, text: str, k: int, as_of: TimeLike | None,
+        exclude: Sequence[str] = (),
+    ) -> Plan[list[Message]]:  # fmt: skip
         stream = session_entity(session_id)
         now = self._now_us(as_of)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_LAST:
             raise ValidationError(f"k: expected an integer from 1 to {MAX_LAST}, got {k!r}",
                                   field="k", limit=MAX_LAST)  # fmt: skip
+        where: dict[str, Any] = {"stream": stream}
+        if exclude:
+            where["event_id"] = {"$nin": _ids(exclude)}
         state = yield from self._state(stream, as_of)
         after, ttl = state.cleared_through, self._ttl_of(state)
         if ttl is None:
@@ -250,7 +257,7 @@ class SessionPlans:
                 return []
             start = alive[0].id
         # over-fetch: hits from before the clear or the pause are dropped
-        res = yield call("query", text, filter={"stream": stream}, types=["event"],
+        res = yield call("query", text, filter=where, types=["event"],
                          k=min(4 * k, MAX_LAST), as_of=as_of)  # fmt: skip
         lo = None if start is None else event_key(start)
         ids: list[str] = []
@@ -270,6 +277,20 @@ class SessionPlans:
             if msg is not None:
                 out.append(msg)
         return out
+
+
+def _ids(value: Any) -> list[str]:
+    """``exclude``: message ids (``"<ms>-<seq>"``), at most 1,024."""
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ValidationError("exclude: expected a list of message ids", field="exclude")
+    if len(value) > MAX_EXCLUDE:
+        raise ValidationError(f"exclude: {len(value)} ids, over the limit of {MAX_EXCLUDE}",
+                              field="exclude", limit=MAX_EXCLUDE)  # fmt: skip
+    for i, v in enumerate(value):
+        if not isinstance(v, str):
+            raise ValidationError(f"exclude[{i}]: expected a message id (a string)",
+                                  field=f"exclude[{i}]")  # fmt: skip
+    return list(value)
 
 
 def _of_message(exc: ValidationError, field: str) -> ValidationError:

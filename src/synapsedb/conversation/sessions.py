@@ -129,11 +129,20 @@ class Sessions(SessionPlans):
         return drive(self.ns, self._purge_expired())
 
     def search(
-        self, session_id: str, text: str, *, k: int = 5, as_of: TimeLike | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        k: int = 5,
+        as_of: TimeLike | None = None,
+        exclude: Sequence[str] = (),
     ) -> list[Message]:
         """The session's searchable messages (since its last clear) most relevant to ``text``:
-        up to ``k``, in chronological order. Only messages stored searchable are found."""
-        return drive(self.ns, self._search(session_id, text, k, as_of))
+        up to ``k``, in chronological order. Only messages stored searchable are found.
+        ``exclude``: ids of messages left out of the search itself (at most 1,024), e.g. the
+        message whose text is the query: kept in, it matches itself best and lends its score
+        to its neighbours (the hybrid query's context boost)."""
+        return drive(self.ns, self._search(session_id, text, k, as_of, exclude))
 
 
 class AsyncSessions(SessionPlans):
@@ -206,7 +215,13 @@ class AsyncSessions(SessionPlans):
         return await self._run(self._purge_expired())  # type: ignore[no-any-return]
 
     async def search(
-        self, session_id: str, text: str, *, k: int = 5, as_of: TimeLike | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        k: int = 5,
+        as_of: TimeLike | None = None,
+        exclude: Sequence[str] = (),
     ) -> list[Message]:
         """See :meth:`Sessions.search`."""
-        return await self._run(self._search(session_id, text, k, as_of))  # type: ignore[no-any-return]
+        return await self._run(self._search(session_id, text, k, as_of, exclude))  # type: ignore[no-any-return]
