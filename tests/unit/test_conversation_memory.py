@@ -270,6 +270,9 @@ def test_synapse_memory_takes_a_database_a_namespace_or_a_path(
     with pytest.raises(ValidationError) as err:
         SynapseMemory(tmp_path / "x", max_messages=10_001)
     assert err.value.details["field"] == "max_messages"
+    with pytest.raises(ValidationError) as err:
+        VectorMemory(database, max_results=10_001)
+    assert err.value.details["field"] == "max_results"
 
 
 def test_sqlite_memory_keeps_the_seed_signature_and_shares_one_database(
@@ -319,17 +322,21 @@ def test_vector_memory_defaults_to_a_private_database_deleted_on_close() -> None
     assert not path.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Sessions.search ranks with the engine's hybrid query, whose context boost lifts the "
-    "neighbours of the latest user message (it matches itself) above the relevant turn",
-)
 def test_vector_memory_returns_the_turns_relevant_to_the_last_user_message() -> None:
+    """The relevant turn comes back although two newer turns sit between it and the question
+    (the question's own message is kept out of the search: in the index it would lend its score
+    to its neighbours); then the question itself, everything oldest first."""
     memory = VectorMemory(max_results=2)
-    asyncio.run(_say(memory, *STORY[:6], ("user", "What is the name of my dog?")))
+    asyncio.run(_say(memory, ("system", "You are kind."), *STORY[:6],
+                     ("user", "What is the name of my dog?")))  # fmt: skip
     got = asyncio.run(memory.get())
-    assert _contents(got) == ["My dog is called Rex and he is a beagle.",
-                              "What is the name of my dog?"]  # fmt: skip
+    assert got[0] == {"role": "system", "content": "You are kind."}
+    assert got[-1] == {"role": "user", "content": "What is the name of my dog?"}
+    found = _contents(got[1:-1])
+    assert len(found) == 2 and "My dog is called Rex and he is a beagle." in found
+    story = [c for _, c in STORY]
+    assert found == sorted(found, key=story.index)  # chronological
+    assert memory.to_messages() == got
     memory.close()
 
 

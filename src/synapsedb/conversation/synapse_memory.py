@@ -27,6 +27,7 @@ from ..errors import ValidationError
 from .layout import MAX_LAST, check_session_id
 from .memory import BlockingMemory, Turn, check_max_messages
 from .sessions import Sessions
+from .strategies import Vector
 
 __all__ = ["SqliteMemory", "SynapseMemory", "VectorMemory"]
 
@@ -34,9 +35,6 @@ __all__ = ["SqliteMemory", "SynapseMemory", "VectorMemory"]
 # data directory to one open handle, and seed users make one memory per session on one path.
 _OPEN: dict[Path, list[Any]] = {}  # resolved path -> [database, number of memories using it]
 _OPEN_LOCK = threading.Lock()
-# How far back VectorMemory.get looks for the latest user message (a tool loop's turns sit
-# after it).
-_LOOKBACK = 50
 
 
 def _acquire(path: Path) -> Any:
@@ -195,15 +193,18 @@ class SqliteMemory(SynapseMemory):
 
 
 class VectorMemory(BlockingMemory):
-    """Messages stored searchable; :meth:`get` returns the ``max_results`` (default 5) most
-    relevant to the latest user message, in chronological order (the latest
-    ``max_results`` while there is no user message yet).
+    """Messages stored searchable; :meth:`get` gives the ``max_results`` (default 5) earlier
+    turns most relevant to the latest user message, oldest first, then that message and what
+    followed it, after the session's first message when it is a system message (the
+    :class:`~synapsedb.conversation.strategies.Vector` strategy). Before any user message: the
+    latest ``max_results`` messages.
 
     ``vector_store``: where they are kept, as :class:`SynapseMemory`'s ``target`` (a namespace,
-    a database, a data directory or an ``http(s)://`` URL); search is the namespace's hybrid
-    query (the embedder's vectors with BM25, or BM25 alone on a database without an embedder).
-    None: a private embedded database in a temporary directory, with the default local
-    embedder, deleted by :meth:`close` (or when the object is collected): nothing persists.
+    a database, a data directory or an ``http(s)://`` URL); the search is the namespace's
+    hybrid query (the embedder's vectors with BM25, or BM25 alone on a database without an
+    embedder). None: a private embedded database in a temporary directory, with the default
+    local embedder, deleted by :meth:`close` (or when the object is collected, or at exit):
+    nothing persists.
     """
 
     def __init__(
@@ -217,6 +218,9 @@ class VectorMemory(BlockingMemory):
     ) -> None:
         limit = check_max_messages(max_results, "max_results", optional=False)
         assert limit is not None
+        if limit > MAX_LAST:
+            raise ValidationError(f"max_results: {limit} is over the limit of {MAX_LAST}",
+                                  field="max_results", limit=MAX_LAST)  # fmt: skip
         super().__init__(None)
         self.max_results = limit
         self.session_id = check_session_id(session_id)
@@ -234,6 +238,7 @@ class VectorMemory(BlockingMemory):
             self._private = weakref.finalize(self, _discard, vector_store, tmp)
         self._target = _Target(vector_store, namespace, api_key)
         self.sessions = Sessions(self._target.ns, searchable=True)
+        self._vector = Vector(self.sessions, k=limit)
 
     @property
     def ns(self) -> Any:
@@ -243,12 +248,9 @@ class VectorMemory(BlockingMemory):
         self.sessions.append(self.session_id, (turn["role"], turn["content"]))
 
     def _get_sync(self) -> list[Turn]:
-        recent = self.sessions.load(self.session_id, last=_LOOKBACK)
-        query = next((m.content for m in reversed(recent) if m.role == "user"), None)
-        if query is None:
-            found = recent[-self.max_results :]
-        else:
-            found = self.sessions.search(self.session_id, query, k=self.max_results)
+        found = self._vector.load(self.session_id)
+        if not found:  # no user message yet (or none at all)
+            found = self.sessions.load(self.session_id, last=self.max_results)
         return [{"role": m.role, "content": m.content} for m in found]
 
     def _clear_sync(self) -> None:
