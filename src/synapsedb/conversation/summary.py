@@ -68,7 +68,7 @@ _STOPWORD_TEXT = """a about above after again against all am an and any are as a
     themselves then there these they this those through to too under until up very was we were
     what when where which while who whom why will with would you your yours yourself
     yourselves user assistant tool ok okay yes yeah thanks thank please hi hello hey sure also
-    really like just get got one would could"""
+    really like just get got one would could help great good nice noted anything else"""
 _STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
