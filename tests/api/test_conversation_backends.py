@@ -269,6 +269,35 @@ def test_a_session_id_is_data_never_code(backend: Backend) -> None:
     assert asyncio.run(backend.make("x").get()) == []  # no prefix match either
 
 
+def test_summary_memory_over_the_backend(backend: Backend) -> None:
+    """SummaryMemory rewrites its backend at each fold (clear, the summary, the kept turns):
+    every backend ends with one summary message ahead of the newest turns, and a persistent one
+    reopened carries on from its summary."""
+    from synapsedb.conversation.memory import SummaryMemory
+
+    story = [("user", "My dog is called Rex."), ("assistant", "Nice."),
+             ("user", "I live in Lisbon."), ("assistant", "Lovely."), ("user", "I am a nurse."),
+             ("assistant", "Great."), ("user", "My sister is Ana.")]  # fmt: skip
+    memory = SummaryMemory(backend.make("sum"), max_messages=4, keep=1)
+
+    async def say(m: SummaryMemory, turns: list[tuple[str, str]]) -> list[dict[str, str]]:
+        for role, content in turns:
+            await m.add(role, content)
+        return await m.get()
+
+    got = asyncio.run(say(memory, story[:5]))  # the fifth add folds the first four
+    assert len(got) == 2 and got[1]["content"] == "I am a nurse."
+    assert got[0]["role"] == "system" and "Rex" in got[0]["content"]
+    if not backend.persistent:
+        return
+    again = SummaryMemory(backend.make("sum"), max_messages=4, keep=1)
+    got = asyncio.run(say(again, [*story[5:], ("assistant", "Noted.")]))  # 5 again: a fold
+    summaries = [t for t in got if t["content"].startswith("Summary of the earlier")]
+    assert len(summaries) == 1 and got[0] == summaries[0]
+    assert "Rex" in got[0]["content"] and "Ana" in got[0]["content"]
+    assert [t["content"] for t in got[1:]] == ["Noted."]
+
+
 # -- Redis --------------------------------------------------------------------------------------
 
 
