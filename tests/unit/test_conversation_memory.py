@@ -258,7 +258,7 @@ def test_synapse_memory_takes_a_database_a_namespace_or_a_path(
     by_db.close()
     by_ns.close()
     assert not database.closed  # a database passed in stays open
-    for bad in [42, None, "", object()]:
+    for bad in [42, None, "", object(), "redis://localhost:6379", "postgresql://h/db"]:
         with pytest.raises(ValidationError) as err:
             SynapseMemory(bad)
         assert err.value.details["field"] == "target"

@@ -16,6 +16,7 @@ worker thread (:class:`~synapsedb.conversation.memory.BlockingMemory`).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -35,6 +36,7 @@ __all__ = ["SqliteMemory", "SynapseMemory", "VectorMemory"]
 # data directory to one open handle, and seed users make one memory per session on one path.
 _OPEN: dict[Path, list[Any]] = {}  # resolved path -> [database, number of memories using it]
 _OPEN_LOCK = threading.Lock()
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def _acquire(path: Path) -> Any:
@@ -73,6 +75,12 @@ class _Target:
         elif isinstance(target, str | os.PathLike):
             if isinstance(target, str) and not target.strip():
                 raise ValidationError("target: empty path", field="target")
+            if isinstance(target, str) and _SCHEME.match(target):  # not a directory to create
+                raise ValidationError(
+                    f"target: {target.split(':', 1)[0]}:// is not a SynapseDB server; give an "
+                    "http(s):// URL or a data directory",
+                    field="target",
+                )
             self._path = Path(target).expanduser().resolve()
             if self._path.is_file():
                 raise ValidationError(
