@@ -507,3 +507,20 @@ def test_system_prompt_rules() -> None:
 def test_counts_use_the_encoding_helper() -> None:
     manager = SmartContextManager(model="gpt-4")
     assert manager.counter is encoding_for("gpt-4")
+
+
+def test_the_context_manager_section_of_the_docs_runs() -> None:
+    """docs/conversation.md's ``## Context manager`` example runs as written, and every public
+    method and property is in its tables."""
+    import inspect
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "conversation.md").read_text()
+    section = text.split("## Context manager", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 1
+    exec(compile(blocks[0], "docs/conversation.md", "exec"), {"__name__": "docs"})
+    for name, _ in inspect.getmembers(SmartContextManager):
+        if not name.startswith("_"):
+            assert f"`{name}(" in section or f"`{name}`" in section, name

@@ -301,3 +301,18 @@ def test_text_must_be_a_string() -> None:
         count_tokens(b"bytes", "gpt-4")  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="model"):
         encoding_for(4)  # type: ignore[arg-type]
+
+
+@needs_bpe
+def test_the_token_counting_section_of_the_docs_runs() -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "conversation.md").read_text()
+    section = text.split("## Token counting", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 1
+    exec(compile(blocks[0], "docs/conversation.md", "exec"), {"__name__": "docs"})
+    for name in tokens.__all__:
+        if name[0].islower():
+            assert f"`{name}(" in section, name
