@@ -398,6 +398,12 @@ def test_the_newest_turn_is_never_cut_nor_folded() -> None:
         manager.build()
     assert err.value.details["field"] == "max_recent_tokens"
     assert len(manager) == 1
+    squeezed = SmartContextManager(max_total_tokens=120, model="gpt-4o")
+    squeezed.set_system("You are terse. " * 10)
+    squeezed.add("user", "word " * 90)
+    with pytest.raises(ValidationError) as err:
+        squeezed.build()
+    assert err.value.details["field"] == "max_total_tokens"
 
 
 # -- Anthropic ---------------------------------------------------------------------------------

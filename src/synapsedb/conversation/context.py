@@ -281,12 +281,13 @@ class SmartContextManager:
         fits = [i for i in starts if self._recent_cost(entries, i, lead) <= target] or \
             [i for i in starts if self._recent_cost(entries, i, lead) <= hard]  # fmt: skip
         if not fits:
-            last = starts[-1]
+            # the budget that left too little: the recent tier's own, or what the total left
+            name = "max_recent_tokens" if hard >= self.max_recent_tokens else "max_total_tokens"
             raise ValidationError(
-                f"max_recent_tokens: the newest turn alone costs "
-                f"{self._recent_cost(entries, last, lead)} tokens, over the "
-                f"{hard} left for recent messages",
-                field="max_recent_tokens",
+                f"{name}: the newest turn alone costs "
+                f"{self._recent_cost(entries, starts[-1], lead)} tokens, over the {hard} left "
+                "for recent messages (the newest turn is never cut)",
+                field=name,
                 limit=hard,
             )
         start = fits[0]
