@@ -213,6 +213,22 @@ def test_window_over_sessions_reads_only_the_tail(ns: Namespace) -> None:
     assert all(last is not None for last, _ in rec.loads) and rec.read < 40
 
 
+def test_every_system_message_the_session_starts_with_is_kept(ns: Namespace) -> None:
+    sessions = Sessions(ns)
+    sessions.append("s", Message.system("You are terse."))
+    sessions.append("s", Message.system("The user is called Ana."))
+    chat(sessions, "s", 500, system=None)
+    rec = Recording(sessions)
+    for got in (Window(rec, k=2).load("s"), TokenBuffer(rec, max_tokens=100).load("s")):
+        assert contents(got[:2]) == ["You are terse.", "The user is called Ana."]
+        assert got[2].role != "system" and count_message_tokens(got) > 0
+    assert all(last is not None for last, _ in rec.loads)  # tail reads only
+    for i in range(10):  # a session of nothing but system messages, more than read at first
+        sessions.append("sys", Message.system(f"rule {i}"))
+    assert contents(Window(sessions, k=1).load("sys")) == [f"rule {i}" for i in range(10)]
+    assert Window(sessions, k=1, keep_system=False).load("sys") == sessions.load("sys", last=1)
+
+
 # -- TokenBuffer --------------------------------------------------------------------------------
 
 
@@ -281,7 +297,7 @@ def test_window_and_token_buffer_agree_with_a_reference_on_random_sessions() -> 
     for trial in range(150):
         store = InMemoryStore()
         sid = f"t{trial}"
-        if rng.random() < 0.5:
+        for _ in range(rng.choice([0, 0, 1, 1, 2])):
             store.append(sid, Message.system("sys " * rng.randint(1, 30)))
         if rng.random() < 0.2:
             store.append(sid, Message.tool("stray", "call_x"))
@@ -298,7 +314,8 @@ def test_window_and_token_buffer_agree_with_a_reference_on_random_sessions() -> 
         k, budget = rng.randint(0, 12), rng.randint(10, 400)
         got = Window(store, k=k).load(sid)
         check_tool_units(got)
-        head = [msgs[0]] if msgs and msgs[0].role == "system" else []
+        n = next((i for i, m in enumerate(msgs) if m.role != "system"), len(msgs))
+        head = msgs[:n]  # the system messages the session starts with
         assert got[: len(head)] == head
         body = got[len(head) :]
         assert body == msgs[len(msgs) - len(body) :]  # a suffix of the session
@@ -460,3 +477,24 @@ def test_async_vector(ns: Namespace) -> None:
     assert asyncio.run(run()) == Vector(sessions, k=1).load("s")
     assert contents(Vector(sessions, k=1).load("s")) == ["I love jazz.",
                                                          "Recommend some jazz records?"]  # fmt: skip
+
+
+def test_the_strategies_section_of_the_docs_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/conversation.md's ``## Strategies`` example runs as written (no LLM configured: the
+    summary is extractive), and every strategy and its async twin is named there."""
+    import re
+
+    from synapsedb.conversation import strategies
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "conversation.md").read_text()
+    section = text.split("## Strategies", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SYNAPSEDB_LLM_BASE_URL", raising=False)
+    for code in blocks:
+        exec(compile(code, "docs/conversation.md", "exec"), {"__name__": "docs"})
+    for name in strategies.__all__:
+        assert f"`{name}" in section, name

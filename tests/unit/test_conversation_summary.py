@@ -426,6 +426,11 @@ def test_summary_composes_with_window(ns: Namespace) -> None:
     got = Window(Summary(sessions, Summarizer(max_tokens=40), keep=6), k=2).load("s")
     assert got[0].metadata and "summary" in got[0].metadata  # the summary is the head
     assert [m.content for m in got[1:]] == [m.content for m in sessions.load("s", last=2)]
+    sessions.append("t", Message.system("You are terse."))
+    talk(sessions, "t", 0, 20)
+    got = Window(Summary(sessions, Summarizer(max_tokens=40), keep=6), k=2).load("t")
+    assert got[0].content == "You are terse." and summary_of(got) == got[1]  # both kept
+    assert got[2:] == sessions.load("t", last=2)
 
 
 # -- models of the wrong kind, async ---------------------------------------------------------------

@@ -24,12 +24,14 @@ Rules every strategy keeps:
   more than ``k``: a just-arrived tool result is never dropped); TokenBuffer and SummaryBuffer
   keep their budget and move it forward, dropping the whole unit. Tool results at the very
   start of a session, whose call is not there, are dropped.
-- ``keep_system=True`` (default): a system message at the head of the session (the app's
-  instructions) is kept in front, outside ``k`` (Window) but inside the token budget.
+- ``keep_system=True`` (default): the system messages the session starts with (the app's
+  instructions; over a Summary, its summary too) are kept in front, outside ``k`` (Window)
+  but inside the token budget.
 - Over a store whose ``load`` takes ``last=`` (Sessions, InMemoryStore), Window and
   TokenBuffer read only the tail (TokenBuffer in growing chunks until its budget is full), so
-  a 100,000-message session costs what a short one does. The head system message is read
-  with ``load(first=1)`` where the store offers it, else with one full load.
+  a 100,000-message session costs what a short one does. The head system messages are read
+  with ``load(first=)`` where the store offers it, from a Sessions store's first events after
+  its last clear, else with one full load.
 
 Every strategy has an async twin (``AsyncWindow(AsyncSessions(ns), k=6)``, ...) with the same
 arguments whose ``append``/``load``/``clear`` are coroutines, over an
@@ -76,6 +78,7 @@ __all__ = [
 FIRST_CHUNK = 32  # messages read first by TokenBuffer and the summaries; then x4 each time
 MAX_QUERY_CHARS = 4000  # of the last user message, searched by Vector (the engine takes 8192)
 MAX_IN = 1024  # the filter language's longest $in/$nin list
+HEAD_READ = 8  # messages read from the start of a session for its head system messages
 
 
 # -- steps a policy yields ------------------------------------------------------------------------
@@ -91,7 +94,7 @@ class Read:
 
 @dataclass(frozen=True, slots=True)
 class Head:
-    """The session's first message if it is a system message, else None."""
+    """The system messages the session starts with (a list, maybe empty)."""
 
 
 Step: TypeAlias = Read | Head | NsCall | ChatStep
@@ -240,35 +243,48 @@ class _Strategy:
     keep_system = False
 
     def _split_head(self, session_id: str, msgs: list[Message], complete: bool) -> Policy:
-        """``(head, body)``: the session's head system message (None if there is none or it
-        is not kept) and the other messages of ``msgs``."""
+        """``(head, body)``: the system messages at the head of the session (none if there
+        are none or they are not kept) and the other messages of ``msgs``."""
         if not self.keep_system or not msgs:
-            return None, msgs
+            return [], msgs
         if complete:
-            return (msgs[0], msgs[1:]) if msgs[0].role == "system" else (None, msgs)
+            n = next((i for i, m in enumerate(msgs) if m.role != "system"), len(msgs))
+            return msgs[:n], msgs[n:]
         head = yield from self._head(session_id)
-        if head is not None and msgs[0].id is not None and msgs[0].id == head.id:
-            return head, msgs[1:]
-        return head, msgs
+        return head, _without(msgs, head)
 
     def _head(self, session_id: str) -> Policy:
-        """The first message of the session if it is a system message. A Sessions store
-        without ``load(first=)``: its first event after the last clear, read directly unless
-        the session has a ttl (a long pause then hides the messages before it: the store's
-        own load decides)."""
+        """The system messages the session starts with. A Sessions store without
+        ``load(first=)``: its first events after the last clear, read directly, unless the
+        session has a ttl (a long pause then hides the messages before it: the store's own
+        load decides)."""
         store = self.store
         if (self.ns is None or isinstance(store, _Strategy)
                 or _takes(store, "load", "first")):  # fmt: skip
             return (yield Head())
         stream = session_entity(session_id)
         state = state_of((yield NsCall("facts", (stream,))))
-        if (
-            state.value["ttl"] if "ttl" in state.value else getattr(store, "ttl", None)
-        ) is not None:
+        ttl = state.value["ttl"] if "ttl" in state.value else getattr(store, "ttl", None)
+        if ttl is not None:
             return (yield Head())
-        evs = yield NsCall("events", (stream,), {"after": state.cleared_through, "limit": 1})
-        first = message_of_event(evs[0]) if evs else None
-        return first if first is not None and first.role == "system" else None
+        evs = yield NsCall("events", (stream,), {"after": state.cleared_through,
+                                                 "limit": HEAD_READ})  # fmt: skip
+        msgs = [m for m in map(message_of_event, evs) if m is not None]
+        head = _leading_system(msgs)
+        if len(head) == len(msgs) == HEAD_READ:  # more may follow: the store decides
+            return (yield Head())
+        return head
+
+
+def _leading_system(msgs: list[Message]) -> list[Message]:
+    n = next((i for i, m in enumerate(msgs) if m.role != "system"), len(msgs))
+    return msgs[:n]
+
+
+def _without(msgs: list[Message], head: list[Message]) -> list[Message]:
+    """``msgs`` less the head messages among them (by id: these are a store's messages)."""
+    ids = {m.id for m in head if m.id is not None}
+    return [m for m in msgs if m.id is None or m.id not in ids] if ids else msgs
 
 
 class _SyncStrategy(_Strategy):
@@ -308,9 +324,9 @@ class _SyncStrategy(_Strategy):
                 return msgs, len(msgs) < step.last
             return store.load(sid), True
         if isinstance(step, Head):
-            msgs = (store.load(sid, first=1) if _takes(store, "load", "first")
+            msgs = (store.load(sid, first=HEAD_READ) if _takes(store, "load", "first")
                     else store.load(sid))  # fmt: skip
-            return msgs[0] if msgs and msgs[0].role == "system" else None
+            return _leading_system(msgs)
         if isinstance(step, ChatStep):
             return chat(self.llm, step)
         return getattr(self.ns, step.method)(*step.args, **step.kwargs)
@@ -351,9 +367,9 @@ class _AsyncStrategy(_Strategy):
                 return msgs, len(msgs) < step.last
             return await store.load(sid), True
         if isinstance(step, Head):
-            msgs = await (store.load(sid, first=1) if _takes(store, "load", "first")
+            msgs = await (store.load(sid, first=HEAD_READ) if _takes(store, "load", "first")
                           else store.load(sid))  # fmt: skip
-            return msgs[0] if msgs and msgs[0].role == "system" else None
+            return _leading_system(msgs)
         if isinstance(step, ChatStep):
             return await achat(self.llm, step)
         method = getattr(self.ns, step.method)
@@ -444,7 +460,7 @@ class _Window(_Strategy):
         window = body[window_start(body, self.k)[0] :]
         if window and window[0].role == "tool":  # an orphan at the session's start
             window = window[units(window)[0][1] :]
-        return ([head] if head is not None else []) + window
+        return head + window
 
 
 class _TokenBuffer(_Strategy):
@@ -461,7 +477,7 @@ class _TokenBuffer(_Strategy):
     def policy(self, session_id: str) -> Policy:
         costs = _Costs(self.counter)
         n: int | None = FIRST_CHUNK
-        head: Message | None = None
+        head: list[Message] = []
         known = False
         while True:
             msgs, complete = yield Read(n)
@@ -469,15 +485,15 @@ class _TokenBuffer(_Strategy):
                 head, body = yield from self._split_head(session_id, msgs, complete)
                 known = True
             else:
-                body = msgs[1:] if head is not None and msgs and msgs[0].id == head.id else msgs
-            budget = self.max_tokens - costs.priming - (costs.of(head) if head else 0)
+                body = _without(msgs, head)
+            budget = self.max_tokens - costs.priming - sum(map(costs.of, head))
             start, why = _fit(body, costs, budget)
             if why == "budget" or complete or n is None:
                 break
             n = _grow(n)
         if start < len(body) and body[start].role == "tool":  # an orphan at the start
             start = len(body)
-        return ([head] if head is not None else []) + body[start:]
+        return head + body[start:]
 
 
 # -- summaries -------------------------------------------------------------------------------------
@@ -537,7 +553,7 @@ class _Summarising(_Strategy):
             yield NsCall("delete", (session_entity(session_id), SUMMARY_KEY))
 
     def _pending(self, session_id: str, through: str | None) -> Policy:
-        """``(head, pending)``: the head system message and the messages not folded yet,
+        """``(head, pending)``: the head system messages and the messages not folded yet,
         reading the tail in growing chunks until it reaches ``through``."""
         n: int | None = FIRST_CHUNK if through is not None else None
         while True:
@@ -573,10 +589,7 @@ class _Summary(_Summarising):
         if start >= self.batch:
             state = yield from self._fold(session_id, state, version, pending[:start])
             pending = pending[start:]
-        out = [head] if head is not None else []
-        if state.text:
-            out.append(state.message())
-        return out + pending
+        return head + ([state.message()] if state.text else []) + pending
 
 
 class _SummaryBuffer(_Summarising):
@@ -602,15 +615,12 @@ class _SummaryBuffer(_Summarising):
         costs = _Costs(self.counter)
         state, version = yield from self._state(session_id)
         head, pending = yield from self._pending(session_id, state.through)
-        budget = self.max_tokens - costs.priming - (costs.of(head) if head else 0)
+        budget = self.max_tokens - costs.priming - sum(map(costs.of, head))
         if state.text or _fit(pending, costs, budget)[0] > 0:
             start, _ = _fit(pending, costs, budget - self.reserve)
             state = yield from self._fold(session_id, state, version, pending[:start])
             pending = pending[start:]
-        out = [head] if head is not None else []
-        if state.text:
-            out.append(state.message())
-        return out + pending
+        return head + ([state.message()] if state.text else []) + pending
 
 
 # -- relevance ---------------------------------------------------------------------------------------
@@ -658,10 +668,8 @@ class _Vector(_Strategy):
                 f"session {session_id!r}: its messages are not searchable, so Vector finds "
                 "nothing; append them with Sessions(ns, searchable=True) (or "
                 "append(..., searchable=True))", field="sessions.searchable")  # fmt: skip
-        skip = {head.id} if head is not None else set()
-        turns = [_plain(m) for m in found if m.id not in skip]
-        out = [head] if head is not None else []
-        return out + turns + (msgs[at:] if self.include_last else [])
+        turns = [_plain(m) for m in _without(found, head)]
+        return head + turns + (msgs[at:] if self.include_last else [])
 
     def _search(self, stream: str, current: list[Message], lowest: str | None,
                 inclusive: bool) -> Policy:  # fmt: skip
@@ -715,14 +723,15 @@ class Buffer(_Buffer, _SyncStrategy):
 
 
 class Window(_Window, _SyncStrategy):
-    """The last ``k`` messages (plus the head system message, ``keep_system``). A tool call's
-    results are never separated from it: the window then starts at the call."""
+    """The last ``k`` messages (plus the system messages the session starts with,
+    ``keep_system``). A tool call's results are never separated from it: the window then
+    starts at the call."""
 
 
 class TokenBuffer(_TokenBuffer, _SyncStrategy):
     """The newest messages whose tokens (with OpenAI's chat overhead, for ``model``'s
-    encoding or the 4-characters estimate) fit ``max_tokens``; the head system message counts
-    in the budget and is kept even when it alone is over it."""
+    encoding or the 4-characters estimate) fit ``max_tokens``; the head system messages count
+    in the budget and are kept even when they alone are over it."""
 
 
 class Summary(_Summary, _SyncStrategy):
