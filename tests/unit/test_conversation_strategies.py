@@ -139,6 +139,11 @@ def test_strategy_arguments_are_checked_with_the_field_named() -> None:
     with pytest.raises(ValidationError) as err:
         Window(store).load("")
     assert err.value.field == "session_id"
+    with pytest.raises(ValidationError, match="use Window over it") as err:
+        AsyncWindow(store)
+    assert err.value.field == "store"
+    with pytest.raises(ValidationError, match="use AsyncTokenBuffer over it"):
+        TokenBuffer(AsyncWindow(AsyncSessions(object())))
 
 
 # -- Window -------------------------------------------------------------------------------------

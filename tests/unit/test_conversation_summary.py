@@ -201,6 +201,24 @@ def test_folds_send_only_the_turns_newer_than_the_summary(
     assert other.load("s") == got and len(script.seen) == 2
 
 
+def test_a_summary_over_a_long_session_reads_only_what_is_new(ns: Namespace) -> None:
+    from tests.unit.test_conversation_strategies import Recording
+
+    sessions = Sessions(ns)
+    talk(sessions, "s", 0, 600)  # 1,200 messages
+    rec = Recording(sessions)
+    strategy = SummaryBuffer(rec, Summarizer(max_tokens=60), max_tokens=500)
+    first = strategy.load("s")
+    assert rec.loads == [(None, 1200)]  # the first summary reads everything once
+    talk(sessions, "s", 600, 3)
+    rec.loads.clear()
+    again = strategy.load("s")
+    assert rec.read < 200 and all(last is not None for last, _ in rec.loads)  # not 1,206
+    assert summary_of(again).metadata["summary"]["version"] == 2  # type: ignore[index]
+    assert count_message_tokens(again) <= 500 and again[-1].content.startswith("Noted turn 602")
+    assert summary_of(first) != summary_of(again)
+
+
 def test_summary_batches_folds(ns: Namespace, llm: ChatClient, script: Scripted) -> None:
     sessions = Sessions(ns)
     strategy = Summary(sessions, Summarizer(llm), keep=4)  # batch defaults to keep

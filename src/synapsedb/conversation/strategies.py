@@ -290,6 +290,13 @@ def _without(msgs: list[Message], head: list[Message]) -> list[Message]:
 class _SyncStrategy(_Strategy):
     """Runs policies against a blocking store: a MemoryStore."""
 
+    def __init__(self, store: Any) -> None:
+        if inspect.iscoroutinefunction(getattr(store, "load", None)):
+            raise ValidationError(
+                f"store: {type(store).__name__} is an AsyncMemoryStore; use "
+                f"Async{type(self).__name__} over it", field="store")  # fmt: skip
+        super().__init__(store)
+
     def append(self, session_id: str, message: MessageLike, **options: Any) -> Message:
         """Append to the wrapped store (keyword options go with it)."""
         return self.store.append(session_id, message, **options)  # type: ignore[no-any-return]
@@ -335,6 +342,15 @@ class _SyncStrategy(_Strategy):
 class _AsyncStrategy(_Strategy):
     """Runs policies against an AsyncMemoryStore, awaiting each step. A namespace call on an
     embedded Namespace runs in a worker thread (it blocks on disk)."""
+
+    def __init__(self, store: Any) -> None:
+        load = getattr(store, "load", None)
+        if callable(load) and not inspect.iscoroutinefunction(load):
+            raise ValidationError(
+                f"store: {type(store).__name__} is a blocking MemoryStore; use "
+                f"{type(self).__name__.removeprefix('Async')} over it, or AsyncSessions",
+                field="store")  # fmt: skip
+        super().__init__(store)
 
     async def append(self, session_id: str, message: MessageLike, **options: Any) -> Message:
         return await self.store.append(session_id, message, **options)  # type: ignore[no-any-return]
