@@ -26,8 +26,8 @@ from synapsedb.conversation.strategies import (
     TokenBuffer,
     Vector,
     Window,
-    units,
 )
+from synapsedb.conversation.strategy_base import units
 from synapsedb.conversation.tokens import count_message_tokens, encoding_for
 
 
