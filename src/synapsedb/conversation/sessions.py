@@ -19,6 +19,8 @@ facts about the entity ``session:<id>``. Semantics:
   ``info``, ``sessions``); ``purge_expired`` erases such sessions. The ttl is the session's own
   (``configure``) or the store's. Time is the store's ``clock`` (wall clock by default; give
   the database's clock to share its notion of now), compared with the events' commit times.
+- Over a remote namespace each operation is one request to the session routes
+  (:mod:`.routed`), unless the store has its own ``clock``: then the plans compose public calls.
 - ``load(id, last=N)`` reads the tail from the end (``events(order="desc", limit=N,
   after=<cleared id>)``): as fast on a 100,000-message session as on a short one.
 """
@@ -27,20 +29,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..engine.namespace import Namespace
 from ..times import TimeLike
 from ..types import Forgotten
 from .drivers import Plan, drive, drive_async
 from .messages import Message, MessageLike
-from .session_plans import SessionPlans
+from .routed import RoutedPlans
 from .session_records import SessionInfo
+
+if TYPE_CHECKING:
+    from .summary import Summarizer
 
 __all__ = ["AsyncSessions", "SessionInfo", "Sessions"]
 
 
-class Sessions(SessionPlans):
+class Sessions(RoutedPlans):
     """A namespace as a :class:`~synapsedb.conversation.store.MemoryStore`.
 
     ``Sessions(ns, searchable=False, ttl=None, entity=None, clock=None)``:
@@ -85,13 +90,25 @@ class Sessions(SessionPlans):
         return drive(self.ns, self._append_many(session_id, messages, searchable, entity))
 
     def load(
-        self, session_id: str, *, last: int | None = None, as_of: TimeLike | None = None
-    ) -> list[Message]:
+        self, session_id: str, *, last: int | None = None, as_of: TimeLike | None = None,
+        strategy: str | None = None, k: int | None = None, max_tokens: int | None = None,
+        model: str | None = None, keep: int | None = None, summary_tokens: int | None = None,
+        summarizer: Summarizer | None = None,
+    ) -> list[Message]:  # fmt: skip
         """The session's messages since its last clear, oldest first (``[]`` if it expired).
         ``last=N`` (at most 10,000): only the newest N, read from the end of the stream.
         ``as_of``: the session as it read then (before a clear: the messages it hid). Events
-        of the stream that hold no message (no known ``role`` in their data) are skipped."""
-        return drive(self.ns, self._load(session_id, last, as_of))
+        of the stream that hold no message (no known ``role`` in their data) are skipped.
+        ``strategy``: what a strategy of that name gives (``window``, ``token_buffer``,
+        ``summary_buffer``...; its options ``k``, ``max_tokens``... : :mod:`.named`), not with
+        ``last``/``as_of``. Over a remote namespace it runs on the server (one request; its
+        model summarises) unless a ``summarizer`` is given."""
+        opts = self._options(strategy, last, as_of, summarizer, k=k, max_tokens=max_tokens,
+                             model=model, keep=keep, summary_tokens=summary_tokens)  # fmt: skip
+        local = self._local(session_id, strategy, opts, summarizer)
+        if local is not None:
+            return local.load(session_id)  # type: ignore[no-any-return]
+        return drive(self.ns, self._load_with(session_id, last, as_of, strategy, opts))
 
     def clear(self, session_id: str) -> None:
         """Empty the session for later loads: a write to its ``state`` fact (write scope), not
@@ -145,7 +162,7 @@ class Sessions(SessionPlans):
         return drive(self.ns, self._search(session_id, text, k, as_of, exclude))
 
 
-class AsyncSessions(SessionPlans):
+class AsyncSessions(RoutedPlans):
     """:class:`Sessions` with coroutines (an
     :class:`~synapsedb.conversation.store.AsyncMemoryStore`): the same constructor, methods
     and semantics. ``ns`` is a ``synapsedb.connect_async(url).namespace(..)`` (its calls are
@@ -183,10 +200,18 @@ class AsyncSessions(SessionPlans):
         return await self._run(self._append_many(session_id, messages, searchable, entity))  # type: ignore[no-any-return]
 
     async def load(
-        self, session_id: str, *, last: int | None = None, as_of: TimeLike | None = None
-    ) -> list[Message]:
-        """See :meth:`Sessions.load`."""
-        return await self._run(self._load(session_id, last, as_of))  # type: ignore[no-any-return]
+        self, session_id: str, *, last: int | None = None, as_of: TimeLike | None = None,
+        strategy: str | None = None, k: int | None = None, max_tokens: int | None = None,
+        model: str | None = None, keep: int | None = None, summary_tokens: int | None = None,
+        summarizer: Summarizer | None = None,
+    ) -> list[Message]:  # fmt: skip
+        """See :meth:`Sessions.load` (the strategy is the async twin)."""
+        opts = self._options(strategy, last, as_of, summarizer, k=k, max_tokens=max_tokens,
+                             model=model, keep=keep, summary_tokens=summary_tokens)  # fmt: skip
+        local = self._local(session_id, strategy, opts, summarizer, asynchronous=True)
+        if local is not None:
+            return await local.load(session_id)  # type: ignore[no-any-return]
+        return await self._run(self._load_with(session_id, last, as_of, strategy, opts))  # type: ignore[no-any-return]
 
     async def clear(self, session_id: str) -> None:
         """See :meth:`Sessions.clear`."""

@@ -1,0 +1,146 @@
+"""Sessions over the session routes: one HTTP round trip per operation.
+
+A remote namespace (``synapsedb.connect(url).namespace(..)``, sync or async) has the
+``session_*`` methods of the session routes (docs/http.md). Over such a namespace
+:class:`RoutedPlans` turns ``append``, ``append_many``, ``load`` (with a strategy too),
+``clear``, ``info``, ``sessions`` and ``purge`` into one call of those methods, where the
+composed plans of :mod:`.session_plans` take two or more (state fact, then events). The
+server runs the very same plans over its embedded namespace, so the answers are the same.
+
+The plans still compose public calls (as over an embedded namespace) when the route cannot
+say the same thing:
+
+- the store has its own ``clock`` (a TTL is judged by the server's clock over HTTP);
+- the session id contains ``/`` (a URL path segment cannot carry it: servers decode ``%2F``
+  before routing);
+- a ``summarizer`` object is given to ``load``: the summary is then made here, with it (over
+  the route the server's configured model makes it).
+
+``configure``, ``purge_expired`` and ``search`` always compose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..clock import SystemClock
+from ..times import TimeLike
+from ..types import Forgotten
+from . import named
+from .drivers import Plan, call
+from .layout import check_session_id
+from .messages import Message, MessageLike
+from .session_plans import SessionPlans
+from .session_records import SessionInfo, check_count_limit
+
+__all__ = ["MAX_APPEND", "RoutedPlans", "routable"]
+
+MAX_APPEND = 1000  # messages in one append request; the client sends more in several
+
+
+def routable(session_id: str) -> bool:
+    """Whether a (valid) session id can be one URL path segment."""
+    return "/" not in session_id
+
+
+class RoutedPlans(SessionPlans):
+    """:class:`SessionPlans` that use the session routes when the namespace has them."""
+
+    __slots__ = ()
+
+    def _routed(self, session_id: str | None = None) -> bool:
+        return (
+            callable(getattr(self.ns, "session_load", None))
+            and type(self.clock) is SystemClock
+            and (session_id is None or routable(check_session_id(session_id)))
+        )
+
+    def _append(
+        self, session_id: str, message: MessageLike, searchable: bool | None, entity: str | None,
+        field: str = "message",
+    ) -> Plan[Message]:  # fmt: skip
+        if not self._routed(session_id):
+            return (yield from super()._append(session_id, message, searchable, entity, field))
+        msg = Message.of(message, field)  # checked here, as embedded: bad input sends nothing
+        out = yield call("session_append", session_id, msg, searchable=self._searchable(searchable),
+                         entity=self._entity(entity))  # fmt: skip
+        return out  # type: ignore[no-any-return]
+
+    def _append_many(
+        self, session_id: str, messages: Sequence[MessageLike], searchable: bool | None,
+        entity: str | None,
+    ) -> Plan[list[Message]]:  # fmt: skip
+        if not self._routed(session_id):
+            return (yield from super()._append_many(session_id, messages, searchable, entity))
+        from ..errors import ValidationError
+
+        if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+            raise ValidationError("messages: expected a list of messages", field="messages")
+        msgs = [Message.of(m, f"messages[{i}]") for i, m in enumerate(messages)]
+        out: list[Message] = []
+        for start in range(0, len(msgs), MAX_APPEND):  # all checked first: bad input sends nothing
+            out += yield call("session_append", session_id, msgs[start : start + MAX_APPEND],
+                              searchable=self._searchable(searchable),
+                              entity=self._entity(entity))  # fmt: skip
+        return out
+
+    def _searchable(self, searchable: bool | None) -> bool | None:
+        return self.searchable if searchable is None else searchable
+
+    def _entity(self, entity: str | None) -> str | None:
+        return self.entity if entity is None else entity
+
+    def _options(
+        self, strategy: Any, last: Any, as_of: Any, summarizer: Any, **options: Any
+    ) -> dict[str, Any]:
+        """``load``'s strategy options, checked (:func:`.named.check`)."""
+        return named.check(strategy, options, last=last, as_of=as_of, summarizer=summarizer)
+
+    def _local(
+        self, session_id: str, strategy: str | None, options: dict[str, Any], summarizer: Any,
+        *, asynchronous: bool = False,
+    ) -> Any:  # fmt: skip
+        """The strategy ``load`` runs here over this store, or None: none was asked for, or
+        the route makes it (no ``summarizer`` object: the server's model summarises)."""
+        if strategy is None or (summarizer is None and self._routed(session_id)):
+            return None
+        return named.build(self, strategy, options, summarizer=summarizer,
+                           asynchronous=asynchronous)  # fmt: skip
+
+    def _load_with(
+        self, session_id: str, last: int | None, as_of: TimeLike | None,
+        strategy: str | None, options: dict[str, Any],
+    ) -> Plan[list[Message]]:  # fmt: skip
+        """``load`` over the route (the strategy made by the server), or composed when the
+        route cannot say it and no strategy was asked for."""
+        if self._routed(session_id):
+            out = yield call("session_load", session_id, last=last, as_of=as_of,
+                             strategy=strategy, ttl=self.ttl, **options)  # fmt: skip
+            return out  # type: ignore[no-any-return]
+        return (yield from self._load(session_id, last, as_of))
+
+    def _clear(self, session_id: str) -> Plan[None]:
+        if not self._routed(session_id):
+            return (yield from super()._clear(session_id))
+        yield call("session_clear", session_id)
+        return None
+
+    def _info(self, session_id: str, as_of: TimeLike | None, count_limit: int) -> Plan[SessionInfo]:  # fmt: skip
+        if not self._routed(session_id):
+            return (yield from super()._info(session_id, as_of, count_limit))
+        out = yield call("session_info", session_id, as_of=as_of,
+                         count_limit=check_count_limit(count_limit), ttl=self.ttl)  # fmt: skip
+        return out  # type: ignore[no-any-return]
+
+    def _sessions(self, as_of: TimeLike | None) -> Plan[list[str]]:
+        if not self._routed():
+            return (yield from super()._sessions(as_of))
+        out = yield call("session_list", as_of=as_of, ttl=self.ttl)
+        return out  # type: ignore[no-any-return]
+
+    def _purge(self, session_id: str) -> Plan[Forgotten]:
+        if not self._routed(session_id):
+            return (yield from super()._purge(session_id))
+        out = yield call("session_clear", session_id, purge=True)
+        return out  # type: ignore[no-any-return]
