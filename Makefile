@@ -107,6 +107,15 @@ bench-agentic: install
 bench-proxy: install
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_proxy.py $(BENCH_PROXY_ARGS)
 
+# Conversation memory's benchmarks (docs/benchmarks.md; not part of make bench): Sessions append
+# and load(last=50) on a 100,000-message session (embedded and over HTTP), context assembly at an
+# 8,000-token budget, LoCoMo prompt tokens and evidence recall per strategy; then token counts
+# against tiktoken. About 10 minutes on 2 cores; BENCH_CONVERSATION_ARGS=--quick for a shorter run.
+.PHONY: bench-conversation
+bench-conversation: install
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_conversation.py $(BENCH_CONVERSATION_ARGS)
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_tokens.py
+
 # The HTTP benchmark's load generator, from Debian's packages (installed when we are root).
 wrk:
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq wrk >/dev/null; } \
