@@ -36,6 +36,8 @@ def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
                 headers=a)  # fmt: skip
     client.put(f"{NS}/facts", json={"entity": "user:1", "key": "k", "value": 1}, headers=a)
     client.post(f"{NS}/events", json={"entity": "user:1", "event": "A's event"}, headers=a)
+    client.post(f"{NS}/sessions/s1/messages", json={"message": {"role": "user",
+                "content": "A's turn"}}, headers=a)  # fmt: skip
     q = client.post(f"{NS}/query", json={"text": "secret"}, headers=a).json()
     client.post(f"{NS}/answers", json={"answer_id": "ans1", "query_ids": [q["query_id"]]},
                 headers=a)  # fmt: skip
@@ -105,6 +107,22 @@ PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
     ("GET", f"{NS}/audit", {"params": {"entity": "user:1"}}, {"params": {"entity": "nobody"}}),
     ("GET", f"{NS}/snapshot", {"params": {"entity": "user:1"}}, {"params": {"entity": "nobody"}}),
     ("POST", f"{NS}/forget", {"json": {"id": "m1"}}, {"json": {"id": "zz9"}}),
+    ("GET", f"{NS}/sessions", {}, {}),
+    ("GET", f"{NS}/sessions/s1", {}, {"path": f"{NS}/sessions/zz9"}),
+    ("GET", f"{NS}/sessions/s1/messages", {}, {"path": f"{NS}/sessions/zz9/messages"}),
+    (
+        "GET",
+        f"{NS}/sessions/s1/messages",
+        {"params": {"strategy": "summary_buffer"}},
+        {"path": f"{NS}/sessions/zz9/messages", "params": {"strategy": "summary_buffer"}},
+    ),
+    ("DELETE", f"{NS}/sessions/s1", {}, {"path": f"{NS}/sessions/zz9"}),
+    (
+        "DELETE",
+        f"{NS}/sessions/s1",
+        {"params": {"purge": "true"}},
+        {"path": f"{NS}/sessions/zz9", "params": {"purge": "true"}},
+    ),
     ("GET", f"{NS}/entities", {}, {}),
     ("GET", f"{NS}/streams", {}, {}),
     ("GET", f"{NS}/stats", {}, {}),
@@ -114,7 +132,8 @@ PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
 # routes that create or change things are probed by what B then sees, not by equality
 WRITES = {("POST", "/memories"), ("POST", "/memories:batch"), ("PUT", "/facts"),
           ("POST", "/events"), ("POST", "/answers"), ("POST", "/maintain"), ("POST", "/import"),
-          ("PUT", "/config"), ("POST", "/remember")}  # fmt: skip
+          ("PUT", "/config"), ("POST", "/remember"),
+          ("POST", "/sessions/{sid}/messages")}  # fmt: skip
 # the memory proxy needs an upstream model: its isolation is tested in test_proxy.py
 WRITES |= {("POST", "/chat/completions"), ("POST", "/responses"),
            ("POST", "/v1/chat/completions"), ("POST", "/v1/responses")}  # fmt: skip
@@ -133,8 +152,10 @@ def shape(resp: Any) -> Any:
         return resp.status_code, body["hits"]
     if isinstance(body, dict) and "recorded_at" in body:
         return resp.status_code, "object"
-    if isinstance(body, dict):  # echoes of the request (entity, time) are not data
-        return resp.status_code, {k: v for k, v in body.items() if k not in ("entity", "as_of")}
+    if isinstance(body, dict):  # echoes of the request (entity, session, time) are not data
+        return resp.status_code, {k: v for k, v in body.items()
+                                  if k not in ("entity", "as_of", "session_id", "stream",
+                                               "target", "at")}  # fmt: skip
     return resp.status_code, body
 
 
@@ -148,6 +169,8 @@ def test_tenant_b_cannot_reach_or_detect_tenant_a(env: dict[str, Any]) -> None:
         assert "A's" not in got.text
     # and A still has everything (B's deletes and updates did not touch it)
     assert c.get(f"{NS}/memories/m1", headers=h(env, "a")).json()["content"] == "A's secret"
+    assert [m["content"] for m in c.get(f"{NS}/sessions/s1/messages",
+            headers=h(env, "a")).json()["messages"]] == ["A's turn"]  # fmt: skip
     assert c.get("/v1/namespaces", headers=h(env, "a")).json() == ["shared"]
     # B's writes land in B's own namespace of the same name
     c.post(f"{NS}/memories", json={"entity": "user:1", "content": "B's note"}, headers=h(env, "b"))
@@ -180,6 +203,7 @@ def test_every_route_is_probed(env: dict[str, Any]) -> None:
             if method == "HEAD" or (method, suffix) in WRITES:
                 continue
             concrete = {p.removeprefix(NS).replace("m1", "{id}").replace("ans1", "{answer_id}")
+                        .replace("/sessions/s1", "/sessions/{sid}")
                         for m, p, _k, _c in PROBES if m == method}  # fmt: skip
             assert suffix in concrete or route.path in concrete, (method, route.path)
 

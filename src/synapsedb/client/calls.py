@@ -17,6 +17,10 @@ from urllib.parse import quote
 import msgspec
 import numpy as np
 
+from ..conversation.layout import check_session_id
+from ..conversation.messages import Message
+from ..conversation.routed import routable
+from ..conversation.session_records import SessionInfo
 from ..errors import SynapseError, ValidationError, error_from_code
 from ..times import format_us, to_us
 from ..types import (
@@ -292,6 +296,76 @@ def recall(ns: str, what: Any, body: dict[str, Any]) -> Call:
     body = {k: v for k, v in body.items() if v is not None}
     body["text" if isinstance(what, str) else "messages"] = what
     return Call("POST", f"{base(ns)}/recall", Recalled, json=body, agent=body.pop("agent", None))
+
+
+# -- conversation sessions (docs/conversation.md) ---------------------------------------------
+
+
+def _session(ns: str, session_id: Any) -> str:
+    """The path of a session: its id as one percent-encoded segment (``.`` and ``..`` too, so
+    that no client or proxy takes them for dot segments). An id holding ``/`` cannot be one:
+    servers decode ``%2F`` before routing (``Sessions`` composes other routes for such ids)."""
+    sid = check_session_id(session_id)
+    if not routable(sid):
+        raise ValidationError(
+            f"session_id: {sid!r} holds '/', which a URL path segment cannot carry; "
+            "Sessions(ns) keeps such sessions through the events and facts routes",
+            field="session_id")  # fmt: skip
+    segment = quote(sid, safe="")
+    if segment in (".", ".."):
+        segment = segment.replace(".", "%2E")
+    return f"{base(ns)}/sessions/{segment}"
+
+
+def _message_body(value: Any, field: str) -> dict[str, Any]:
+    """A message as the route takes it: checked here, as embedded (bad input sends nothing);
+    the store fills ``id`` and ``ts`` in."""
+    body = Message.of(value, field).to_dict()
+    body.pop("id", None)
+    body.pop("ts", None)
+    return body
+
+
+def _messages_of(values: list[Any]) -> list[Message]:
+    return [Message.of(v, f"messages[{i}]") for i, v in enumerate(values)]
+
+
+def session_append(ns: str, session_id: str, message_or_messages: Any, searchable: bool | None,
+                   entity: str | None, agent: str | None) -> Call:  # fmt: skip
+    path = f"{_session(ns, session_id)}/messages"
+    body: dict[str, Any] = {"searchable": searchable, "entity": entity}
+    if isinstance(message_or_messages, list):
+        body["messages"] = [_message_body(m, f"messages[{i}]")
+                            for i, m in enumerate(message_or_messages)]  # fmt: skip
+        return Call("POST", path, list[dict[str, Any]], json=_present(body), agent=agent,
+                    post=_messages_of)  # fmt: skip
+    body["message"] = _message_body(message_or_messages, "message")
+    return Call("POST", path, dict[str, Any], json=_present(body), agent=agent,
+                post=lambda d: Message.of(d))  # fmt: skip
+
+
+def session_load(ns: str, session_id: str, agent: str | None, **params: Any) -> Call:
+    return Call("GET", f"{_session(ns, session_id)}/messages", dict[str, Any], _params(**params),
+                agent=agent, post=lambda d: _messages_of(d["messages"]))  # fmt: skip
+
+
+def session_clear(ns: str, session_id: str, purge: bool, agent: str | None) -> Call:
+    if purge:
+        return Call("DELETE", _session(ns, session_id), Forgotten, {"purge": "true"}, agent=agent)
+    return Call("DELETE", _session(ns, session_id), dict[str, Any], agent=agent,
+                post=lambda _: None)  # fmt: skip
+
+
+def session_list(ns: str, as_of: Any, ttl: float | None) -> Call:
+    return Call("GET", f"{base(ns)}/sessions", list[str], _params(as_of=as_of, ttl=ttl))
+
+
+def session_info(ns: str, session_id: str, **params: Any) -> Call:
+    return Call("GET", _session(ns, session_id), SessionInfo, _params(**params))
+
+
+def _present(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if v is not None}
 
 
 def lineage(ns: str, answer_id: str) -> Call:

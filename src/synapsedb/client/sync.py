@@ -9,6 +9,8 @@ from typing import Any, Literal, overload
 
 import httpx
 
+from ..conversation.messages import Message, MessageLike
+from ..conversation.session_records import SessionInfo
 from ..errors import ClosedError, StorageError
 from ..times import TimeLike
 from ..types import (
@@ -248,6 +250,59 @@ class RemoteNamespace:
         body = {"entity": entity, "budget_tokens": budget_tokens, "k": k,
                 "threshold": threshold, "rewrite": rewrite, "agent": self._who(agent)}  # fmt: skip
         return self._run(calls.recall(self.name, messages_or_text, body))  # type: ignore[no-any-return]
+
+    # -- conversation sessions (the session routes; Sessions(ns) uses them) ---------------------
+
+    @overload
+    def session_append(
+        self, session_id: str, message_or_messages: list[MessageLike], *,
+        searchable: bool | None = None, entity: str | None = None,
+    ) -> list[Message]: ...  # fmt: skip
+    @overload
+    def session_append(
+        self, session_id: str, message_or_messages: MessageLike, *,
+        searchable: bool | None = None, entity: str | None = None,
+    ) -> Message: ...  # fmt: skip
+    def session_append(
+        self, session_id: str, message_or_messages: MessageLike | list[MessageLike], *,
+        searchable: bool | None = None, entity: str | None = None,
+    ) -> Message | list[Message]:  # fmt: skip
+        """Append a message (or a list: all checked first, at most 1,000) in one request, as
+        ``Sessions(ns).append`` / ``append_many``; returns it (them) as stored."""
+        call = calls.session_append(self.name, session_id, message_or_messages, searchable,
+                                    entity, self._agent)  # fmt: skip
+        return self._run(call)  # type: ignore[no-any-return]
+
+    def session_load(
+        self, session_id: str, *, last: int | None = None, as_of: TimeLike | None = None,
+        strategy: str | None = None, k: int | None = None, max_tokens: int | None = None,
+        model: str | None = None, keep: int | None = None, summary_tokens: int | None = None,
+        ttl: float | None = None,
+    ) -> list[Message]:  # fmt: skip
+        """``Sessions(ns, ttl=ttl).load(...)`` run by the server, a strategy included (its
+        model summarises; a summarising strategy needs the write scope)."""
+        call = calls.session_load(self.name, session_id, self._agent, last=last, as_of=as_of,
+                                  strategy=strategy, k=k, max_tokens=max_tokens, model=model,
+                                  keep=keep, summary_tokens=summary_tokens, ttl=ttl)  # fmt: skip
+        return self._run(call)  # type: ignore[no-any-return]
+
+    def session_clear(self, session_id: str, *, purge: bool = False) -> Forgotten | None:
+        """Clear the session (write scope; history keeps it); ``purge``: erase it (admin
+        scope), returning what was erased."""
+        return self._run(calls.session_clear(self.name, session_id, purge, self._agent))  # type: ignore[no-any-return]
+
+    def session_list(self, *, as_of: TimeLike | None = None, ttl: float | None = None) -> list[str]:
+        """``Sessions(ns, ttl=ttl).sessions(as_of=...)``."""
+        return self._run(calls.session_list(self.name, as_of, ttl))  # type: ignore[no-any-return]
+
+    def session_info(
+        self, session_id: str, *, as_of: TimeLike | None = None, count_limit: int = 1000,
+        ttl: float | None = None,
+    ) -> SessionInfo:  # fmt: skip
+        """``Sessions(ns, ttl=ttl).info(...)``."""
+        call = calls.session_info(self.name, session_id, as_of=as_of, count_limit=count_limit,
+                                  ttl=ttl)  # fmt: skip
+        return self._run(call)  # type: ignore[no-any-return]
 
     # -- lifecycle ------------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ OPTIONS: dict[str, tuple[str, ...]] = {
 STRATEGIES: tuple[str, ...] = tuple(OPTIONS)
 SUMMARISING = frozenset({"summary", "summary_buffer"})
 INT_OPTIONS = frozenset({"k", "max_tokens", "keep", "summary_tokens"})
+MIN_SUMMARY_TOKENS = 16  # the Summarizer's smallest summary
 ALL_OPTIONS: tuple[str, ...] = ("k", "max_tokens", "model", "keep", "summary_tokens")
 
 
@@ -74,6 +75,9 @@ def check(
                                   field=name)  # fmt: skip
         if name in INT_OPTIONS and (isinstance(value, bool) or not isinstance(value, int)):
             raise ValidationError(f"{name}: expected an integer, got {value!r}", field=name)
+        if name == "summary_tokens" and value < MIN_SUMMARY_TOKENS:
+            raise ValidationError(f"summary_tokens: expected an integer >= {MIN_SUMMARY_TOKENS}, "
+                                  f"got {value}", field=name, limit=MIN_SUMMARY_TOKENS)  # fmt: skip
         if name == "model" and not isinstance(value, str):
             raise ValidationError(f"model: expected a model name, got {value!r}", field="model")
     if summarizer is not None:

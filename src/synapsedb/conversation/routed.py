@@ -103,6 +103,7 @@ class RoutedPlans(SessionPlans):
     ) -> Any:  # fmt: skip
         """The strategy ``load`` runs here over this store, or None: none was asked for, or
         the route makes it (no ``summarizer`` object: the server's model summarises)."""
+        check_session_id(session_id)  # first, on every path: the same error embedded or not
         if strategy is None or (summarizer is None and self._routed(session_id)):
             return None
         return named.build(self, strategy, options, summarizer=summarizer,

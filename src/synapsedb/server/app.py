@@ -42,7 +42,7 @@ from .middleware import Observe, RequestGuard, observed
 from .observe import Tracing
 from .openapi import build_document, render_html
 from .proxy import Proxy, ProxyMetrics, openai_error
-from .routes import admin, data, feeds, loop, proxy, recall, service
+from .routes import admin, data, feeds, loop, proxy, recall, service, sessions
 from .wire import encoder, error_response
 
 __all__ = ["create_app"]
@@ -195,6 +195,11 @@ def create_app(
         _ns_route("/answers", recall.record_answer, ["POST"], "write"),
         _ns_route("/remember", loop.remember, ["POST"], "write"),
         _ns_route("/recall", loop.recall, ["POST"], "read"),
+        _ns_route("/sessions", sessions.list_sessions, ["GET"], "read"),
+        _ns_route("/sessions/{sid}", sessions.info, ["GET"], "read"),
+        _ns_route("/sessions/{sid}", sessions.clear, ["DELETE"], "write"),  # purge: admin
+        _ns_route("/sessions/{sid}/messages", sessions.append, ["POST"], "write"),
+        _ns_route("/sessions/{sid}/messages", sessions.load, ["GET"], "read"),  # summaries: write
         _ns_route("/answers/{answer_id}/lineage", recall.lineage, ["GET"], "read"),
         _ns_route("/audit", recall.audit, ["GET"], "read"),
         _ns_route("/snapshot", recall.snapshot, ["GET"], "read"),

@@ -14,6 +14,7 @@ import msgspec
 import numpy as np
 
 from .. import __version__
+from ..conversation import Message, SessionInfo
 from ..types import (
     AuditEntry,
     Event,
@@ -29,6 +30,7 @@ from ..types import (
     Snapshot,
     Stats,
 )
+from .routes.sessions import SessionMessages
 
 __all__ = ["OPERATIONS", "build_document", "render_html"]
 
@@ -232,6 +234,47 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         ],
         "answer": Recalled,
     },
+    ("GET", "/sessions"): {
+        "summary": "Ids of the conversation sessions with messages (not cleared, not expired)",
+        "params": [("as_of", "string", False), ("ttl", "number", False)],
+        "answer": list[str],
+    },
+    ("GET", "/sessions/{sid}"): {
+        "summary": "A session's counts and times",
+        "params": [
+            ("as_of", "string", False),
+            ("count_limit", "integer", False),
+            ("ttl", "number", False),
+        ],
+        "answer": SessionInfo,
+    },
+    ("DELETE", "/sessions/{sid}"): {
+        "summary": "Clear a session (history keeps it), or purge=true: erase it (admin)",
+        "params": [("purge", "boolean", False)],
+        "answer": dict,
+    },
+    ("POST", "/sessions/{sid}/messages"): {
+        "summary": "Append a message, or a list of messages, to a session",
+        "status": 201,
+        "body": ["message", "messages", "searchable", "entity", "agent"],
+        "answer": Message | list[Message],
+    },
+    ("GET", "/sessions/{sid}/messages"): {
+        "summary": "A session's messages, all, the last N, as of a time, or as a strategy "
+        "gives them (summary strategies store the summary: write scope)",
+        "params": [
+            ("last", "integer", False),
+            ("as_of", "string", False),
+            ("ttl", "number", False),
+            ("strategy", "string", False),
+            ("k", "integer", False),
+            ("max_tokens", "integer", False),
+            ("model", "string", False),
+            ("keep", "integer", False),
+            ("summary_tokens", "integer", False),
+        ],
+        "answer": SessionMessages,
+    },
     ("GET", "/answers/{answer_id}/lineage"): {
         "summary": "An answer's lineage",
         "answer": Lineage,
@@ -326,7 +369,7 @@ def build_document(routes: list[tuple[str, str]]) -> dict[str, Any]:
             content = {"application/json": {"schema": by_type[answer]}}
         params = [{"name": n, "in": "query", "required": r, "schema": {"type": t}}
                   for n, t, r in op.get("params", [])]  # fmt: skip
-        for name in ("ns", "id", "answer_id"):
+        for name in ("ns", "id", "answer_id", "sid"):
             if "{" + name + "}" in path:
                 params.insert(0, {"name": name, "in": "path", "required": True,
                                   "schema": {"type": "string"}})  # fmt: skip
