@@ -21,7 +21,7 @@ from synapsedb import errors
 from synapsedb.server import create_app
 
 NS = "/v1/namespaces/fuzz"
-PATH_VALUES = {"{ns}": "fuzz", "{id}": "m1", "{answer_id}": "a1"}
+PATH_VALUES = {"{ns}": "fuzz", "{id}": "m1", "{answer_id}": "a1", "{sid}": "s1"}
 LIVE = ("/events/follow", "/changes")  # endless feeds: asked to end at once when they start
 # The memory proxy answers in OpenAI's error shape (with the same codes), for OpenAI's SDKs:
 # tests/api/test_proxy.py sends these routes the same malformed bodies.
@@ -46,6 +46,10 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/forget"): {"id": "m-none"},
     ("POST", "/maintain"): {"dry_run": True},
     ("PUT", "/config"): {},
+    ("POST", "/sessions/{sid}/messages"): {"message": {"role": "user", "content": "hi"}},
+    ("PUT", "/sessions/{sid}"): {"ttl": 3600},
+    ("POST", "/sessions/{sid}/search"): {"text": "hi", "k": 2},
+    ("POST", "/sessions:purge_expired"): {"ttl": 3600},
 }
 CONFIG_FIELDS = ["max_hot", "max_bytes", "policy", "half_life_days", "recency", "importance",
                  "frequency", "impact", "promote_after", "cold_fallback", "max_writes_per_s"]  # fmt: skip

@@ -116,6 +116,12 @@ PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
         {"params": {"strategy": "summary_buffer"}},
         {"path": f"{NS}/sessions/zz9/messages", "params": {"strategy": "summary_buffer"}},
     ),
+    (
+        "POST",
+        f"{NS}/sessions/s1/search",
+        {"json": {"text": "A's turn"}},
+        {"path": f"{NS}/sessions/zz9/search", "json": {"text": "A's turn"}},
+    ),
     ("DELETE", f"{NS}/sessions/s1", {}, {"path": f"{NS}/sessions/zz9"}),
     (
         "DELETE",
@@ -133,7 +139,8 @@ PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
 WRITES = {("POST", "/memories"), ("POST", "/memories:batch"), ("PUT", "/facts"),
           ("POST", "/events"), ("POST", "/answers"), ("POST", "/maintain"), ("POST", "/import"),
           ("PUT", "/config"), ("POST", "/remember"),
-          ("POST", "/sessions/{sid}/messages")}  # fmt: skip
+          ("POST", "/sessions/{sid}/messages"), ("PUT", "/sessions/{sid}"),
+          ("POST", "/sessions:purge_expired")}  # fmt: skip
 # the memory proxy needs an upstream model: its isolation is tested in test_proxy.py
 WRITES |= {("POST", "/chat/completions"), ("POST", "/responses"),
            ("POST", "/v1/chat/completions"), ("POST", "/v1/responses")}  # fmt: skip

@@ -364,6 +364,26 @@ def session_info(ns: str, session_id: str, **params: Any) -> Call:
     return Call("GET", _session(ns, session_id), SessionInfo, _params(**params))
 
 
+def session_configure(ns: str, session_id: str, ttl: float | None, agent: str | None) -> Call:
+    return Call("PUT", _session(ns, session_id), dict[str, Any], json={"ttl": ttl}, agent=agent,
+                post=lambda _: None)  # fmt: skip
+
+
+def session_purge_expired(ns: str, ttl: float | None, agent: str | None) -> Call:
+    return Call("POST", f"{base(ns)}/sessions:purge_expired", list[str], json=_present({"ttl": ttl}),
+                agent=agent)  # fmt: skip
+
+
+def session_search(ns: str, session_id: str, text: str, body: dict[str, Any]) -> Call:
+    body = _present({"text": text, **body})
+    if "as_of" in body:
+        body["as_of"] = _t(body["as_of"], "as_of")
+    if "exclude" in body and isinstance(body["exclude"], tuple):
+        body["exclude"] = list(body["exclude"])
+    return Call("POST", f"{_session(ns, session_id)}/search", list[dict[str, Any]], json=body,
+                post=_messages_of)  # fmt: skip
+
+
 def _present(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
 

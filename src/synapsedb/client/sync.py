@@ -291,6 +291,23 @@ class RemoteNamespace:
         scope), returning what was erased."""
         return self._run(calls.session_clear(self.name, session_id, purge, self._agent))  # type: ignore[no-any-return]
 
+    def session_configure(self, session_id: str, *, ttl: float | None) -> None:
+        """``Sessions(ns).configure(session_id, ttl=...)`` (write scope)."""
+        # returned: over the async client it is the awaitable
+        return self._run(calls.session_configure(self.name, session_id, ttl, self._agent))  # type: ignore[no-any-return]
+
+    def session_purge_expired(self, *, ttl: float | None = None) -> list[str]:
+        """``Sessions(ns, ttl=ttl).purge_expired()`` by the server's clock (admin scope)."""
+        return self._run(calls.session_purge_expired(self.name, ttl, self._agent))  # type: ignore[no-any-return]
+
+    def session_search(
+        self, session_id: str, text: str, *, k: int = 5, as_of: TimeLike | None = None,
+        exclude: Sequence[str] = (), ttl: float | None = None,
+    ) -> list[Message]:  # fmt: skip
+        """``Sessions(ns, ttl=ttl).search(...)``."""
+        body = {"k": k, "as_of": as_of, "exclude": exclude, "ttl": ttl}
+        return self._run(calls.session_search(self.name, session_id, text, body))  # type: ignore[no-any-return]
+
     def session_list(self, *, as_of: TimeLike | None = None, ttl: float | None = None) -> list[str]:
         """``Sessions(ns, ttl=ttl).sessions(as_of=...)``."""
         return self._run(calls.session_list(self.name, as_of, ttl))  # type: ignore[no-any-return]

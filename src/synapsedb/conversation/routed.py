@@ -2,10 +2,12 @@
 
 A remote namespace (``synapsedb.connect(url).namespace(..)``, sync or async) has the
 ``session_*`` methods of the session routes (docs/http.md). Over such a namespace
-:class:`RoutedPlans` turns ``append``, ``append_many``, ``load`` (with a strategy too),
-``clear``, ``info``, ``sessions`` and ``purge`` into one call of those methods, where the
-composed plans of :mod:`.session_plans` take two or more (state fact, then events). The
-server runs the very same plans over its embedded namespace, so the answers are the same.
+:class:`RoutedPlans` turns every operation (``append``, ``append_many``, ``load`` with a
+strategy too, ``clear``, ``configure``, ``info``, ``sessions``, ``purge``, ``purge_expired``,
+``search``) into one call of those methods, where the composed plans of
+:mod:`.session_plans` take two or more (state fact, then events). The server runs the very
+same plans over its embedded namespace, so the answers are the same, and every TTL is judged
+by one clock: the server's.
 
 The plans still compose public calls (as over an embedded namespace) when the route cannot
 say the same thing:
@@ -16,7 +18,7 @@ say the same thing:
 - a ``summarizer`` object is given to ``load``: the summary is then made here, with it (over
   the route the server's configured model makes it).
 
-``configure``, ``purge_expired`` and ``search`` always compose.
+A session whose id holds ``/`` is composed whole, so its TTL is judged by this store's clock.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from .drivers import Plan, call
 from .layout import check_session_id
 from .messages import Message, MessageLike
 from .session_plans import SessionPlans
-from .session_records import SessionInfo, check_count_limit
+from .session_records import SessionInfo, check_count_limit, check_ttl
 
 __all__ = ["MAX_APPEND", "RoutedPlans", "routable"]
 
@@ -138,6 +140,28 @@ class RoutedPlans(SessionPlans):
         if not self._routed():
             return (yield from super()._sessions(as_of))
         out = yield call("session_list", as_of=as_of, ttl=self.ttl)
+        return out  # type: ignore[no-any-return]
+
+    def _configure(self, session_id: str, ttl: Any) -> Plan[None]:
+        if not self._routed(session_id):
+            return (yield from super()._configure(session_id, ttl))
+        yield call("session_configure", session_id, ttl=check_ttl(ttl))
+        return None
+
+    def _purge_expired(self) -> Plan[list[str]]:
+        if not self._routed():
+            return (yield from super()._purge_expired())
+        out = yield call("session_purge_expired", ttl=self.ttl)
+        return out  # type: ignore[no-any-return]
+
+    def _search(
+        self, session_id: str, text: str, k: int, as_of: TimeLike | None,
+        exclude: Sequence[str] = (),
+    ) -> Plan[list[Message]]:  # fmt: skip
+        if not self._routed(session_id):
+            return (yield from super()._search(session_id, text, k, as_of, exclude))
+        out = yield call("session_search", session_id, text, k=k, as_of=as_of,
+                         exclude=exclude, ttl=self.ttl)  # fmt: skip
         return out  # type: ignore[no-any-return]
 
     def _purge(self, session_id: str) -> Plan[Forgotten]:

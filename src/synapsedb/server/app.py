@@ -197,7 +197,10 @@ def create_app(
         _ns_route("/recall", loop.recall, ["POST"], "read"),
         _ns_route("/sessions", sessions.list_sessions, ["GET"], "read"),
         _ns_route("/sessions/{sid}", sessions.info, ["GET"], "read"),
+        _ns_route("/sessions:purge_expired", sessions.purge_expired, ["POST"], "admin"),
         _ns_route("/sessions/{sid}", sessions.clear, ["DELETE"], "write"),  # purge: admin
+        _ns_route("/sessions/{sid}", sessions.configure, ["PUT"], "write"),
+        _ns_route("/sessions/{sid}/search", sessions.search, ["POST"], "read"),
         _ns_route("/sessions/{sid}/messages", sessions.append, ["POST"], "write"),
         _ns_route("/sessions/{sid}/messages", sessions.load, ["GET"], "read"),  # summaries: write
         _ns_route("/answers/{answer_id}/lineage", recall.lineage, ["GET"], "read"),

@@ -253,6 +253,21 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "params": [("purge", "boolean", False)],
         "answer": dict,
     },
+    ("PUT", "/sessions/{sid}"): {
+        "summary": "Set a session's own ttl in seconds (null: it never expires)",
+        "body": ["ttl", "agent"],
+        "answer": dict,
+    },
+    ("POST", "/sessions:purge_expired"): {
+        "summary": "Erase every expired session (admin); their ids",
+        "body": ["ttl", "agent"],
+        "answer": list[str],
+    },
+    ("POST", "/sessions/{sid}/search"): {
+        "summary": "A session's searchable messages most relevant to a text, oldest first",
+        "body": ["text", "k", "as_of", "exclude", "ttl"],
+        "answer": list[Message],
+    },
     ("POST", "/sessions/{sid}/messages"): {
         "summary": "Append a message, or a list of messages, to a session",
         "status": 201,

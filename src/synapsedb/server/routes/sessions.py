@@ -1,10 +1,11 @@
 """Routes of conversation sessions (synapsedb.conversation, docs/conversation.md): append, load
-(with a strategy), clear or purge, list, info. Parse, call ``Sessions`` over the embedded
-namespace, encode: the Python clients' ``Sessions`` over HTTP make one of these requests per
-operation and get what an embedded ``Sessions`` returns.
+(with a strategy), clear or purge, configure, list, info, search, purge the expired. Parse,
+call ``Sessions`` over the embedded namespace, encode: the Python clients' ``Sessions`` over
+HTTP make one of these requests per operation and get what an embedded ``Sessions`` returns,
+every TTL judged by the database's clock.
 
-Scopes: reads need ``read``; appends and clears ``write``; a purge ``admin`` (as ``forget``
-with ``purge``). A load with a summarising strategy (``summary``, ``summary_buffer``) writes the
+Scopes: reads and searches need ``read``; appends, clears and ``configure`` ``write``; purges
+``admin`` (as ``forget`` with ``purge``). A load with a summarising strategy (``summary``, ``summary_buffer``) writes the
 session's ``summary`` fact as it folds new turns, so that GET needs ``write`` too: a summary
 computed and thrown away would send the whole unsummarised history to the model on every load.
 Its model is the server's (the memory loop's LLM, ``SYNAPSEDB_LLM_*``); none: extractive.
@@ -29,6 +30,7 @@ from ..auth import require_scope
 from ..wire import agent_of, int_param, json_response, pick, read_body, time_param
 
 APPEND_FIELDS = {"message", "messages", "searchable", "entity", "agent"}
+SEARCH_FIELDS = {"text", "k", "as_of", "exclude", "ttl"}
 LOAD_PARAMS = frozenset({"last", "as_of", "ttl", "strategy", *ALL_OPTIONS})
 INFO_PARAMS = frozenset({"as_of", "count_limit", "ttl"})
 LIST_PARAMS = frozenset({"as_of", "ttl"})
@@ -53,7 +55,7 @@ def _params(request: Request, allowed: frozenset[str]) -> None:
                                   f"{', '.join(sorted(allowed))}", field=name)  # fmt: skip
 
 
-def _ttl(request: Request) -> float | None:
+def _ttl(request: Request) -> Any:
     raw = request.query_params.get("ttl")
     if raw is None:
         return None
@@ -63,12 +65,13 @@ def _ttl(request: Request) -> float | None:
         raise ValidationError(f"ttl: expected seconds, got {raw!r}", field="ttl") from None
 
 
-def _sessions(request: Request, mem: Namespace, agent: str | None = None) -> Sessions:
+def _sessions(request: Request, mem: Namespace, agent: str | None = None, *,
+              ttl: Any = None) -> Sessions:  # fmt: skip
     """``Sessions`` over the request's namespace, acting as ``agent``, judging TTLs by the
-    database's clock (the server's notion of now)."""
+    database's clock (the server's notion of now); its ttl the ``ttl`` parameter's."""
     db = request.app.state.db
     ns = db.namespace(mem.name, agent=agent) if agent is not None else mem
-    return Sessions(ns, ttl=_ttl(request), clock=db.clock)
+    return Sessions(ns, ttl=_ttl(request) if ttl is None else ttl, clock=db.clock)
 
 
 def _messages(msgs: list[Message]) -> list[dict[str, Any]]:
@@ -152,3 +155,29 @@ async def list_sessions(request: Request, mem: Namespace) -> Response:
     store = _sessions(request, mem)
     out = await run_in_threadpool(lambda: store.sessions(as_of=time_param(request, "as_of")))
     return json_response(out)
+
+
+async def configure(request: Request, mem: Namespace) -> Response:
+    body = pick(await read_body(request), {"ttl", "agent"})
+    if "ttl" not in body:
+        raise ValidationError("ttl: required (seconds, or null: never expires)", field="ttl")
+    store, sid = _sessions(request, mem, agent_of(request, body)), request.path_params["sid"]
+    await run_in_threadpool(lambda: store.configure(sid, ttl=body["ttl"]))
+    return json_response({"session_id": sid, "ttl": body["ttl"]})
+
+
+async def purge_expired(request: Request, mem: Namespace) -> Response:
+    body = pick(await read_body(request), {"ttl", "agent"})  # admin scope: erasures
+    store = _sessions(request, mem, agent_of(request, body), ttl=body.get("ttl"))
+    return json_response(await run_in_threadpool(store.purge_expired))
+
+
+async def search(request: Request, mem: Namespace) -> Response:
+    body = pick(await read_body(request), SEARCH_FIELDS)
+    if "text" not in body:
+        raise ValidationError("text: required", field="text")
+    store, sid = _sessions(request, mem, ttl=body.get("ttl")), request.path_params["sid"]
+    out = await run_in_threadpool(lambda: store.search(
+        sid, body["text"], k=body.get("k", 5), as_of=body.get("as_of"),
+        exclude=body.get("exclude", ())))  # fmt: skip
+    return json_response(_messages(out))
