@@ -466,6 +466,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("lineage", parents=[remote], help="what an answer was built on")
     p.add_argument("answer_id")
     p.set_defaults(func=_remote)
+    from .cli_chat import add_parser as add_chat
+
+    add_chat(sub, remote)
     data = os.environ.get("SYNAPSEDB_DATA", "./synapse-data")
     p = sub.add_parser("keys", help="create, list and revoke API keys (stored as hashes)")
     ks = p.add_subparsers(dest="keys_command", required=True)
