@@ -23,7 +23,7 @@ from starlette.responses import Response
 from ...conversation import Message, Sessions
 from ...conversation.named import ALL_OPTIONS, INT_OPTIONS, SUMMARISING, check
 from ...conversation.routed import MAX_APPEND
-from ...conversation.summary import Summarizer
+from ...conversation.summary import PREFIX, Summarizer
 from ...engine import Namespace
 from ...errors import ValidationError
 from ..auth import require_scope
@@ -121,7 +121,8 @@ async def load(request: Request, mem: Namespace) -> Response:
                                                       strategy=strategy, summarizer=summarizer,
                                                       **options))  # fmt: skip
     summary = next((m.metadata["summary"] for m in msgs if m.role == "system" and m.metadata
-                    and isinstance(m.metadata.get("summary"), dict)), None)  # fmt: skip
+                    and isinstance(m.metadata.get("summary"), dict)
+                    and m.content.startswith(PREFIX)), None) if strategy in SUMMARISING else None  # fmt: skip
     return json_response({"messages": _messages(msgs), "strategy": strategy, "summary": summary})
 
 
