@@ -132,6 +132,19 @@ def test_small_talk_needs_no_memory_and_still_gets_its_lineage(proxy: ProxyEnv) 
     assert lineage["queries"] == [] and lineage["text"] == "You're welcome!"
 
 
+def test_the_first_turn_in_a_new_namespace_gets_its_lineage(proxy: ProxyEnv) -> None:
+    """A recall in a namespace that does not exist yet finds nothing and logs no query; the
+    answer is still recorded (it was "not recorded: query ... is not in the query log")."""
+    proxy.upstream.push(Reply.text("Hello!"))
+    with proxy.sdk(ns="brand-new") as client:
+        out = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "What is my favourite colour?"}])  # fmt: skip
+    proxy.drain()
+    got = proxy.call("GET", f"/answers/{out.id}/lineage", ns="brand-new")
+    assert got.status_code == 200, got.text
+    assert got.json()["queries"] == [] and got.json()["text"] == "Hello!"
+
+
 def test_the_proxy_rewrites_with_the_heuristic_never_an_extra_model_call(
     proxy: ProxyEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -32,7 +32,7 @@ from starlette.responses import Response
 
 from ..config import LLMSettings
 from ..engine import Database, Namespace
-from ..errors import SynapseError, UpstreamError, ValidationError
+from ..errors import NotFoundError, SynapseError, UpstreamError, ValidationError
 from ..ids import new_memory_id
 from ..llm import AsyncChatClient, Chunk, ChunkStream
 from ..types import Recalled
@@ -296,7 +296,14 @@ class Proxy:
         try:
             qids = [recalled.query_id] if recalled is not None and recalled.query_id else []
             cited = [m.id for m in recalled.memories] if recalled is not None else []
-            ns.record_answer(answer_id, qids, cited=cited, text=answer, agent=turn.agent)
+            try:
+                ns.record_answer(answer_id, qids, cited=cited, text=answer, agent=turn.agent)
+            except NotFoundError as exc:
+                # a recall in a namespace that did not exist yet found nothing and logged no
+                # query (namespaces come from writes): the answer is recorded without it
+                if exc.details.get("field") != "query_ids" or cited:
+                    raise
+                ns.record_answer(answer_id, [], text=answer, agent=turn.agent)
         except Exception as exc:
             self.warnings.warn("record", f"answer {answer_id} not recorded: "
                                f"{type(exc).__name__}: {exc}")  # fmt: skip
