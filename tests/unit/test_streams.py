@@ -91,7 +91,7 @@ def test_unknown_event_field(mem: Namespace) -> None:
     assert mem.events("s") == []
 
 
-def test_newest_first_with_a_limit_matches_the_full_read(
+def test_a_limited_read_from_either_end_matches_the_full_read(
     mem: Namespace, clock: ManualClock
 ) -> None:
     """``order="desc"`` with a limit reads the tail from the end; it must give what the
@@ -111,4 +111,5 @@ def test_newest_first_with_a_limit_matches_the_full_read(
         limit = kw.pop("limit")
         full = mem.events("chat", order="desc", limit=1000, **kw)
         assert mem.events("chat", order="desc", limit=limit, **kw) == full[:limit], kw
+        assert mem.events("chat", limit=limit, **kw) == full[::-1][:limit], kw
     assert [e.content for e in mem.events("chat", order="desc", limit=2)] == ["turn 59", "turn 58"]

@@ -186,8 +186,9 @@ class _Reads(NamespaceHandle):
         if state is None:
             return []
         by_time = lo_ts is not None or hi_ts is not None
-        tail = limit if order == "desc" and not by_time else None
-        recs = state.events_in(stream, lo, hi, t, newest=tail)
+        bound = None if by_time else limit
+        recs = state.events_in(stream, lo, hi, t, newest=bound if order == "desc" else None,
+                               oldest=bound if order == "asc" else None)  # fmt: skip
         if by_time:
             recs = [
                 e

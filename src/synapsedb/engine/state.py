@@ -185,10 +185,12 @@ class NamespaceState:
         t_us: int,
         *,
         newest: int | None = None,
+        oldest: int | None = None,
     ) -> list[EventRec]:
         """Events with ``lo <= id <= hi`` committed at or before ``t_us``, oldest first; with
         ``newest``, only the last ``newest`` of them, found from the end (the tail of a long
-        stream costs what the tail of a short one does)."""
+        stream costs what the tail of a short one does); with ``oldest``, only the first
+        ``oldest``, reading no further than they reach."""
         keys = self.stream_keys.get(stream)
         if not keys:
             return []
@@ -196,6 +198,15 @@ class NamespaceState:
         n = min(len(keys), len(events))
         i = bisect.bisect_left(keys, lo, 0, n)
         j = bisect.bisect_right(keys, hi, 0, n)
+        if oldest is not None:
+            head: list[EventRec] = []
+            for k in range(i, j):
+                if len(head) >= oldest:
+                    break
+                e = events[k]
+                if e.sys_us <= t_us and not e.erased:
+                    head.append(e)
+            return head
         if newest is None:
             return [e for e in events[i:j] if e.sys_us <= t_us and not e.erased]
         out: list[EventRec] = []
