@@ -164,11 +164,11 @@ def part_sessions(root: Path, texts: Sequence[str], n_long: int, n_timed: int) -
     lines += ["", f"`load(last=50)` reads the tail from the end of the stream "
               "(`events(order=\"desc\", limit=50)`) and costs the same on both sessions. Window "
               "and TokenBuffer read that tail too, then the head (the session's leading system "
-              "messages) with an ascending `ns.events(limit=8)`, which the engine answers by "
-              "filtering the whole stream before taking the first 8 (`events_in` in "
-              f"engine/state.py): {ms(head_long, 50):.2f} ms at {long_n:,} messages against "
-              f"{ms(head_short, 50):.3f} ms at 100, which is most of their extra time on the "
-              "long session."]  # fmt: skip
+              "messages) with an ascending `ns.events(limit=8)`, which the engine stops "
+              "after 8 events (`events_in` in engine/state.py): "
+              f"{ms(head_long, 50):.3f} ms at {long_n:,} messages against "
+              f"{ms(head_short, 50):.3f} ms at 100. TokenBuffer's remaining time is counting "
+              "the tokens of the turns it reads back."]  # fmt: skip
     lines += ["", *part_http(data, n_timed // 2, long_n)]
     return lines
 
