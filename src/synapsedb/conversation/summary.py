@@ -20,6 +20,7 @@ dict in memory for other stores.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import re
 import threading
@@ -383,12 +384,20 @@ def extractive_summary(
     words = [_content_words(c) for c in candidates]
     covered: set[str] = set()
     picked: list[int] = []
-    left = set(range(len(candidates)))
-    while left:
-        best = max(sorted(left), key=lambda i: len(words[i] - covered))
-        if not words[best] - covered:
-            break
-        left.discard(best)
+    # Lazy greedy: a candidate's gain (new content words) only shrinks as words get covered, so
+    # a heap of stale gains is an upper bound; a popped candidate whose fresh (gain, index) still
+    # beats the top's stale one is the exact greedy's pick, ties to the earlier index (the
+    # same summary as rescanning every candidate each round, in n log n instead of n^2).
+    heap = [(-len(w), i) for i, w in enumerate(words) if w]
+    heapq.heapify(heap)
+    while heap:
+        _, best = heapq.heappop(heap)
+        gain = len(words[best] - covered)
+        if gain == 0:
+            continue
+        if heap and (-gain, best) > heap[0]:
+            heapq.heappush(heap, (-gain, best))
+            continue
         trial = " ".join(candidates[i] for i in sorted([*picked, best]))
         if count_tokens(trial, model) <= max_tokens:
             picked.append(best)
