@@ -36,6 +36,7 @@ bench: install
 	$(PY) bench/bench_engine.py
 	$(PY) bench/bench_retrieval.py
 	$(PY) bench/bench_quality.py
+	$(PY) bench/bench_beam.py
 	$(PY) bench/bench_lifecycle.py
 	$(MAKE) --no-print-directory wrk
 	$(PY) bench/bench_http.py
@@ -44,6 +45,7 @@ bench-quick: install
 	$(PY) bench/bench_engine.py --quick --no-report
 	$(PY) bench/bench_retrieval.py --quick --no-report
 	$(PY) bench/bench_quality.py --quick --no-report
+	$(PY) bench/bench_beam.py --quick --no-report
 	$(PY) bench/bench_lifecycle.py --quick --no-report
 	$(MAKE) --no-print-directory wrk
 	$(PY) bench/bench_http.py --quick --no-report

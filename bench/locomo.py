@@ -577,9 +577,13 @@ class Result:
         return float(v[mask].mean()) if mask is not None else float(v.mean())
 
 
-def question_metrics(ranked: Sequence[int], evidence: Sequence[int], tokens: np.ndarray) -> dict:
+def question_metrics(ranked: Sequence[int], evidence: Sequence[int], tokens: np.ndarray,
+                     sessions: np.ndarray | None = None) -> dict:  # fmt: skip
     ev = set(evidence)
     out = {f"r@{k}": len(ev.intersection(ranked[:k])) / len(ev) for k in KS}
+    if sessions is not None:  # session-level recall@10: the granularity other systems publish
+        ev_s = {int(sessions[r]) for r in ev}
+        out["sr@10"] = len(ev_s.intersection(int(sessions[r]) for r in ranked[:10])) / len(ev_s)
     out["hit@10"] = float(ev.issubset(ranked[:10]))
     first = next((i for i, r in enumerate(ranked[:MRR_DEPTH]) if r in ev), None)
     out["mrr"] = 0.0 if first is None else 1.0 / (first + 1)
@@ -599,6 +603,7 @@ def evaluate(retrieve: Retriever, convs: Sequence[Conversation], stride: int = 1
     for conv in convs:
         qs = conv.questions[::stride]
         tokens = np.array([len(t.content.split()) for t in conv.turns])
+        sessions = np.array([t.session for t in conv.turns])
         res.conv_tokens[conv.name] = int(tokens.sum())
         prepare = getattr(retrieve, "prepare", None)
         if prepare is not None:
@@ -607,7 +612,8 @@ def evaluate(retrieve: Retriever, convs: Sequence[Conversation], stride: int = 1
             t0 = time.perf_counter()
             ranked = _rows(conv, retrieve(conv, q.text, MRR_DEPTH))
             res.seconds += time.perf_counter() - t0
-            res.add(conv.name, q.category, question_metrics(ranked, q.evidence, tokens))
+            res.add(conv.name, q.category,
+                    question_metrics(ranked, q.evidence, tokens, sessions))  # fmt: skip
     return res
 
 
@@ -617,9 +623,9 @@ def evaluate(retrieve: Retriever, convs: Sequence[Conversation], stride: int = 1
 
 def overall_table(results: dict[str, Result]) -> list[str]:
     lines = [
-        "| retriever | R@5 | R@10 | R@20 | all-ev hit@10 | MRR | top-10 tokens | share of conv |"
-        " ms/query |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| retriever | R@5 | R@10 | R@20 | session R@10 | all-ev hit@10 | MRR | top-10 tokens |"
+        " share of conv | ms/query |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
         conv_tok = np.array([r.conv_tokens[c] for c in r.conv], float)
@@ -627,7 +633,7 @@ def overall_table(results: dict[str, Result]) -> list[str]:
         n = len(r.conv)
         lines.append(
             f"| {name} | {r.mean('r@5'):.3f} | **{r.mean('r@10'):.3f}** | {r.mean('r@20'):.3f} "
-            f"| {r.mean('hit@10'):.3f} | {r.mean('mrr'):.3f} | {r.mean('tok@10'):.0f} "
+            f"| {r.mean('sr@10'):.3f} | {r.mean('hit@10'):.3f} | {r.mean('mrr'):.3f} | {r.mean('tok@10'):.0f} "
             f"| {share:.1%} | {1e3 * r.seconds / max(n, 1):.2f} |"
         )
     return lines
