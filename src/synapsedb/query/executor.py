@@ -131,7 +131,9 @@ def vector_candidates(
         return _top(sims, rows, k)
     assert hnsw is not None
     share = allowed_in_graph / h
-    want = min(h, int(k / share * 2) + 16)
+    # nothing filtered out of the graph: k is what we need (the caller's k already carries the
+    # dedup slack); a filter over-fetches by the inverse of its share, twice, plus 16
+    want = k if allowed_in_graph == h else min(h, int(k / share * 2) + 16)
     labels, sims = hnsw.search(q, want, max(hnsw.ef_search, want))
     keep = (labels < h) & ok[np.minimum(labels, n - 1)]
     if int(keep.sum()) < min(k, allowed_in_graph) and want < h:
@@ -261,16 +263,21 @@ def _dedup(cat: Catalog, rows: np.ndarray, k: int, threshold: float) -> list[tup
     total = rows.shape[0]
     while len(kept) < k and pos < total:
         part = rows[pos : pos + chunk]
+        near_any = False
         if dim:
             vecs = cat.vectors[part] * cat.inv_norm[part, None]  # type: ignore[index]
             vs_kept = vecs @ kept_vecs.T
             vs_self = vecs @ vecs.T
+            # the usual case, no two vectors that close: only same texts can be duplicates,
+            # and the per-row checks below are skipped (a rowless vector scores 0 here)
+            off = np.triu(vs_self, 1)
+            near_any = bool((vs_kept >= threshold).any()) or bool((off >= threshold).any())
         local: list[int] = []  # chunk offsets kept so far
         for i, r in enumerate(part.tolist()):
             rec = cat.recs[r]
             text = _norm_text(rec.content)
             j = kept_text.get(text)  # the best-ranked kept hit it repeats, by either rule
-            if dim and cat.has_vec[r]:
+            if near_any and cat.has_vec[r]:
                 hit = np.flatnonzero(vs_kept[i] >= threshold)
                 if hit.shape[0]:
                     j = int(hit[0]) if j is None else min(j, int(hit[0]))
