@@ -19,7 +19,19 @@ rebuild the very same class from the code (:func:`error_from_code`)::
     ├── HostNotAllowedError         host_not_allowed        421   a Host it does not serve
     ├── EmbeddingError              embedding               502   the embedding service failed
     ├── UpstreamError               upstream                502   the chat model (LLM) failed
-    └── ClosedError                 closed                  503   the database was closed
+    ├── ClosedError                 closed                  503   the database was closed
+    └── MemoryAPIException          memory_api              500   the agent memory layer
+        ├── MemoryStoreException    memory_store            503   storing a state, action...
+        ├── MemoryRetrievalException memory_retrieval       503   a retrieval failed
+        ├── MemoryMaintenanceException memory_maintenance   503   tier maintenance failed
+        └── MemoryConfigException   memory_config           422   a bad MemoryConfig (also a
+                                                                  ValidationError)
+
+The ``Memory*Exception`` names are seed 002's (docs/agents.md): the agent memory layer
+(:mod:`synapsedb.agents`) raises them, client side, around the engine's own errors (the cause
+is chained and named in ``details["cause"]``), so code written for the seed's API keeps its
+``except MemoryStoreException`` and ``except SynapseError`` catches them too. The server never
+sends them; their codes still rebuild the same class (:func:`error_from_code`).
 
 Errors carry a human message that names the field and the limit, plus structured ``details``
 (``field``, ``limit``, ...), which survive the wire unchanged.
@@ -34,6 +46,11 @@ __all__ = [
     "EmbeddingError",
     "ForbiddenError",
     "HostNotAllowedError",
+    "MemoryAPIException",
+    "MemoryConfigException",
+    "MemoryMaintenanceException",
+    "MemoryRetrievalException",
+    "MemoryStoreException",
     "MethodNotAllowedError",
     "NotFoundError",
     "PayloadTooLargeError",
@@ -223,6 +240,44 @@ class ClosedError(SynapseError):
     http_status = 503
 
 
+class MemoryAPIException(SynapseError):
+    """Seed 002's base class: an operation of the agent memory API (:mod:`synapsedb.agents`)
+    failed. ``details["cause"]`` holds the wire code of the underlying error, if any."""
+
+    code = "memory_api"
+    http_status = 500
+
+
+class MemoryStoreException(MemoryAPIException):
+    """Storing an agent's state, action or interaction failed (the store, the connection, a
+    quota); nothing was stored."""
+
+    code = "memory_store"
+    http_status = 503
+
+
+class MemoryRetrievalException(MemoryAPIException):
+    """A retrieval of agent memories failed (the store or the connection)."""
+
+    code = "memory_retrieval"
+    http_status = 503
+
+
+class MemoryMaintenanceException(MemoryAPIException):
+    """Tier maintenance (STM -> IM -> LTM) failed part way; what moved stays moved."""
+
+    code = "memory_maintenance"
+    http_status = 503
+
+
+class MemoryConfigException(MemoryAPIException, ValidationError):
+    """A bad agent memory configuration (``MemoryConfig``): ``details["field"]`` names the
+    setting and ``details["limit"]`` its limit. Also a :class:`ValidationError`."""
+
+    code = "memory_config"
+    http_status = 422
+
+
 _BY_CODE: dict[str, type[SynapseError]] = {
     cls.code: cls
     for cls in (
@@ -242,6 +297,11 @@ _BY_CODE: dict[str, type[SynapseError]] = {
         EmbeddingError,
         UpstreamError,
         ClosedError,
+        MemoryAPIException,
+        MemoryStoreException,
+        MemoryRetrievalException,
+        MemoryMaintenanceException,
+        MemoryConfigException,
     )
 }
 
