@@ -7,15 +7,26 @@ Syntax (Mongo-like)::
     {"$or": [{"agent": "intake"}, {"salience": {"$gt": 0.8}}]}
     {"metadata.order.status": {"$in": ["open", "pending"]}, "$not": {"tags": {"$contains": "spam"}}}
 
+    {"position": {"$near": {"point": [12, 22], "radius": 5}}}       # within 5 of (12, 22)
+    {"position": {"$within": {"box": [[0, 0], [10, 30]]}}}          # inside a box, edges in
+
 Fields: the built-ins ``id``, ``entity``, ``type``, ``agent``, ``ts``, ``salience``, ``pinned``;
 anything else is a metadata path (``channel`` and ``metadata.channel`` are the same; dots walk
 into nested objects). Operators: ``$eq $ne $gt $gte $lt $lte $in $nin $exists $contains`` on a
-field, ``$and $or $not`` to combine. ``ts`` values are times (ISO-8601 or epoch seconds).
+field, ``$near $within`` on a metadata path holding a position, ``$and $or $not`` to combine.
+``ts`` values are times (ISO-8601 or epoch seconds).
 
 Semantics: comparisons hold only between values of the same kind (numbers with numbers, strings
 with strings); ``$ne`` and ``$nin`` also match when the field is missing; ``$contains`` means
 substring for a string and membership for an array. A malformed filter is a ValidationError
 whose ``field`` says where (e.g. ``filter.$or[1].ts.$gt``).
+
+Positions: ``$near`` takes ``{"point": [x, y], "radius": r}`` and holds when the field is a list
+of as many numbers as the point (2 or 3: ``[x, y]`` or ``[x, y, z]``) at Euclidean distance
+``<= r``; ``$within`` takes ``{"box": [[x0, y0], [x1, y1]]}`` (two opposite corners in either
+order) and holds when every coordinate lies between the corners', edges included. A field that
+is missing, not a list of numbers, or of another length does not match (so ``$not`` of either
+matches it). Coordinates and the radius must be finite, the radius ``>= 0``.
 """
 
 from __future__ import annotations
@@ -28,12 +39,39 @@ from typing import Any
 from ..errors import ValidationError
 from ..times import to_us
 
-__all__ = ["BUILTIN_FIELDS", "And", "Cond", "Node", "Not", "Or", "matches", "parse_filter"]
+__all__ = [
+    "BUILTIN_FIELDS",
+    "And",
+    "Box",
+    "Cond",
+    "Near",
+    "Node",
+    "Not",
+    "Or",
+    "matches",
+    "parse_filter",
+    "position_of",
+]
 
 BUILTIN_FIELDS = frozenset({"id", "entity", "type", "agent", "ts", "salience", "pinned"})
 FIELD_OPS = frozenset(
-    {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$contains"}
+    {
+        "$eq",
+        "$ne",
+        "$gt",
+        "$gte",
+        "$lt",
+        "$lte",
+        "$in",
+        "$nin",
+        "$exists",
+        "$contains",
+        "$near",
+        "$within",
+    }
 )
+GEO_OPS = frozenset({"$near", "$within"})
+GEO_DIMS = (2, 3)
 MAX_NODES = 256
 MAX_IN = 1024
 _STRING_FIELDS = frozenset({"id", "entity", "type", "agent"})
@@ -64,6 +102,28 @@ class Not:
 
 
 Node = Cond | And | Or | Not
+
+
+@dataclass(frozen=True, slots=True)
+class Near:
+    """The value of ``$near``: within ``radius`` (Euclidean) of ``point``."""
+
+    point: tuple[float, ...]
+    radius: float
+
+    def holds(self, pos: tuple[float, ...]) -> bool:
+        return sum((a - b) ** 2 for a, b in zip(pos, self.point, strict=True)) <= self.radius**2
+
+
+@dataclass(frozen=True, slots=True)
+class Box:
+    """The value of ``$within``: ``lo[i] <= x[i] <= hi[i]`` for every coordinate."""
+
+    lo: tuple[float, ...]
+    hi: tuple[float, ...]
+
+    def holds(self, pos: tuple[float, ...]) -> bool:
+        return all(lo <= x <= hi for x, lo, hi in zip(pos, self.lo, self.hi, strict=True))
 
 
 class _Parser:
@@ -122,6 +182,10 @@ class _Parser:
         return out
 
     def value(self, path: str | tuple[str, ...], op: str, value: Any, where: str) -> Any:
+        if op in GEO_OPS:
+            if not isinstance(path, tuple):
+                raise self.fail(where, f"{op} applies to a metadata path holding a position")
+            return self.near(value, where) if op == "$near" else self.box(value, where)
         if op == "$exists":
             if not isinstance(value, bool):
                 raise self.fail(where, "expected true or false")
@@ -146,6 +210,43 @@ class _Parser:
         if op in ("$gt", "$gte", "$lt", "$lte") and isinstance(scalar, bool):
             raise self.fail(where, f"{op} needs a number, string or time")
         return scalar
+
+    def near(self, value: Any, where: str) -> Near:
+        if not isinstance(value, Mapping) or set(value) != {"point", "radius"}:
+            raise self.fail(where, 'expected {"point": [x, y], "radius": r}')
+        point = self.coords(value["point"], f"{where}.point")
+        radius = self.coord(value["radius"], f"{where}.radius")
+        if radius < 0:
+            raise ValidationError(
+                f"{where}.radius: must be >= 0, got {radius}", field=f"{where}.radius", limit=0
+            )
+        return Near(point, radius)
+
+    def box(self, value: Any, where: str) -> Box:
+        if not isinstance(value, Mapping) or set(value) != {"box"}:
+            raise self.fail(where, 'expected {"box": [[x0, y0], [x1, y1]]}')
+        corners = value["box"]
+        at = f"{where}.box"
+        if not isinstance(corners, list) or len(corners) != 2:
+            raise self.fail(at, "expected two corners [[x0, y0], [x1, y1]]")
+        a = self.coords(corners[0], f"{at}[0]")
+        b = self.coords(corners[1], f"{at}[1]")
+        if len(a) != len(b):
+            raise self.fail(at, f"corners of {len(a)} and {len(b)} coordinates")
+        return Box(tuple(map(min, a, b)), tuple(map(max, a, b)))
+
+    def coords(self, value: Any, where: str) -> tuple[float, ...]:
+        if not isinstance(value, list) or len(value) not in GEO_DIMS:
+            raise self.fail(where, "expected a list of 2 or 3 numbers ([x, y] or [x, y, z])")
+        return tuple(self.coord(v, f"{where}[{i}]") for i, v in enumerate(value))
+
+    def coord(self, value: Any, where: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise self.fail(where, f"expected a number, got {type(value).__name__}")
+        f = float(value)
+        if not math.isfinite(f):
+            raise self.fail(where, "NaN and infinity are not coordinates")
+        return f
 
     def scalar(self, path: str | tuple[str, ...], value: Any, where: str) -> Any:
         if path == "ts":
@@ -220,8 +321,29 @@ def _eq(a: Any, b: Any) -> bool:
     return _kind(a) == _kind(b) and a == b
 
 
+def position_of(value: Any, dims: int) -> tuple[float, ...] | None:
+    """``value`` as a position of ``dims`` finite coordinates, or None if it is not one."""
+    if not isinstance(value, list) or len(value) != dims:
+        return None
+    out = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return None
+        f = float(v)
+        if not math.isfinite(f):
+            return None
+        out.append(f)
+    return tuple(out)
+
+
 def compare(op: str, actual: Any, want: Any) -> bool:
     """Apply one field operator to a present value ``actual``."""
+    if isinstance(want, Near):
+        pos = position_of(actual, len(want.point))
+        return pos is not None and want.holds(pos)
+    if isinstance(want, Box):
+        pos = position_of(actual, len(want.lo))
+        return pos is not None and want.holds(pos)
     if op == "$eq":
         return _eq(actual, want)
     if op == "$ne":

@@ -2,6 +2,10 @@
 
 Same semantics as :func:`synapsedb.query.filters.matches` (the property tests hold them equal),
 computed from columns and metadata postings instead of one record at a time.
+
+Positions (``$near``, ``$within``) have no column: the array-element postings of the path give
+the rows with, in every dimension, some element inside the filter's bounding box (a superset),
+and only those rows' metadata is read to check the exact condition.
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+import orjson
 
 from ..index.catalog import Catalog, Codes, meta_key
-from .filters import And, Cond, Node, Not, Or, compare
+from .filters import And, Box, Cond, Near, Node, Not, Or, compare, lookup
 
 __all__ = ["filter_mask"]
 
@@ -111,6 +116,8 @@ def _meta(node: Cond, cat: Catalog, n: int) -> np.ndarray:
     if op == "$exists":
         present = cat.rows_mask(cat.postings(path, "x").get(None, array("i")), n)
         return present if want else ~present
+    if isinstance(want, Near | Box):
+        return _geo(node, cat, n)
     values = cat.postings(path, "v")
     if op in ("$eq", "$ne", "$in", "$nin"):
         wanted = (want,) if op in ("$eq", "$ne") else want
@@ -125,3 +132,33 @@ def _meta(node: Cond, cat: Catalog, n: int) -> np.ndarray:
     kind = "str" if isinstance(want, str) else "num"
     keys = [k for k in list(values) if k[0] == kind and compare(op, k[1], want)]
     return cat.rows_mask(_rows_for_keys(values, keys), n)
+
+
+def _geo(node: Cond, cat: Catalog, n: int) -> np.ndarray:
+    """``$near``/``$within``: rows whose elements fall in the bounding box in every dimension,
+    then the exact test on each such row's metadata."""
+    assert isinstance(node.field, tuple)
+    path, want = node.field[1:], node.value
+    if isinstance(want, Near):  # widened by a hair: float rounding must not lose an edge row
+        pad = [want.radius + 1e-9 * (abs(c) + want.radius + 1.0) for c in want.point]
+        lo = tuple(c - p for c, p in zip(want.point, pad, strict=True))
+        hi = tuple(c + p for c, p in zip(want.point, pad, strict=True))
+    else:
+        lo, hi = want.lo, want.hi
+    elements = cat.postings(path, "e")
+    keys = [k for k in list(elements) if k[0] == "num"]
+    if not keys:
+        return np.zeros(n, bool)
+    nums = np.fromiter((k[1] for k in keys), dtype=np.float64, count=len(keys))
+    cand = np.ones(n, bool)
+    for a, b in zip(lo, hi, strict=True):
+        inside = [keys[i] for i in np.flatnonzero((nums >= a) & (nums <= b)).tolist()]
+        cand &= cat.rows_mask(_rows_for_keys(elements, inside), n)
+        if not cand.any():
+            return cand
+    mask = np.zeros(n, bool)
+    recs = cat.recs
+    for r in np.flatnonzero(cand).tolist():
+        actual = lookup(orjson.loads(recs[r].meta_json), path)
+        mask[r] = compare(node.op, actual, want)
+    return mask
