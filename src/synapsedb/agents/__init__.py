@@ -1,0 +1,55 @@
+"""Seed 002's Agent Memory API over SynapseDB (docs/agents.md).
+
+    from synapsedb.agents import AgentMemoryAPI, MemoryConfig
+    api = AgentMemoryAPI(MemoryConfig(), "./agent-data")          # or "http://127.0.0.1:7379"
+    api.store_agent_state("agent-123", {"health": 0.85, "position": [10, 20]}, step_number=1)
+    api.retrieve_by_time_range("agent-123", 0, 10)
+
+States, actions and interactions are JSON objects stored by step as memories of the agent's
+entity in one namespace; they age from STM (full detail) through IM (compressed) to LTM
+(abstract) with every earlier version kept.
+"""
+
+from __future__ import annotations
+
+from ..errors import (
+    MemoryAPIException,
+    MemoryConfigException,
+    MemoryMaintenanceException,
+    MemoryRetrievalException,
+    MemoryStoreException,
+)
+from .api import AgentMemoryAPI
+from .config import (
+    IMConfig,
+    LTMConfig,
+    MemoryConfig,
+    RedisIMConfig,
+    RedisSTMConfig,
+    SQLiteLTMConfig,
+    STMConfig,
+    TierConfig,
+)
+from .models import ActionData, ActionResult, AgentState
+from .space import MemorySpace
+
+__all__ = [
+    "ActionData",
+    "ActionResult",
+    "AgentMemoryAPI",
+    "AgentState",
+    "IMConfig",
+    "LTMConfig",
+    "MemoryAPIException",
+    "MemoryConfig",
+    "MemoryConfigException",
+    "MemoryMaintenanceException",
+    "MemoryRetrievalException",
+    "MemorySpace",
+    "MemoryStoreException",
+    "RedisIMConfig",
+    "RedisSTMConfig",
+    "SQLiteLTMConfig",
+    "STMConfig",
+    "TierConfig",
+]
