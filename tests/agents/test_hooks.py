@@ -2,7 +2,7 @@
 numbered automatically, and a failing memory never breaks the agent.
 
 Most tests use a fake API that records the calls (named so); the last ones use the real
-``AgentMemoryAPI`` over an embedded database."""
+``AgentMemoryAPI``, embedded and over HTTP."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.live_server import serve
 
+import synapsedb
+from synapsedb.agents import AgentMemoryAPI, MemoryConfig
 from synapsedb.agents.hooks import (
     BaseAgent,
     install_memory_hooks,
@@ -20,6 +23,7 @@ from synapsedb.agents.hooks import (
 )
 from synapsedb.agents.models import ActionResult, AgentState
 from synapsedb.errors import StorageError, ValidationError
+from synapsedb.server import create_app
 
 
 class FakeApi:
@@ -306,8 +310,51 @@ def test_steps_start_at_the_agents_step_number_with_fake_api() -> None:
     assert agent.step_number == 41
 
 
-def _real_api(tmp_path: Path) -> Any:
-    agents = pytest.importorskip("synapsedb.agents")
-    if not hasattr(agents, "AgentMemoryAPI"):
-        pytest.skip("the core AgentMemoryAPI has not landed")
-    return agents
+def _steps(api: Any, agent_id: str) -> list[tuple[str, int, Any]]:
+    recs = api.retrieve_by_time_range(agent_id, 0, 100)
+    return sorted((r["memory_type"], r["step_number"], r["contents"]) for r in recs)
+
+
+def test_hooks_with_the_real_api_embedded(tmp_path: Path) -> None:
+    with AgentMemoryAPI(MemoryConfig(), tmp_path / "db", durability="os", embedder=None) as api:
+        agent = hooked_walker(api)(agent_id="walker-real")
+        agent.act({"dx": 2})
+        agent.act({"dx": 3})
+        got = _steps(api, "walker-real")
+        states = [(step, data) for kind, step, data in got if kind == "state"]
+        assert states == [
+            (0, {"health": 1.0, "x": 0}),
+            (1, {"health": 0.9, "x": 2}),
+            (2, {"health": pytest.approx(0.8), "x": 5}),
+        ]
+        actions = {step: data for kind, step, data in got if kind == "action"}
+        assert sorted(actions) == [0, 1]
+        assert actions[1]["action_type"] == "move"
+        assert actions[1]["state_difference"] == {"x": 3, "health": pytest.approx(-0.1)}
+        # the states stored by the hooks are what retrieve_similar_states ranks
+        near = api.retrieve_similar_states("walker-real", {"x": 5, "health": 0.8}, k=1)
+        assert near[0]["step_number"] == 2
+        assert memory_hook_stats(agent).failures == 0
+    # the database closed under the agent: memory fails, the agent does not
+    assert agent.act({"dx": 1}).action_type == "move"
+    stats = memory_hook_stats(agent)
+    assert stats.failures >= 2 and stats.last_error is not None
+
+
+def test_with_memory_and_the_real_api_over_http(tmp_path: Path) -> None:
+    db = synapsedb.open(tmp_path / "served", durability="os", embedder=None, llm=None,
+                        background_maintenance=False)  # fmt: skip
+    try:
+        with serve(create_app(db)) as url, AgentMemoryAPI(MemoryConfig(), url) as api:
+            agent = with_memory(Walker(), agent_id="remote-walker", api=api)
+            for dx in (1, 1, 1):
+                agent.act({"dx": dx})
+            got = _steps(api, "remote-walker")
+            assert [(k, s) for k, s, _ in got] == [
+                ("action", 0), ("action", 1), ("action", 2),
+                ("state", 0), ("state", 1), ("state", 2), ("state", 3),
+            ]  # fmt: skip
+            assert got[-1][2] == {"health": pytest.approx(0.7), "x": 3}
+            assert memory_hook_stats(agent).stored == 7
+    finally:
+        db.close()
