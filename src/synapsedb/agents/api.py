@@ -44,6 +44,7 @@ from .tiers import TierReport, apply_moves, plan_tiers
 __all__ = ["AgentMemoryAPI"]
 
 log = logging.getLogger("synapsedb.agents")
+DEFAULT_DATABASE = "agent-memory-data"
 
 
 @contextmanager
@@ -94,6 +95,8 @@ class AgentMemoryAPI:
         if not isinstance(self.config, MemoryConfig):
             raise ValidationError("config: expected a MemoryConfig", field="config")
         target = database if database is not None else self.config.database
+        if target is None:
+            target = os.environ.get("SYNAPSEDB_AGENT_DATABASE") or DEFAULT_DATABASE
         self._owns = isinstance(target, str | os.PathLike)
         if isinstance(target, str) and target.startswith(("http://", "https://")):
             self.db = synapsedb.connect(target, **open_kwargs)

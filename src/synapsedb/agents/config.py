@@ -119,7 +119,8 @@ class MemoryConfig:
     """Seed 002's ``MemoryConfig``.
 
     * ``database``: a data directory or an ``http(s)://`` URL, used when ``AgentMemoryAPI``
-      is given no database; ``namespace``: where the agents' memories live (one entity per
+      is given no database (if None too: ``$SYNAPSEDB_AGENT_DATABASE``, read when the API is
+      built, else ``./agent-memory-data``); ``namespace``: where the agents' memories live (one entity per
       agent).
     * ``cleanup_interval``: run tier maintenance for an agent every N of its stores (0: only
       ``force_memory_maintenance``).
@@ -133,7 +134,7 @@ class MemoryConfig:
       ``set_cache_ttl``); stores of an agent invalidate its entries.
     """
 
-    database: str | None = "agent-memory-data"
+    database: str | None = None
     namespace: str = "agent-memory"
     cleanup_interval: int = 100
     memory_priority_decay: float = 0.95

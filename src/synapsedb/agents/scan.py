@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..errors import MemoryRetrievalException
+
 __all__ = ["PAGE", "collect"]
 
 PAGE = 1000  # the engine's largest k
+MAX_TIES = 500  # memories of one event-time microsecond a page can step over (filter size)
 
 
 def _page_filter(base: Mapping[str, Any] | None, bound: str | None, ties: list[str]) -> Any:
@@ -51,6 +54,12 @@ def _pages(
             ties = []
         bound = oldest.isoformat()
         ties.extend(h.id for h in hits if h.ts == oldest)
+        if len(ties) > MAX_TIES:
+            raise MemoryRetrievalException(
+                f"more than {MAX_TIES} memories of {entity!r} share the event time "
+                f"{bound}; a scan cannot page past them",
+                limit=MAX_TIES,
+            )
 
 
 def collect(
