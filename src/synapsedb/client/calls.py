@@ -17,6 +17,7 @@ from urllib.parse import quote
 import msgspec
 import numpy as np
 
+from ..cache.records import CacheEntry, CacheHit, CacheStats
 from ..conversation.layout import check_session_id
 from ..conversation.messages import Message
 from ..conversation.routed import routable
@@ -386,6 +387,33 @@ def session_search(ns: str, session_id: str, text: str, body: dict[str, Any]) ->
 
 def _present(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if v is not None}
+
+
+# -- the semantic cache (docs/cache.md) ------------------------------------------------------
+
+
+def cache_lookup(ns: str, body: dict[str, Any]) -> Call:
+    body = _present(body)
+    return Call("POST", f"{base(ns)}/cache:lookup", CacheHit | None, json=body,
+                agent=body.pop("agent", None))  # fmt: skip
+
+
+def cache_store(ns: str, body: dict[str, Any]) -> Call:
+    value = body.pop("value")
+    body = {**_present(body), "value": value}  # a null value is a value
+    return Call("POST", f"{base(ns)}/cache", CacheEntry, json=body, agent=body.pop("agent", None))
+
+
+def cache_invalidate(ns: str, body: dict[str, Any]) -> Call:
+    body = _present(body)
+    if body.get("all") is False:
+        del body["all"]
+    return Call("POST", f"{base(ns)}/cache:invalidate", dict[str, int], json=body,
+                agent=body.pop("agent", None), post=lambda d: d["invalidated"])  # fmt: skip
+
+
+def cache_stats(ns: str) -> Call:
+    return Call("GET", f"{base(ns)}/cache/stats", CacheStats)
 
 
 def lineage(ns: str, answer_id: str) -> Call:

@@ -9,6 +9,7 @@ from typing import Any, Literal, overload
 
 import httpx
 
+from ..cache.records import CacheEntry, CacheHit, CacheStats
 from ..conversation.messages import Message, MessageLike
 from ..conversation.session_records import SessionInfo
 from ..errors import ClosedError, StorageError
@@ -320,6 +321,44 @@ class RemoteNamespace:
         call = calls.session_info(self.name, session_id, as_of=as_of, count_limit=count_limit,
                                   ttl=ttl)  # fmt: skip
         return self._run(call)  # type: ignore[no-any-return]
+
+    # -- the semantic cache (the cache routes; synapsedb.cache.SemanticCache uses them) --------
+
+    def cache_lookup(
+        self, key: str, *, scope: str = "default", params: Any = None,
+        threshold: float | None = None, match_literals: bool = True, agent: str | None = None,
+    ) -> CacheHit | None:  # fmt: skip
+        """The cached entry of ``scope`` whose key means what ``key`` means, or None
+        (``SemanticCache(db, ns).lookup``, run by the server)."""
+        body = {"key": key, "scope": scope, "params": params, "threshold": threshold,
+                "match_literals": match_literals, "agent": self._who(agent)}  # fmt: skip
+        return self._run(calls.cache_lookup(self.name, body))  # type: ignore[no-any-return]
+
+    def cache_store(
+        self, key: str, value: Any, *, scope: str = "default", params: Any = None,
+        ttl: float | None = None, tags: Sequence[str] | None = None,
+        match_literals: bool = True, agent: str | None = None,
+    ) -> CacheEntry:  # fmt: skip
+        """Cache ``value`` (JSON) under ``key`` in ``scope`` (``SemanticCache.store``)."""
+        body = {"key": key, "value": value, "scope": scope, "params": params, "ttl": ttl,
+                "tags": None if tags is None else list(tags), "match_literals": match_literals,
+                "agent": self._who(agent)}  # fmt: skip
+        return self._run(calls.cache_store(self.name, body))  # type: ignore[no-any-return]
+
+    def cache_invalidate(
+        self, key: str | None = None, *, scope: str | None = None, params: Any = None,
+        tag: str | None = None, prefix: str | None = None, all: bool = False,
+        match_literals: bool = True, agent: str | None = None,
+    ) -> int:  # fmt: skip
+        """Remove entries by key, tag, prefix or scope, or ``all`` of them; how many
+        (``SemanticCache.invalidate`` / ``clear``)."""
+        body = {"key": key, "scope": scope, "params": params, "tag": tag, "prefix": prefix,
+                "all": all, "match_literals": match_literals, "agent": self._who(agent)}  # fmt: skip
+        return self._run(calls.cache_invalidate(self.name, body))  # type: ignore[no-any-return]
+
+    def cache_stats(self) -> CacheStats:
+        """Entries, and the server's hit, miss, store and invalidation counts."""
+        return self._run(calls.cache_stats(self.name))  # type: ignore[no-any-return]
 
     # -- lifecycle ------------------------------------------------------------------------------
 

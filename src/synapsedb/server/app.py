@@ -42,7 +42,7 @@ from .middleware import Observe, RequestGuard, observed
 from .observe import Tracing
 from .openapi import build_document, render_html
 from .proxy import Proxy, ProxyMetrics, openai_error
-from .routes import admin, data, feeds, loop, proxy, recall, service, sessions
+from .routes import admin, cache, data, feeds, loop, proxy, recall, service, sessions
 from .wire import encoder, error_response
 
 __all__ = ["create_app"]
@@ -215,6 +215,10 @@ def create_app(
         _ns_route("/entities", admin.entities, ["GET"], "read"),
         _ns_route("/streams", admin.streams, ["GET"], "read"),
         _ns_route("/stats", admin.stats, ["GET"], "read"),
+        _ns_route("/cache:lookup", cache.lookup, ["POST"], "read"),
+        _ns_route("/cache", cache.store, ["POST"], "write"),
+        _ns_route("/cache:invalidate", cache.invalidate, ["POST"], "write"),
+        _ns_route("/cache/stats", cache.stats, ["GET"], "read"),
         _proxy_route("/v1/namespaces/{ns}/chat/completions", proxy.chat_completions),
         _proxy_route("/v1/namespaces/{ns}/responses", proxy.responses),
         _proxy_route("/v1/chat/completions", proxy.chat_completions),  # the default namespace

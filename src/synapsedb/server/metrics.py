@@ -1,5 +1,6 @@
 """Prometheus metrics: request latency per route and status, query stage timings, commit
-latency, embedding batch sizes, tier moves, and memories per namespace and tier (read at
+latency, embedding batch sizes, tier moves, and memories per namespace and tier and the
+semantic cache's lookups (hit, miss), stores and invalidations per namespace (read at
 scrape time). One registry per app (no process-global state).
 
 Who sees what (:meth:`Metrics.render`): an operator everything; a tenant only the memories of
@@ -12,9 +13,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from ..cache.counters import counters_for
 from ..engine import Database
 
 __all__ = ["Metrics"]
@@ -41,6 +43,36 @@ class _Tiers(Collector):
                 family.add_metric([public, "hot"], hot)
                 family.add_metric([public, "cold"], cold)
         yield family
+
+
+class _Cache(Collector):
+    """The semantic cache's counts since the server started (synapsedb.cache.counters), per
+    namespace, shown like ``synapsedb_memories``: every namespace, or only those ``names``
+    keeps, under the names shown."""
+
+    def __init__(self, db: Database, names: Callable[[list[str]], dict[str, str]] | None = None):
+        self.db, self.names = db, names
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        lookups = CounterMetricFamily("synapsedb_cache_lookups",
+                                      "Semantic cache lookups per namespace: hit or miss",
+                                      labels=["namespace", "result"])  # fmt: skip
+        stores = CounterMetricFamily("synapsedb_cache_stores", "Semantic cache entries stored",
+                                     labels=["namespace"])  # fmt: skip
+        removed = CounterMetricFamily("synapsedb_cache_invalidated",
+                                      "Semantic cache entries invalidated",
+                                      labels=["namespace"])  # fmt: skip
+        totals = counters_for(self.db).totals() if not self.db.closed else {}
+        shown = {n: n for n in totals} if self.names is None else self.names(list(totals))
+        for name, public in sorted(shown.items(), key=lambda item: item[1]):
+            hits, misses, stored, invalidated = totals[name]
+            lookups.add_metric([public, "hit"], hits)
+            lookups.add_metric([public, "miss"], misses)
+            stores.add_metric([public], stored)
+            removed.add_metric([public], invalidated)
+        yield lookups
+        yield stores
+        yield removed
 
 
 class _Loop(Collector):
@@ -149,4 +181,5 @@ class Metrics:
         namespaces ``names`` keeps (engine name -> shown name; None: every namespace)."""
         tiers = CollectorRegistry()
         tiers.register(_Tiers(self.db, names))
+        tiers.register(_Cache(self.db, names))
         return (generate_latest(self.registry) if server_wide else b"") + generate_latest(tiers)

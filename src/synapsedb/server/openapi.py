@@ -14,6 +14,7 @@ import msgspec
 import numpy as np
 
 from .. import __version__
+from ..cache.records import CacheEntry, CacheHit, CacheStats
 from ..conversation import Message, SessionInfo
 from ..types import (
     AuditEntry,
@@ -344,6 +345,26 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "answer": list[str],
     },
     ("GET", "/stats"): {"summary": "Counts and bytes", "answer": Stats},
+    ("POST", "/cache:lookup"): {
+        "summary": "Semantic cache: the entry of a scope whose key means the same (null: a miss)",
+        "body": ["key", "scope", "params", "threshold", "match_literals", "agent"],
+        "answer": CacheHit | None,
+    },
+    ("POST", "/cache"): {
+        "summary": "Semantic cache: store a JSON value under a key in a scope",
+        "status": 201,
+        "body": ["key", "value", "scope", "params", "ttl", "tags", "match_literals", "agent"],
+        "answer": CacheEntry,
+    },
+    ("POST", "/cache:invalidate"): {
+        "summary": "Semantic cache: remove entries by key, tag, prefix or scope, or all",
+        "body": ["key", "scope", "params", "tag", "prefix", "all", "match_literals", "agent"],
+        "answer": dict[str, int],
+    },
+    ("GET", "/cache/stats"): {
+        "summary": "Semantic cache: entries, and the server's hits, misses, stores",
+        "answer": CacheStats,
+    },
 }
 NS_PREFIX = "/v1/namespaces/{ns}"
 
