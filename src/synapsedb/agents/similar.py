@@ -81,6 +81,7 @@ MAX_K = 10_000
 PAIR_SAMPLE = 512
 _MAD_TO_SIGMA = 1.4826
 _TEXT_WORDS = 3
+_INF = float("inf")
 
 Leaf = tuple[str, Any]  # (kind, value): ("vec", tuple[float]) ("set", frozenset) ("str", str)
 
@@ -92,41 +93,44 @@ def _canonical(value: Any) -> str:
         return repr(value)
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    f = float(value)
-    return f if math.isfinite(f) else None
-
-
 def _walk(obj: Any, path: str, depth: int, out: dict[str, Leaf]) -> None:
+    t = type(obj)  # exact-type fast paths first: states are plain JSON
+    if t is float or t is int:
+        f = float(obj)
+        if f == f and f not in (_INF, -_INF):
+            out[path] = ("vec", (f,))
+        return
+    if t is str:
+        out[path] = ("str", obj)
+        return
     if obj is None:
         return
-    if isinstance(obj, bool):
+    if t is bool:
         out[path] = ("str", "true" if obj else "false")
         return
-    if isinstance(obj, int | float):
-        f = _number(obj)
-        if f is not None:
+    if isinstance(obj, int | float):  # subclasses (numpy scalars are not: canonical below)
+        f = float(obj)
+        if math.isfinite(f):
             out[path] = ("vec", (f,))
         return
     if isinstance(obj, str):
-        out[path] = ("str", obj)
+        out[path] = ("str", str(obj))
         return
     if depth >= MAX_DEPTH:
         out[path] = ("str", _canonical(obj))
         return
-    if isinstance(obj, Mapping):
-        for key in sorted(obj, key=str):
-            _walk(obj[key], f"{path}.{key}" if path else str(key), depth + 1, out)
+    if t is dict or isinstance(obj, Mapping):
+        for key, value in obj.items():
+            _walk(value, f"{path}.{key}" if path else str(key), depth + 1, out)
         return
-    if isinstance(obj, list | tuple):
+    if t is list or isinstance(obj, list | tuple):
         if not obj:
             out[path] = ("set", frozenset())
             return
-        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in obj):
+        kinds = {type(v) for v in obj}
+        if kinds <= {int, float}:
             if len(obj) <= MAX_VECTOR:
-                nums = tuple(float(v) for v in obj)
+                nums = tuple(map(float, obj))
                 if all(math.isfinite(v) for v in nums):
                     out[path] = ("vec", nums)
             return
@@ -377,14 +381,14 @@ class StateFeaturizer:
     ) -> _Block | None:
         dim = len(qv)
         n = len(values)
-        mat = np.zeros((n, dim))
-        present = np.zeros(n, bool)
-        for i, v in enumerate(values):
-            if v is not None and v[0] == "vec" and len(v[1]) == dim:
-                mat[i] = v[1]
-                present[i] = True
+        zero = (0.0,) * dim
+        rows = [
+            v[1] if v is not None and v[0] == "vec" and len(v[1]) == dim else None for v in values
+        ]
+        present = np.fromiter((r is not None for r in rows), dtype=bool, count=n)
         if not present.any():
             return None
+        mat = np.array([zero if r is None else r for r in rows], dtype=np.float64).reshape(n, dim)
         have = mat[present]
         scales = np.array([_robust_scale(have[:, j]) for j in range(dim)])
         s = float(np.sqrt(np.mean(scales**2))) * math.sqrt(dim)
