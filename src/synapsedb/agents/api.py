@@ -14,6 +14,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import synapsedb
+
 from ..clock import Clock, SystemClock
 from ..errors import (
     MemoryAPIException,
@@ -71,6 +73,35 @@ def _rename(err: ValidationError, field: str) -> ValidationError:
     return ValidationError(message, field=where or field, **details)
 
 
+_SHARED: dict[str, list[Any]] = {}  # data directory -> [Database, users]: one per process
+_SHARED_LOCK = threading.Lock()
+
+
+def _open_shared(path: str | os.PathLike[str], kwargs: dict[str, Any]) -> Any:
+    """The seed's code builds several ``AgentMemoryAPI()`` on one store; a data directory can
+    be open once per process, so API objects on the same directory share its Database."""
+    key = os.path.realpath(os.fspath(path))
+    with _SHARED_LOCK:
+        entry = _SHARED.get(key)
+        if entry is not None and not entry[0].closed:
+            entry[1] += 1
+            return entry[0]
+        db = synapsedb.open(path, **kwargs)
+        _SHARED[key] = [db, 1]
+        return db
+
+
+def _close_shared(db: Any) -> None:
+    with _SHARED_LOCK:
+        for key, entry in list(_SHARED.items()):
+            if entry[0] is db:
+                entry[1] -= 1
+                if entry[1] > 0:
+                    return
+                del _SHARED[key]
+        db.close()
+
+
 class AgentMemoryAPI:
     """Seed 002's Agent Memory API: states, actions and interactions of agents by step, in
     three tiers, searched by step, clock time, attributes, similarity, meaning and importance.
@@ -89,8 +120,6 @@ class AgentMemoryAPI:
         writer: str | None = None,
         **open_kwargs: Any,
     ) -> None:
-        import synapsedb
-
         self.config = config if config is not None else MemoryConfig()
         if not isinstance(self.config, MemoryConfig):
             raise ValidationError("config: expected a MemoryConfig", field="config")
@@ -101,7 +130,7 @@ class AgentMemoryAPI:
         if isinstance(target, str) and target.startswith(("http://", "https://")):
             self.db = synapsedb.connect(target, **open_kwargs)
         elif isinstance(target, str | os.PathLike):
-            self.db = synapsedb.open(target, **open_kwargs)
+            self.db = _open_shared(target, open_kwargs)
         elif hasattr(target, "namespace"):
             self.db = target
         else:
@@ -119,9 +148,14 @@ class AgentMemoryAPI:
         self.maintenance_failures = 0
 
     def close(self) -> None:
-        """Close the database if this object opened it."""
+        """Close the database if this object opened it (a data directory shared by several
+        API objects of this process closes with the last of them)."""
         if self._owns:
-            self.db.close()
+            self._owns = False
+            if isinstance(self.db, synapsedb.Database):
+                _close_shared(self.db)
+            else:
+                self.db.close()
 
     def __enter__(self) -> AgentMemoryAPI:
         return self
