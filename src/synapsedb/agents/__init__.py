@@ -7,11 +7,14 @@
 
 States, actions and interactions are JSON objects stored by step as memories of the agent's
 entity in one namespace; they age from STM (full detail) through IM (compressed) to LTM
-(abstract) with every earlier version kept.
+(abstract) with every earlier version kept. The seed's hooks (``install_memory_hooks``,
+``with_memory``, ``BaseAgent``: synapsedb.agents.hooks) and ``cacheable`` (synapsedb.cache) are
+importable from here too, as the seed imports them from one module.
 """
 
 from __future__ import annotations
 
+from ..cache import cacheable
 from ..errors import (
     MemoryAPIException,
     MemoryConfigException,
@@ -30,6 +33,7 @@ from .config import (
     STMConfig,
     TierConfig,
 )
+from .hooks import BaseAgent, install_memory_hooks, with_memory
 from .models import ActionData, ActionResult, AgentState
 from .space import MemorySpace
 
@@ -38,6 +42,7 @@ __all__ = [
     "ActionResult",
     "AgentMemoryAPI",
     "AgentState",
+    "BaseAgent",
     "IMConfig",
     "LTMConfig",
     "MemoryAPIException",
@@ -52,4 +57,7 @@ __all__ = [
     "SQLiteLTMConfig",
     "STMConfig",
     "TierConfig",
+    "cacheable",
+    "install_memory_hooks",
+    "with_memory",
 ]
