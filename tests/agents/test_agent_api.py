@@ -315,3 +315,23 @@ def test_config_errors_name_the_setting() -> None:
         with pytest.raises(MemoryConfigException) as exc:
             MemoryConfig(**kwargs)
         assert exc.value.field == field and isinstance(exc.value, ValidationError)
+
+
+def test_location_queries(plain_db: tuple[Any, ManualClock]) -> None:
+    api = api_of(plain_db)
+    for step, pos in enumerate([[10, 20], [12, 22], [13, 21], [40, 40], [12, 23, 1]]):
+        api.store_agent_state("a1", {"position": pos}, step)
+    api.store_agent_state("a1", {"position": "nowhere"}, 9)
+    near = api.retrieve_by_location("a1", [12, 22], 2.0)
+    assert [r["step_number"] for r in near] == [1, 2]
+    assert near[0]["distance"] == 0.0 and near[1]["distance"] == pytest.approx(2**0.5)
+    boxed = api.retrieve_by_location("a1", box=[[13, 23], [10, 20]])
+    assert [r["step_number"] for r in boxed] == [2, 1, 0]
+    for kwargs, field in [
+        ({"point": [1, 2], "radius": -1}, "filter.data.position.$near"),
+        ({}, "point"),
+        ({"point": [1, 2], "radius": 1, "field": "$x"}, "field"),
+    ]:
+        with pytest.raises(ValidationError) as exc:
+            api.retrieve_by_location("a1", **kwargs)
+        assert (exc.value.field or "").startswith(field)

@@ -40,7 +40,14 @@ from .records import (
 )
 from .results import ResultCache
 from .scan import PAGE, collect
-from .space import MemorySpace, attribute_filter, attribute_match, check_tiers, type_list
+from .space import (
+    MemorySpace,
+    attribute_filter,
+    attribute_match,
+    check_tiers,
+    lookup_path,
+    type_list,
+)
 from .tiers import TierReport, apply_moves, plan_tiers
 
 __all__ = ["AgentMemoryAPI"]
@@ -309,6 +316,52 @@ class AgentMemoryAPI:
             return [to_record(h) for h in hits[:k]]
 
         key = ("retrieve_by_importance", k, memory_type, floor)
+        return self._cached(agent, key, run)  # type: ignore[no-any-return]
+
+    def retrieve_by_location(
+        self,
+        agent_id: str,
+        point: Sequence[float] | None = None,
+        radius: float | None = None,
+        memory_type: str | None = None,
+        *,
+        box: Sequence[Sequence[float]] | None = None,
+        field: str = "position",
+    ) -> list[dict[str, Any]]:
+        """Memories whose data ``field`` (``[x, y]`` or ``[x, y, z]``) lies within ``radius``
+        of ``point`` (nearest first, each with its ``distance``), or inside ``box`` (two
+        opposite corners; newest step first): the filter language's ``$near`` / ``$within``,
+        inside the search."""
+        agent = check_entity(agent_id, "agent_id")
+        if not isinstance(field, str) or not field or field.startswith("$"):
+            raise ValidationError("field: expected a field name such as 'position'", field="field")
+        if (point is None) == (box is None):
+            raise ValidationError("point: pass point and radius, or box=", field="point")
+        path = f"data.{field}"
+        if box is not None:
+            flt = {path: {"$within": {"box": box}}}
+        else:
+            flt = {path: {"$near": {"point": point, "radius": radius}}}
+        types = type_list(memory_type)
+
+        def run() -> list[dict[str, Any]]:
+            hits = self._all(agent, flt, types)
+            out = []
+            for h in hits:
+                rec = to_record(h)
+                if point is not None:
+                    _, pos = lookup_path(h.metadata.get("data"), field)
+                    rec["distance"] = (
+                        sum((a - b) ** 2 for a, b in zip(pos, point, strict=True)) ** 0.5
+                    )
+                out.append(rec)
+            if point is not None:
+                out.sort(key=lambda r: (r["distance"], -r["step_number"]))
+            else:
+                out.sort(key=lambda r: (-r["step_number"], r["memory_id"]))
+            return out
+
+        key = ("retrieve_by_location", repr(point), radius, repr(box), field, memory_type)
         return self._cached(agent, key, run)  # type: ignore[no-any-return]
 
     def retrieve_similar_states(

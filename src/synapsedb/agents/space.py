@@ -12,7 +12,14 @@ from .records import TIERS, render
 if TYPE_CHECKING:
     from .api import AgentMemoryAPI
 
-__all__ = ["MemorySpace", "attribute_filter", "attribute_match", "check_tiers", "type_list"]
+__all__ = [
+    "MemorySpace",
+    "attribute_filter",
+    "attribute_match",
+    "check_tiers",
+    "lookup_path",
+    "type_list",
+]
 
 
 def type_list(memory_type: Any) -> list[str] | None:
@@ -86,7 +93,7 @@ def attribute_filter(attributes: Any) -> dict[str, Any] | None:
     return parts[0] if len(parts) == 1 else {"$and": parts}
 
 
-def _lookup(data: Any, path: str) -> tuple[bool, Any]:
+def lookup_path(data: Any, path: str) -> tuple[bool, Any]:
     for part in path.split("."):
         if not isinstance(data, Mapping) or part not in data:
             return False, None
@@ -108,7 +115,7 @@ def attribute_match(data: Any, attributes: Mapping[str, Any]) -> bool:
     flat: dict[str, Any] = {}
     _flat(attributes, "", flat)
     for path, want in flat.items():
-        found, got = _lookup(data, path[1:])
+        found, got = lookup_path(data, path[1:])
         if not found or not _equal(got, want):
             return False
     return True
