@@ -451,6 +451,11 @@ def main() -> None:
     ap.add_argument("--skip-latency", action="store_true")
     ap.add_argument("--serve", nargs=2, metavar=("DATA", "PORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+    # one BLAS thread, as `synapsedb serve` runs (--blas-threads 1): OpenBLAS's workers
+    # busy-wait between calls, and on 2 cores they double a search's time
+    threadpool_limits(limits=1, user_api="blas")
     if args.serve:
         serve(Path(args.serve[0]), int(args.serve[1]))
         return

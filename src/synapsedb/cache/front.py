@@ -103,7 +103,7 @@ class SemanticCache:
     ) -> CacheEntry:
         """Cache ``value`` (any JSON value) under ``key`` in ``scope``."""
         ttl_s = self.ttl if ttl is None else ttl
-        tag_list = None if tags is None else list(tags)
+        tag_list = tags if tags is None or isinstance(tags, str) else list(tags)
         if self._local is not None:
             return self._local.store(key, value, scope=scope, params=params, ttl=ttl_s,
                                      tags=tag_list, match_literals=self.match_literals,

@@ -341,7 +341,7 @@ class RemoteNamespace:
     ) -> CacheEntry:  # fmt: skip
         """Cache ``value`` (JSON) under ``key`` in ``scope`` (``SemanticCache.store``)."""
         body = {"key": key, "value": value, "scope": scope, "params": params, "ttl": ttl,
-                "tags": None if tags is None else list(tags), "match_literals": match_literals,
+                "tags": tags if tags is None or isinstance(tags, str) else list(tags), "match_literals": match_literals,
                 "agent": self._who(agent)}  # fmt: skip
         return self._run(calls.cache_store(self.name, body))  # type: ignore[no-any-return]
 
