@@ -338,6 +338,7 @@ class AgentMemoryAPI:
         if (point is None) == (box is None):
             raise ValidationError("point: pass point and radius, or box=", field="point")
         path = f"data.{field}"
+        flt: dict[str, Any]
         if box is not None:
             flt = {path: {"$within": {"box": box}}}
         else:
