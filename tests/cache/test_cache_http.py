@@ -13,10 +13,10 @@ import httpx
 import pytest
 
 import synapsedb
-from synapsedb.errors import ForbiddenError, ValidationError
 from synapsedb.cache import SemanticCache, cacheable
 from synapsedb.client import RemoteDatabase
 from synapsedb.client.asyncio import AsyncRemoteDatabase
+from synapsedb.errors import ForbiddenError, ValidationError
 from synapsedb.server import create_app
 from synapsedb.server.keys import KeyStore
 from tests.support.live_server import serve

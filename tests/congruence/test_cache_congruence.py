@@ -48,13 +48,14 @@ def scenario(db: Any) -> list[Any]:
     c = SemanticCache(db, "acme", agent="knowledge")
     steps = [
         lambda: c.lookup("refund policy documents", scope="docs"),
-        lambda: c.store("refund policy documents", {"docs": ["a.md"]}, scope="docs",
-                        tags=["policy"]),  # fmt: skip
-        lambda: c.store("refund policy for order 123", [1, None, "x"], scope="docs",
-                        params={"k": 3}),  # fmt: skip
+        lambda: c.store(
+            "refund policy documents", {"docs": ["a.md"]}, scope="docs", tags=["policy"]
+        ),
+        lambda: c.store(
+            "refund policy for order 123", [1, None, "x"], scope="docs", params={"k": 3}
+        ),
         lambda: c.lookup("documents about the refund policy", scope="docs"),
-        lambda: c.lookup("what is the refund policy on order #123", scope="docs",
-                         params={"k": 3}),  # fmt: skip
+        lambda: c.lookup("what is the refund policy on order #123", scope="docs", params={"k": 3}),
         lambda: c.lookup("refund policy for order 456", scope="docs", params={"k": 3}),
         lambda: c.lookup("documents about the refund policy", scope="web"),
         lambda: c.lookup("documents about the refund policy", scope="docs", threshold=0.99),
