@@ -11,7 +11,8 @@ list of objects or lists is walked by index (``goals.0.kind``, at most :data:`MA
 items); a number is a one-component vector; a string is *categorical* (a status, a name) unless
 the values of its path read as prose (half of them or more have three words or more), then it is
 *text*; a boolean is categorical. ``null``, NaN and infinities count as missing. Below
-:data:`MAX_DEPTH` levels a subtree is one categorical value (its canonical JSON).
+:data:`MAX_DEPTH` levels a subtree is one categorical value (its canonical JSON). A query of more
+than :data:`MAX_LEAVES` blocks is refused; a candidate keeps its first :data:`MAX_LEAVES`.
 
 **Block distances** (query ``q``, candidate ``c``):
 
@@ -40,6 +41,11 @@ prefix), shared evenly by the blocks under it, so an inventory of twenty items c
 as a position. The distance is the weighted root mean square
 ``sqrt(sum_b w_b * d_b**2 / sum_b w_b)``: 0 for an identical state, about 1 for a typical
 different one. Ties keep the candidates' order.
+
+**Cost.** Every call flattens every candidate (pure Python; it dominates the time, see
+bench/bench_state_similarity.py) and embeds the texts it has not seen: pass an
+:class:`EmbeddingCache` that lives as long as the memory API, so each distinct text is embedded
+once.
 """
 
 from __future__ import annotations
