@@ -77,9 +77,11 @@ class LocalCache:
         key, scope = check_key(key), check_scope(scope)
         sig = signature(key, check_params(params), match_literals=_flag(match_literals))
         thr = check_threshold(threshold)
+        # no types=[TYPE]: the scope's entity and the signature (metadata only entries have)
+        # already select entries, and a type mask is a pass over every row (0.4 ms at 30k)
         res = self.mem.query(
-            key, entity=entity_of(scope), mode="vector", k=1, types=[TYPE],
-            filter={"cache.sig": sig}, min_score=thr, dedup=False, agent=agent,
+            key, entity=entity_of(scope), mode="vector", k=1, filter={"cache.sig": sig},
+            min_score=thr, dedup=False, agent=agent,
         )  # fmt: skip
         hit = None
         if res.hits:
