@@ -50,6 +50,9 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
     ("PUT", "/sessions/{sid}"): {"ttl": 3600},
     ("POST", "/sessions/{sid}/search"): {"text": "hi", "k": 2},
     ("POST", "/sessions:purge_expired"): {"ttl": 3600},
+    ("POST", "/cache:lookup"): {"key": "refund policy", "scope": "docs"},
+    ("POST", "/cache"): {"key": "refund policy", "value": {"docs": ["a.md"]}, "scope": "docs"},
+    ("POST", "/cache:invalidate"): {"key": "refund policy", "scope": "docs"},
 }
 CONFIG_FIELDS = ["max_hot", "max_bytes", "policy", "half_life_days", "recency", "importance",
                  "frequency", "impact", "promote_after", "cold_fallback", "max_writes_per_s"]  # fmt: skip

@@ -129,6 +129,13 @@ PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
         {"params": {"purge": "true"}},
         {"path": f"{NS}/sessions/zz9", "params": {"purge": "true"}},
     ),
+    (
+        "POST",
+        f"{NS}/cache:lookup",
+        {"json": {"key": "A's refund policy", "scope": "docs"}},
+        {"json": {"key": "never stored", "scope": "docs"}},
+    ),
+    ("GET", f"{NS}/cache/stats", {}, {}),
     ("GET", f"{NS}/entities", {}, {}),
     ("GET", f"{NS}/streams", {}, {}),
     ("GET", f"{NS}/stats", {}, {}),
@@ -140,7 +147,8 @@ WRITES = {("POST", "/memories"), ("POST", "/memories:batch"), ("PUT", "/facts"),
           ("POST", "/events"), ("POST", "/answers"), ("POST", "/maintain"), ("POST", "/import"),
           ("PUT", "/config"), ("POST", "/remember"),
           ("POST", "/sessions/{sid}/messages"), ("PUT", "/sessions/{sid}"),
-          ("POST", "/sessions:purge_expired")}  # fmt: skip
+          ("POST", "/sessions:purge_expired"), ("POST", "/cache"),
+          ("POST", "/cache:invalidate")}  # fmt: skip
 # the memory proxy needs an upstream model: its isolation is tested in test_proxy.py
 WRITES |= {("POST", "/chat/completions"), ("POST", "/responses"),
            ("POST", "/v1/chat/completions"), ("POST", "/v1/responses")}  # fmt: skip
