@@ -99,6 +99,29 @@ def test_scans_page_past_a_thousand_with_shared_times(plain_db: tuple[Any, Manua
     assert [r["step_number"] for r in recent] == list(range(2299, 1099, -1))
 
 
+@pytest.mark.parametrize(
+    "priorities",
+    [
+        [1.0] * 30,  # every memory ties at the top: all are read
+        [0.995, 0.2, 0.95, 0.92, 0.6, 0.3, 0.55, 0.1] * 4,  # thresholds 0.99, 0.9, 0.5 in turn
+        [0.1, 0.2, 0.3, 0.05] * 8,  # below every threshold: the floor decides
+    ],
+)
+def test_importance_is_the_k_best_by_a_full_sort(
+    plain_db: tuple[Any, ManualClock], priorities: list[float]
+) -> None:
+    api = api_of(plain_db)
+    for step, p in enumerate(priorities):
+        api.store_agent_state("a1", {"s": step}, step_number=step, priority=p)
+    best = sorted(range(len(priorities)), key=lambda s: (-priorities[s], -s))
+    for k in (1, 3, 9, 40):
+        got = api.retrieve_by_importance("a1", k=k)
+        assert [r["step_number"] for r in got] == best[:k], k
+    floor = 0.25
+    got = api.retrieve_by_importance("a1", k=40, min_importance=floor)
+    assert [r["step_number"] for r in got] == [s for s in best if priorities[s] >= floor]
+
+
 def test_attributes(agent_db: tuple[Any, ManualClock]) -> None:
     api = api_of(agent_db)
     api.store_agent_action("a1", {"action_type": "trade", "outcome": "success",

@@ -54,6 +54,9 @@ __all__ = ["AgentMemoryAPI"]
 
 log = logging.getLogger("synapsedb.agents")
 DEFAULT_DATABASE = "agent-memory-data"
+# retrieve_by_importance reads the memories at or above each threshold in turn until k are
+# found: with priorities spread over [0, 1] the first reads about 1% of them
+IMPORTANCE_LADDER = (0.99, 0.9, 0.5)
 
 
 @contextmanager
@@ -311,7 +314,12 @@ class AgentMemoryAPI:
         types = type_list(memory_type)
 
         def run() -> list[dict[str, Any]]:
-            hits = self._all(agent, {"importance": {"$gte": floor}}, types)
+            # the k best all lie at or above any threshold that k memories reach: try high
+            # thresholds first (few memories to read), down to the caller's floor
+            for threshold in [t for t in IMPORTANCE_LADDER if t > floor] + [floor]:
+                hits = self._all(agent, {"importance": {"$gte": threshold}}, types)
+                if len(hits) >= k:
+                    break
             hits.sort(key=lambda h: (-h.metadata["importance"], -h.metadata["step"], h.id))
             return [to_record(h) for h in hits[:k]]
 

@@ -45,13 +45,14 @@ _WORD = re.compile(r"\w+")
 
 
 def meta_key(value: Any) -> tuple[str, Any] | None:
-    """The postings key of a scalar metadata value (numbers of equal value share a key)."""
+    """The postings key of a scalar metadata value. Numbers keep their Python value: equal
+    numbers share a key (``1`` and ``1.0`` hash alike) and integers past 2**53 stay exact."""
     if value is None:
         return ("null", None)
     if isinstance(value, bool):
         return ("bool", value)
     if isinstance(value, int | float):
-        return ("num", float(value))
+        return ("num", value)
     if isinstance(value, str):
         return ("str", value)
     return None
@@ -113,6 +114,7 @@ class Catalog:
         "labels",
         "latest_us",
         "live",
+        "meta_order",
         "meta_post",
         "n",
         "n_ttl",
@@ -146,6 +148,11 @@ class Catalog:
         self.vectors: np.ndarray | None = None
         # (path, role) -> {key: rows}
         self.meta_post: dict[tuple[tuple[str, ...], str], dict[Any, array[int]]] = {}
+        # (path, role, kind) -> (distinct keys seen, their values sorted, the keys in that
+        # order): built on first range use, rebuilt when the path gained a distinct value
+        self.meta_order: dict[
+            tuple[tuple[str, ...], str, str], tuple[int, list[Any], list[Any]]
+        ] = {}
         self.n_ttl = 0
         self.keywords = KeywordIndex()
         self.timelines = Timelines()
@@ -361,3 +368,19 @@ class Catalog:
 
     def postings(self, path: tuple[str, ...], role: str) -> dict[Any, array[int]]:
         return self.meta_post.get((path, role), {})
+
+    def ordered_keys(
+        self, path: tuple[str, ...], role: str, kind: str
+    ) -> tuple[list[Any], list[Any]]:
+        """The distinct ``kind`` ("num" or "str") keys of a path's postings, sorted by value:
+        (values, keys). Keys are only ever added, so the order is kept until their count
+        changes (a new distinct value), then sorted again once."""
+        bucket = self.postings(path, role)
+        cached = self.meta_order.get((path, role, kind))
+        if cached is not None and cached[0] == len(bucket):
+            return cached[1], cached[2]
+        seen = list(bucket)  # a writer may add keys meanwhile: counted from this copy
+        keys = sorted((k for k in seen if k[0] == kind), key=lambda k: k[1])
+        values = [k[1] for k in keys]
+        self.meta_order[(path, role, kind)] = (len(seen), values, keys)
+        return values, keys

@@ -51,6 +51,7 @@ __all__ = [
     "matches",
     "parse_filter",
     "position_of",
+    "value_kind",
 ]
 
 BUILTIN_FIELDS = frozenset({"id", "entity", "type", "agent", "ts", "salience", "pinned"})
@@ -307,7 +308,7 @@ def lookup(meta: Any, path: tuple[str, ...]) -> Any:
     return cur
 
 
-def _kind(v: Any) -> str:
+def value_kind(v: Any) -> str:
     if isinstance(v, bool):
         return "bool"
     if isinstance(v, int | float):
@@ -318,7 +319,7 @@ def _kind(v: Any) -> str:
 
 
 def _eq(a: Any, b: Any) -> bool:
-    return _kind(a) == _kind(b) and a == b
+    return value_kind(a) == value_kind(b) and a == b
 
 
 def position_of(value: Any, dims: int) -> tuple[float, ...] | None:
@@ -358,8 +359,8 @@ def compare(op: str, actual: Any, want: Any) -> bool:
         if isinstance(actual, list):
             return any(_eq(x, want) for x in actual)
         return False
-    kind = _kind(actual)
-    if kind not in ("num", "str") or kind != _kind(want):
+    kind = value_kind(actual)
+    if kind not in ("num", "str") or kind != value_kind(want):
         return False
     if op == "$gt":
         return bool(actual > want)

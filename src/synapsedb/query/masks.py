@@ -11,6 +11,7 @@ and only those rows' metadata is read to check the exact condition.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -18,19 +19,17 @@ import numpy as np
 import orjson
 
 from ..index.catalog import Catalog, Codes, meta_key
-from .filters import And, Box, Cond, Near, Node, Not, Or, compare, lookup
+from .filters import And, Box, Cond, Near, Node, Not, Or, compare, lookup, value_kind
 
 __all__ = ["filter_mask"]
 
 IdRows = Callable[[str], Iterable[int]]
+_RANGE = ("$gt", "$gte", "$lt", "$lte")
 
 
 def filter_mask(node: Node, cat: Catalog, n: int, id_rows: IdRows) -> np.ndarray:
     if isinstance(node, And):
-        mask = filter_mask(node.parts[0], cat, n, id_rows)
-        for part in node.parts[1:]:
-            mask &= filter_mask(part, cat, n, id_rows)
-        return mask
+        return _and(node, cat, n, id_rows)
     if isinstance(node, Or):
         mask = filter_mask(node.parts[0], cat, n, id_rows)
         for part in node.parts[1:]:
@@ -41,6 +40,61 @@ def filter_mask(node: Node, cat: Catalog, n: int, id_rows: IdRows) -> np.ndarray
     if isinstance(node.field, tuple):
         return _meta(node, cat, n)
     return _builtin(node, cat, n, id_rows)
+
+
+def _is_meta_range(node: Node) -> bool:
+    return (
+        isinstance(node, Cond)
+        and isinstance(node.field, tuple)
+        and node.op in _RANGE
+        and not isinstance(node.value, Near | Box)
+    )
+
+
+def _and(node: And, cat: Catalog, n: int, id_rows: IdRows) -> np.ndarray:
+    """The parts' masks ANDed; range conditions on one metadata path become one interval of
+    that path's ordered values (``{"step": {"$gte": 10, "$lte": 20}}`` reads 11 values)."""
+    ranges: dict[tuple[str, ...], list[Cond]] = {}
+    others: list[Node] = []
+    for part in node.parts:
+        if _is_meta_range(part):
+            assert isinstance(part, Cond) and isinstance(part.field, tuple)
+            ranges.setdefault(part.field, []).append(part)
+        else:
+            others.append(part)
+    masks = (
+        *(_meta_interval(conds, cat, n) for conds in ranges.values()),
+        *(filter_mask(part, cat, n, id_rows) for part in others),
+    )
+    mask = masks[0]
+    for more in masks[1:]:
+        mask &= more
+    return mask
+
+
+def _meta_interval(conds: list[Cond], cat: Catalog, n: int) -> np.ndarray:
+    """Rows whose scalar value at the conditions' path satisfies every one of them (each
+    ``$gt $gte $lt $lte``; comparisons hold between numbers or between strings only)."""
+    assert isinstance(conds[0].field, tuple)
+    path = conds[0].field[1:]
+    kinds = {value_kind(c.value) for c in conds}
+    kind = kinds.pop()
+    if kinds or kind not in ("num", "str"):
+        return np.zeros(n, bool)
+    values, keys = cat.ordered_keys(path, "v", kind)
+    lo, hi = 0, len(values)
+    for c in conds:
+        if c.op == "$gt":
+            lo = max(lo, bisect_right(values, c.value))
+        elif c.op == "$gte":
+            lo = max(lo, bisect_left(values, c.value))
+        elif c.op == "$lt":
+            hi = min(hi, bisect_left(values, c.value))
+        else:  # $lte
+            hi = min(hi, bisect_right(values, c.value))
+    if lo >= hi:
+        return np.zeros(n, bool)
+    return cat.rows_mask(_rows_for_keys(cat.postings(path, "v"), keys[lo:hi]), n)
 
 
 def _codes_where(codes: Codes, pred: Callable[[str], bool]) -> list[int]:
@@ -129,9 +183,7 @@ def _meta(node: Cond, cat: Catalog, n: int) -> np.ndarray:
             keys = [k for k in list(values) if k[0] == "str" and want in k[1]]
             rows = np.concatenate([rows, _rows_for_keys(values, keys)])
         return cat.rows_mask(rows, n)
-    kind = "str" if isinstance(want, str) else "num"
-    keys = [k for k in list(values) if k[0] == kind and compare(op, k[1], want)]
-    return cat.rows_mask(_rows_for_keys(values, keys), n)
+    return _meta_interval([node], cat, n)
 
 
 def _geo(node: Cond, cat: Catalog, n: int) -> np.ndarray:
