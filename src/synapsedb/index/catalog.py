@@ -360,10 +360,15 @@ class Catalog:
         return mask
 
     def rows_mask(self, rows: np.ndarray | array[int], n: int) -> np.ndarray:
+        """The mask of ``rows`` below ``n``. A posting list (an ``array``) is ascending, since
+        rows are appended in order: it is read in place and cut at ``n`` by bisection."""
         mask = np.zeros(n, bool)
         if len(rows):
-            idx = rows if isinstance(rows, np.ndarray) else np.array(rows, dtype=np.int64)
-            mask[idx[idx < n]] = True
+            if isinstance(rows, np.ndarray):
+                mask[rows[rows < n]] = True
+            else:  # the view holds the buffer: a writer appends to a copy meanwhile (grow)
+                idx = np.frombuffer(rows, dtype=np.int32)
+                mask[idx[: int(np.searchsorted(idx, n))]] = True
         return mask
 
     def postings(self, path: tuple[str, ...], role: str) -> dict[Any, array[int]]:

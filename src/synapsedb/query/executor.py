@@ -120,7 +120,7 @@ def vector_candidates(
     qn = float(np.linalg.norm(qvec)) or 1.0
     q = (qvec / qn).astype(np.float32)
     h = min(hnsw.count, n) if hnsw is not None else 0
-    allowed_in_graph = int(ok[:h].sum()) if h else 0
+    allowed_in_graph = int(np.count_nonzero(ok[:h])) if h else 0
     if allowed_in_graph <= EXACT_GATHER:
         rows = np.flatnonzero(ok)
         if rows.shape[0] == 0:

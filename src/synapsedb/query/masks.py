@@ -155,12 +155,15 @@ def _builtin(node: Cond, cat: Catalog, n: int, id_rows: IdRows) -> np.ndarray:
     )
 
 
-def _rows_for_keys(bucket: dict[Any, Any], keys: Iterable[Any]) -> np.ndarray:
-    """The rows holding any of ``keys`` (copied from the compact postings at C speed)."""
-    parts = [np.array(rows, dtype=np.int64) for key in keys if (rows := bucket.get(key))]
+def _rows_for_keys(bucket: dict[Any, Any], keys: Iterable[Any]) -> np.ndarray | array[int]:
+    """The rows holding any of ``keys``: one key's posting list itself (ascending, read in
+    place by ``rows_mask``), or several copied together from the compact postings."""
+    parts = [rows for key in keys if (rows := bucket.get(key))]
     if not parts:
         return np.zeros(0, np.int64)
-    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate([np.frombuffer(p, dtype=np.int32) for p in parts]).astype(np.int64)
 
 
 def _meta(node: Cond, cat: Catalog, n: int) -> np.ndarray:
@@ -181,7 +184,8 @@ def _meta(node: Cond, cat: Catalog, n: int) -> np.ndarray:
         rows = _rows_for_keys(cat.postings(path, "e"), (meta_key(want),))
         if isinstance(want, str):
             keys = [k for k in list(values) if k[0] == "str" and want in k[1]]
-            rows = np.concatenate([rows, _rows_for_keys(values, keys)])
+            more = _rows_for_keys(values, keys)
+            rows = np.concatenate([np.asarray(rows, np.int64), np.asarray(more, np.int64)])
         return cat.rows_mask(rows, n)
     return _meta_interval([node], cat, n)
 
