@@ -102,6 +102,15 @@ llm-server: install $(LLM_STAMP)
 bench-agentic: install
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_agentic.py $(BENCH_AGENTIC_ARGS)
 
+# The agent-state API's benchmarks (docs/benchmarks.md; not part of make bench, ~15 min): store
+# and retrieval latency at 10,000 states, similar-state recall against JSON-as-text, and the
+# semantic cache (paraphrase hit/false-hit rates, lookup latency at 100,000 entries).
+.PHONY: bench-agents
+bench-agents: install
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_agents.py --report $(BENCH_AGENTS_ARGS)
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_state_similarity.py --report
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_cache.py --report
+
 # The memory proxy's overhead (docs/benchmarks.md; not part of make bench): the same requests to a
 # scripted upstream directly and through synapsedb serve; BENCH_PROXY_ARGS=--local-llm adds
 # SmolLM2 on llama.cpp (make test-llm's .venv-llm).

@@ -49,7 +49,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from common import git_rev, machine, pct
+from common import append_report, git_rev, machine, pct
 
 import synapsedb
 from synapsedb.cache import DEFAULT_THRESHOLD, SemanticCache
@@ -449,6 +449,7 @@ def main() -> None:
     ap.add_argument("--entries", type=int, default=100_000)
     ap.add_argument("--lookups", type=int, default=2000)
     ap.add_argument("--skip-latency", action="store_true")
+    ap.add_argument("--report", action="store_true", help="append to docs/benchmarks.md")
     ap.add_argument("--serve", nargs=2, metavar=("DATA", "PORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
@@ -461,12 +462,13 @@ def main() -> None:
         return
     print(f"bench_cache at {git_rev()} on {machine()}")
     with tempfile.TemporaryDirectory() as tmp:
-        for line in quality(Path(tmp)):
-            print(line)
-        print()
+        lines = quality(Path(tmp))
         if not args.skip_latency:
-            for line in latency(Path(tmp), args.entries, args.lookups):
-                print(line)
+            lines += ["", *latency(Path(tmp), args.entries, args.lookups)]
+    if args.report:
+        append_report("Semantic cache (issue 14)", "python " + " ".join(sys.argv), lines)
+    else:
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":

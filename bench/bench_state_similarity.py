@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import git_rev, machine
+from common import append_report, git_rev, machine
 
 from synapsedb.agents.similar import EmbeddingCache, rank_similar
 from synapsedb.embed.onnx_minilm import OnnxMiniLM
@@ -182,6 +182,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer queries")
     ap.add_argument("--seed", type=int, default=14)
     ap.add_argument("--no-baseline-10k", action="store_true")
+    ap.add_argument("--report", action="store_true", help="append to docs/benchmarks.md")
     args = ap.parse_args()
     model = OnnxMiniLM()
     nq = 50 if args.quick else 200
@@ -189,12 +190,14 @@ def main() -> None:
         run(100, nq, args.seed, model, baseline=True),
         run(1000, nq // 2, args.seed, model, baseline=not args.no_baseline_10k),
     ]
-    print(f"machine: {machine()}; commit {git_rev()}; seed {args.seed}")
-    print()
-    print(
-        "| candidates | queries | featuriser recall@5 | JSON-as-text recall@5 | featuriser p50 / p95 ms per query (warm) | first query (cold text cache) ms | JSON-as-text p50 ms per query (index built apart) |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    lines = [
+        f"Seed {args.seed}; generated situations observed with noise, truth = same situation.",
+        "",
+        "| candidates | queries | featuriser recall@5 | JSON-as-text recall@5 | featuriser p50 / p95"
+        " ms per query (warm) | first query (cold text cache) ms | JSON-as-text p50 ms per query"
+        " (index built apart) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         b = f"{r['baseline_recall']:.3f}" if "baseline_recall" in r else "-"
         bl = (
@@ -202,9 +205,15 @@ def main() -> None:
             if "baseline_p50_ms" in r
             else "-"
         )
-        print(
-            f"| {r['n']:,} | {r['queries']} | {r['recall']:.3f} | {b} | {r['p50_ms']:.1f} / {r['p95_ms']:.1f} | {r['cold_ms']:.0f} | {bl} |"
+        lines.append(
+            f"| {r['n']:,} | {r['queries']} | {r['recall']:.3f} | {b} | {r['p50_ms']:.1f} / "
+            f"{r['p95_ms']:.1f} | {r['cold_ms']:.0f} | {bl} |"
         )
+    if args.report:
+        append_report("Similar agent states (issue 14)", "python " + " ".join(sys.argv), lines)
+    else:
+        print(f"machine: {machine()}; commit {git_rev()}")
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":
