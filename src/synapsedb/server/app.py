@@ -156,11 +156,15 @@ def create_app(
     feed_limit = FeedLimit(max_feeds_per_key)
     tracing = tracing or Tracing()
     memory_proxy = Proxy(db, llm, namespace=proxy_namespace)
+    from ..integrations.mcp.http import McpEndpoint  # it imports .auth: not at module level
+
+    mcp = McpEndpoint()  # MCP's streamable HTTP (docs/integrations/mcp.md)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         try:
-            yield
+            async with mcp.running():
+                yield
         finally:
             await memory_proxy.aclose()
             app.state.metrics.detach()
@@ -223,6 +227,7 @@ def create_app(
         _proxy_route("/v1/namespaces/{ns}/responses", proxy.responses),
         _proxy_route("/v1/chat/completions", proxy.chat_completions),  # the default namespace
         _proxy_route("/v1/responses", proxy.responses),
+        Route("/mcp", mcp, methods=["POST"], include_in_schema=False),  # auth: McpEndpoint
     ]
     app = App(
         routes=routes,

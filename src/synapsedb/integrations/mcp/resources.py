@@ -1,0 +1,89 @@
+"""MCP resources: a namespace's entities, each readable as what is known about it.
+
+``synapsedb://<namespace>/entities`` is the list of entities with something visible, and
+``synapsedb://<namespace>/entities/<entity>`` an entity's snapshot: its KV facts, memories and
+stream events (``Namespace.snapshot``). Both take ``?as_of=<time>`` (what was known then).
+Namespace and entity are percent-encoded path segments (``user:4321`` is ``user%3A4321``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, quote, unquote
+
+from ...errors import ValidationError
+
+__all__ = ["PAGE", "SCHEME", "ResourceRef", "entities_uri", "entity_uri", "parse_uri"]
+
+SCHEME = "synapsedb://"
+PAGE = 100  # resources per resources/list page
+MAX_URI = 4096
+TEMPLATES = (
+    ("entities", SCHEME + "{namespace}/entities{?as_of}",
+     "The entities of a namespace with something visible (as_of: then)"),
+    ("entity", SCHEME + "{namespace}/entities/{entity}{?as_of}",
+     "What is known about an entity: its facts, memories and events (as_of: then)"),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ResourceRef:
+    """A parsed resource URI: the namespace, the entity (None: the list) and ``as_of``."""
+
+    namespace: str
+    entity: str | None
+    as_of: str | None
+
+    def read(self, ns: Any) -> Any:
+        """The resource's content from a namespace handle."""
+        if self.entity is None:
+            return {"entities": ns.entities(as_of=self.as_of)}
+        return ns.snapshot(self.entity, as_of=self.as_of)
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+def entities_uri(namespace: str) -> str:
+    return f"{SCHEME}{_segment(namespace)}/entities"
+
+
+def entity_uri(namespace: str, entity: str) -> str:
+    return f"{SCHEME}{_segment(namespace)}/entities/{_segment(entity)}"
+
+
+def parse_uri(uri: str) -> ResourceRef:
+    """``uri`` as a :class:`ResourceRef`; anything else is a ValidationError naming ``uri``."""
+    if not isinstance(uri, str) or len(uri) > MAX_URI:
+        raise ValidationError(f"uri: expected a string of at most {MAX_URI} characters",
+                              field="uri", limit=MAX_URI)  # fmt: skip
+    shape = f"expected {SCHEME}<namespace>/entities[/<entity>][?as_of=<time>]"
+    if not uri.startswith(SCHEME):
+        raise ValidationError(f"uri: {uri[:100]!r} is not a SynapseDB resource; {shape}",
+                              field="uri")  # fmt: skip
+    path, _, query = uri[len(SCHEME) :].partition("?")
+    parts = path.split("/")
+    if len(parts) not in (2, 3) or parts[1] != "entities" or not all(parts):
+        raise ValidationError(f"uri: {uri[:100]!r}: {shape}", field="uri")
+    as_of = None
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name != "as_of":
+            raise ValidationError(f"uri: unknown parameter {name[:40]!r}; only as_of",
+                                  field="uri")  # fmt: skip
+        as_of = value
+    entity = unquote(parts[2]) if len(parts) == 3 else None
+    return ResourceRef(unquote(parts[0]), entity, as_of)
+
+
+def page(entities: list[str], cursor: str | None) -> tuple[list[str], str | None]:
+    """One page of ``entities`` from ``cursor`` (an offset this module handed out) and the
+    cursor of the next page (None: the last)."""
+    start = 0
+    if cursor is not None:
+        if not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 12):
+            raise ValidationError("cursor: not a cursor this server gave", field="cursor")
+        start = int(cursor)
+    end = start + PAGE
+    return entities[start:end], (str(end) if end < len(entities) else None)
