@@ -15,6 +15,7 @@ use only the public namespace API.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +35,8 @@ __all__ = ["SynapseChatMessageHistory", "SynapseVectorStore"]
 BATCH = 1000  # documents per write_many (the engine takes up to max_batch_items, 10,000)
 SEARCH_MODES = ("vector", "hybrid", "keyword")
 _BUILTIN_PREFIX = "metadata."
+_ITEM = re.compile(r"items\[(\d+)\](\.?)([A-Za-z_]*)")
+_ARGS = {"content": "texts", "metadata": "metadatas", "id": "ids", "embedding": "embeddings"}
 
 
 class SynapseChatMessageHistory(BaseChatMessageHistory):
@@ -187,7 +190,10 @@ class SynapseVectorStore(VectorStore):
         out: list[str] = []
         for start in range(0, len(items), BATCH):
             batch = [{"entity": self.entity, **i} for i in items[start : start + BATCH]]
-            out += [m.id for m in self.namespace.write_many(batch)]
+            try:
+                out += [m.id for m in self.namespace.write_many(batch)]
+            except ValidationError as err:
+                raise _renamed(err, start) from err
         return out
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
@@ -357,6 +363,21 @@ def _items(
             item["id"] = doc_id
         items.append(item)
     return items
+
+
+def _renamed(err: ValidationError, start: int) -> ValidationError:
+    """The engine's error about ``items[j].<field>`` of a batch starting at ``start``, named
+    after add_texts' arguments: ``texts[i]``, ``metadatas[i]...``, ``ids[i]``."""
+
+    def name(m: re.Match[str]) -> str:
+        i = start + int(m[1])
+        arg = _ARGS.get(m[3])
+        return f"{arg}[{i}]" if arg else f"texts[{i}]{m[2]}{m[3]}"
+
+    details = dict(err.details)
+    if isinstance(details.get("field"), str):
+        details["field"] = _ITEM.sub(name, details["field"])
+    return ValidationError(_ITEM.sub(name, err.message), **details)
 
 
 def _id_list(ids: Any) -> list[str]:
