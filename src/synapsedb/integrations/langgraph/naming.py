@@ -132,7 +132,7 @@ def thread_entity(thread_id: object) -> str:
     tid = str(thread_id)
     if not tid:
         raise ValidationError("thread_id: must not be empty", field="thread_id")
-    if len(tid) + len(THREAD_PREFIX) <= MAX_NAME and "\x00" not in tid:
+    if len(tid) + 8 <= MAX_NAME and "\x00" not in tid:  # room for the "lgd:" data entity
         return THREAD_PREFIX + tid
     return HASHED_THREAD_PREFIX + hashlib.sha256(tid.encode("utf-8", "surrogatepass")).hexdigest()
 
