@@ -82,7 +82,7 @@ export class SynapseClient {
   }
 
   /** The namespaces' names (the key's tenant's, in keys mode). */
-  namespaces(): Promise<string[]> {
+  async namespaces(): Promise<string[]> {
     return this.call("GET /v1/namespaces", { path: {} });
   }
 
@@ -124,7 +124,9 @@ export class SynapseClient {
     if (this.closed) throw new ClosedError("the client is closed");
     const [method, template] = op.split(" ", 2) as [string, string];
     const pathArgs = args.path as Record<string, string>;
-    const path = template.replace(/\{(\w+)\}/g, (_, name: string) => pathSegment(pathArgs[name], name));
+    const path = template.replace(/\{(\w+)\}/g, (_, name: string) =>
+      pathSegment(pathArgs[name], PATH_FIELDS[name] ?? name),
+    );
     const query = args.query ? queryString(args.query as Parameters<typeof queryString>[0], TIME_FIELDS) : "";
     const headers: Record<string, string> = { ...this.headers };
     const agent = checkAgent(args.agent);
@@ -177,6 +179,9 @@ export class SynapseClient {
     return new StorageError(`server unreachable: ${err instanceof Error ? err.message : String(err)}${cause}`);
   }
 }
+
+/** The argument each path parameter comes from, as errors name it. */
+const PATH_FIELDS: Record<string, string> = { ns: "namespace", sid: "session_id" };
 
 /** A client of the server at `url` (`http://127.0.0.1:7379`). */
 export function connect(url: string, options: ConnectOptions = {}): SynapseClient {

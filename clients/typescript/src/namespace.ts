@@ -91,13 +91,13 @@ export class Namespace {
   // -- memories -----------------------------------------------------------------------------
 
   /** Writes a memory about `entity` (text, or content with its fields). */
-  write(entity: string, memory: string | MemoryInput, options: AgentOptions = {}): Promise<Memory> {
+  async write(entity: string, memory: string | MemoryInput, options: AgentOptions = {}): Promise<Memory> {
     const fields = typeof memory === "string" ? { content: memory } : memory;
     return this.run(`POST ${NS}/memories`, { body: { entity, ...fields }, agent: this.who(options.agent) });
   }
 
   /** Writes many memories, all or none. */
-  writeMany(items: readonly BatchItem[], options: AgentOptions = {}): Promise<Memory[]> {
+  async writeMany(items: readonly BatchItem[], options: AgentOptions = {}): Promise<Memory[]> {
     const out = items.map((item) => {
       if (Array.isArray(item)) {
         const [entity, payload] = item as readonly [string, string | MemoryInput];
@@ -109,7 +109,7 @@ export class Namespace {
   }
 
   /** A new version of memory `id` with `changes` (compare-and-set with `if_version`). */
-  update(id: string, changes: Partial<MemoryInput>, options: UpdateOptions = {}): Promise<Memory> {
+  async update(id: string, changes: Partial<MemoryInput>, options: UpdateOptions = {}): Promise<Memory> {
     return this.run(`PATCH ${NS}/memories/{id}`, {
       path: { id },
       body: { changes, if_version: options.if_version },
@@ -120,7 +120,7 @@ export class Namespace {
   /** A memory by id, or a KV fact by entity and key. */
   get(id: string, options?: AsOfOptions): Promise<Memory>;
   get(entity: string, key: string, options?: AsOfOptions): Promise<Fact>;
-  get(target: string, keyOrOptions?: string | AsOfOptions, maybe?: AsOfOptions): Promise<Memory | Fact> {
+  async get(target: string, keyOrOptions?: string | AsOfOptions, maybe?: AsOfOptions): Promise<Memory | Fact> {
     if (typeof keyOrOptions === "string") {
       return this.run(`GET ${NS}/facts`, {
         query: { entity: target, key: keyOrOptions, as_of: maybe?.as_of },
@@ -130,7 +130,7 @@ export class Namespace {
   }
 
   /** What is known about `entity` (or the whole namespace), newest first. */
-  memories(entity?: string | null, options: MemoriesOptions = {}): Promise<Memory[]> {
+  async memories(entity?: string | null, options: MemoriesOptions = {}): Promise<Memory[]> {
     return this.run(`GET ${NS}/memories`, {
       query: {
         entity: entity ?? undefined,
@@ -145,7 +145,7 @@ export class Namespace {
   /** Deletes (tombstones) a memory by id, or a KV fact by entity and key. */
   delete(id: string, options?: UpdateOptions): Promise<Memory>;
   delete(entity: string, key: string, options?: UpdateOptions): Promise<Fact>;
-  delete(target: string, keyOrOptions?: string | UpdateOptions, maybe?: UpdateOptions): Promise<Memory | Fact> {
+  async delete(target: string, keyOrOptions?: string | UpdateOptions, maybe?: UpdateOptions): Promise<Memory | Fact> {
     if (typeof keyOrOptions === "string") {
       return this.run(`DELETE ${NS}/facts`, {
         query: { entity: target, key: keyOrOptions, if_version: maybe?.if_version },
@@ -162,7 +162,7 @@ export class Namespace {
   /** Every version of a memory, or of a KV fact. */
   history(id: string, options?: AsOfOptions): Promise<Memory[]>;
   history(entity: string, key: string, options?: AsOfOptions): Promise<Fact[]>;
-  history(target: string, keyOrOptions?: string | AsOfOptions, maybe?: AsOfOptions): Promise<Memory[] | Fact[]> {
+  async history(target: string, keyOrOptions?: string | AsOfOptions, maybe?: AsOfOptions): Promise<Memory[] | Fact[]> {
     if (typeof keyOrOptions === "string") {
       return this.run(`GET ${NS}/facts/history`, {
         query: { entity: target, key: keyOrOptions, as_of: maybe?.as_of },
@@ -177,7 +177,7 @@ export class Namespace {
   // -- retrieval ----------------------------------------------------------------------------
 
   /** Memories by meaning and keywords (hybrid), inside filters, as of any moment. */
-  query(text?: string | null, options: QueryOptions = {}): Promise<QueryResult> {
+  async query(text?: string | null, options: QueryOptions = {}): Promise<QueryResult> {
     const { agent, ...rest } = options;
     return this.run(`POST ${NS}/query`, {
       body: {
@@ -197,13 +197,13 @@ export class Namespace {
   // -- the memory loop ----------------------------------------------------------------------
 
   /** Stores conversation turns and extracts typed memories from them. */
-  remember(messages: readonly MessageInput[] | string, options: RememberOptions): Promise<Remembered> {
+  async remember(messages: readonly MessageInput[] | string, options: RememberOptions): Promise<Remembered> {
     const { agent, ...rest } = options;
     return this.run(`POST ${NS}/remember`, { body: { messages, ...rest }, agent: this.who(agent) });
   }
 
   /** The memories a conversation's last turn (or a text) needs, as a context block. */
-  recall(messagesOrText: readonly MessageInput[] | string, options: RecallOptions = {}): Promise<Recalled> {
+  async recall(messagesOrText: readonly MessageInput[] | string, options: RecallOptions = {}): Promise<Recalled> {
     const { agent, ...rest } = options;
     const what = typeof messagesOrText === "string" ? { text: messagesOrText } : { messages: messagesOrText };
     return this.run(`POST ${NS}/recall`, { body: { ...rest, ...what }, agent: this.who(agent) });
@@ -214,7 +214,7 @@ export class Namespace {
   /** Appends a message (answering it as stored) or a list of at most 1,000 (answering them). */
   sessionAppend(sessionId: string, message: MessageInput, options?: SessionAppendOptions): Promise<Message>;
   sessionAppend(sessionId: string, messages: readonly MessageInput[], options?: SessionAppendOptions): Promise<Message[]>;
-  sessionAppend(
+  async sessionAppend(
     sessionId: string,
     messageOrMessages: MessageInput | readonly MessageInput[],
     options: SessionAppendOptions = {},
@@ -257,12 +257,12 @@ export class Namespace {
   }
 
   /** Erases every expired session by the server's clock (admin); their ids. */
-  sessionPurgeExpired(options: { ttl?: number } = {}): Promise<string[]> {
+  async sessionPurgeExpired(options: { ttl?: number } = {}): Promise<string[]> {
     return this.run(`POST ${NS}/sessions:purge_expired`, { body: { ttl: options.ttl }, agent: this.agent });
   }
 
   /** The session's searchable messages most relevant to `text`, oldest first. */
-  sessionSearch(sessionId: string, text: string, options: SessionSearchOptions = {}): Promise<Message[]> {
+  async sessionSearch(sessionId: string, text: string, options: SessionSearchOptions = {}): Promise<Message[]> {
     return this.run(`POST ${NS}/sessions/{sid}/search`, {
       path: { sid: sessionId },
       body: { ...options, text, as_of: time(options.as_of, "as_of") },
@@ -270,25 +270,25 @@ export class Namespace {
   }
 
   /** Ids of the sessions with messages (not cleared, not expired). */
-  sessionList(options: { as_of?: TimeLike; ttl?: number } = {}): Promise<string[]> {
+  async sessionList(options: { as_of?: TimeLike; ttl?: number } = {}): Promise<string[]> {
     return this.run(`GET ${NS}/sessions`, { query: { as_of: options.as_of, ttl: options.ttl } });
   }
 
   /** A session's counts and times. */
-  sessionInfo(sessionId: string, options: SessionInfoOptions = {}): Promise<SessionInfo> {
+  async sessionInfo(sessionId: string, options: SessionInfoOptions = {}): Promise<SessionInfo> {
     return this.run(`GET ${NS}/sessions/{sid}`, { path: { sid: sessionId }, query: { ...options } });
   }
 
   // -- the semantic cache -------------------------------------------------------------------
 
   /** The cached entry of `scope` whose key means what `key` means, or null. */
-  cacheLookup(key: string, options: CacheLookupOptions = {}): Promise<CacheHit | null> {
+  async cacheLookup(key: string, options: CacheLookupOptions = {}): Promise<CacheHit | null> {
     const { agent, ...rest } = options;
     return this.run(`POST ${NS}/cache:lookup`, { body: { ...rest, key }, agent: this.who(agent) });
   }
 
   /** Caches `value` (JSON) under `key` in `scope`. */
-  cacheStore(key: string, value: unknown, options: CacheStoreOptions = {}): Promise<CacheEntry> {
+  async cacheStore(key: string, value: unknown, options: CacheStoreOptions = {}): Promise<CacheEntry> {
     if (value === undefined) throw new ValidationError("value: undefined is not a JSON value", { field: "value" });
     const { agent, ...rest } = options;
     return this.run(`POST ${NS}/cache`, { body: { ...rest, key, value }, agent: this.who(agent) });
@@ -307,14 +307,14 @@ export class Namespace {
   }
 
   /** Entries, and the server's hit, miss, store and invalidation counts. */
-  cacheStats(): Promise<CacheStats> {
+  async cacheStats(): Promise<CacheStats> {
     return this.run(`GET ${NS}/cache/stats`, {});
   }
 
   // -- lifecycle ----------------------------------------------------------------------------
 
   /** Forgets a memory by id, or an entity; `purge` erases (admin scope). */
-  forget(id?: string | null, options: ForgetOptions = {}): Promise<Forgotten> {
+  async forget(id?: string | null, options: ForgetOptions = {}): Promise<Forgotten> {
     return this.run(`POST ${NS}/forget`, {
       body: { id: id ?? null, entity: options.entity ?? null, purge: options.purge ?? false },
       agent: this.who(options.agent),
@@ -343,24 +343,24 @@ export class Namespace {
   }
 
   /** Runs maintenance (admin scope): expiry, demotion, promotion. */
-  maintain(options: { dry_run?: boolean } = {}): Promise<MaintenanceReport> {
+  async maintain(options: { dry_run?: boolean } = {}): Promise<MaintenanceReport> {
     return this.run(`POST ${NS}/maintain`, { body: { dry_run: options.dry_run ?? false } });
   }
 
   /** The namespace's lifecycle settings (Python: the `config` property). */
-  config(): Promise<NamespaceConfig> {
+  async config(): Promise<NamespaceConfig> {
     return this.run(`GET ${NS}/config`, {});
   }
 
   /** Changes lifecycle settings (admin scope). */
-  configure(changes: ConfigChanges): Promise<NamespaceConfig> {
+  async configure(changes: ConfigChanges): Promise<NamespaceConfig> {
     return this.run(`PUT ${NS}/config`, { body: { ...changes } });
   }
 
   // -- lineage and audit --------------------------------------------------------------------
 
   /** Records an answer and the queries (and cited memories) it was built on. */
-  recordAnswer(answerId: string, queryIds: readonly string[], options: RecordAnswerOptions = {}): Promise<Lineage> {
+  async recordAnswer(answerId: string, queryIds: readonly string[], options: RecordAnswerOptions = {}): Promise<Lineage> {
     return this.run(`POST ${NS}/answers`, {
       body: { answer_id: answerId, query_ids: [...queryIds], text: options.text, cited: [...(options.cited ?? [])] },
       agent: this.who(options.agent),
@@ -368,24 +368,24 @@ export class Namespace {
   }
 
   /** The queries and memory versions behind an answer. */
-  lineage(answerId: string): Promise<Lineage> {
+  async lineage(answerId: string): Promise<Lineage> {
     return this.run(`GET ${NS}/answers/{answer_id}/lineage`, { path: { answer_id: answerId } });
   }
 
   /** Who wrote and read what, when. */
-  audit(entity?: string | null, options: AuditOptions = {}): Promise<AuditEntry[]> {
+  async audit(entity?: string | null, options: AuditOptions = {}): Promise<AuditEntry[]> {
     return this.run(`GET ${NS}/audit`, { query: { entity: entity ?? undefined, ...options } });
   }
 
   /** Everything known about `entity` at a moment. */
-  snapshot(entity: string, options: AsOfOptions = {}): Promise<Snapshot> {
+  async snapshot(entity: string, options: AsOfOptions = {}): Promise<Snapshot> {
     return this.run(`GET ${NS}/snapshot`, { query: { entity, as_of: options.as_of } });
   }
 
   // -- KV facts and streams -----------------------------------------------------------------
 
   /** Sets a KV fact (a new version; compare-and-set with `if_version`). */
-  set(entity: string, key: string, value: unknown, options: SetOptions = {}): Promise<Fact> {
+  async set(entity: string, key: string, value: unknown, options: SetOptions = {}): Promise<Fact> {
     if (value === undefined) throw new ValidationError("value: undefined is not a JSON value", { field: "value" });
     return this.run(`PUT ${NS}/facts`, {
       body: { entity, key, value, if_version: options.if_version, ttl: options.ttl },
@@ -401,7 +401,7 @@ export class Namespace {
   }
 
   /** Appends an event to a stream (the entity's by default); also a searchable memory. */
-  append(entity: string, event: string | Record<string, unknown>, options: AppendOptions = {}): Promise<Event> {
+  async append(entity: string, event: string | Record<string, unknown>, options: AppendOptions = {}): Promise<Event> {
     return this.run(`POST ${NS}/events`, {
       body: { entity, event, stream: options.stream, searchable: options.searchable ?? true },
       agent: this.who(options.agent),
@@ -409,7 +409,7 @@ export class Namespace {
   }
 
   /** A stream's events, oldest first (or `order: "desc"`). */
-  events(stream: string, options: EventsOptions = {}): Promise<Event[]> {
+  async events(stream: string, options: EventsOptions = {}): Promise<Event[]> {
     return this.run(`GET ${NS}/events`, { query: { stream, ...options } });
   }
 
@@ -457,17 +457,17 @@ export class Namespace {
   // -- overview -----------------------------------------------------------------------------
 
   /** Entities with something visible. */
-  entities(options: AsOfOptions = {}): Promise<string[]> {
+  async entities(options: AsOfOptions = {}): Promise<string[]> {
     return this.run(`GET ${NS}/entities`, { query: { as_of: options.as_of } });
   }
 
   /** The namespace's streams. */
-  streams(options: AsOfOptions = {}): Promise<string[]> {
+  async streams(options: AsOfOptions = {}): Promise<string[]> {
     return this.run(`GET ${NS}/streams`, { query: { as_of: options.as_of } });
   }
 
   /** Counts and bytes. */
-  stats(): Promise<Stats> {
+  async stats(): Promise<Stats> {
     return this.run(`GET ${NS}/stats`, {});
   }
 }
