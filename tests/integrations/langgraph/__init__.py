@@ -1,0 +1,1 @@
+"""LangGraph store and checkpointer on SynapseDB (issue 15)."""
