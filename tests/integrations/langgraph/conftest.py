@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.embeddings import Embeddings
 from tests.support.live_server import serve
 
 import synapsedb
@@ -22,7 +23,7 @@ from synapsedb import ManualClock
 DIMS = 64
 
 
-class TrigramEmbeddings:
+class TrigramEmbeddings(Embeddings):
     """Hashed character trigrams of the lowercased text, normalized."""
 
     dims = DIMS
