@@ -246,4 +246,4 @@ export const checks: [
 ] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true];
 
 /** The options of a feed that steer the client, not the request. */
-type FeedControl = Pick<FeedOptions, "signal" | "retries" | "retryDelayMs">;
+type FeedControl = Pick<FeedOptions, "signal" | "retries" | "retryDelayMs" | "retryMaxDelayMs">;

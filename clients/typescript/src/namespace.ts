@@ -420,7 +420,7 @@ export class Namespace {
    * the `signal`, or `break`.
    */
   follow(stream: string, options: FollowOptions = {}): Feed<Event> {
-    const { signal: _s, retries: _r, retryDelayMs: _d, after: _a, ...params } = options;
+    const { signal: _s, retries: _r, retryDelayMs: _d, retryMaxDelayMs: _m, after: _a, ...params } = options;
     return new Feed<Event>(
       (lastEventId, signal) =>
         this.client.open(
@@ -440,7 +440,7 @@ export class Namespace {
    * server process; after a restart replayed from durable history).
    */
   changes(options: ChangesOptions = {}): Feed<Change> {
-    const { signal: _s, retries: _r, retryDelayMs: _d, after: _a, ...params } = options;
+    const { signal: _s, retries: _r, retryDelayMs: _d, retryMaxDelayMs: _m, after: _a, ...params } = options;
     return new Feed<Change>(
       (lastEventId, signal) =>
         this.client.open(

@@ -6,7 +6,7 @@
  * (the server resumes after that id).
  */
 
-import { errorFromBody, StorageError, SynapseError } from "./errors.js";
+import { ClosedError, errorFromBody, StorageError, SynapseError } from "./errors.js";
 
 export interface ServerSentEvent {
   /** The event's id (the last `id:` line seen so far, as the spec has it). */
@@ -85,8 +85,10 @@ export interface FeedOptions {
   signal?: AbortSignal;
   /** Reconnections in a row that may fail before the iteration throws (default 5). */
   retries?: number;
-  /** Milliseconds before the first reconnection, doubled after each failure up to 5 s (default 250). */
+  /** Milliseconds before the first reconnection, doubled after each failure (default 250)... */
   retryDelayMs?: number;
+  /** ...up to this many (default 5,000). */
+  retryMaxDelayMs?: number;
 }
 
 /** How a feed connects: its request with `Last-Event-ID` set (or not), answering the response
@@ -147,7 +149,7 @@ export class Feed<T> implements AsyncIterable<T> {
           // (a restart, or this reader fell behind the server's buffer) and resumes.
           if (idleMs !== undefined && Date.now() - quietSince >= idleMs - Math.min(1000, idleMs / 2)) return;
         } catch (err) {
-          if (signal.aborted) return;
+          if (signal.aborted || err instanceof ClosedError) return; // stopped on purpose
           if (err instanceof SynapseError && !(err instanceof StorageError)) throw err; // the server said no
           failures += 1;
           if (failures > retries) {
@@ -155,7 +157,7 @@ export class Feed<T> implements AsyncIterable<T> {
           }
         }
         await sleep(delay, signal);
-        delay = Math.min(delay * 2, 5000);
+        delay = Math.min(delay * 2, this.options.retryMaxDelayMs ?? 5000);
       }
     } finally {
       this.abort.abort();

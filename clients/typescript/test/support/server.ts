@@ -112,21 +112,22 @@ export class Server {
     }
   }
 
-  /** Stops the process (SIGTERM, then SIGKILL after 20 s). */
-  async stop(): Promise<void> {
+  /** Stops the process: SIGTERM, then SIGKILL after 20 s (`kill`: SIGKILL at once, a crash). */
+  async stop(options: { kill?: boolean } = {}): Promise<void> {
     const proc = this.proc;
     this.proc = undefined;
     if (!proc || proc.exitCode !== null) return;
     const exited = new Promise<void>((ok) => proc.once("exit", () => ok()));
-    proc.kill("SIGTERM");
+    proc.kill(options.kill ? "SIGKILL" : "SIGTERM");
     const timer = setTimeout(() => proc.kill("SIGKILL"), 20_000);
     await exited;
     clearTimeout(timer);
   }
 
-  /** Stops and starts again on the same port and data directory. */
-  async restart(): Promise<void> {
-    await this.stop();
+  /** Stops (SIGKILL with `kill`: uvicorn's graceful stop waits for open feeds) and starts
+   * again on the same port and data directory. */
+  async restart(options: { kill?: boolean } = {}): Promise<void> {
+    await this.stop(options);
     await this.boot();
   }
 
