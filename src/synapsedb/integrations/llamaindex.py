@@ -17,13 +17,17 @@ decides the tenant).
 Sessions are append-only streams: replacing or deleting messages (``set_messages``,
 ``delete_message``, ``delete_last_message``, ``delete_oldest_messages``, archiving) is a
 *rewrite*: read the messages, ``clear`` the session, append the ones that stay. History and
-``as_of`` reads still show every version; the kept messages get new ids and times; a message
-another writer appends to the same key during a rewrite may be hidden by it.
+``as_of`` reads still show every version; the kept messages get new ids and times. A store
+runs each operation whole under its lock, so operations through one store object (``Memory``'s
+concurrent puts included) never interleave; a message that ANOTHER process appends to the same
+key during a rewrite may be hidden by it (the session API has no atomic rewrite).
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -36,6 +40,7 @@ from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, Messag
 from ..conversation import AsyncSessions, Message, Sessions
 from ..conversation.drivers import Plan, call, drive, drive_async
 from ..conversation.layout import check_session_id
+from ..engine import Namespace
 from ..errors import ValidationError
 from .llamaindex_messages import from_llama, to_llama, to_openai_text
 
@@ -150,6 +155,8 @@ class _Backed:
 
     _sync: Sessions | None
     _async: AsyncSessions | None
+    _lock: threading.Lock
+    _loop_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
 
     def _attach(self, namespace: Any, async_namespace: Any, ttl: float | None) -> None:
         if namespace is None and async_namespace is None:
@@ -160,20 +167,30 @@ class _Backed:
         self._async = (
             AsyncSessions(async_namespace, ttl=ttl) if async_namespace is not None else None
         )
+        self._lock = threading.Lock()
+        self._loop_locks = weakref.WeakKeyDictionary()
 
     def _run(self, plan: Plan[T]) -> T:
+        """Each operation runs whole under the store's lock: a rewrite (read, clear, append)
+        in this process never interleaves with another operation of the same store."""
         if self._sync is None:
             plan.close()
             raise ValidationError(
                 "namespace: this store was given only an async_namespace; use its async methods",
                 field="namespace",
             )
-        return drive(self._sync, plan)
+        with self._lock:
+            return drive(self._sync, plan)
 
     async def _arun(self, plan: Plan[T]) -> T:
         if self._async is None:
             return await asyncio.to_thread(self._run, plan)
-        return await drive_async(self._async, plan)
+        loop = asyncio.get_running_loop()
+        lock = self._loop_locks.get(loop)
+        if lock is None:  # one per event loop (Memory's sync methods run a fresh loop per call)
+            lock = self._loop_locks[loop] = asyncio.Lock()
+        async with lock:
+            return await drive_async(self._async, plan)
 
 
 class SynapseChatStore(_Backed, BaseChatStore):
@@ -184,6 +201,8 @@ class SynapseChatStore(_Backed, BaseChatStore):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     _sync: Sessions | None = PrivateAttr(default=None)
     _async: AsyncSessions | None = PrivateAttr(default=None)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _loop_locks: Any = PrivateAttr(default=None)
 
     def __init__(
         self, namespace: Any = None, *, async_namespace: Any = None, ttl: float | None = None
@@ -247,6 +266,8 @@ class SynapseDBChatStore(_Backed, AsyncDBChatStore):
     model_config = ConfigDict(arbitrary_types_allowed=True)
     _sync: Sessions | None = PrivateAttr(default=None)
     _async: AsyncSessions | None = PrivateAttr(default=None)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _loop_locks: Any = PrivateAttr(default=None)
 
     def __init__(
         self, namespace: Any = None, *, async_namespace: Any = None, ttl: float | None = None
@@ -344,16 +365,21 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
     threshold: float | None = Field(default=None, description="Calibrated similarity floor.")
     wait: bool = Field(default=False, description="Extract facts inline in aput.")
 
-    def model_post_init(self, context: Any, /) -> None:
-        if self.namespace is None and self.async_namespace is None:
+    def __init__(self, **data: Any) -> None:
+        if data.get("namespace") is None and data.get("async_namespace") is None:
             raise ValidationError(
                 "namespace: pass a namespace, an async_namespace or both", field="namespace"
             )
+        super().__init__(**data)
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        if self.async_namespace is not None:
-            return await getattr(self.async_namespace, method)(*args, **kwargs)
-        return await asyncio.to_thread(getattr(self.namespace, method), *args, **kwargs)
+        """An async namespace's call awaited; a sync one's (embedded, given either way, or
+        ``synapsedb.connect``) in a worker thread."""
+        ns = self.async_namespace
+        if ns is not None and not isinstance(ns, Namespace):
+            return await getattr(ns, method)(*args, **kwargs)
+        target = ns if ns is not None else self.namespace
+        return await asyncio.to_thread(getattr(target, method), *args, **kwargs)
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         turns = to_openai_text(list(messages or []))

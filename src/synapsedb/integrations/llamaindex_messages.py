@@ -66,7 +66,7 @@ def from_llama(message: Any, field: str = "message") -> Message:
         extras["additional_kwargs"] = kwargs
     texts = [b.text for b in message.blocks if isinstance(b, TextBlock)]
     content = "\n".join(texts)
-    if not (len(message.blocks) == 1 and texts) and message.blocks:
+    if not (len(message.blocks) == 1 and texts):
         extras["blocks"] = [b.model_dump(mode="json") for b in message.blocks]
         if not content.strip() and len(texts) < len(message.blocks):
             kinds = sorted({getattr(b, "block_type", "block") for b in message.blocks})
