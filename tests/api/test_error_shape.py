@@ -89,9 +89,11 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
 
 
 def routes(client: TestClient) -> list[tuple[str, str]]:
-    """(method, path template) of every route in the app's route table."""
+    """(method, path template) of every route in the app's route table, but ``/mcp``: MCP's
+    JSON-RPC errors are its protocol's shape (its own refusals, 401/415/405/421, are this
+    shape: tests/integrations/test_mcp_http.py)."""
     return sorted((m, r.path) for r in client.app.routes if isinstance(r, Route)  # type: ignore[attr-defined]
-                  for m in (r.methods or ()) if m != "HEAD")  # fmt: skip
+                  and r.path != "/mcp" for m in (r.methods or ()) if m != "HEAD")  # fmt: skip
 
 
 def document(client: TestClient) -> dict[str, Any]:

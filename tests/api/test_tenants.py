@@ -213,6 +213,10 @@ def test_every_route_is_probed(env: dict[str, Any]) -> None:
         assert isinstance(route, Route)
         if route.path in ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"):
             continue  # service routes: no tenant data (/metrics is admin-only, tested below)
+        if route.path == "/mcp":
+            continue  # JSON-RPC, not a REST route: its tenant isolation (every tool and resource
+            # with another tenant's ids, read-only keys, admin for erasure) is tested in
+            # tests/integrations/test_mcp_http.py
         suffix = route.path.removeprefix("/v1/namespaces/{ns}")
         for method in route.methods or ():
             if method == "HEAD" or (method, suffix) in WRITES:
