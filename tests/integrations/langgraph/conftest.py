@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,25 +16,31 @@ from typing import Any
 
 import pytest
 from langchain_core.embeddings import Embeddings
-from tests.support.live_server import serve
 
 import synapsedb
 from synapsedb import ManualClock
+from tests.support.live_server import serve
 
 DIMS = 64
 
 
 class TrigramEmbeddings(Embeddings):
-    """Hashed character trigrams of the lowercased text, normalized."""
+    """Hashed character trigrams of the lowercased text, normalized; ``jitter`` adds a small
+    pseudo-random component seeded by the text, so distinct texts never tie."""
 
-    dims = DIMS
+    def __init__(self, dims: int = DIMS, jitter: float = 0.0) -> None:
+        self.dims = dims
+        self.jitter = jitter
 
     def one(self, text: str) -> list[float]:
-        vec = [0.0] * DIMS
+        vec = [0.0] * self.dims
         padded = f"  {text.lower()}  "
         for i in range(len(padded) - 2):
             h = int.from_bytes(hashlib.blake2b(padded[i : i + 3].encode(), digest_size=4).digest())
-            vec[h % DIMS] += 1.0
+            vec[h % self.dims] += 1.0
+        if self.jitter:
+            rng = random.Random(text)
+            vec = [x + self.jitter * rng.random() for x in vec]
         norm = math.sqrt(sum(x * x for x in vec)) or 1.0
         return [x / norm for x in vec]
 

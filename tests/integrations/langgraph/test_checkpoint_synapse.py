@@ -16,7 +16,7 @@ from .conftest import Backend
 
 
 def put(saver: Any, thread: str, parent: dict[str, Any] | None, values: dict[str, Any],
-        step: int, ns: str = "", cid: str | None = None) -> dict[str, Any]:  # fmt: skip
+        step: int, ns: str = "", cid: str | None = None) -> Any:  # fmt: skip
     cp = empty_checkpoint()
     if cid is not None:
         cp["id"] = cid
@@ -25,12 +25,12 @@ def put(saver: Any, thread: str, parent: dict[str, Any] | None, values: dict[str
     config = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
     if parent is not None:
         config["configurable"]["checkpoint_id"] = parent["configurable"]["checkpoint_id"]
-    return saver.put(config, cp, {"source": "loop", "step": step}, cp["channel_versions"])  # type: ignore[no-any-return]
+    return saver.put(config, cp, {"source": "loop", "step": step}, cp["channel_versions"])
 
 
 def test_get_tuple_as_of_answers_what_the_thread_held_then(backend: Backend) -> None:
     saver = SynapseSaver(backend.db)
-    thread = {"configurable": {"thread_id": "t1"}}
+    thread: Any = {"configurable": {"thread_id": "t1"}}
     c1 = put(saver, "t1", None, {"messages": ["hi"]}, 0)
     saver.put_writes(c1, [("messages", "pending reply")], "task-1")
     t1 = backend.clock.now_us() / 1e6
@@ -62,9 +62,10 @@ async def test_async_time_travel(backend: Backend) -> None:
     t1 = backend.clock.now_us() / 1e6
     backend.clock.advance(1)
     put(saver, "t", c1, {"x": 2}, 1)
-    got = await saver.aget_tuple_as_of({"configurable": {"thread_id": "t"}}, t1)
+    thread: Any = {"configurable": {"thread_id": "t"}}
+    got = await saver.aget_tuple_as_of(thread, t1)
     assert got is not None and got.checkpoint["channel_values"] == {"x": 1}
-    listed = [t async for t in saver.alist({"configurable": {"thread_id": "t"}}, as_of=t1)]
+    listed = [t async for t in saver.alist(thread, as_of=t1)]
     assert [t.config for t in listed] == [c1]
 
 
@@ -74,7 +75,8 @@ def test_erase_on_delete_leaves_nothing_to_travel_to(backend: Backend) -> None:
     t1 = backend.clock.now_us() / 1e6
     backend.clock.advance(1)
     saver.delete_thread("gone")
-    assert saver.get_tuple_as_of({"configurable": {"thread_id": "gone"}}, t1) is None
+    gone: Any = {"configurable": {"thread_id": "gone"}}
+    assert saver.get_tuple_as_of(gone, t1) is None
     assert c1["configurable"]["thread_id"] == "gone"
 
 
@@ -89,7 +91,8 @@ def test_large_checkpoints_and_writes_span_several_facts(backend: Backend) -> No
     assert got.pending_writes == [("task", "blob", "y" * 20_000)]
     copy_of = SynapseSaver(backend.db)
     copy_of.copy_thread("big", "big-copy")
-    again = copy_of.get_tuple({"configurable": {"thread_id": "big-copy"}})
+    copied: Any = {"configurable": {"thread_id": "big-copy"}}
+    again = copy_of.get_tuple(copied)
     assert again is not None and again.checkpoint["channel_values"] == big
     assert again.pending_writes == got.pending_writes
 
@@ -133,5 +136,6 @@ def test_hostile_configs_are_validation_errors(backend: Backend) -> None:
         assert info.value.details["field"] == field, (field, info.value)
     long_id = "t" * 1000  # too long for a name: hashed, and still works
     c = put(saver, long_id, None, {"v": 2}, 0)
-    assert saver.get_tuple(c).checkpoint["channel_values"] == {"v": 2}  # type: ignore[union-attr]
+    got = saver.get_tuple(c)
+    assert got is not None and got.checkpoint["channel_values"] == {"v": 2}
     assert saver.get_tuple(good) is not None

@@ -289,7 +289,9 @@ def test_vector_update_and_index_false(backend: Backend, embeddings: TrigramEmbe
     assert tail[-1] == (("test",), "doc4", {"text": "new text about dogs"}, None)
 
 
-def test_vector_pagination_and_edge_queries(backend: Backend, embeddings: TrigramEmbeddings) -> None:
+def test_vector_pagination_and_edge_queries(
+    backend: Backend, embeddings: TrigramEmbeddings
+) -> None:
     def scenario(store: BaseStore) -> list[Any]:
         for i in range(5):
             store.put(("test",), f"doc{i}", {"text": f"test document number {i}"})
@@ -334,7 +336,9 @@ def test_index_paths_many_texts_and_per_put_fields(
     assert {r[1] for r in ours[0]} == {"b1", "b2", "b3", "b4"}
 
 
-def test_whole_value_is_embedded_by_default(backend: Backend, embeddings: TrigramEmbeddings) -> None:
+def test_whole_value_is_embedded_by_default(
+    backend: Backend, embeddings: TrigramEmbeddings
+) -> None:
     def scenario(store: BaseStore) -> list[Any]:
         store.put(("x",), "a", {"food": "pizza", "city": "Naples"})
         store.put(("x",), "b", {"food": "sushi", "city": "Tokyo"})
@@ -380,3 +384,38 @@ async def test_async_methods(backend: Backend, embeddings: TrigramEmbeddings) ->
     ref = await scenario(InMemoryStore(index=cfg))  # type: ignore[arg-type]
     assert same(ours, ref), (ours, ref)
     assert [r[1] for r in ours[3]] == ["doc4", "doc1", "doc3"]
+
+
+def test_more_entries_than_one_query_holds(tmp_path: Any) -> None:
+    """Past SynapseDB's 1,000 hits per query, a search asks for the filtered items by key in
+    groups and merges them: still the same answers as InMemoryStore (embedded only: 1,200
+    puts)."""
+    import synapsedb
+
+    db = synapsedb.open(tmp_path / "d", embedder=None, llm=None, durability="os",
+                        background_maintenance=False)  # fmt: skip
+    try:
+        cfg = index_config(TrigramEmbeddings(jitter=0.05), ["text", "alt"])
+        ours = SynapseStore(db, "many", index=cfg)  # type: ignore[arg-type]
+        ref = InMemoryStore(index=cfg)  # type: ignore[arg-type]
+        words = ["apple", "river", "stone", "cloud", "ember", "frost"]
+        for store in (ours, ref):
+            for i in range(600):
+                value = {"text": f"{words[i % 6]} number {i} of {i * 31 % 1009}",
+                         "alt": f"{words[(i * 7) % 6]} alt {i * 17 % 613}", "i": i}  # fmt: skip
+                store.put(("big", f"s{i % 2}"), f"k{i:04d}", value)
+            store.put(("elsewhere",), "e", {"text": "apple 1"})
+        queries = [
+            (("big",), "apple 12", {"i": {"$gte": 100}}, 7, 3),
+            (("big",), "frost", None, 10, 0),
+            (("big", "s1"), "river stone", {"i": {"$lt": 300}}, 5, 2),
+        ]
+        for prefix, q, flt, limit, offset in queries:
+            a = norm(ours.search(prefix, query=q, filter=flt, limit=limit, offset=offset))
+            b = norm(ref.search(prefix, query=q, filter=flt, limit=limit, offset=offset))
+            assert same(a, b), (q, a, b)
+            assert len(a) == limit
+            scores = [round(r[3], 4) for r in b]
+            assert len(set(scores)) == len(scores)  # no ties: the order is the scores' alone
+    finally:
+        db.close()

@@ -114,11 +114,13 @@ def test_hostile_inputs_are_validation_errors(backend: Backend) -> None:
         (lambda: store.batch([SearchOp(ns, limit=-1)]), "limit"),
         (lambda: store.list_namespaces(max_depth=0), "max_depth"),
         (lambda: store.batch([SearchOp(("a", 3))]), "namespace_prefix[1]"),  # type: ignore[arg-type]
-        (lambda: SynapseStore(backend.db, "x", ttl={"default_ttl": "soon"}), "ttl.default_ttl"),
-        (lambda: SynapseStore(backend.db, "x", index={"dims": 3, "embeder": 1}), "index.embeder"),
+        (lambda: SynapseStore(backend.db, "x", ttl={"default_ttl": "soon"}),  # type: ignore[arg-type]
+         "ttl.default_ttl"),
+        (lambda: SynapseStore(backend.db, "x", index={"dims": 3, "embeder": 1}),  # type: ignore[arg-type]
+         "index.embeder"),
         (lambda: SynapseStore(object(), "x"), "db"),
         (lambda: SynapseStore(backend.db, "Not A Namespace"), "namespace"),
-    ]
+    ]  # fmt: skip
     for call, field in cases:
         with pytest.raises(ValidationError) as info:
             call()
@@ -142,10 +144,9 @@ def test_synapsedb_embeds_when_the_index_has_no_embed(minilm_backend: Backend) -
 
 def test_tenants_over_http_see_only_their_own_store(tmp_path: Any) -> None:
     """Over HTTP the API key decides the tenant: two keys, same store name, two stores."""
-    from tests.support.live_server import serve
-
     from synapsedb.server import create_app
     from synapsedb.server.keys import KeyStore
+    from tests.support.live_server import serve
 
     db = synapsedb.open(tmp_path / "d", embedder=None, llm=None, durability="os",
                         background_maintenance=False)  # fmt: skip
@@ -164,4 +165,3 @@ def test_tenants_over_http_see_only_their_own_store(tmp_path: Any) -> None:
                 b.close()
     finally:
         db.close()
-

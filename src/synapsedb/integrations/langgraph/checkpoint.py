@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
+import contextlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -165,7 +167,7 @@ class SynapseSaver(BaseCheckpointSaver[int]):
                 if found is not None:
                     yield found
 
-    def _heads(self, thread: str, as_of: TimeLike | None) -> list[dict[str, Any]]:
+    def _heads(self, thread: str, as_of: TimeLike | None) -> builtins.list[dict[str, Any]]:
         return [f.value for f in self._ns.facts(thread, as_of=as_of)
                 if f.key.startswith("ck") and isinstance(f.value, dict)]  # fmt: skip
 
@@ -202,7 +204,7 @@ class SynapseSaver(BaseCheckpointSaver[int]):
             pending_writes=self._writes(writes_entity(thread, ns_name, cid), as_of),
         )
 
-    def _writes(self, entity: str, as_of: TimeLike | None) -> list[tuple[str, str, Any]]:
+    def _writes(self, entity: str, as_of: TimeLike | None) -> builtins.list[tuple[str, str, Any]]:
         rows = []
         for fact in self._ns.facts(entity, as_of=as_of):
             if is_chunk_key(fact.key) or not isinstance(fact.value, dict):
@@ -340,10 +342,8 @@ class SynapseSaver(BaseCheckpointSaver[int]):
         self._forget(writes_entity(thread, ns_name, cid))
 
     def _delete_fact(self, entity: str, key: str) -> None:
-        try:
+        with contextlib.suppress(NotFoundError):
             self._ns.delete(entity, key)
-        except NotFoundError:
-            pass
 
     def _forget(self, entity: str) -> None:
         self._ns.forget(entity=entity, purge=self.erase_on_delete)
@@ -367,7 +367,7 @@ class SynapseSaver(BaseCheckpointSaver[int]):
         limit: int | None = None,
         as_of: TimeLike | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        def run() -> list[CheckpointTuple]:
+        def run() -> builtins.list[CheckpointTuple]:
             return list(self.list(config, filter=filter, before=before, limit=limit, as_of=as_of))
 
         for item in await asyncio.to_thread(run):

@@ -159,9 +159,9 @@ def ranked_hits(
             by_entity.setdefault(entity, []).append((key, n))
         for entity, keys in by_entity.items():
             for group in _groups(keys):
-                flt = {"lg_key": {"$in": [k for k, _ in group]}}
+                by_key: dict[str, Any] = {"lg_key": {"$in": [k for k, _ in group]}}
                 k = sum(n for _, n in group)
-                hits.extend(_query(ns, args, flt, index_entity(entity), k))
+                hits.extend(_query(ns, args, by_key, index_entity(entity), k))
     hits.sort(key=lambda h: -h[0])
     yield from (h for h in hits if (h[1], h[2]) in wanted)
 

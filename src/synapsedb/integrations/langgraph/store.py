@@ -22,6 +22,7 @@ A batch runs its reads first, then its puts (the last put of a (namespace, key) 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -178,10 +179,8 @@ class SynapseStore(BaseStore):
         except (VersionConflictError, NotFoundError):
             return  # written or deleted meanwhile: that write decides the expiry
         for i in range(int(wrapped.get("ix") or 0)):
-            try:
+            with contextlib.suppress(NotFoundError):  # expired meanwhile
                 self._ns.update(index_memory_id(fact.entity, fact.key, i), {"ttl": minutes * 60})
-            except NotFoundError:
-                pass
 
     def _put(self, op: PutOp) -> None:
         entity = encode_namespace(op.namespace)
@@ -194,10 +193,8 @@ class SynapseStore(BaseStore):
         old_ix = int(old.value.get("ix") or 0) if old is not None and _item(old) else 0
         if op.value is None:
             if old is not None:
-                try:
+                with contextlib.suppress(NotFoundError):  # expired or deleted meanwhile
                     self._ns.delete(entity, key)
-                except NotFoundError:
-                    pass  # expired or deleted meanwhile
             self._drop_index(entity, key, 0, old_ix)
             return
         if not isinstance(op.value, Mapping):
@@ -223,10 +220,8 @@ class SynapseStore(BaseStore):
 
     def _drop_index(self, entity: str, key: str, start: int, stop: int) -> None:
         for i in range(start, stop):
-            try:
+            with contextlib.suppress(NotFoundError):  # expired or already gone
                 self._ns.delete(index_memory_id(entity, key, i))
-            except NotFoundError:
-                pass  # expired or already gone
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = check_labels(op.namespace_prefix, "namespace_prefix")
@@ -255,8 +250,9 @@ class SynapseStore(BaseStore):
             for _, _, fact in chosen:
                 self._refresh(fact)
         return [
-            SearchItem(item.namespace, item.key, item.value, item.created_at, item.updated_at,
-                       score)  # fmt: skip
+            SearchItem(
+                item.namespace, item.key, item.value, item.created_at, item.updated_at, score
+            )
             for score, item, _ in chosen
         ]
 
@@ -377,4 +373,3 @@ def _check_ttl_config(ttl: Any) -> TTLConfig | None:
         raise ValidationError(f"ttl.refresh_on_read: expected true or false, got {refresh!r}",
                               field="ttl.refresh_on_read")  # fmt: skip
     return TTLConfig(**ttl)  # type: ignore[typeddict-item]
-
