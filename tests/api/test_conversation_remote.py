@@ -78,7 +78,7 @@ def scenario(ns: Any, clock: ManualClock) -> list[Any]:
     purged = s.purge("s1")
     out.append((purged.purged, purged.events, purged.facts, purged.memories))
     out.append((s.load("s1", as_of=before), ns.events("session:s1", as_of=before)))
-    out.append(_error(lambda: s.append("s", ("user", "x" * 40_000))))
+    out.append(_error(lambda: s.append("s", ("user", "x" * 300_000))))
     out.append(_error(lambda: s.append("s", ("bot", "x"))))
     out.append(_error(lambda: s.load("s", last=10_001)))
     out.append(_error(lambda: s.append("", ("user", "x"))))
@@ -110,7 +110,7 @@ def test_sessions_over_http_answer_as_embedded(
     assert embedded[15][:3] == (True, 5, 1)
     assert embedded[16] == ([], [])
     assert embedded[17:] == [
-        ("ValidationError", "message.content", 32 * 1024),
+        ("ValidationError", "message.content", 256 * 1024),
         ("ValidationError", "message.role", None),
         ("ValidationError", "last", 10_000),
         ("ValidationError", "session_id", None),

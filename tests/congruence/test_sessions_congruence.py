@@ -295,7 +295,7 @@ HOSTILE: list[tuple[str, Callable[[Any], Awaitable[Any]]]] = [
         lambda s: s.append("s", {"role": "user", "content": "x", "tool_calls": [CALL]}),
     ),
     ("bad name", lambda s: s.append("s", {"role": "user", "content": "x", "name": "a b"})),
-    ("over the engine's content", lambda s: s.append("s", ("user", "x" * 40_000))),
+    ("over a message's bytes", lambda s: s.append("s", ("user", "é" * 140_000))),
     ("over a message's content", lambda s: s.append("s", ("user", "x" * 300_000))),
     (
         "NaN metadata",

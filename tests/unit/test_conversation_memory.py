@@ -301,12 +301,15 @@ def test_sqlite_memory_refuses_a_sqlite_file(tmp_path: Path) -> None:
     assert err.value.details["field"] == "target"
 
 
-def test_synapse_memory_over_32_kib_is_refused_by_the_engine(database: Database) -> None:
-    memory = SynapseMemory(database)
-    with pytest.raises(ValidationError) as err:
-        asyncio.run(memory.add("user", "x" * 40_000))
-    assert err.value.details["limit"] == 32_768
-    assert memory.to_messages() == []
+def test_synapse_memory_over_the_engine_limit_is_refused_by_the_engine(tmp_path: Path) -> None:
+    """A store may hold less than a message's 256 KiB: the engine's max_content_bytes rules."""
+    with synapsedb.open(tmp_path / "small", durability="os", llm=None, embedder=None,
+                        max_content_bytes=32 * 1024) as small:  # fmt: skip
+        memory = SynapseMemory(small)
+        with pytest.raises(ValidationError) as err:
+            asyncio.run(memory.add("user", "x" * 40_000))
+        assert err.value.details["limit"] == 32_768
+        assert memory.to_messages() == []
 
 
 # -- VectorMemory --------------------------------------------------------------------------------

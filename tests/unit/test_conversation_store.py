@@ -451,7 +451,7 @@ def test_errors_name_the_field_and_the_limit(ns: Namespace) -> None:
         (lambda: s.load("s", last=-1), "last", None),
         (lambda: s.load("s", last=10_001), "last", 10_000),
         (lambda: s.load("s", as_of="yesterday-ish"), "as_of", None),
-        (lambda: s.append("s", ("user", "x" * 40_000)), "message.content", 32 * 1024),
+        (lambda: s.append("s", ("user", "x" * 300_000)), "message.content", 256 * 1024),
         (lambda: s.append("s", Message.user("x", metadata={"blob": "y" * 70_000})), "message", 64 * 1024),
         (lambda: s.append("s", ("user", "x"), searchable="yes"), "searchable", None),
         (lambda: Sessions(ns, ttl=-1), "ttl", None),

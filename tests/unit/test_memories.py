@@ -93,11 +93,11 @@ def test_write_many_is_all_or_nothing(mem: Namespace) -> None:
     good = [{"entity": f"user:{i}", "content": f"fact {i}"} for i in range(5)]
     out = mem.write_many([*good, ("user:9", "pair form")])
     assert len(out) == 6 and out[-1].entity == "user:9"
-    bad = [*good, {"entity": "user:x", "content": "y" * 40000}]
+    bad = [*good, {"entity": "user:x", "content": "y" * (1024 * 1024 + 1)}]
     with pytest.raises(ValidationError) as err:
         mem.write_many(bad)
     assert err.value.field == "items[5].content"
-    assert err.value.details["limit"] == 32 * 1024
+    assert err.value.details["limit"] == 1024 * 1024
     assert mem.stats().memories == 6
 
 

@@ -18,8 +18,8 @@ def _assert_nothing_written(mem: Namespace) -> None:
 @pytest.mark.parametrize(
     ("payload", "field", "limit"),
     [
-        ({"content": "x" * (32 * 1024 + 1)}, "content", 32 * 1024),
-        ({"content": "é" * (16 * 1024 + 1)}, "content", 32 * 1024),  # bytes, not characters
+        ({"content": "x" * (1024 * 1024 + 1)}, "content", 1024 * 1024),
+        ({"content": "é" * (512 * 1024 + 1)}, "content", 1024 * 1024),  # bytes, not characters
         ({"content": "x", "metadata": {"blob": "y" * 17_000}}, "metadata", 16 * 1024),
         ({"content": "x", "metadata": {"n": float("nan")}}, "metadata.n", None),
         ({"content": "x", "metadata": ["not", "an", "object"]}, "metadata", None),
