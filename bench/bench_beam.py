@@ -1,8 +1,9 @@
 """Retrieval on BEAM 100K: the default query against its own vector-only and keyword-only modes,
 message- and session-level recall@10 by ability (issue 13).
 
-Protocol (as for LoCoMo in bench_quality.py): one namespace per chat, one memory per message
-(content "user: ..." / "assistant: ...", entity "conversation", ts the batch's time anchor), each
+Protocol (as for LoCoMo in bench_quality.py): one namespace per chat, one memory per message,
+whole (content "user: ..." / "assistant: ...", up to 349 KB: all of it keyword-indexed, the
+vector of its first 256 word-pieces; entity "conversation", ts the batch's time anchor), each
 scorable question (355 of 400: abstention and evidence-less ones are left out) queries the top 10
 with ``query(text, k=10)`` in the default hybrid mode and in ``mode="vector"`` and
 ``mode="keyword"``. Message-level recall@10: the share of a question's evidence messages in the
@@ -38,14 +39,15 @@ K = 10
 MODES = ("hybrid", "vector", "keyword")
 
 
-def ingest(db: synapsedb.Database, chat: beam.Chat, max_bytes: int) -> tuple[dict[str, int], int]:
-    """Write the chat's messages; map memory id -> message id. Messages over the engine's
-    content limit are cut to it (counted: their tails are not searchable)."""
+def ingest(
+    db: synapsedb.Database, chat: beam.Chat, max_bytes: int | None = None
+) -> tuple[dict[str, int], int]:
+    """Write the chat's messages; map memory id -> message id. Whole by default; with
+    ``max_bytes`` longer ones are cut to that many UTF-8 bytes (the count is returned)."""
     items, cut = [], 0
     for m in chat.messages:
         text = f"{m.role}: {m.content}"
-        raw = text.encode()
-        if len(raw) > max_bytes:
+        if max_bytes is not None and len(raw := text.encode()) > max_bytes:
             text = raw[:max_bytes].decode(errors="ignore")
             cut += 1
         item = {"entity": ENTITY, "content": text, "type": "interaction"}
@@ -86,14 +88,13 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="synapsedb-beam-"))
     db = synapsedb.open(root / "beam", durability="os", llm=None)
     rows: list[dict] = []  # one per question: ability, recall per mode and level
-    ingest_s, cut, query_ms = 0.0, 0, []
+    ingest_s: dict[str, float] = {}
+    query_ms: list[float] = []
     try:
-        max_bytes = db.settings.max_content_bytes
         for chat in chats:
             t0 = time.perf_counter()
-            ids, c = ingest(db, chat, max_bytes)
-            ingest_s += time.perf_counter() - t0
-            cut += c
+            ids, _ = ingest(db, chat)
+            ingest_s[chat.name] = time.perf_counter() - t0
             ns = db.namespace(f"beam-{chat.name}")
             batch = chat.batch_of()
             for q in chat.questions:
@@ -109,11 +110,11 @@ def main() -> None:
                     row[f"{mode}/session"] = len(ev_sessions & hit_sessions) / len(ev_sessions)
                 rows.append(row)
             print(f"chat {chat.name}: {len(chat.messages)} messages, {len(chat.questions)} "
-                  f"questions, ingest {time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
+                  f"questions, ingest {ingest_s[chat.name]:.1f} s", flush=True)  # fmt: skip
     finally:
         db.close()
         shutil.rmtree(root, ignore_errors=True)
-    lines = report(chats, rows, ingest_s, cut, query_ms)
+    lines = report(chats, rows, ingest_s, query_ms)
     if args.no_report:
         print("\n".join(lines))
     else:
@@ -122,7 +123,7 @@ def main() -> None:
                       + " (part of make bench)", lines)  # fmt: skip
 
 
-def report(chats: list[beam.Chat], rows: list[dict], ingest_s: float, cut: int,
+def report(chats: list[beam.Chat], rows: list[dict], ingest_s: dict[str, float],
            query_ms: list[float]) -> list[str]:  # fmt: skip
     rng = np.random.default_rng(13)
     by: dict[str, list[dict]] = defaultdict(list)
@@ -134,12 +135,19 @@ def report(chats: list[beam.Chat], rows: list[dict], ingest_s: float, cut: int,
         for k, v in c.skipped.items():
             skipped[k] += v
     n_msgs = sum(len(c.messages) for c in chats)
+    total_s = sum(ingest_s.values())
+    longest = max(len(m.content.encode()) + len(m.role) + 2 for c in chats for m in c.messages)
+    per_chat = sorted(ingest_s.values())
     lines = [
-        f"{len(chats)} chats, {n_msgs:,} messages (one memory each; {cut} cut to the engine's "
-        f"content limit), {len(rows)} scorable questions (left out: "
+        f"{len(chats)} chats, {n_msgs:,} messages (one memory each, whole: the longest "
+        f"{longest:,} bytes), {len(rows)} scorable questions (left out: "
         + ", ".join(f"{k} {v}" for k, v in sorted(skipped.items()))
-        + f"). Ingest (MiniLM embedding included, durability os) {ingest_s:.0f} s, "
-        f"{n_msgs / max(ingest_s, 1e-9):.0f} messages/s. Default query p50 "
+        + f"). Ingest (MiniLM embedding included, durability os) {total_s:.0f} s, "
+        f"{n_msgs / max(total_s, 1e-9):.1f} messages/s; per chat min "
+        f"{per_chat[0]:.1f} s, median {per_chat[len(per_chat) // 2]:.1f} s, max "
+        f"{per_chat[-1]:.1f} s ("
+        + ", ".join(f"{c.name}: {len(c.messages)} in {ingest_s[c.name]:.1f} s" for c in chats)
+        + "). Default query p50 "
         f"{np.percentile(query_ms, 50):.2f} ms, p99 {np.percentile(query_ms, 99):.2f} ms "
         "(query embedding included).",
         "",
