@@ -12,7 +12,7 @@ import {
   type SynapseError,
 } from "@synapsedb/client";
 
-import { createKey, revokeKey, Server } from "./support/server.js";
+import { createKeys, revokeKey, Server } from "./support/server.js";
 
 let server: Server;
 const keys: Record<string, { id: string; key: string }> = {};
@@ -21,11 +21,16 @@ before(async () => {
   server = await Server.start({
     auth: "keys",
     prepare: async (data) => {
-      keys.acme = await createKey(data, { tenant: "acme", scopes: "read,write,admin" });
-      keys.acmeRead = await createKey(data, { tenant: "acme", scopes: "read" });
-      keys.globex = await createKey(data, { tenant: "globex", scopes: "read,write" });
-      keys.bound = await createKey(data, { tenant: "acme", scopes: "read,write", agents: "intake" });
-      keys.revoked = await createKey(data, { tenant: "acme", scopes: "read" });
+      Object.assign(
+        keys,
+        await createKeys(data, {
+          acme: { tenant: "acme", scopes: "read,write,admin" },
+          acmeRead: { tenant: "acme", scopes: "read" },
+          globex: { tenant: "globex", scopes: "read,write" },
+          bound: { tenant: "acme", scopes: "read,write", agents: "intake" },
+          revoked: { tenant: "acme", scopes: "read" },
+        }),
+      );
     },
   });
 });

@@ -42,14 +42,22 @@ export interface KeyOptions {
   agents?: string;
 }
 
-/** `synapsedb keys create` on a data directory; the new key's id and secret. */
-export async function createKey(data: string, options: KeyOptions): Promise<{ id: string; key: string }> {
-  const args = ["-m", "synapsedb", "keys", "create", "--data", data, "--tenant", options.tenant, "--scopes", options.scopes];
-  if (options.namespaces) args.push("--namespaces", options.namespaces);
-  if (options.agents) args.push("--agents", options.agents);
-  const { stdout } = await run(python(), args, { cwd: REPO });
-  const made = JSON.parse(stdout.slice(stdout.indexOf("{"), stdout.lastIndexOf("}") + 1)) as { id: string; key: string };
-  return made;
+/** API keys created on a data directory in one Python process (each `synapsedb keys create`
+ * would start its own), by name: each key's id and secret. */
+export async function createKeys(data: string, specs: Record<string, KeyOptions>): Promise<Record<string, { id: string; key: string }>> {
+  const script = `
+import json, sys
+from synapsedb.server.keys import KeyStore
+store, out = KeyStore(sys.argv[1]), {}
+for name, o in json.loads(sys.argv[2]).items():
+    split = lambda v: [x.strip() for x in v.split(",")] if v else None
+    key, token = store.create(o["tenant"], split(o["scopes"]), namespaces=split(o.get("namespaces")),
+                              agents=split(o.get("agents")))
+    out[name] = {"id": key.id, "key": token}
+print(json.dumps(out))
+`;
+  const { stdout } = await run(python(), ["-c", script, data, JSON.stringify(specs)], { cwd: REPO });
+  return JSON.parse(stdout) as Record<string, { id: string; key: string }>;
 }
 
 export async function revokeKey(data: string, id: string): Promise<void> {
