@@ -21,7 +21,8 @@ from synapsedb import errors
 from synapsedb.server import create_app
 
 NS = "/v1/namespaces/fuzz"
-PATH_VALUES = {"{ns}": "fuzz", "{id}": "m1", "{answer_id}": "a1", "{sid}": "s1"}
+PATH_VALUES = {"{ns}": "fuzz", "{id}": "m1", "{answer_id}": "a1", "{sid}": "s1",
+               "{asset}": "app.js"}  # fmt: skip
 LIVE = ("/events/follow", "/changes")  # endless feeds: asked to end at once when they start
 # The memory proxy answers in OpenAI's error shape (with the same codes), for OpenAI's SDKs:
 # tests/api/test_proxy.py sends these routes the same malformed bodies.

@@ -55,6 +55,7 @@ PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
     # first: later probes add B's own query log to B's namespace
     ("GET", f"{NS}/export", {}, {"path": "/v1/namespaces/never-used/export"}),
     ("GET", "/v1/namespaces", {}, {}),
+    ("GET", "/v1/whoami", {}, {}),  # B's own key: nothing of A's
     ("GET", f"{NS}/memories", {"params": {"entity": "user:1"}}, {"params": {"entity": "nobody"}}),
     ("GET", f"{NS}/memories/m1", {}, {"path": f"{NS}/memories/zz9"}),
     ("GET", f"{NS}/memories/m1/history", {}, {"path": f"{NS}/memories/zz9/history"}),
@@ -213,6 +214,8 @@ def test_every_route_is_probed(env: dict[str, Any]) -> None:
         assert isinstance(route, Route)
         if route.path in ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"):
             continue  # service routes: no tenant data (/metrics is admin-only, tested below)
+        if route.path in ("/ui", "/ui/{asset}"):
+            continue  # the console's static files: no tenant data (tests/console)
         if route.path == "/mcp":
             continue  # JSON-RPC, not a REST route: its tenant isolation (every tool and resource
             # with another tenant's ids, read-only keys, admin for erasure) is tested in

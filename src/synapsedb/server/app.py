@@ -43,6 +43,7 @@ from .observe import Tracing
 from .openapi import build_document, render_html
 from .proxy import Proxy, ProxyMetrics, openai_error
 from .routes import admin, cache, data, feeds, loop, proxy, recall, service, sessions
+from .routes.console import Console, whoami
 from .wire import encoder, error_response
 
 __all__ = ["create_app"]
@@ -159,6 +160,7 @@ def create_app(
     from ..integrations.mcp.http import McpEndpoint  # it imports .auth: not at module level
 
     mcp = McpEndpoint()  # MCP's streamable HTTP (docs/integrations/mcp.md)
+    console = Console()  # the web console's files (docs/console.md)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -180,6 +182,9 @@ def create_app(
         Route("/openapi.json", service.openapi, methods=["GET"], include_in_schema=False),
         Route("/docs", service.docs, methods=["GET"], include_in_schema=False),
         Route("/v1/namespaces", service.list_namespaces, methods=["GET"]),
+        Route("/v1/whoami", whoami, methods=["GET"], include_in_schema=False),  # docs/console.md
+        Route("/ui", console.page, methods=["GET"], include_in_schema=False),  # the web console
+        Route("/ui/{asset}", console.asset, methods=["GET"], include_in_schema=False),
         _ns_route("/memories", data.write_memory, ["POST"], "write"),
         _ns_route("/memories", data.list_memories, ["GET"], "read"),
         _ns_route("/memories:batch", data.write_memories, ["POST"], "write"),
