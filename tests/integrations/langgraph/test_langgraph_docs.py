@@ -38,7 +38,7 @@ def test_the_numbers_in_the_doc_are_the_code_s() -> None:
     text = " ".join(DOC.read_text().split())
     assert f"`chunk_chars` ({DEFAULT_CHUNK_CHARS:,})" in text
     assert f"at most {MAX_CONTENT_CHARS:,} characters" in text
-    assert f"past {MAX_K:,} index entries" in text
+    assert f"Past {MAX_K:,} index entries under the prefix, the best {MAX_K:,} come first" in text
     assert (
         f"at most {MAX_NAME} characters ({MAX_NAME - len(STORE_PREFIX)} for the namespace)" in text
     )

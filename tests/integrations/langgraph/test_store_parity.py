@@ -403,18 +403,20 @@ def test_more_entries_than_one_query_holds(tmp_path: Any) -> None:
             for i in range(600):
                 value = {"text": f"{words[i % 6]} number {i} of {i * 31 % 1009}",
                          "alt": f"{words[(i * 7) % 6]} alt {i * 17 % 613}", "i": i}  # fmt: skip
-                store.put(("big", f"s{i % 2}"), f"k{i:04d}", value)
+                store.put(("big", "s0" if i < 520 else "s1"), f"k{i:04d}", value)
             store.put(("elsewhere",), "e", {"text": "apple 1"})
-        queries = [
-            (("big",), "apple 12", {"i": {"$gte": 100}}, 7, 3),
-            (("big",), "frost", None, 10, 0),
-            (("big", "s1"), "river stone", {"i": {"$lt": 300}}, 5, 2),
+        queries = [  # (prefix, query, filter, limit, offset, expected length)
+            (("big",), "apple 12", {"i": {"$gte": 100}}, 7, 3, 7),  # the best 1,000 suffice
+            (("big",), "frost", None, 10, 0, 10),
+            (("big",), "river", {"i": {"$gte": 590}}, 20, 0, 10),  # fewer than asked: all
+            (("big", "s0"), "stone", {"n": {"$ne": 1}}, 5, 0, 5),  # s0 alone is past 1,000
+            (("big", "s1"), "river stone", {"i": {"$lt": 560}}, 5, 2, 5),
         ]
-        for prefix, q, flt, limit, offset in queries:
+        for prefix, q, flt, limit, offset, length in queries:
             a = norm(ours.search(prefix, query=q, filter=flt, limit=limit, offset=offset))
             b = norm(ref.search(prefix, query=q, filter=flt, limit=limit, offset=offset))
             assert same(a, b), (q, a, b)
-            assert len(a) == limit
+            assert len(a) == length
             scores = [round(r[3], 4) for r in b]
             assert len(set(scores)) == len(scores)  # no ties: the order is the scores' alone
     finally:

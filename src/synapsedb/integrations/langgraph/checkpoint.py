@@ -4,7 +4,8 @@ The mapping (docs/integrations/langgraph.md), for a thread ``T`` (entity ``lgt:<
 
 - one small **index fact** per checkpoint on ``T`` (key ``ck:<len(ns)>:<ns><checkpoint_id>``):
   thread, checkpoint namespace, id, parent id, serialized metadata and ``run_id``. Listing a
-  thread reads these only;
+  thread reads these only; a **latest** fact per checkpoint namespace (``hd:<ns>``, set by
+  compare-and-set) names the newest checkpoint, so reading it is two lookups;
 - the **checkpoint** itself (``serde.dumps_typed``, channel values inline) on the data entity
   ``lgd:T`` (chunked over several facts when large, :mod:`.blobs`);
 - the **pending writes** of a checkpoint on their own entity ``lgw:<sha256>``, one fact per
@@ -41,7 +42,7 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 
-from ...errors import NotFoundError, ValidationError
+from ...errors import NotFoundError, ValidationError, VersionConflictError
 from ...times import TimeLike
 from .blobs import DEFAULT_CHUNK_CHARS, chunk_keys, is_chunk_key, read_blob, write_blob
 from .naming import digest_key, is_thread_entity, thread_entity, writes_entity
@@ -114,10 +115,11 @@ class SynapseSaver(BaseCheckpointSaver[int]):
             except NotFoundError:
                 return None
         else:
-            heads = [h for h in self._heads(thread, as_of) if h["ns"] == ns_name]
-            if not heads:
+            try:  # the latest checkpoint's id, kept on the thread by every put
+                latest = self._ns.get(thread, digest_key("hd", ns_name), as_of=as_of).value
+                head = self._ns.get(thread, digest_key("ck", ns_name, latest), as_of=as_of).value
+            except NotFoundError:
                 return None
-            head = max(heads, key=lambda h: str(h["id"]))
         return self._tuple(thread, head, as_of)
 
     def list(
@@ -241,7 +243,35 @@ class SynapseSaver(BaseCheckpointSaver[int]):
                 "meta": [mkind, _text(mdata)],
                 "run": str(run_id) if run_id is not None else None}  # fmt: skip
         self._ns.set(thread, digest_key("ck", ns_name, cid), head)
+        self._advance_latest(thread, ns_name, cid)
         return _config(tid, ns_name, cid)
+
+    def _advance_latest(self, thread: str, ns_name: str, cid: str) -> None:
+        """Point the thread's latest checkpoint (per checkpoint namespace) at ``cid`` unless a
+        newer one is there; compare-and-set, so concurrent puts keep the newest."""
+        key = digest_key("hd", ns_name)
+        while True:
+            try:
+                current = self._ns.get(thread, key)
+            except NotFoundError:
+                current = None
+            if current is not None and str(current.value) >= cid:
+                return
+            try:
+                self._ns.set(thread, key, cid, if_version=0 if current is None else current.version)
+                return
+            except VersionConflictError:
+                continue
+
+    def _reset_latest(self, thread: str, names: set[str]) -> None:
+        """After checkpoints were dropped: the latest of each checkpoint namespace again."""
+        heads = self._heads(thread, None)
+        for ns_name in names:
+            ids = [str(h["id"]) for h in heads if h["ns"] == ns_name]
+            if ids:
+                self._ns.set(thread, digest_key("hd", ns_name), max(ids))
+            else:
+                self._delete_fact(thread, digest_key("hd", ns_name))
 
     def put_writes(
         self,
@@ -281,9 +311,12 @@ class SynapseSaver(BaseCheckpointSaver[int]):
         if not runs:
             return
         for thread in [e for e in self._ns.entities() if is_thread_entity(e)]:
+            dropped = set()
             for head in self._heads(thread, None):
                 if head.get("run") in runs:
                     self._drop(thread, head)
+                    dropped.add(str(head["ns"]))
+            self._reset_latest(thread, dropped)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         src, dst = thread_entity(source_thread_id), thread_entity(target_thread_id)
@@ -305,6 +338,7 @@ class SynapseSaver(BaseCheckpointSaver[int]):
                 typed = read_blob(self._ns, w_src, fact.key, fact.value, None)
                 write_blob(self._ns, w_dst, fact.key, typed, self.chunk_chars, extra)
             self._ns.set(dst, digest_key("ck", ns_name, cid), {**head, "thread": target})
+            self._advance_latest(dst, ns_name, cid)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         if strategy not in ("keep_latest", "delete"):
@@ -327,6 +361,7 @@ class SynapseSaver(BaseCheckpointSaver[int]):
             for head in heads:
                 if id(head) not in keep:
                     self._drop(thread, head)
+            self._reset_latest(thread, set(latest))
 
     def _drop(self, thread: str, head: dict[str, Any]) -> None:
         """Remove one checkpoint: its index fact, its data and its writes."""

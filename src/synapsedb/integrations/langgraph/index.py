@@ -140,24 +140,33 @@ def ranked_hits(
     query: str,
     prefix: tuple[str, ...],
     wanted: Mapping[tuple[str, str], int],
-    total: int,
+    totals: Mapping[str, int],
+    need: int,
 ) -> Iterator[tuple[float, str, str]]:
     """(score, store entity, key) of the index entries of the ``wanted`` items (store entity,
-    key -> number of entries), best first, by cosine similarity. Exact: when all ``total``
-    entries under the prefix fit in one query it is one query; otherwise the wanted items are
-    asked for by key, in groups that fit, and the groups merged."""
+    key -> number of entries), best first, by cosine similarity. ``totals`` counts the
+    entries of every item under the prefix, per entity. Exact: when they all fit in one query
+    it is one query (filtered by the prefix). Otherwise the best ``MAX_K`` entries under the
+    prefix come first: when they hold ``need`` distinct wanted items, no other item can rank
+    above those (its best entry scores at most the last hit's). Only when they do not is
+    every entity holding wanted items asked (an entity past the limit by key, in groups that
+    fit), and the answers merged."""
     if not any(wanted.values()):
         return
     args = index.query_args(query)
-    hits: list[tuple[float, str, str]] = []
-    if total <= MAX_K:
-        flt = {"lg_prefixes": {"$contains": encode_prefix(prefix)}} if prefix else None
-        hits = list(_query(ns, args, flt, None, total))
-    else:
+    total = sum(totals.values())
+    flt = {"lg_prefixes": {"$contains": encode_prefix(prefix)}} if prefix else None
+    hits = list(_query(ns, args, flt, None, min(total, MAX_K)))
+    if total > MAX_K and len({(h[1], h[2]) for h in hits if (h[1], h[2]) in wanted}) < need:
+        hits = []
         by_entity: dict[str, list[tuple[str, int]]] = {}
         for (entity, key), n in wanted.items():
-            by_entity.setdefault(entity, []).append((key, n))
+            if n:
+                by_entity.setdefault(entity, []).append((key, n))
         for entity, keys in by_entity.items():
+            if totals.get(entity, 0) <= MAX_K:
+                hits.extend(_query(ns, args, None, index_entity(entity), totals[entity]))
+                continue
             for group in _groups(keys):
                 by_key: dict[str, Any] = {"lg_key": {"$in": [k for k, _ in group]}}
                 k = sum(n for _, n in group)

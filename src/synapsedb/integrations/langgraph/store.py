@@ -227,25 +227,28 @@ class SynapseStore(BaseStore):
         prefix = check_labels(op.namespace_prefix, "namespace_prefix")
         flt = check_filter(op.filter)
         limit, offset = _count(op.limit, "limit"), _count(op.offset, "offset")
-        candidates: list[tuple[Item, Any]] = []
-        total = 0
+        candidates: list[tuple[Item, Any, int]] = []  # (item, fact, index entries)
+        totals: dict[str, int] = {}  # index entries of every live item, per entity
         for entity in self._ns.entities():
             labels = decode_namespace(entity)
             if labels is None or labels[: len(prefix)] != prefix:
                 continue
+            total = 0
             for fact in self._ns.facts(entity):
-                item = _item(fact)
+                item = _item(fact, labels)
                 if item is None:
                     continue
-                total += int(fact.value.get("ix") or 0)
+                ix = int(fact.value.get("ix") or 0)
+                total += ix
                 if matches(item.value, flt):
-                    candidates.append((item, fact))
+                    candidates.append((item, fact, ix))
+            totals[entity] = total
         if op.query and self._index is not None:
-            chosen = self._rank(op.query, prefix, candidates, total, limit, offset)
+            chosen = self._rank(op.query, prefix, candidates, totals, limit, offset)
         else:
             candidates.sort(key=lambda c: (-c[0].updated_at.timestamp(), c[0].namespace,
                                            c[0].key))  # fmt: skip
-            chosen = [(None, item, fact) for item, fact in candidates[offset : offset + limit]]
+            chosen = [(None, item, fact) for item, fact, _ in candidates[offset : offset + limit]]
         if op.refresh_ttl:
             for _, _, fact in chosen:
                 self._refresh(fact)
@@ -260,19 +263,19 @@ class SynapseStore(BaseStore):
         self,
         query: str,
         prefix: tuple[str, ...],
-        candidates: list[tuple[Item, Any]],
-        total: int,
+        candidates: list[tuple[Item, Any, int]],
+        totals: dict[str, int],
         limit: int,
         offset: int,
     ) -> list[tuple[float | None, Item, Any]]:
         """Best first by cosine, then the items without index entries (as InMemoryStore)."""
         assert self._index is not None
-        by_addr = {(fact.entity, fact.key): (item, fact) for item, fact in candidates}
-        wanted = {a: int(f.value.get("ix") or 0) for a, (_, f) in by_addr.items()}
+        by_addr = {(fact.entity, fact.key): (item, fact) for item, fact, _ in candidates}
+        wanted = {(fact.entity, fact.key): ix for _, fact, ix in candidates}
         kept: list[tuple[float | None, Item, Any]] = []
         seen: set[tuple[str, str]] = set()
         for score, entity, key in ranked_hits(self._ns, self._index, query, prefix, wanted,
-                                              total):  # fmt: skip
+                                              totals, offset + limit):  # fmt: skip
             if (entity, key) in seen:
                 continue
             rank = len(seen)
@@ -282,8 +285,7 @@ class SynapseStore(BaseStore):
             if rank >= offset:
                 item, fact = by_addr[(entity, key)]
                 kept.append((score, item, fact))
-        scoreless = [(item, fact) for item, fact in candidates
-                     if not wanted[(fact.entity, fact.key)]]  # fmt: skip
+        scoreless = [(item, fact) for item, fact, ix in candidates if not ix]
         if scoreless and len(kept) < limit:
             kept.extend((None, item, fact) for item, fact in scoreless[: limit - len(kept)])
         return kept
@@ -314,12 +316,13 @@ class SynapseStore(BaseStore):
         return sorted(found)[offset : offset + limit]
 
 
-def _item(fact: Any) -> Item | None:
-    """The LangGraph item of a store fact (None for a fact this store did not write)."""
+def _item(fact: Any, labels: tuple[str, ...] | None = None) -> Item | None:
+    """The LangGraph item of a store fact (None for a fact this store did not write);
+    ``labels`` when the caller already decoded the entity."""
     wrapped = fact.value
     if not isinstance(wrapped, Mapping) or not isinstance(wrapped.get("value"), Mapping):
         return None
-    labels = decode_namespace(fact.entity)
+    labels = labels if labels is not None else decode_namespace(fact.entity)
     if labels is None:
         return None
     updated = wrapped.get("u")
