@@ -109,7 +109,8 @@ export class Feed<T> implements AsyncIterable<T> {
     private readonly options: FeedOptions = {},
   ) {
     this.lastEventId = options.after;
-    options.signal?.addEventListener("abort", () => this.abort.abort(options.signal?.reason), { once: true });
+    if (options.signal?.aborted) this.abort.abort(options.signal.reason);
+    else options.signal?.addEventListener("abort", () => this.abort.abort(options.signal?.reason), { once: true });
   }
 
   /** Ends the feed: a pending `next()` finishes and the connection closes. */

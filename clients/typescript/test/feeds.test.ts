@@ -150,6 +150,7 @@ describe("live feeds", () => {
     const feed = mem.follow("nobody", { signal: abort.signal });
     setTimeout(() => abort.abort(), 200);
     assert.deepEqual(await all(feed), []);
+    assert.deepEqual(await all(mem.follow("user:1", { signal: AbortSignal.abort() })), [], "aborted before it starts");
     const other = connect(server.url);
     const closing = other.namespace("live").changes();
     setTimeout(() => other.close(), 200);
