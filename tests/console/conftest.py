@@ -38,7 +38,8 @@ class ConsoleEnv:
 
 
 def seed(env: ConsoleEnv) -> None:
-    """Three agents share memory about user:4321; a memory is corrected after ``before``."""
+    """Three agents share memory about user:4321; an answer is built on a memory that is
+    corrected after ``before``."""
 
     def ok(resp: httpx.Response) -> Any:
         assert resp.status_code < 300, resp.text
@@ -57,16 +58,19 @@ def seed(env: ConsoleEnv) -> None:
     ok(env.ns("POST", "/memories:batch", json={"items": [  # more than a page of entities
         {"entity": f"user:{1000 + i}", "content": f"customer {i} bought a kettle"}
         for i in range(60)]}))  # fmt: skip
+    ok(env.ns("POST", "/memories", json={"entity": "user:4321", "content":
+              "Prefers email over phone calls.", "type": "preference"},
+              headers={"X-Agent": "intake"}))  # a near-duplicate: a dedup group  # fmt: skip
+    q = ok(env.ns("POST", "/query", json={"text": "refund status for order 1458", "k": 3,
+                  "entity": "user:4321"}, headers={"X-Agent": "knowledge"}))  # fmt: skip
+    ok(env.ns("POST", "/answers", json={"answer_id": "ans-771", "query_ids": [q["query_id"]],
+              "text": "Your refund is pending.", "cited": [refund["id"]]},
+              headers={"X-Agent": "resolution"}))  # fmt: skip
     time.sleep(0.05)  # the time slider's "before": strictly between the two versions
     before = time.time()
     time.sleep(0.05)
     ok(env.ns("PATCH", f"/memories/{refund['id']}", json={"changes": {"content":
               "Refund for order #1458 was delivered on 10/28"}},
-              headers={"X-Agent": "resolution"}))  # fmt: skip
-    q = ok(env.ns("POST", "/query", json={"text": "refund status for order 1458", "k": 3,
-                  "entity": "user:4321"}, headers={"X-Agent": "knowledge"}))  # fmt: skip
-    ok(env.ns("POST", "/answers", json={"answer_id": "ans-771", "query_ids": [q["query_id"]],
-              "text": "Your refund was delivered on 10/28.", "cited": [refund["id"]]},
               headers={"X-Agent": "resolution"}))  # fmt: skip
     env.seeded.update(refund=refund["id"], before=before)
 

@@ -91,7 +91,7 @@ class Console:
 
     async def asset(self, request: Request) -> Response:
         name = request.path_params["asset"]
-        asset = self.assets.get(name) if name != "index.html" else None
+        asset = self.assets.get(name)
         if asset is None:
             err = NotFoundError(f"no console file {name[:100]!r}", path=request.url.path[:200])
             return error_response(err)
