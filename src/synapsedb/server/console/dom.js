@@ -1,5 +1,6 @@
-// Small DOM helpers: elements without innerHTML (every text is a text node, so stored content
-// can never become markup), times, diffs, pagers, the status line and the confirm dialog.
+// Small DOM helpers: elements built node by node, never parsed from strings (every text is a
+// text node, so stored content never becomes markup), times, diffs, pagers, the status line
+// and the confirm dialog.
 
 export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
