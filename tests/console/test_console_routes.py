@@ -107,7 +107,9 @@ def test_every_api_path_the_console_calls_is_a_route(open_client: TestClient) ->
     called: set[str] = set()
     for js in FILES.glob("*.js"):
         text = js.read_text()
-        called |= {"/v1/namespaces/ns" + p for p in re.findall(r'nsPath\([^,]+, [`"]([^`"]+)', text)}
+        called |= {
+            "/v1/namespaces/ns" + p for p in re.findall(r'nsPath\([^,]+, [`"]([^`"]+)', text)
+        }
         called |= set(re.findall(r'get\("(/v1/[^"]+)"', text))
     called = {re.sub(r"\$\{[^}]+\}", "x", p) for p in called}
     assert len(called) >= 14, called
@@ -127,16 +129,19 @@ def test_whoami_tells_each_key_its_own_scopes_and_never_the_secret(
 ) -> None:
     client, keys = keyed
     assert client.get("/v1/whoami").status_code == 401
-    assert client.get("/v1/whoami", headers=bearer("sdb_aaaaaaaaaaaa_" + "x" * 30)).status_code == 401
+    assert (
+        client.get("/v1/whoami", headers=bearer("sdb_aaaaaaaaaaaa_" + "x" * 30)).status_code == 401
+    )
     reader, reader_token = keys.create("acme", ["read"], ["support"], agents=["intake", "triage"])
-    admin, admin_token = keys.create("globex", ["read", "write", "admin"])
+    other_key, admin_token = keys.create("globex", ["read", "write", "admin"])
     got = client.get("/v1/whoami", headers=bearer(reader_token))
     assert got.status_code == 200
     assert got.json() == {"auth": "keys", "key": reader.id, "tenant": "acme", "scopes": ["read"],
                           "namespaces": ["support"], "agents": ["intake", "triage"]}  # fmt: skip
     assert reader_token.split("_")[2] not in got.text
     other = client.get("/v1/whoami", headers=bearer(admin_token)).json()
-    assert other["tenant"] == "globex" and other["scopes"] == ["read", "write", "admin"]
+    assert other["key"] == other_key.id and other["tenant"] == "globex"
+    assert other["scopes"] == ["read", "write", "admin"]
     assert other["namespaces"] is None and other["agents"] is None
     keys.revoke(reader.id)
     gone = client.get("/v1/whoami", headers=bearer(reader_token))
