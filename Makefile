@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp-install
 
 .PHONY: install test test-slow test-llm llm-server lint bench bench-quick bench-peers serve clean wrk \
-	redis-server
+	redis-server nodejs
 
 install: $(STAMP)
 
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 serve: install
 	$(PY) -m synapsedb serve
 
-test: install redis-server
+test: install redis-server nodejs
 	$(PY) -m pytest -q
 
 test-slow: install
@@ -139,6 +139,14 @@ redis-server:
 	  && { apt-get install -y -qq redis-server >/dev/null 2>&1 \
 	       || { apt-get update -qq >/dev/null && apt-get install -y -qq redis-server >/dev/null; }; }; } \
 	  || echo "no redis-server (apt-get install redis-server): RedisMemory's tests will be skipped"
+
+# node and npm for the TypeScript client's tests (tests/integrations/test_typescript.py skips,
+# saying so, without them or with node older than 20).
+nodejs:
+	@command -v npm >/dev/null || { [ "$$(id -u)" = 0 ] && export DEBIAN_FRONTEND=noninteractive \
+	  && { apt-get install -y -qq nodejs npm >/dev/null 2>&1 \
+	       || { apt-get update -qq >/dev/null && apt-get install -y -qq nodejs npm >/dev/null; }; }; } \
+	  || echo "no node/npm (apt-get install nodejs npm): the TypeScript client's tests will be skipped"
 
 # SynapseDB against Chroma, mem0, redis-server, hnswlib and numpy in one run (docs/benchmarks.md).
 # Peers live in their own venv so they never touch .venv; BENCH_PEERS_ARGS=--quick for <= 5 min.
