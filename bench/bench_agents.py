@@ -83,7 +83,7 @@ def run(states: int, embedder: str, http: bool, repeats: int) -> list[tuple[str,
              lambda: api.retrieve_by_attributes("agent-1", {"mood": "calm",
                                                             "inventory": {"wood": 3}})),
             ("search_by_content, k=10", lambda: space.search_by_content("curious wood 7", 10)),
-            ("retrieve_by_importance, k=10 (reads all)",
+            ("retrieve_by_importance, k=10",
              lambda: api.retrieve_by_importance("agent-1", 10)),
         ]  # fmt: skip
         for name, fn in cases:
