@@ -23,7 +23,13 @@ export interface ConnectOptions {
   headers?: Record<string, string>;
   /** The fetch to use (default: the global one). */
   fetch?: typeof fetch;
+  /** What answers add to their lean default: `["embedding"]` gives every memory its vector
+   * (left out otherwise: 384 numbers are about 8 KB of JSON per memory). */
+  include?: readonly "embedding"[];
 }
+
+/** What `include` may name. */
+const INCLUDE: ReadonlySet<string> = new Set(["embedding"]);
 
 /** The time parameters of the routes (a Date or epoch seconds is accepted for them). */
 const TIME_FIELDS: ReadonlySet<string> = new Set(["as_of", "since", "until", "valid_at"]);
@@ -50,6 +56,8 @@ export interface CallArgs<K extends OperationKey> {
 
 export class SynapseClient {
   readonly url: string;
+  /** `include` as the memory routes' query parameter takes it (undefined: lean answers). */
+  readonly include: string | undefined;
   private readonly fetchImpl: typeof fetch;
   private readonly headers: Record<string, string>;
   private readonly timeoutMs: number;
@@ -69,6 +77,12 @@ export class SynapseClient {
     if (!(typeof timeout === "number" && timeout > 0 && Number.isFinite(timeout))) {
       throw new ValidationError(`timeout: expected seconds > 0, got ${timeout}`, { field: "timeout" });
     }
+    for (const name of options.include ?? []) {
+      if (!INCLUDE.has(name)) {
+        throw new ValidationError(`include: expected one of embedding, got ${JSON.stringify(name)}`, { field: "include" });
+      }
+    }
+    this.include = options.include?.length ? [...new Set(options.include)].sort().join(",") : undefined;
     this.url = url.replace(/\/+$/, "");
     this.timeoutMs = timeout * 1000;
     this.fetchImpl = options.fetch ?? globalThis.fetch;

@@ -93,7 +93,11 @@ export class Namespace {
   /** Writes a memory about `entity` (text, or content with its fields). */
   async write(entity: string, memory: string | MemoryInput, options: AgentOptions = {}): Promise<Memory> {
     const fields = typeof memory === "string" ? { content: memory } : memory;
-    return this.run(`POST ${NS}/memories`, { body: { entity, ...fields }, agent: this.who(options.agent) });
+    return this.run(`POST ${NS}/memories`, {
+      query: { include: this.client.include },
+      body: { entity, ...fields },
+      agent: this.who(options.agent),
+    });
   }
 
   /** Writes many memories, all or none. */
@@ -105,13 +109,18 @@ export class Namespace {
       }
       return item;
     });
-    return this.run(`POST ${NS}/memories:batch`, { body: { items: out }, agent: this.who(options.agent) });
+    return this.run(`POST ${NS}/memories:batch`, {
+      query: { include: this.client.include },
+      body: { items: out },
+      agent: this.who(options.agent),
+    });
   }
 
   /** A new version of memory `id` with `changes` (compare-and-set with `if_version`). */
   async update(id: string, changes: Partial<MemoryInput>, options: UpdateOptions = {}): Promise<Memory> {
     return this.run(`PATCH ${NS}/memories/{id}`, {
       path: { id },
+      query: { include: this.client.include },
       body: { changes, if_version: options.if_version },
       agent: this.who(options.agent),
     });
@@ -126,7 +135,10 @@ export class Namespace {
         query: { entity: target, key: keyOrOptions, as_of: maybe?.as_of },
       });
     }
-    return this.run(`GET ${NS}/memories/{id}`, { path: { id: target }, query: { as_of: keyOrOptions?.as_of } });
+    return this.run(`GET ${NS}/memories/{id}`, {
+      path: { id: target },
+      query: { as_of: keyOrOptions?.as_of, include: this.client.include },
+    });
   }
 
   /** What is known about `entity` (or the whole namespace), newest first. */
@@ -138,6 +150,7 @@ export class Namespace {
         as_of: options.as_of,
         limit: options.limit,
         valid_at: options.valid_at,
+        include: this.client.include,
       },
     });
   }
@@ -154,7 +167,7 @@ export class Namespace {
     }
     return this.run(`DELETE ${NS}/memories/{id}`, {
       path: { id: target },
-      query: { if_version: keyOrOptions?.if_version },
+      query: { if_version: keyOrOptions?.if_version, include: this.client.include },
       agent: this.who(keyOrOptions?.agent),
     });
   }
@@ -170,7 +183,7 @@ export class Namespace {
     }
     return this.run(`GET ${NS}/memories/{id}/history`, {
       path: { id: target },
-      query: { as_of: keyOrOptions?.as_of },
+      query: { as_of: keyOrOptions?.as_of, include: this.client.include },
     });
   }
 
@@ -379,7 +392,7 @@ export class Namespace {
 
   /** Everything known about `entity` at a moment. */
   async snapshot(entity: string, options: AsOfOptions = {}): Promise<Snapshot> {
-    return this.run(`GET ${NS}/snapshot`, { query: { entity, as_of: options.as_of } });
+    return this.run(`GET ${NS}/snapshot`, { query: { entity, as_of: options.as_of, include: this.client.include } });
   }
 
   // -- KV facts and streams -----------------------------------------------------------------

@@ -310,6 +310,7 @@ export interface Operations {
     path: { id: string; ns: string };
     query: {
       if_version?: number;
+      include?: string | string[];
     };
     bodyFormat: "none";
     body: never;
@@ -506,6 +507,7 @@ export interface Operations {
       as_of?: string | string[];
       valid_at?: string | string[];
       limit?: number;
+      include?: string | string[];
     };
     bodyFormat: "none";
     body: never;
@@ -517,6 +519,7 @@ export interface Operations {
     path: { id: string; ns: string };
     query: {
       as_of?: string | string[];
+      include?: string | string[];
     };
     bodyFormat: "none";
     body: never;
@@ -528,6 +531,7 @@ export interface Operations {
     path: { id: string; ns: string };
     query: {
       as_of?: string | string[];
+      include?: string | string[];
     };
     bodyFormat: "none";
     body: never;
@@ -584,6 +588,7 @@ export interface Operations {
     query: {
       entity: string | string[];
       as_of?: string | string[];
+      include?: string | string[];
     };
     bodyFormat: "none";
     body: never;
@@ -613,7 +618,9 @@ export interface Operations {
   };
   "PATCH /v1/namespaces/{ns}/memories/{id}": {
     path: { id: string; ns: string };
-    query: {};
+    query: {
+      include?: string | string[];
+    };
     bodyFormat: "json";
     body: "changes" | "if_version" | "agent";
     status: 200;
@@ -712,7 +719,9 @@ export interface Operations {
   };
   "POST /v1/namespaces/{ns}/memories": {
     path: { ns: string };
-    query: {};
+    query: {
+      include?: string | string[];
+    };
     bodyFormat: "json";
     body: "entity" | "content" | "type" | "metadata" | "embedding" | "salience" | "ts" | "agent" | "pinned" | "ttl" | "id" | "valid_from" | "valid_to";
     status: 201;
@@ -721,7 +730,9 @@ export interface Operations {
   };
   "POST /v1/namespaces/{ns}/memories:batch": {
     path: { ns: string };
-    query: {};
+    query: {
+      include?: string | string[];
+    };
     bodyFormat: "json";
     body: "items" | "agent";
     status: 201;

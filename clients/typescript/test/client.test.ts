@@ -115,8 +115,15 @@ describe("queries", () => {
       filtered.hits.map((h) => h.content),
       ["Order #77 shipped to Lisbon on Monday"],
     );
-    const stored = await mem.get(a.id);
+    assert.equal((await mem.get(a.id)).embedding, undefined, "answers are lean by default");
+    const full = connect(server.url, { include: ["embedding"] });
+    const stored = await full.namespace("acme-support").get(a.id);
+    full.close();
     assert.ok(Array.isArray(stored.embedding) && stored.embedding.length === 384);
+    assert.throws(
+      () => connect(server.url, { include: ["vector" as "embedding"] }),
+      isError(ValidationError, (e) => e.field === "include"),
+    );
     const byVector = await mem.query(null, { embedding: Float32Array.from(stored.embedding), mode: "vector", k: 1 });
     assert.equal(byVector.hits[0]?.id, a.id);
     const explained = await mem.query("email", { entity: "user:7", explain: true, k: 1 });

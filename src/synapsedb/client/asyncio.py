@@ -8,6 +8,7 @@ every method builds a :class:`~synapsedb.client.calls.Call` and hands it to its 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import httpx
@@ -31,7 +32,9 @@ class AsyncRemoteDatabase:
         client: httpx.AsyncClient | None = None,
         verify: str | bool = True,
         cert: str | tuple[str, str] | None = None,
+        include: Iterable[str] | str | None = None,
     ) -> None:
+        self.include = calls.check_include(include)
         self._http = client or _client(url, timeout, verify, cert)
         if api_key:
             self._http.headers["Authorization"] = f"Bearer {api_key}"
@@ -45,8 +48,9 @@ class AsyncRemoteDatabase:
         content, content_type = calls.request_body(call)
         if content_type is not None:
             headers["Content-Type"] = content_type
+        params = calls.request_params(call, self.include)
         try:
-            resp = await self._http.request(call.method, call.path, params=call.params,
+            resp = await self._http.request(call.method, call.path, params=params,
                                             content=content,
                                             headers=headers)  # fmt: skip
         except httpx.TransportError as exc:

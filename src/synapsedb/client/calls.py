@@ -54,6 +54,7 @@ class Call:
     content: bytes | None = None  # a raw body (JSON lines), instead of ``json``
     lines: bool = False  # the answer is JSON lines, decoded to a list of objects
     post: Callable[[Any], Any] | None = None  # shapes the decoded answer (sync and async alike)
+    memories: bool = False  # the answer holds memories: ``include`` may ask for their vectors
 
 
 def _dec_hook(tp: Any, obj: Any) -> Any:
@@ -103,6 +104,29 @@ def _params(**kwargs: Any) -> dict[str, Any]:
 
 
 _body_encoder = msgspec.json.Encoder(enc_hook=lambda obj: _numpy_scalar(obj))
+
+
+INCLUDE = ("embedding",)  # what a client may ask answers to add (``include``)
+
+
+def check_include(include: Iterable[str] | str | None) -> tuple[str, ...]:
+    """The ``include`` argument of a client: names from INCLUDE (``("embedding",)``: answers
+    holding memories carry their vectors, as embedded ones do); a ValidationError otherwise."""
+    if include is None:
+        return ()
+    names = (include,) if isinstance(include, str) else tuple(include)
+    for name in names:
+        if name not in INCLUDE:
+            raise ValidationError(f"include: expected one of {', '.join(INCLUDE)}, got {name!r}",
+                                  field="include")  # fmt: skip
+    return tuple(sorted(set(names)))
+
+
+def request_params(call: Call, include: tuple[str, ...]) -> dict[str, Any] | None:
+    """The call's query parameters, with ``include`` when its answer holds memories."""
+    if not include or not call.memories:
+        return call.params
+    return {**(call.params or {}), "include": ",".join(include)}
 
 
 def request_body(call: Call) -> tuple[bytes | None, str | None]:
@@ -189,7 +213,7 @@ def write(ns: str, entity: str, memory: Any, agent: str | None) -> Call:
     if isinstance(memory, Mapping) and not isinstance(body, dict):  # pragma: no cover
         raise TypeError("memory")
     return Call("POST", f"{base(ns)}/memories", Memory, json={"entity": entity, **body},
-                agent=agent)  # fmt: skip
+                agent=agent, memories=True)  # fmt: skip
 
 
 def write_many(ns: str, items: Sequence[Any], agent: str | None) -> Call:
@@ -202,17 +226,19 @@ def write_many(ns: str, items: Sequence[Any], agent: str | None) -> Call:
         else:
             out.append(item)
     return Call("POST", f"{base(ns)}/memories:batch", list[Memory], json={"items": out},
-                agent=agent)  # fmt: skip
+                agent=agent, memories=True)  # fmt: skip
 
 
 def update(ns: str, mid: str, changes: Mapping[str, Any], if_version: int | None,
            agent: str | None) -> Call:  # fmt: skip
     return Call("PATCH", f"{base(ns)}/memories/{quote(mid, safe='')}", Memory,
-                json={"changes": changes, "if_version": if_version}, agent=agent)  # fmt: skip
+                json={"changes": changes, "if_version": if_version}, agent=agent,
+                memories=True)  # fmt: skip
 
 
 def get_memory(ns: str, mid: str, as_of: Any) -> Call:
-    return Call("GET", f"{base(ns)}/memories/{quote(mid, safe='')}", Memory, _params(as_of=as_of))
+    return Call("GET", f"{base(ns)}/memories/{quote(mid, safe='')}", Memory, _params(as_of=as_of),
+                memories=True)  # fmt: skip
 
 
 def get_fact(ns: str, entity: str, key: str, as_of: Any) -> Call:
@@ -224,12 +250,12 @@ def memories(ns: str, entity: str | None, types: Iterable[str] | None, as_of: An
     params = _params(entity=entity, as_of=as_of, limit=limit, valid_at=valid_at)
     if types is not None:
         params["types"] = [types] if isinstance(types, str) else list(types)
-    return Call("GET", f"{base(ns)}/memories", list[Memory], params)
+    return Call("GET", f"{base(ns)}/memories", list[Memory], params, memories=True)
 
 
 def delete_memory(ns: str, mid: str, if_version: int | None, agent: str | None) -> Call:
     return Call("DELETE", f"{base(ns)}/memories/{quote(mid, safe='')}", Memory,
-                _params(if_version=if_version), agent=agent)  # fmt: skip
+                _params(if_version=if_version), agent=agent, memories=True)  # fmt: skip
 
 
 def delete_fact(ns: str, entity: str, key: str, if_version: int | None, agent: str | None) -> Call:
@@ -239,7 +265,7 @@ def delete_fact(ns: str, entity: str, key: str, if_version: int | None, agent: s
 
 def memory_history(ns: str, mid: str, as_of: Any) -> Call:
     return Call("GET", f"{base(ns)}/memories/{quote(mid, safe='')}/history", list[Memory],
-                _params(as_of=as_of))  # fmt: skip
+                _params(as_of=as_of), memories=True)  # fmt: skip
 
 
 def fact_history(ns: str, entity: str, key: str, as_of: Any) -> Call:
@@ -425,7 +451,8 @@ def audit(ns: str, entity: str | None, **kwargs: Any) -> Call:
 
 
 def snapshot(ns: str, entity: str, as_of: Any) -> Call:
-    return Call("GET", f"{base(ns)}/snapshot", Snapshot, _params(entity=entity, as_of=as_of))
+    return Call("GET", f"{base(ns)}/snapshot", Snapshot, _params(entity=entity, as_of=as_of),
+                memories=True)  # fmt: skip
 
 
 def forget(ns: str, mid: str | None, entity: str | None, purge: bool, agent: str | None) -> Call:

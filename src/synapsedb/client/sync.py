@@ -48,7 +48,9 @@ class RemoteDatabase:
         client: httpx.Client | None = None,
         verify: str | bool = True,
         cert: str | tuple[str, str] | None = None,
+        include: Iterable[str] | str | None = None,
     ) -> None:
+        self.include = calls.check_include(include)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = client or _client(url, timeout, verify, cert)
         self._http.headers.update(headers)
@@ -62,8 +64,9 @@ class RemoteDatabase:
         content, content_type = calls.request_body(call)
         if content_type is not None:
             headers["Content-Type"] = content_type
+        params = calls.request_params(call, self.include)
         try:
-            resp = self._http.request(call.method, call.path, params=call.params,
+            resp = self._http.request(call.method, call.path, params=params,
                                       content=content,
                                       headers=headers)  # fmt: skip
         except httpx.TransportError as exc:

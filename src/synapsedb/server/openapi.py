@@ -36,6 +36,8 @@ from .routes.sessions import SessionMessages
 __all__ = ["OPERATIONS", "build_document", "render_html"]
 
 Q = "query"
+# Answers holding memories leave their vectors out unless asked (docs/http.md#lean-answers)
+INCLUDE = ("include", "string", False, "embedding: each memory's vector too (left out by default)")
 # (method, path) -> summary, query parameters [(name, type, required)], body fields, answer
 OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("GET", "/healthz"): {"summary": "Alive", "answer": dict},
@@ -48,6 +50,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/memories"): {
         "summary": "Write a memory",
         "status": 201,
+        "params": [INCLUDE],
         "answer": Memory,
         "body": [
             "entity",
@@ -73,33 +76,36 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
             ("as_of", "string", False),
             ("valid_at", "string", False),
             ("limit", "integer", False),
+            INCLUDE,
         ],
         "answer": list[Memory],
     },
     ("POST", "/memories:batch"): {
         "summary": "Write many memories, all or none",
         "status": 201,
+        "params": [INCLUDE],
         "body": ["items", "agent"],
         "answer": list[Memory],
     },
     ("GET", "/memories/{id}"): {
         "summary": "One memory",
-        "params": [("as_of", "string", False)],
+        "params": [("as_of", "string", False), INCLUDE],
         "answer": Memory,
     },
     ("PATCH", "/memories/{id}"): {
         "summary": "Update a memory (a new version)",
+        "params": [INCLUDE],
         "body": ["changes", "if_version", "agent"],
         "answer": Memory,
     },
     ("DELETE", "/memories/{id}"): {
         "summary": "Delete a memory (tombstone)",
-        "params": [("if_version", "integer", False)],
+        "params": [("if_version", "integer", False), INCLUDE],
         "answer": Memory,
     },
     ("GET", "/memories/{id}/history"): {
         "summary": "Every version of a memory",
-        "params": [("as_of", "string", False)],
+        "params": [("as_of", "string", False), INCLUDE],
         "answer": list[Memory],
     },
     ("GET", "/facts"): {
@@ -308,7 +314,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     },
     ("GET", "/snapshot"): {
         "summary": "Everything known about an entity at a moment",
-        "params": [("entity", "string", True), ("as_of", "string", False)],
+        "params": [("entity", "string", True), ("as_of", "string", False), INCLUDE],
         "answer": Snapshot,
     },
     ("POST", "/forget"): {
@@ -403,8 +409,9 @@ def build_document(routes: list[tuple[str, str]]) -> dict[str, Any]:
             content = {"text/event-stream": {"schema": {"type": "string"}}}
         else:
             content = {"application/json": {"schema": by_type[answer]}}
-        params = [{"name": n, "in": "query", "required": r, "schema": {"type": t}}
-                  for n, t, r in op.get("params", [])]  # fmt: skip
+        params = [{"name": n, "in": "query", "required": r, "schema": {"type": t},
+                   **({"description": more[0]} if more else {})}
+                  for n, t, r, *more in op.get("params", [])]  # fmt: skip
         for name in ("ns", "id", "answer_id", "sid"):
             if "{" + name + "}" in path:
                 params.insert(0, {"name": name, "in": "path", "required": True,

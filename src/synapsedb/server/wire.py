@@ -25,6 +25,7 @@ from ..errors import (
     UnsupportedMediaTypeError,
     ValidationError,
 )
+from ..types import Memory, Snapshot
 from .auth import agent_for
 from .limits import MAX_BODY, MAX_CURSOR_CHARS, MAX_DEPTH, Limits
 
@@ -56,6 +57,45 @@ def json_response(value: Any, status: int = 200) -> Response:
 def plain(obj: Any) -> Any:
     """A dataclass as a dict (QueryResult keeps its fields, not its list behaviour)."""
     return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+# -- lean answers: a memory's vector only when asked for (``?include=embedding``) ------------
+
+INCLUDE = ("embedding",)  # what ``include`` may name
+_LEAN_FIELDS = tuple(f.name for f in dataclasses.fields(Memory) if f.name != "embedding")
+
+
+def include_param(request: Request) -> frozenset[str]:
+    """The ``include`` query parameter: what an answer adds to its lean default. Repeated or
+    comma-separated (``include=embedding``); anything else is a 422 naming ``include``."""
+    out: set[str] = set()
+    for raw in request.query_params.getlist("include"):
+        for part in raw.split(","):
+            name = part.strip()
+            if name not in INCLUDE:
+                raise ValidationError(
+                    f"include: expected one of {', '.join(INCLUDE)}, got {name!r}",
+                    field="include",
+                )  # fmt: skip
+            out.add(name)
+    return frozenset(out)
+
+
+def lean(value: Any) -> Any:
+    """``value`` (a Memory, a list of them, a Snapshot) with every memory's vector left out:
+    384 floats are about 8 KB of JSON, which a caller rarely wants back."""
+    if isinstance(value, Memory):
+        return {name: getattr(value, name) for name in _LEAN_FIELDS}
+    if isinstance(value, list):
+        return [lean(v) for v in value]
+    if isinstance(value, Snapshot):
+        return {**plain(value), "memories": [lean(m) for m in value.memories]}
+    return value
+
+
+def memory_response(value: Any, include: frozenset[str], status: int = 200) -> Response:
+    """An answer holding memories: lean unless ``include`` names ``embedding``."""
+    return json_response(value if "embedding" in include else lean(value), status)
 
 
 def error_response(err: SynapseError) -> Response:

@@ -14,9 +14,11 @@ from ..auth import check_agents
 from ..wire import (
     agent_of,
     event_cursor_param,
+    include_param,
     int_param,
     json_response,
     limit_param,
+    memory_response,
     pick,
     read_body,
     required,
@@ -27,6 +29,7 @@ from ..wire import (
 
 
 async def write_memory(request: Request, mem: Namespace) -> Response:
+    include = include_param(request)
     body = await read_body(request)
     if "entity" not in body:
         raise ValidationError("entity: required", field="entity")
@@ -34,21 +37,23 @@ async def write_memory(request: Request, mem: Namespace) -> Response:
     check_agents(request, body)
     agent = agent_of(request)
     m = await run_in_threadpool(mem.write, entity, body, agent=agent)
-    return json_response(m, 201)
+    return memory_response(m, include, 201)
 
 
 async def write_memories(request: Request, mem: Namespace) -> Response:
+    include = include_param(request)
     body = pick(await read_body(request), {"items", "agent"})
     items = body.get("items")
     if not isinstance(items, list):
         raise ValidationError("items: expected a list of memories", field="items")
     check_agents(request, *items)
     out = await run_in_threadpool(mem.write_many, items, agent=agent_of(request, body))
-    return json_response(out, 201)
+    return memory_response(out, include, 201)
 
 
 async def list_memories(request: Request, mem: Namespace) -> Response:
     types = request.query_params.getlist("types") or None
+    include = include_param(request)
     out = mem.memories(
         request.query_params.get("entity"),
         types=types,
@@ -56,33 +61,39 @@ async def list_memories(request: Request, mem: Namespace) -> Response:
         limit=limit_param(request, 100),
         valid_at=time_param(request, "valid_at"),
     )
-    return json_response(out)
+    return memory_response(out, include)
 
 
 async def get_memory(request: Request, mem: Namespace) -> Response:
-    return json_response(mem.get(request.path_params["id"], as_of=time_param(request, "as_of")))
+    include = include_param(request)
+    out = mem.get(request.path_params["id"], as_of=time_param(request, "as_of"))
+    return memory_response(out, include)
 
 
 async def update_memory(request: Request, mem: Namespace) -> Response:
+    include = include_param(request)
     body = pick(await read_body(request), {"changes", "if_version", "agent"})
     check_agents(request, body.get("changes"))
     out = await run_in_threadpool(
         mem.update, request.path_params["id"], body.get("changes", {}),
         if_version=body.get("if_version"), agent=agent_of(request, body),
     )  # fmt: skip
-    return json_response(out)
+    return memory_response(out, include)
 
 
 async def delete_memory(request: Request, mem: Namespace) -> Response:
+    include = include_param(request)
     out = await run_in_threadpool(
         mem.delete, request.path_params["id"],
         if_version=int_param(request, "if_version"), agent=agent_of(request),
     )  # fmt: skip
-    return json_response(out)
+    return memory_response(out, include)
 
 
 async def memory_history(request: Request, mem: Namespace) -> Response:
-    return json_response(mem.history(request.path_params["id"], as_of=time_param(request, "as_of")))
+    include = include_param(request)
+    out = mem.history(request.path_params["id"], as_of=time_param(request, "as_of"))
+    return memory_response(out, include)
 
 
 # -- KV facts ---------------------------------------------------------------------------------

@@ -12,8 +12,10 @@ from ...errors import (
 )
 from ..wire import (
     agent_of,
+    include_param,
     json_response,
     limit_param,
+    memory_response,
     pick,
     read_body,
     required,
@@ -64,5 +66,6 @@ async def audit(request: Request, mem: Namespace) -> Response:
 
 
 async def snapshot(request: Request, mem: Namespace) -> Response:
+    include = include_param(request)
     out = mem.snapshot(required(request, "entity"), as_of=time_param(request, "as_of"))
-    return json_response(out)
+    return memory_response(out, include)
