@@ -3,12 +3,14 @@ embedded API, each returning an awaitable of the same return type.
 
 No method is written twice: namespaces are the sync client's :class:`RemoteNamespace`, whose
 every method builds a :class:`~synapsedb.client.calls.Call` and hands it to its database's
-``_run``; here ``_run`` is a coroutine, so each method returns one.
+``_run``; here ``_run`` is a coroutine, so each method returns one. The live feeds
+(``follow``, ``changes``) go to ``_feed``, which here answers an
+:class:`~synapsedb.client.feeds.AsyncFeed` (``async for``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpx
@@ -17,6 +19,7 @@ from ..errors import ClosedError, StorageError
 from ..validation import check_agent, check_namespace
 from . import calls
 from .calls import Call
+from .feeds import AsyncFeed, FeedOptions
 from .sync import RemoteNamespace
 
 __all__ = ["AsyncRemoteDatabase"]
@@ -58,6 +61,13 @@ class AsyncRemoteDatabase:
         if resp.status_code >= 400:
             raise calls.error_of(resp.status_code, resp.content)
         return calls.decode_answer(call, resp.content)
+
+    def _feed(
+        self, call: Call, kind: str, decode: Callable[[str, str], Any], options: FeedOptions
+    ) -> AsyncFeed[Any]:
+        if self._closed:
+            raise ClosedError("the client is closed")
+        return AsyncFeed(self._http, call, kind, decode, options)
 
     def namespace(self, name: str, *, agent: str | None = None) -> RemoteNamespace:
         """A namespace whose methods return awaitables (``await mem.get(id)``)."""

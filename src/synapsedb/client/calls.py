@@ -293,6 +293,16 @@ def events(ns: str, stream: str, **kwargs: Any) -> Call:
     return Call("GET", f"{base(ns)}/events", list[Event], _params(stream=stream, **kwargs))
 
 
+def follow(ns: str, stream: str) -> Call:
+    """The live feed of a stream's events (Server-Sent Events; ``feeds.Feed`` reads it)."""
+    return Call("GET", f"{base(ns)}/events/follow", None, _params(stream=stream))
+
+
+def changes(ns: str, entity: str | None, since: Any) -> Call:
+    """The live feed of a namespace's changes (Server-Sent Events)."""
+    return Call("GET", f"{base(ns)}/changes", None, _params(entity=entity, since=since))
+
+
 def query(ns: str, text: str | None, kwargs: dict[str, Any]) -> Call:
     body = {k: _t(v, k) if k in _TIME_FIELDS else v for k, v in kwargs.items()
             if v is not None}  # fmt: skip

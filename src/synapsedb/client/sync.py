@@ -4,7 +4,7 @@ error codes)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, overload
 
 import httpx
@@ -30,8 +30,9 @@ from ..types import (
     Stats,
 )
 from ..validation import check_agent, check_namespace
-from . import calls
+from . import calls, feeds
 from .calls import Call
+from .feeds import Change, Feed, FeedOptions
 
 __all__ = ["RemoteDatabase", "RemoteNamespace"]
 
@@ -74,6 +75,13 @@ class RemoteDatabase:
         if resp.status_code >= 400:
             raise calls.error_of(resp.status_code, resp.content)
         return calls.decode_answer(call, resp.content)
+
+    def _feed(
+        self, call: Call, kind: str, decode: Callable[[str, str], Any], options: FeedOptions
+    ) -> Feed[Any]:
+        if self._closed:
+            raise ClosedError("the client is closed")
+        return Feed(self._http, call, kind, decode, options)
 
     def namespace(self, name: str, *, agent: str | None = None) -> RemoteNamespace:
         return RemoteNamespace(self, check_namespace(name), check_agent(agent))
@@ -469,6 +477,46 @@ class RemoteNamespace:
         call = calls.events(self.name, stream, start=start, end=end, after=after, since=since,
                             until=until, limit=limit, order=order, as_of=as_of)  # fmt: skip
         return self._run(call)  # type: ignore[no-any-return]
+
+    # -- live feeds (Server-Sent Events; remote only: the server keeps the feed) ------------
+
+    def follow(
+        self,
+        stream: str,
+        *,
+        after: str | None = None,
+        idle_timeout: float | None = None,
+        retries: int = 5,
+        retry_delay: float = 0.25,
+        retry_max_delay: float = 5.0,
+    ) -> Feed[Event]:
+        """Follow a stream live: its events after ``after`` (all without it), then each new
+        one as it is committed, resuming with ``Last-Event-ID`` when the connection drops
+        (``synapsedb.client.feeds``). ``for ev in mem.follow("user:1"): ...``; over the async
+        client ``async for``. Ends with ``idle_timeout`` seconds without events, ``close()``
+        or ``break``."""
+        options = FeedOptions(after, idle_timeout, retries, retry_delay, retry_max_delay)
+        return self._db._feed(calls.follow(self.name, stream), "event", feeds.decode_event,
+                              options)  # fmt: skip
+
+    def changes(
+        self,
+        *,
+        entity: str | None = None,
+        since: TimeLike | None = None,
+        after: str | None = None,
+        idle_timeout: float | None = None,
+        retries: int = 5,
+        retry_delay: float = 0.25,
+        retry_max_delay: float = 5.0,
+    ) -> Feed[Change]:
+        """Follow every change committed in the namespace (or about ``entity``), from now, from
+        ``since`` (history first) or after ``after``; a dropped connection resumes after the
+        last change yielded (exact on the same server process; after a restart, replayed
+        from durable history)."""
+        options = FeedOptions(after, idle_timeout, retries, retry_delay, retry_max_delay)
+        return self._db._feed(calls.changes(self.name, entity, since), "change",
+                              feeds.decode_change, options)  # fmt: skip
 
     # -- overview -------------------------------------------------------------------------------
 
