@@ -148,8 +148,6 @@ def test_whoami_tells_each_key_its_own_scopes_and_never_the_secret(
     assert gone.status_code == 401 and gone.json()["error"]["code"] == "unauthorized"
 
 
-@pytest.mark.xfail(strict=True, reason="pyproject.toml's [tool.setuptools.package-data] does not "
-                   "yet ship server/console/* in the wheel (the lead adds it: see the report)")  # fmt: skip
 def test_the_console_ships_in_the_wheel() -> None:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     patterns = data["tool"]["setuptools"]["package-data"]["synapsedb"]
