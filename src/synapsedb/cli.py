@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import ipaddress
 import json
 import os
@@ -20,10 +19,12 @@ if TYPE_CHECKING:
 
 
 def _stats(args: argparse.Namespace) -> int:
-    with open_db(args.data) as db:
+    from .cli_format import print_json
+
+    db: Any = connect(args.url, api_key=args.api_key) if args.url else open_db(args.data)
+    with db:
         names = [args.namespace] if args.namespace else db.namespaces()
-        out = {n: dataclasses.asdict(db.namespace(n).stats()) for n in names}
-    print(json.dumps(out, indent=2))
+        print_json({n: db.namespace(n).stats() for n in names})
     return 0
 
 
@@ -228,108 +229,40 @@ def _keys(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print(value: Any) -> None:
-    import msgspec
+def _demo(args: argparse.Namespace) -> int:
+    with connect(args.url, api_key=args.api_key) as db:
+        if args.story == "hawaii":
+            from .demo_hawaii import run_hawaii
 
-    from .server.wire import encoder, plain
+            run_hawaii(db, args.url, args.api_key, args.demo_namespace)
+        else:
+            from .demo import run_demo
 
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = plain(value)
-    elif isinstance(value, list):
-        value = [plain(v) if dataclasses.is_dataclass(v) else v for v in value]
-    print(msgspec.json.format(encoder.encode(value), indent=2).decode())
-
-
-def _private_file(path: str) -> Any:
-    """``path`` opened for writing, readable by its owner only (also when it existed)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    return os.fdopen(fd, "wb")
-
-
-def _remote(args: argparse.Namespace) -> int:
-    db = connect(args.url, api_key=args.api_key)
-    try:
-        mem = db.namespace(args.namespace, agent=args.agent)
-        cmd = args.command
-        if cmd == "write":
-            memory: dict[str, Any] = {"content": args.text, "type": args.type}
-            if args.salience is not None:
-                memory["salience"] = args.salience
-            if args.metadata:
-                memory["metadata"] = json.loads(args.metadata)
-            _print(mem.write(args.entity, memory))
-        elif cmd == "query":
-            res = mem.query(
-                args.text, k=args.k, entity=args.entity, as_of=args.as_of,
-                valid_at=args.valid_at, filter=json.loads(args.filter) if args.filter else None,
-            )  # fmt: skip
-            if args.json:
-                _print(res)
-            else:
-                print(f"query {res.query_id}" + (f" (entity {res.entity})" if res.entity else ""))
-                for h in res:
-                    print(f"{h.score:8.4f}  {h.id}  [{h.entity}] {h.content}")
-        elif cmd == "get":
-            _print(mem.get(args.target, args.key, as_of=args.as_of) if args.key
-                   else mem.get(args.target, as_of=args.as_of))  # fmt: skip
-        elif cmd == "set":
-            _print(mem.set(args.entity, args.key, json.loads(args.value)))
-        elif cmd == "export":
-            # an export holds every memory: readable by its owner only, like the data directory
-            out = _private_file(args.out) if args.out else sys.stdout.buffer
-            import msgspec
-
-            enc = msgspec.json.Encoder()
-            n = 0
-            for rec in mem.export():
-                out.write(enc.encode(rec) + b"\n")
-                n += 1
-                if n % 10_000 == 0:
-                    print(f"\rexported {n:,} records", end="", file=sys.stderr, flush=True)
-            if args.out:
-                out.close()
-            print(f"\rexported {n:,} records from {args.namespace}", file=sys.stderr)
-        elif cmd == "import":
-            records = []
-            with open(args.file, "rb") as fh:
-                for line in fh:
-                    if line.strip():
-                        records.append(json.loads(line))
-                    if len(records) % 10_000 == 0 and records:
-                        print(f"\rread {len(records):,} records", end="", file=sys.stderr,
-                              flush=True)  # fmt: skip
-            print(f"\rread {len(records):,} records; importing (one transaction)...",
-                  file=sys.stderr, flush=True)  # fmt: skip
-            n = mem.import_records(records)
-            print(f"imported {n:,} memory versions into {args.namespace}", file=sys.stderr)
-        elif cmd == "demo":
-            if args.story == "hawaii":
-                from .demo_hawaii import run_hawaii
-
-                run_hawaii(db, args.url, args.api_key, args.demo_namespace)
-            else:
-                from .demo import run_demo
-
-                run_demo(db, args.demo_namespace)
-        elif cmd == "events":
-            _print(mem.events(args.stream, limit=args.limit, order=args.order))
-        else:  # lineage
-            _print(mem.lineage(args.answer_id))
-    finally:
-        db.close()
+            run_demo(db, args.demo_namespace)
     return 0
+
+
+class Help(argparse.RawDescriptionHelpFormatter):
+    """Help that keeps the examples of an epilog on their own lines."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="synapsedb", description="SynapseDB: memory for agents")
     parser.add_argument("--version", action="version", version=f"synapsedb {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("stats", help="print namespace statistics of a data directory")
+    p = sub.add_parser("stats", help="namespace statistics (JSON) of a data directory or a "
+                       "server", formatter_class=Help, epilog="examples:\n  synapsedb stats "
+                       "--data ./synapse-data\n  synapsedb stats --url http://127.0.0.1:7379 "
+                       "--namespace acme")  # fmt: skip
     p.add_argument("--data", default="./synapse-data", help="data directory")
+    p.add_argument("--url", help="a server instead of a data directory")
+    p.add_argument("--api-key", default=os.environ.get("SYNAPSEDB_API_KEY"),
+                   help="API key, with --url (env SYNAPSEDB_API_KEY)")  # fmt: skip
     p.add_argument("--namespace", help="one namespace (default: all)")
     p.set_defaults(func=_stats)
-    p = sub.add_parser("serve", help="run the HTTP server on a data directory")
+    p = sub.add_parser("serve", help="run the HTTP server on a data directory",
+                       formatter_class=Help, epilog="example:\n  synapsedb serve --data "
+                       "./synapse-data --host 0.0.0.0 --auth keys")  # fmt: skip
     p.add_argument("--data", default=os.environ.get("SYNAPSEDB_DATA", "./synapse-data"),
                    help="data directory (env SYNAPSEDB_DATA)")  # fmt: skip
     p.add_argument("--host", default=os.environ.get("SYNAPSEDB_HOST", "127.0.0.1"),
@@ -408,64 +341,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-client-ca", default=os.environ.get("SYNAPSEDB_TLS_CLIENT_CA"),
                    help="CA bundle: require client certificates signed by it (mutual TLS)")  # fmt: skip
     p.set_defaults(func=_serve)
-    remote = argparse.ArgumentParser(add_help=False)
-    remote.add_argument("--url", default=os.environ.get("SYNAPSEDB_URL", "http://127.0.0.1:7379"),
-                        help="server URL (env SYNAPSEDB_URL)")  # fmt: skip
-    remote.add_argument("--api-key", default=os.environ.get("SYNAPSEDB_API_KEY"),
-                        help="API key (env SYNAPSEDB_API_KEY)")  # fmt: skip
-    remote.add_argument("-n", "--namespace", default=os.environ.get("SYNAPSEDB_NAMESPACE",
-                        "default"), help="namespace (env SYNAPSEDB_NAMESPACE)")  # fmt: skip
-    remote.add_argument("--agent", default=os.environ.get("SYNAPSEDB_AGENT"),
-                        help="agent recorded as writer or asker (env SYNAPSEDB_AGENT)")  # fmt: skip
-    p = sub.add_parser("write", parents=[remote], help="write a memory")
-    p.add_argument("entity")
-    p.add_argument("text")
-    p.add_argument("--type", default="fact")
-    p.add_argument("--salience", type=float)
-    p.add_argument("--metadata", help="JSON object")
-    p.set_defaults(func=_remote)
-    p = sub.add_parser("query", parents=[remote], help="query by meaning and keywords")
-    p.add_argument("text")
-    p.add_argument("-k", type=int, default=10)
-    p.add_argument("--entity")
-    p.add_argument("--filter", help="JSON filter")
-    p.add_argument("--as-of", dest="as_of", help="what was known then (system time)")
-    p.add_argument("--valid-at", dest="valid_at", help="only memories true then (valid time)")
-    p.add_argument("--json", action="store_true", help="the whole result as JSON")
-    p.set_defaults(func=_remote)
-    p = sub.add_parser("get", parents=[remote], help="a memory by id, or a fact: ENTITY KEY")
-    p.add_argument("target")
-    p.add_argument("key", nargs="?")
-    p.add_argument("--as-of", dest="as_of")
-    p.set_defaults(func=_remote)
-    p = sub.add_parser("set", parents=[remote], help="set a KV fact: ENTITY KEY JSON-VALUE")
-    p.add_argument("entity")
-    p.add_argument("key")
-    p.add_argument("value")
-    p.set_defaults(func=_remote)
-    p = sub.add_parser("events", parents=[remote], help="read a stream")
-    p.add_argument("stream")
-    p.add_argument("--limit", type=int, default=100)
-    p.add_argument("--order", choices=("asc", "desc"), default="asc")
-    p.set_defaults(func=_remote)
-    p = sub.add_parser("export", parents=[remote], help="a namespace as JSON lines (lossless)")
-    p.add_argument("--out", help="file (default: standard output)")
-    p.set_defaults(func=_remote)
-    p = sub.add_parser(
-        "import", parents=[remote], help="JSON lines from export, into an empty namespace"
-    )
-    p.add_argument("file")
-    p.set_defaults(func=_remote)
+    from .cli_data import add_parsers
+
+    remote = add_parsers(sub, Help)
     p = sub.add_parser("demo", parents=[remote], help="seed 000's refund story, three agents",
                        description="refund: seed 000's three agents sharing memory; hawaii: "
                        "seed 001's two sessions through the memory proxy (the server needs "
-                       "SYNAPSEDB_LLM_BASE_URL)")  # fmt: skip
+                       "SYNAPSEDB_LLM_BASE_URL)", formatter_class=Help,
+                       epilog="example:\n  synapsedb demo --story refund")  # fmt: skip
     p.add_argument("--story", choices=["refund", "hawaii"], default="refund")
     p.add_argument("--demo-namespace", help="namespace to use (default: a new demo-xxxxxx)")
-    p.set_defaults(func=_remote)
-    p = sub.add_parser("lineage", parents=[remote], help="what an answer was built on")
-    p.add_argument("answer_id")
-    p.set_defaults(func=_remote)
+    p.set_defaults(func=_demo)
     from .cli_chat import add_parser as add_chat
 
     add_chat(sub, remote)
@@ -475,7 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
     data = os.environ.get("SYNAPSEDB_DATA", "./synapse-data")
     p = sub.add_parser("keys", help="create, list and revoke API keys (stored as hashes)")
     ks = p.add_subparsers(dest="keys_command", required=True)
-    c = ks.add_parser("create", help="create a key and print it once")
+    c = ks.add_parser("create", help="create a key and print it once", formatter_class=Help,
+                      epilog="example:\n  synapsedb keys create --data ./synapse-data --tenant acme --scopes read,write")  # fmt: skip
     c.add_argument("--data", default=data, help="data directory")
     c.add_argument("--tenant", help="tenant the key belongs to (not needed with --scopes "
                    "operator alone)")  # fmt: skip
@@ -486,15 +373,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--agents", help="comma-separated agent names the key may act as (X-Agent; "
                    "default: any); with one, requests naming none act as it")  # fmt: skip
     c.set_defaults(func=_keys)
-    c = ks.add_parser("list", help="list keys (never their secrets)")
+    c = ks.add_parser("list", help="list keys (never their secrets)", formatter_class=Help,
+                      epilog="example:\n  synapsedb keys list --data ./synapse-data")  # fmt: skip
     c.add_argument("--data", default=data, help="data directory")
     c.set_defaults(func=_keys)
-    c = ks.add_parser("limit", help="a request rate for all of a tenant's keys together")
+    c = ks.add_parser("limit", help="a request rate for all of a tenant's keys together", formatter_class=Help,
+                      epilog="example:\n  synapsedb keys limit --data ./synapse-data --tenant acme --rate 500")  # fmt: skip
     c.add_argument("--tenant", required=True)
     c.add_argument("--rate", required=True, help="requests per second, or 'none' to lift it")
     c.add_argument("--data", default=data, help="data directory")
     c.set_defaults(func=_keys)
-    c = ks.add_parser("revoke", help="revoke a key by id")
+    c = ks.add_parser("revoke", help="revoke a key by id", formatter_class=Help,
+                      epilog="example:\n  synapsedb keys revoke --data ./synapse-data KEY_ID")  # fmt: skip
     c.add_argument("id")
     c.add_argument("--data", default=data, help="data directory")
     c.set_defaults(func=_keys)
@@ -511,6 +401,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except json.JSONDecodeError as exc:
         print(f"error [validation]: not valid JSON: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (| head): nothing more to say, and
+        # nothing more may be flushed to the closed pipe at exit (the Python docs' recipe)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

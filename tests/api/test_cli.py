@@ -48,7 +48,7 @@ def run(url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_cli_commands(server: str) -> None:
     w = run(server, "write", "user:4321", "Refund requested for order 1458", "--salience", "0.9",
-            "--metadata", '{"channel": "email"}', "--agent", "intake")  # fmt: skip
+            "--metadata", '{"channel": "email"}', "--agent", "intake", "--json")  # fmt: skip
     assert w.returncode == 0, w.stderr
     m = json.loads(w.stdout)
     assert m["agent"] == "intake" and m["metadata"] == {"channel": "email"}
@@ -56,13 +56,16 @@ def test_cli_commands(server: str) -> None:
     assert q.returncode == 0 and "Refund requested for order 1458" in q.stdout
     assert "(entity user:4321)" in q.stdout
     qid = json.loads(run(server, "query", "refund", "--json").stdout)["query_id"]
-    assert json.loads(run(server, "get", m["id"]).stdout)["content"].startswith("Refund")
+    assert json.loads(run(server, "get", m["id"], "--json").stdout)["content"].startswith("Refund")
+    assert run(server, "get", m["id"]).stdout.startswith(f"{m['id']}  v1  [user:4321] fact: Refund")
     assert run(server, "set", "user:4321", "order", '{"id": 1458}').returncode == 0
-    assert json.loads(run(server, "get", "user:4321", "order").stdout)["value"] == {"id": 1458}
+    assert json.loads(run(server, "get", "user:4321", "order", "--json").stdout)["value"] == {
+        "id": 1458
+    }
     httpx.post(f"{server}/v1/namespaces/cli/events", json={"entity": "s", "event": "hello"})
-    assert json.loads(run(server, "events", "s").stdout)[0]["content"] == "hello"
+    assert json.loads(run(server, "events", "s", "--json").stdout)[0]["content"] == "hello"
     httpx.post(f"{server}/v1/namespaces/cli/answers", json={"answer_id": "a1", "query_ids": [qid]})
-    assert json.loads(run(server, "lineage", "a1").stdout)["answer_id"] == "a1"
+    assert json.loads(run(server, "lineage", "a1", "--json").stdout)["answer_id"] == "a1"
     missing = run(server, "get", "no-such-id")
     assert missing.returncode == 2 and "error [not_found]" in missing.stderr
     bad = run(server, "set", "u", "k", "{not json")
