@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .cli_format import show
+from .cli_format import print_json_line, show
 from .errors import ValidationError
 
 __all__ = ["COMMANDS", "add_parsers", "open_target", "remote_parent"]
@@ -286,10 +286,11 @@ def _config(p: argparse.ArgumentParser) -> Run:
     def run(mem: Any, a: argparse.Namespace) -> Any:
         if a.action == "get":
             if a.settings:
-                raise ValidationError("config get takes no NAME=VALUE", field="setting")
+                raise ValidationError("setting: config get takes no NAME=VALUE", field="setting")
             return mem.config
         if not a.settings:
-            raise ValidationError("config set: name at least one NAME=VALUE", field="setting")
+            raise ValidationError("setting: config set needs at least one NAME=VALUE",
+                                  field="setting")  # fmt: skip
         return mem.configure(**_assignments(a.settings))
 
     return run
@@ -420,8 +421,8 @@ def _follow(which: str) -> Callable[[argparse.Namespace], int]:
             feed = (mem.follow(args.stream, **common) if which == "follow"
                     else mem.changes(entity=args.entity, since=args.since, **common))  # fmt: skip
             with feed, contextlib.suppress(KeyboardInterrupt):
-                for item in feed:
-                    show(item, as_json=args.json)
+                for item in feed:  # --json: one object per line, printed as it comes
+                    print_json_line(item) if args.json else show(item, as_json=False)
         return 0
 
     return main

@@ -27,7 +27,7 @@ from .types import (
     Stats,
 )
 
-__all__ = ["print_json", "show"]
+__all__ = ["print_json", "print_json_line", "show"]
 
 
 def print_json(value: Any, *, vectors: bool = False, out: IO[str] | None = None) -> None:
@@ -43,6 +43,13 @@ def print_json(value: Any, *, vectors: bool = False, out: IO[str] | None = None)
     elif isinstance(value, list):
         value = [plain(v) if dataclasses.is_dataclass(v) else v for v in value]
     print(msgspec.json.format(encoder.encode(value), indent=2).decode(), file=out or sys.stdout)
+
+
+def print_json_line(value: Any) -> None:
+    """``value`` as one line of JSON (a feed's items: JSON lines, readable as they come)."""
+    from .server.wire import encode, lean
+
+    print(encode(lean(value)).decode(), flush=True)
 
 
 def _t(value: datetime | None) -> str:
@@ -78,9 +85,12 @@ def _audit(a: AuditEntry) -> str:
 
 
 def _forgotten(f: Forgotten) -> list[str]:
-    how = "erased" if f.purged else "forgot"
-    out = [f"{how} {f.target}: {f.memories} memories ({f.versions} versions), {f.facts} facts, "
-           f"{f.events} events"]  # fmt: skip
+    if f.purged:
+        out = [f"erased {f.target}: {f.memories} memories ({f.versions} versions), {f.facts} "
+               f"facts, {f.events} events"]  # fmt: skip
+    else:
+        out = [f"forgot {f.target}: {f.memories} memories, {f.facts} facts (tombstones: "
+               "history keeps them)"]  # fmt: skip
     if f.pending:
         out.append("the write-ahead log still holds the erased text: maintenance retries")
     return out
