@@ -173,7 +173,8 @@ def test_async_follow_resumes_after_a_cut(live: tuple[str, CutProxy]) -> None:
     url, proxy = live
 
     async def run() -> list[str]:
-        direct = RemoteDatabase(url).namespace("alive")
+        direct_db = RemoteDatabase(url)
+        direct = direct_db.namespace("alive")
         direct.append("user:1", "one", searchable=False)
         db = AsyncRemoteDatabase(proxy.url)
         got: list[str] = []
@@ -190,6 +191,7 @@ def test_async_follow_resumes_after_a_cut(live: tuple[str, CutProxy]) -> None:
             got += [c.action async for c in changes]
         finally:
             await db.close()
+            direct_db.close()
         return got
 
     assert asyncio.run(run()) == ["one", "two", "append", "append"]
