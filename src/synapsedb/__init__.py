@@ -10,6 +10,7 @@ mem.append("user:4321", "Refund confirmed delivered on 10/28.")
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from .agentic import LoopSettings, MemoryLoop
@@ -107,13 +108,18 @@ def connect(
     timeout: float = 30.0,
     verify: str | bool = True,
     cert: str | tuple[str, str] | None = None,
+    include: str | Sequence[str] | None = None,
 ) -> Any:
     """Connect to a SynapseDB server: the same methods, arguments, return types and exception
     classes as :func:`open` (returns a ``synapsedb.client.RemoteDatabase``). ``verify`` is a
-    CA bundle path (or a bool) for HTTPS; ``cert`` a client certificate for mutual TLS."""
+    CA bundle path (or a bool) for HTTPS; ``cert`` a client certificate for mutual TLS.
+    Memories come back without their vectors unless ``include="embedding"`` (docs/http.md,
+    "Lean answers")."""
     from .client import RemoteDatabase
 
-    return RemoteDatabase(url, api_key=api_key, timeout=timeout, verify=verify, cert=cert)
+    return RemoteDatabase(
+        url, api_key=api_key, timeout=timeout, verify=verify, cert=cert, include=include
+    )
 
 
 def connect_async(
@@ -123,8 +129,11 @@ def connect_async(
     timeout: float = 30.0,
     verify: str | bool = True,
     cert: str | tuple[str, str] | None = None,
+    include: str | Sequence[str] | None = None,
 ) -> Any:
     """Like :func:`connect`, with every namespace method returning an awaitable."""
     from .client import AsyncRemoteDatabase
 
-    return AsyncRemoteDatabase(url, api_key=api_key, timeout=timeout, verify=verify, cert=cert)
+    return AsyncRemoteDatabase(
+        url, api_key=api_key, timeout=timeout, verify=verify, cert=cert, include=include
+    )

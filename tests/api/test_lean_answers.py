@@ -176,3 +176,19 @@ def test_the_documented_request_asks_for_the_vector(served: tuple[TestClient, st
                   headers={"Content-Type": "application/json"})  # fmt: skip
     assert r.status_code == 201, r.text
     assert "embedding" in r.json() and "include=embedding" in url
+
+
+def test_connect_passes_include_to_the_clients() -> None:
+    """synapsedb.connect / connect_async take include= like the client classes (no request is
+    made here: the value is checked and kept)."""
+    for include, want in ((None, ()), ("embedding", ("embedding",))):
+        db = synapsedb.connect("http://127.0.0.1:9", include=include)
+        assert db.include == want
+        db.close()
+        adb = synapsedb.connect_async("http://127.0.0.1:9", include=include)
+        assert adb.include == want
+        asyncio.run(adb.close())
+    for connect in (synapsedb.connect, synapsedb.connect_async):
+        with pytest.raises(synapsedb.ValidationError) as err:
+            connect("http://127.0.0.1:9", include="vectors")
+        assert err.value.field == "include"
