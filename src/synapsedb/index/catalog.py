@@ -368,7 +368,11 @@ class Catalog:
                 mask[rows[rows < n]] = True
             else:  # the view holds the buffer: a writer appends to a copy meanwhile (grow)
                 idx = np.frombuffer(rows, dtype=np.int32)
-                mask[idx[: int(np.searchsorted(idx, n))]] = True
+                cut = int(np.searchsorted(idx, n))
+                if cut and int(idx[cut - 1]) - int(idx[0]) + 1 == cut:  # one run of rows
+                    mask[int(idx[0]) : int(idx[cut - 1]) + 1] = True
+                else:
+                    mask[idx[:cut]] = True
         return mask
 
     def postings(self, path: tuple[str, ...], role: str) -> dict[Any, array[int]]:
