@@ -102,6 +102,21 @@ def test_a_1_mib_memory_round_trips_over_http(db: Database, prose: str) -> None:
         check_refused(mem, MIB)
 
 
+def test_long_duplicates_collapse_by_their_normalized_text(db: Database, prose: str) -> None:
+    """Dedup's "same text" holds for long memories too (compared by a digest of the
+    normalized text, kept per version): case and spacing apart, one hit lists the other."""
+    mem = db.namespace("dups")
+    half = prose[len(prose) // 2 :]  # half a MiB, ending with TAIL; spaced out it still fits
+    a = mem.write("doc:1", half)
+    b = mem.write("doc:2", "  " + half.upper().replace(" ", "  "))
+    c = mem.write("doc:3", half.replace(TAIL, "differentending"))
+    for _ in range(2):  # the second query reads the kept keys
+        hits = mem.query(TAIL, k=5, mode="keyword")
+        assert len(hits) == 1 and {hits[0].id, *hits[0].duplicates} == {a.id, b.id}
+        ids = {h.id for h in mem.query("differentending", k=5, mode="keyword")}
+        assert ids == {c.id}
+
+
 def test_the_limit_is_a_setting(tmp_path: Path) -> None:
     with synapsedb.open(tmp_path / "db", durability="os", llm=None, embedder=None,
                         max_content_bytes=3 * MIB) as db:  # fmt: skip

@@ -36,6 +36,7 @@ class MemRec:
         "expires_us",
         "id",
         "meta_json",
+        "norm_key",
         "pinned",
         "row",
         "salience",
@@ -86,6 +87,8 @@ class MemRec:
         # Set when applied to the namespace catalog, which then holds the vector (vec -> None).
         self.row = -1
         self.cat: Catalog | None = None
+        # the text as dedup compares it (normalized; a digest when long), computed on first use
+        self.norm_key: str | None = None
 
     def visible_at(self, t_us: int) -> bool:
         """Whether this record, being the latest version at ``t_us``, shows at ``t_us``."""

@@ -7,9 +7,11 @@ holds the rows.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import orjson
@@ -248,6 +250,20 @@ def _norm_text(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+SHORT_TEXT = 512  # longer texts are compared by a digest of their normalized form
+
+
+def _text_key(rec: Any) -> str:
+    """What dedup compares for "same text", kept on the record: a long memory (up to
+    max_content_bytes) is normalized once, not on every query that meets it."""
+    key: str | None = rec.norm_key
+    if key is None:
+        norm = _norm_text(rec.content)
+        key = norm if len(norm) <= SHORT_TEXT else "#" + hashlib.blake2b(norm.encode()).hexdigest()
+        rec.norm_key = key
+    return key
+
+
 def _dedup(cat: Catalog, rows: np.ndarray, k: int, threshold: float) -> list[tuple[int, list[str]]]:
     """Walk ``rows`` in rank order, keeping a row unless it repeats a kept one (same text, or
     cosine >= threshold); returns (position, duplicate ids) of up to ``k`` kept rows.
@@ -275,7 +291,7 @@ def _dedup(cat: Catalog, rows: np.ndarray, k: int, threshold: float) -> list[tup
         local: list[int] = []  # chunk offsets kept so far
         for i, r in enumerate(part.tolist()):
             rec = cat.recs[r]
-            text = _norm_text(rec.content)
+            text = _text_key(rec)
             j = kept_text.get(text)  # the best-ranked kept hit it repeats, by either rule
             if near_any and cat.has_vec[r]:
                 hit = np.flatnonzero(vs_kept[i] >= threshold)
