@@ -41,8 +41,9 @@ log = logging.getLogger("synapsedb.agentic")
 CONFIG_ENTITY = "synapsedb:config"
 ROLES = ("system", "developer", "user", "assistant", "tool")
 # Checked before anything is stored (the engine's own limits would stop a later turn after the
-# earlier ones were appended): a turn's UTF-8 bytes (the engine's default max_content_bytes is
-# 32 KiB), a participant name (OpenAI's limit), a session name ("session:" + it names a stream).
+# earlier ones were appended): a turn's UTF-8 bytes (32,000: what one extraction prompt takes,
+# well under the engine's max_content_bytes), a participant name (OpenAI's limit), a session
+# name ("session:" + it names a stream).
 MAX_TURN_BYTES = 32_000
 JOBS_PER_PASS = 8  # jobs the worker runs in one namespace before visiting the next
 WINDOW_CALLS = 4  # remember calls whose turns one job's window may hold (see _window)
