@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -246,6 +248,7 @@ def test_the_cli_passes_the_limits_to_uvicorn(
     assert code == 0
     assert seen["limit_concurrency"] == 78 and seen["timeout_keep_alive"] == 2.0
     assert seen["backlog"] == 2048 and seen["h11_max_incomplete_event_size"] == 64 * 1024
+    assert seen["timeout_graceful_shutdown"] == 10.0
     assert seen["http"].__name__.startswith("Guarded")
     app = seen["app"]
     assert app.state.limits == Limits(body_timeout=3.0, header_timeout=4.0, keep_alive=2.0,
@@ -296,6 +299,26 @@ def cli_server(
         proc.wait(timeout=30)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_a_stop_closes_open_feeds_within_the_shutdown_timeout(tmp_path: Path) -> None:
+    """SIGTERM while a client follows a stream: the server ends the feed after
+    Limits.shutdown_timeout and exits (it used to wait for the feed forever)."""
+    with cli_server(tmp_path) as (base, proc):
+        httpx.post(f"{base}/v1/namespaces/ns/events",
+                   json={"entity": "user:1", "event": "hello"}).raise_for_status()  # fmt: skip
+        with httpx.stream("GET", f"{base}/v1/namespaces/ns/events/follow",
+                          params={"stream": "user:1", "idle_timeout": "600"},
+                          timeout=httpx.Timeout(5, read=120)) as feed:  # fmt: skip
+            lines = feed.iter_lines()
+            assert any(line.startswith("data:") for line in itertools.islice(lines, 20))
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal
+            took = time.monotonic() - t0
+            with contextlib.suppress(httpx.HTTPError):
+                list(lines)  # the feed ended with the server
+    assert took < 60, took  # bounded, not a timing target (the limit is 10 s)
 
 
 def test_the_cli_server_answers_408_and_checks_host(tmp_path: Path) -> None:

@@ -57,9 +57,12 @@ class Limits:
     # request bodies one tenant may be sending at once: stalled bodies of one tenant's keys
     # cannot hold every connection slot (the others' requests would answer 503)
     max_body_reads_per_tenant: int = 64
+    # seconds a stop (SIGTERM, Ctrl-C) waits for requests in flight before closing what is
+    # still open: live feeds never end by themselves, and would hold the stop forever
+    shutdown_timeout: float = 10.0
 
     def __post_init__(self) -> None:
-        for name in ("body_timeout", "header_timeout", "keep_alive"):
+        for name in ("body_timeout", "header_timeout", "keep_alive", "shutdown_timeout"):
             value = getattr(self, name)
             if (
                 isinstance(value, bool)
@@ -86,6 +89,7 @@ class Limits:
         """Keyword arguments for ``uvicorn.run`` / ``uvicorn.Config`` that enforce these."""
         return {
             "timeout_keep_alive": self.keep_alive,
+            "timeout_graceful_shutdown": self.shutdown_timeout,
             "limit_concurrency": self.max_connections + 1,  # the newcomer over a busy limit
             "backlog": self.backlog,
             "h11_max_incomplete_event_size": self.max_header_bytes,
