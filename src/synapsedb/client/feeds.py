@@ -203,7 +203,10 @@ class _State:
         return time.monotonic() - quiet_since >= idle - min(1.0, idle / 2)
 
     def failed(self, exc: BaseException) -> float:
-        """Count a failed connection: the seconds to wait before the next, or raise."""
+        """Count a failed connection: the seconds to wait before the next, or raise (errors
+        that are not the connection's or the server's are the caller's own: raised as are)."""
+        if not isinstance(exc, httpx.TransportError | httpx.StreamError | SynapseError):
+            raise exc
         if isinstance(exc, SynapseError) and not isinstance(exc, StorageError):
             raise exc  # the server said no: retrying would not change that
         self.failures += 1
@@ -285,9 +288,6 @@ class Feed(Generic[T]):
                     # error of the closed connection
                     if st.closed:
                         return
-                    if not isinstance(exc, httpx.TransportError | httpx.StreamError
-                                      | SynapseError):  # fmt: skip
-                        raise
                     wait = st.failed(exc)
                 finally:
                     self._response = None
@@ -363,9 +363,6 @@ class AsyncFeed(Generic[T]):
                     # error of the closed connection
                     if st.closed:
                         return
-                    if not isinstance(exc, httpx.TransportError | httpx.StreamError
-                                      | SynapseError):  # fmt: skip
-                        raise
                     wait = st.failed(exc)
                 finally:
                     self._response = None
