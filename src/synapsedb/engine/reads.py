@@ -201,14 +201,52 @@ class _Reads(NamespaceHandle):
 
     # -- overview -------------------------------------------------------------------------------
 
-    def entities(self, *, as_of: TimeLike | None = None) -> list[str]:
-        """Entities with at least one memory or KV fact visible at ``as_of``, sorted."""
+    def entities(
+        self,
+        *,
+        as_of: TimeLike | None = None,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """Entities with at least one memory (hot or cold) or KV fact visible at ``as_of``,
+        sorted by name. A page: ``prefix`` keeps names starting with it, ``after`` names sorting
+        strictly after it (pass the last name of one page to get the next), ``limit`` at most
+        that many (1 to 10,000; all of them when None)."""
         t = self._time(as_of)
+        if limit is not None:
+            limit = check_limit(limit)
+        if prefix is not None and not isinstance(prefix, str):
+            raise ValidationError(f"prefix: expected a string, got {prefix!r}", field="prefix")
+        if after is not None and not isinstance(after, str):
+            raise ValidationError(f"after: expected an entity name, got {after!r}", field="after")
         state = self._db._state(self.name)
         if state is None:
             return []
-        names = set(state.entity_mems) | set(state.entity_facts)
-        return sorted(e for e in names if state.entity_exists_at(e, t))
+        names = set(state.entity_mems) | set(state.entity_facts) | set(state.cold_by_entity)
+        picked = sorted(
+            n
+            for n in names
+            if (prefix is None or n.startswith(prefix)) and (after is None or n > after)
+        )
+        out: list[str] = []
+        for name in picked:
+            if state.entity_exists_at(name, t) or self._cold_entity_at(state, name, t):
+                out.append(name)
+                if limit is not None and len(out) >= limit:
+                    break
+        return out
+
+    def _cold_entity_at(self, state: NamespaceState, entity: str, t: int) -> bool:
+        """Whether one of ``entity``'s cold memories is visible at ``t`` (read from storage)."""
+        ids = list(state.cold_by_entity.get(entity, ()))
+        if not ids:
+            return False
+        for chain in _chains(self._db._storage.read_memory_chains(self.name, ids)):
+            rec = version_at(chain, t)
+            if rec is not None and rec.visible_at(t):
+                return True
+        return False
 
     def streams(self, *, as_of: TimeLike | None = None) -> list[str]:
         """Streams with at least one event committed at or before ``as_of``, sorted (a stream
