@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from synapsedb import ManualClock, Namespace, ValidationError
+from synapsedb import ManualClock, Namespace, NotFoundError, ValidationError
 
 
 def test_pages_walk_every_entity_once_in_name_order(mem: Namespace) -> None:
@@ -62,3 +62,36 @@ def test_bad_page_arguments_name_the_field(mem: Namespace, kwargs: dict, field: 
     with pytest.raises(ValidationError) as err:
         mem.entities(**kwargs)
     assert err.value.details.get("field") == field
+
+
+def test_memories_page_with_before_walks_newest_first_once(
+    mem: Namespace, clock: ManualClock
+) -> None:
+    ids = []
+    for i in range(11):
+        clock.advance(1)
+        ids.append(mem.write("user:1", f"note {i}").id)
+    clock.advance(1)
+    cold_first = mem.write("user:2", "other entity").id
+    walked: list[str] = []
+    before = None
+    while True:
+        page = mem.memories("user:1", limit=3, before=before)
+        walked += [m.id for m in page]
+        if len(page) < 3:
+            break
+        before = page[-1].id
+    assert walked == ids[::-1]
+    mem.forget(ids[5])  # a cursor whose memory was forgotten still marks its place
+    assert [m.id for m in mem.memories("user:1", limit=2, before=ids[5])] == [ids[4], ids[3]]
+    assert [m.id for m in mem.memories(limit=2)] == [cold_first, ids[10]]
+
+
+def test_a_before_cursor_that_never_existed_is_named(mem: Namespace) -> None:
+    mem.write("user:1", "something")
+    with pytest.raises(NotFoundError) as err:
+        mem.memories(before="m_nope")
+    assert err.value.details.get("field") == "before"
+    with pytest.raises(ValidationError) as bad:
+        mem.memories(before="")
+    assert bad.value.details.get("field") == "before"

@@ -88,10 +88,12 @@ class _Reads(NamespaceHandle):
         as_of: TimeLike | None = None,
         limit: int = 100,
         valid_at: TimeLike | None = None,
+        before: str | None = None,
     ) -> list[Memory]:
         """Memories visible at ``as_of`` (default now), newest event time first; with
         ``valid_at``, only those true then (``valid_from`` <= T < ``valid_to``, an absent
-        bound open), as ``query(valid_at=)`` filters them."""
+        bound open), as ``query(valid_at=)`` filters them. ``before`` pages: pass the id of
+        the last memory of one page to get the ones after it in this order (older)."""
         t = self._time(as_of)
         limit = check_limit(limit)
         if entity is not None:
@@ -113,8 +115,27 @@ class _Reads(NamespaceHandle):
             recs = (r for r in recs if r.type in wanted)
         if valid is not None:
             recs = (r for r in recs if valid_at_matches(valid, r.meta_json))
+        if before is not None:
+            bound = self._page_bound(state, before, t)
+            recs = (r for r in recs if (r.ts_us, r.id) < bound)
         top = heapq.nlargest(limit, recs, key=lambda r: (r.ts_us, r.id))
         return [r.to_public() for r in top]
+
+    def _page_bound(self, state: NamespaceState, before: Any, t: int) -> tuple[int, str]:
+        """The (event time, id) a ``before=`` cursor stands for: the memory's version at ``t``
+        (or its first version, if it was written after ``t``), even if since forgotten."""
+        if not isinstance(before, str) or not before:
+            raise ValidationError(f"before: expected a memory id, got {before!r}", field="before")
+        mid = before
+        chain = self._chain(state, mid)
+        if not chain:
+            raise NotFoundError(
+                f"before: memory {mid!r} not found in namespace {self.name!r}",
+                field="before",
+                id=mid,
+            )
+        rec = version_at(chain, t) or chain[0]
+        return (rec.ts_us, rec.id)
 
     @overload
     def history(self, id: str, /, *, as_of: TimeLike | None = None) -> list[Memory]: ...
