@@ -63,6 +63,8 @@ def scenario(db: Any) -> list[Any]:
     out.append(mem.get("m1"))
     out.append(mem.history("m1"))
     out.append(mem.memories("user:4321"))
+    out.append(mem.memories("user:4321", limit=1, before="m1"))
+    out.append(mem.memories(limit=1, before="m3"))
     out.append(mem.set("user:4321", "order", {"id": 1458}, agent="resolution"))
     out.append(mem.get("user:4321", "order"))
     out.append(mem.facts("user:4321"))
@@ -83,6 +85,9 @@ def scenario(db: Any) -> list[Any]:
     out.append(mem.configure(max_hot=2))
     out.append(mem.maintain(dry_run=True))
     out.append(mem.entities())
+    out.append(mem.entities(limit=1))
+    out.append(mem.entities(prefix="user:", after="user:4321", limit=5))
+    out.append(mem.entities(prefix="order:"))
     out.append(mem.streams())
     out.append(mem.stats())
     out.append(mem.forget(entity="user:9", purge=True))
@@ -112,6 +117,14 @@ ERRORS: list[Callable[[Any], Any]] = [
     lambda m: m.events("s", limit=0),
     lambda m: m.lineage("nope"),
     lambda m: m.configure(policy="drop"),
+    lambda m: m.entities(limit=0),
+    lambda m: m.entities(limit=10_001),
+    lambda m: m.entities(limit=True),
+    lambda m: m.entities(prefix=3),
+    lambda m: m.entities(after=["u"]),
+    lambda m: m.memories(before="m_nope"),
+    lambda m: m.memories("u", before=""),
+    lambda m: m.memories(before=7),
 ]
 
 

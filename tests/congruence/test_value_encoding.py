@@ -70,6 +70,12 @@ CASES: list[Any] = [
                               "the engine's integer checks refuse numpy integers")),
     pytest.param(lambda m: m.events("s", limit=[5]), id="events limit list",
                  marks=_lossy("sent as limit=5: accepted, refused embedded")),
+    pytest.param(lambda m: m.entities(limit=np.int64(5)), id="entities limit numpy int"),
+    pytest.param(lambda m: m.entities(limit=[5]), id="entities limit list"),
+    pytest.param(lambda m: m.entities(limit=2.0), id="entities limit float"),
+    pytest.param(lambda m: m.entities(prefix=b"u"), id="entities prefix bytes"),
+    pytest.param(lambda m: m.entities(after=np.str_("a")), id="entities after numpy str"),
+    pytest.param(lambda m: m.memories(before=["m0"]), id="memories before list"),
 ]  # fmt: skip
 
 

@@ -103,6 +103,23 @@ def _params(**kwargs: Any) -> dict[str, Any]:
     return {k: _t(v, k) if k in _TIME_FIELDS else v for k, v in kwargs.items() if v is not None}
 
 
+def _text(value: Any, field: str, what: str) -> str | None:
+    """A string query parameter, or None. Anything else is refused here as the engine refuses
+    it (a query string would carry ``3`` as ``"3"`` and a list as repeated parameters)."""
+    if value is None or isinstance(value, str):
+        return value
+    raise ValidationError(f"{field}: expected {what}, got {value!r}", field=field)
+
+
+def _whole(value: Any, field: str) -> int | None:
+    """An integer query parameter, or None; a bool, float, list or numpy integer is refused
+    here as the engine refuses it (the query string would carry it as digits). The range is
+    the server's to check."""
+    if value is None or type(value) is int:
+        return value
+    raise ValidationError(f"{field}: expected an integer, got {value!r}", field=field)
+
+
 _body_encoder = msgspec.json.Encoder(enc_hook=lambda obj: _numpy_scalar(obj))
 
 
@@ -246,8 +263,9 @@ def get_fact(ns: str, entity: str, key: str, as_of: Any) -> Call:
 
 
 def memories(ns: str, entity: str | None, types: Iterable[str] | None, as_of: Any,
-             limit: int, valid_at: Any = None) -> Call:  # fmt: skip
-    params = _params(entity=entity, as_of=as_of, limit=limit, valid_at=valid_at)
+             limit: int, valid_at: Any = None, before: str | None = None) -> Call:  # fmt: skip
+    params = _params(entity=entity, as_of=as_of, limit=limit, valid_at=valid_at,
+                     before=_text(before, "before", "a memory id"))  # fmt: skip
     if types is not None:
         params["types"] = [types] if isinstance(types, str) else list(types)
     return Call("GET", f"{base(ns)}/memories", list[Memory], params, memories=True)
@@ -482,8 +500,12 @@ def configure(ns: str, changes: dict[str, Any]) -> Call:
     return Call("PUT", f"{base(ns)}/config", NamespaceConfig, json=changes)
 
 
-def entities(ns: str, as_of: Any) -> Call:
-    return Call("GET", f"{base(ns)}/entities", list[str], _params(as_of=as_of))
+def entities(ns: str, as_of: Any, prefix: str | None = None, after: str | None = None,
+             limit: int | None = None) -> Call:  # fmt: skip
+    params = _params(as_of=as_of, prefix=_text(prefix, "prefix", "a string"),
+                     after=_text(after, "after", "an entity name"),
+                     limit=_whole(limit, "limit"))  # fmt: skip
+    return Call("GET", f"{base(ns)}/entities", list[str], params)
 
 
 def streams(ns: str, as_of: Any) -> Call:

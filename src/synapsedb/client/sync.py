@@ -166,8 +166,10 @@ class RemoteNamespace:
         as_of: TimeLike | None = None,
         limit: int = 100,
         valid_at: TimeLike | None = None,
+        before: str | None = None,
     ) -> list[Memory]:
-        return self._run(calls.memories(self.name, entity, types, as_of, limit, valid_at))  # type: ignore[no-any-return]
+        return self._run(calls.memories(self.name, entity, types, as_of, limit, valid_at,  # type: ignore[no-any-return]
+                                        before))  # fmt: skip
 
     @overload
     def delete(
@@ -520,8 +522,17 @@ class RemoteNamespace:
 
     # -- overview -------------------------------------------------------------------------------
 
-    def entities(self, *, as_of: TimeLike | None = None) -> list[str]:
-        return self._run(calls.entities(self.name, as_of))  # type: ignore[no-any-return]
+    def entities(
+        self,
+        *,
+        as_of: TimeLike | None = None,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """Sorted names; a page with ``limit`` (1 to 10,000), ``after`` (names strictly after
+        it) and ``prefix``, as embedded."""
+        return self._run(calls.entities(self.name, as_of, prefix, after, limit))  # type: ignore[no-any-return]
 
     def streams(self, *, as_of: TimeLike | None = None) -> list[str]:
         return self._run(calls.streams(self.name, as_of))  # type: ignore[no-any-return]

@@ -18,6 +18,7 @@ from ..wire import (
     agent_of,
     decode_json,
     encoder,
+    int_param,
     json_response,
     pick,
     read_body,
@@ -106,7 +107,15 @@ async def set_config(request: Request, mem: Namespace) -> Response:
 
 
 async def entities(request: Request, mem: Namespace) -> Response:
-    return json_response(mem.entities(as_of=time_param(request, "as_of")))
+    """A JSON list of names, sorted; a page with ``limit`` (and ``prefix``, ``after``), else
+    all of them (a large namespace should page: docs/http.md). In a worker thread: an entity
+    whose memories are all cold is looked up in storage."""
+    out = await run_in_threadpool(
+        mem.entities, as_of=time_param(request, "as_of"),
+        prefix=request.query_params.get("prefix"), after=request.query_params.get("after"),
+        limit=int_param(request, "limit"),
+    )  # fmt: skip
+    return json_response(out)
 
 
 async def streams(request: Request, mem: Namespace) -> Response:

@@ -60,6 +60,7 @@ async def list_memories(request: Request, mem: Namespace) -> Response:
         as_of=time_param(request, "as_of"),
         limit=limit_param(request, 100),
         valid_at=time_param(request, "valid_at"),
+        before=request.query_params.get("before"),
     )
     return memory_response(out, include)
 
