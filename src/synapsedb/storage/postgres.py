@@ -1,0 +1,468 @@
+"""PostgreSQL backend: the storage protocol of :mod:`synapsedb.storage.base` on a PostgreSQL
+database, with the same rows as the SQLite backend (the engine cannot tell them apart).
+
+- **Durability.** Each :class:`Batch` is one transaction on the writer connection, which runs
+  with ``synchronous_commit = on``: :meth:`PostgresStorage.commit` returns once PostgreSQL has
+  flushed the commit to its WAL (and, with synchronous standbys configured, once they have it).
+  A failed batch is rolled back and raises :class:`StorageError`, having written nothing. The
+  one exception is a connection lost *during* COMMIT: PostgreSQL may have committed, and the
+  StorageError says the outcome is unknown (as any client of any database must).
+- **Connections.** One writer connection (commits, under a lock, in batch order), one reader
+  connection for lineage and audit reads (so they never wait behind a commit), and one
+  short-lived connection per :meth:`load`: a ``REPEATABLE READ`` read-only transaction whose
+  server-side cursors stream the rows (a million memories never sit in memory at once) from
+  one snapshot. A broken connection is replaced at its next use.
+- **Schema.** :mod:`.postgres_schema`: the tables live in their own PostgreSQL schema
+  (``synapsedb`` unless ``schema=`` says otherwise), versioned by ``schema_migrations``;
+  migrations run under an advisory lock, so several processes may open one database at once.
+- **Erasure.** :mod:`.postgres_erasure` says what VACUUM and WAL retention mean for erasure.
+  A commit that erases then VACUUMs the tables it touched, once no open snapshot can see the old
+  row versions; until then the erasure is pending (:attr:`erasure_pending`), and
+  :meth:`finish_erasure` retries. Pending is known to this process only: a process that stopped
+  with an erasure pending leaves the dead rows to autovacuum.
+
+psycopg 3 is imported here only (``pip install 'synapsedb[postgres]'``), never when
+``synapsedb`` is imported.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from ..errors import StorageError, ValidationError
+from .base import Batch, LoadedRows
+from .erasure import BUSY_TIMEOUT_MS
+from .failures import FailureLog
+from .postgres_erasure import PURGED_TABLES, prune_queries, purge, vacuum
+from .postgres_load import EVENT_COLUMNS, FACT_COLUMNS, MEM_COLUMNS, LoadSession
+from .postgres_schema import MIGRATIONS
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["PostgresStorage"]
+
+log = logging.getLogger("synapsedb.storage")
+
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_MEM_READ = MEM_COLUMNS.split(", ", 1)[1] + ", erased"  # a chain row: without ns
+
+
+def _insert(table: str, columns: str) -> str:
+    marks = ", ".join(["%s"] * (columns.count(",") + 1))
+    return f"INSERT INTO {table} ({columns}) VALUES ({marks})"
+
+
+_NS_UPSERT = (
+    "INSERT INTO namespaces (name, created_us, dim, embedder) VALUES (%s, %s, %s, %s) "
+    "ON CONFLICT (name) DO UPDATE SET dim = excluded.dim, embedder = excluded.embedder"
+)
+_MEM_INSERT = _insert("memory_versions", MEM_COLUMNS)
+_FACT_INSERT = _insert("fact_versions", FACT_COLUMNS)
+_EVENT_INSERT = _insert("events", EVENT_COLUMNS)
+_QUERY_INSERT = _insert("queries", "ns, id, sys_us, agent, text, request, hits")
+_ANSWER_INSERT = _insert("answers", "ns, id, sys_us, agent, text, query_ids, cited, memories")
+_TIER_INSERT = _insert("tiers", "ns, id, sys_us, tier, score, reason")
+_ERASURE_INSERT = _insert("erasures", "ns, sys_us, agent, subject, counts")
+_ACCESS_UPSERT = (
+    "INSERT INTO access (ns, id, count, last_us) VALUES (%s, %s, %s, %s) "
+    "ON CONFLICT (ns, id) DO UPDATE SET count = excluded.count, last_us = excluded.last_us"
+)
+_EXPIRE_MEMORY = (
+    "UPDATE memory_versions SET content = '', metadata = '{}', embedding = NULL, erased = 1 "
+    "WHERE ns = %s AND id = %s"
+)
+_EXPIRE_FACT = (
+    "UPDATE fact_versions SET value = 'null', erased = 1 WHERE ns = %s AND entity = %s AND key = %s"
+)
+_ERASE_EVENT = (
+    "UPDATE events SET content = '', data = NULL, erased = 1 "
+    "WHERE ns = %s AND stream = %s AND ms = %s AND seq = %s"
+)
+_ERASE_ANSWER = "UPDATE answers SET text = NULL, erased = 1 WHERE ns = %s AND id = %s"
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise StorageError(
+            "the PostgreSQL backend needs psycopg 3: pip install 'synapsedb[postgres]'"
+        ) from exc
+    return psycopg
+
+
+class PostgresStorage:
+    """The tables of one schema in one PostgreSQL database (``dsn``: a libpq URI or
+    ``key=value`` string). :meth:`commit` is called from one writer thread at a time.
+
+    ``erasure_wait_ms``: how long a commit that erases waits for snapshots that still see the
+    erased rows before it VACUUMs (then the erasure is pending, retried by
+    :meth:`finish_erasure`). ``query_log_max_rows``: the query log keeps at most about this
+    many rows per namespace (the oldest go first; queries an answer refers to stay).
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "synapsedb",
+        erasure_wait_ms: int = BUSY_TIMEOUT_MS,
+        query_log_max_rows: int | None = None,
+        connect_timeout_s: int = 10,
+        failures: FailureLog | None = None,
+    ) -> None:
+        if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
+            raise ValidationError(
+                f"schema: {schema!r} is not a PostgreSQL schema name SynapseDB uses (lower-case "
+                "letters, digits and '_', not starting with a digit, at most 63 characters)",
+                field="schema",
+                limit=63,
+            )
+        self._pg = _psycopg()
+        self._dsn = dsn
+        self.schema = schema
+        self._connect_timeout_s = connect_timeout_s
+        self._failures = failures or FailureLog()
+        self._erasure_wait_ms = erasure_wait_ms
+        self._query_log_max_rows = query_log_max_rows
+        self._logged: dict[str, int] = {}  # per namespace: queries logged since its last prune
+        self._lock = threading.Lock()  # the writer connection
+        self._read_lock = threading.Lock()  # the reader connection
+        self._pending: set[str] = set()  # tables with erased rows not yet vacuumed
+        self._pending_xid = 0  # the latest erasing transaction
+        self._loads: weakref.WeakSet[LoadSession] = weakref.WeakSet()
+        self._closed = False
+        self.where = self._describe(dsn)
+        self._writer: psycopg.Connection[Any] | None = None
+        self._reader: psycopg.Connection[Any] | None = None
+        try:
+            self._writer = self._connect()
+            self._migrate(self._writer)
+        except self._pg.Error as exc:
+            if self._writer is not None:
+                self._writer.close()
+            raise self._failures.error(
+                f"cannot open PostgreSQL storage {self.where}: {exc}", exc, where=self.where
+            ) from exc
+
+    # -- connections -----------------------------------------------------------------------------
+
+    def _describe(self, dsn: str) -> str:
+        """Where the data is, for messages: database, host and schema, never the password."""
+        try:
+            info = self._pg.conninfo.conninfo_to_dict(dsn)
+        except self._pg.Error:
+            return f"(unparsable connection string) schema {self.schema}"
+        return (
+            f"database {info.get('dbname') or '(default)'} on {info.get('host') or '(default)'}"
+            f"{':' + str(info['port']) if info.get('port') else ''} schema {self.schema}"
+        )
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        if self._closed:
+            raise StorageError(f"PostgreSQL storage {self.where} is closed", where=self.where)
+        conn = self._pg.connect(self._dsn, autocommit=True, connect_timeout=self._connect_timeout_s)
+        try:
+            conn.execute("SET synchronous_commit = on")
+            conn.execute(
+                self._pg.sql.SQL("SET search_path = {}").format(
+                    self._pg.sql.Identifier(self.schema)
+                )
+            )
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _writer_conn(self) -> psycopg.Connection[Any]:
+        if self._writer is None or self._writer.closed or self._writer.broken:
+            self._writer = self._connect()
+        return self._writer
+
+    def _reader_conn(self) -> psycopg.Connection[Any]:
+        if self._reader is None or self._reader.closed or self._reader.broken:
+            self._reader = self._connect()
+        return self._reader
+
+    # -- schema ------------------------------------------------------------------------------------
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        ident = self._pg.sql.Identifier(self.schema)
+        with conn.transaction():
+            # one process migrates at a time; the others then find the schema current
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))", ("synapsedb:" + self.schema,)
+            )
+            conn.execute(self._pg.sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(ident))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                "version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+            )  # a reference table under Citus
+            current = self._version(conn)
+            if current > len(MIGRATIONS):
+                raise StorageError(
+                    f"PostgreSQL storage {self.where} has schema version {current}, newer than "
+                    f"this SynapseDB understands ({len(MIGRATIONS)}); upgrade SynapseDB",
+                    where=self.where,
+                )
+            for version in range(current, len(MIGRATIONS)):
+                conn.execute(MIGRATIONS[version])  # type: ignore[arg-type]  # (a fixed script)
+                conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version + 1,))
+
+    @staticmethod
+    def _version(conn: psycopg.Connection[Any]) -> int:
+        row = conn.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
+        return int(row[0]) if row else 0
+
+    @property
+    def schema_version(self) -> int:
+        with self._read_lock:
+            return self._guard("read", lambda: self._version(self._reader_conn()))
+
+    # -- loading -----------------------------------------------------------------------------------
+
+    def load(self, ns: str | None = None) -> LoadedRows:
+        """Every row (or one namespace's), read from one snapshot and streamed: within a
+        namespace in commit order (``rowid``), namespaces one after another."""
+        try:
+            session = LoadSession(self._connect(), self._load_failed)
+            self._loads.add(session)
+            return session.rows(ns)
+        except self._pg.Error as exc:
+            raise self._failures.error(f"load failed: {exc}", exc, where=self.where) from exc
+
+    def _load_failed(self, exc: BaseException) -> StorageError:
+        return self._failures.error(f"load failed: {exc}", exc, where=self.where)
+
+    def export_rows(self, ns: str) -> LoadedRows:
+        """One namespace's rows, read completely before returning."""
+        rows = self.load(ns)
+        try:
+            return LoadedRows(
+                namespaces=iter(list(rows.namespaces)),
+                tiers=iter(list(rows.tiers)),
+                access=iter(list(rows.access)),
+                memory_rows=rows.memory_rows,
+                memories=iter(list(rows.memories)),
+                facts=iter(list(rows.facts)),
+                events=iter(list(rows.events)),
+                answers=iter(list(rows.answers)),
+            )
+        except self._pg.Error as exc:
+            raise self._failures.error(f"export failed: {exc}", exc, where=self.where) from exc
+
+    # -- commit ------------------------------------------------------------------------------------
+
+    def commit(self, batch: Batch) -> None:
+        erasing = bool(batch.purges or batch.expired_memories or batch.expired_facts)
+        with self._lock:
+            try:
+                conn = self._writer_conn()
+                with conn.transaction(), conn.cursor() as cur:
+                    self._write(cur, batch)
+                    if erasing:
+                        cur.execute("SELECT pg_current_xact_id()::text")
+                        row = cur.fetchone()
+                        xid = int(row[0]) if row else 0
+            except self._pg.Error as exc:
+                unknown = (
+                    " (the connection was lost: the batch may or may not be committed)"
+                    if self._writer is not None and self._writer.broken
+                    else ""
+                )
+                raise self._failures.error(
+                    f"commit failed: {exc}{unknown}", exc, where=self.where
+                ) from exc
+            if erasing:
+                self._pending |= set(PURGED_TABLES) if batch.purges else set()
+                if batch.expired_memories:
+                    self._pending.add("memory_versions")
+                if batch.expired_facts:
+                    self._pending.add("fact_versions")
+                self._pending_xid = max(self._pending_xid, xid)
+                self._finish_erasure(self._erasure_wait_ms)
+
+    def _write(self, cur: psycopg.Cursor[Any], batch: Batch) -> None:
+        for sql, rows in (
+            (_NS_UPSERT, batch.namespaces),
+            (_MEM_INSERT, batch.memories),
+            (_FACT_INSERT, batch.facts),
+            (_EVENT_INSERT, batch.events),
+            (_QUERY_INSERT, batch.queries),
+            (_ANSWER_INSERT, batch.answers),
+        ):
+            if rows:
+                cur.executemany(sql, rows)
+        for p in batch.purges:
+            purge(cur, p)
+        for sql, rows in (
+            (_EXPIRE_MEMORY, batch.expired_memories),
+            (_EXPIRE_FACT, batch.expired_facts),
+            (_ERASE_EVENT, batch.erased_events),
+            (_ERASE_ANSWER, batch.erased_answers),
+            ("UPDATE namespaces SET config = %s WHERE name = %s", batch.configs),
+            (_TIER_INSERT, batch.tiers),
+            (_ACCESS_UPSERT, batch.access),
+            (_ERASURE_INSERT, batch.erasures),
+        ):
+            if rows:
+                cur.executemany(sql, rows)
+        if batch.queries and self._query_log_max_rows is not None:
+            self._prune_query_log(cur, batch.queries)
+
+    def _prune_query_log(self, cur: psycopg.Cursor[Any], rows: list[tuple[Any, ...]]) -> None:
+        """Keep each namespace's query log near ``query_log_max_rows`` (pruned once every
+        tenth of that many new rows, so the cost is spread thin)."""
+        keep = self._query_log_max_rows
+        assert keep is not None
+        every = max(1, keep // 10)
+        for ns in {row[0] for row in rows}:
+            n = self._logged.get(ns, 0) + sum(1 for row in rows if row[0] == ns)
+            if n >= every:
+                prune_queries(cur, ns, keep)
+                n = 0
+            self._logged[ns] = n
+
+    # -- erasure -----------------------------------------------------------------------------------
+
+    @property
+    def erasure_pending(self) -> bool:
+        """Whether erased text may still be in dead row versions (pending a VACUUM)."""
+        return bool(self._pending)
+
+    def finish_erasure(self, wait_ms: int) -> bool:
+        with self._lock:
+            return self._finish_erasure(wait_ms)
+
+    def _finish_erasure(self, wait_ms: int) -> bool:
+        """Never raises: it runs after a commit, which must not look failed (a failure is
+        logged and the erasure stays pending)."""
+        if not self._pending:
+            return True
+        try:
+            with self._connect() as conn:
+                done = vacuum(conn, self._pending, self._pending_xid, wait_ms)
+        except (self._pg.Error, StorageError) as exc:
+            self._failures.error(f"vacuum failed: {exc}", exc, where=self.where)
+            return False
+        if done:
+            self._pending.clear()
+        else:
+            log.warning(
+                "erased content is still in dead row versions in %s: an open snapshot (another "
+                "transaction, a replication slot) can see them; the erasure is pending and will "
+                "be retried by maintenance",
+                self.where,
+            )
+        return done
+
+    # -- lineage and audit reads -------------------------------------------------------------------
+
+    def _guard(self, what: str, fn: Any) -> Any:
+        try:
+            return fn()
+        except self._pg.Error as exc:
+            raise self._failures.error(f"{what} failed: {exc}", exc, where=self.where) from exc
+
+    def _read(self, sql: str, params: tuple[Any, ...] | dict[str, Any]) -> list[tuple[Any, ...]]:
+        with self._read_lock:
+            return self._guard(  # type: ignore[no-any-return]
+                "read",
+                lambda: self._reader_conn().execute(sql, params).fetchall(),  # type: ignore[arg-type]
+            )
+
+    def read_queries(self, ns: str, ids: list[str]) -> list[tuple[Any, ...]]:
+        """Logged queries by id: (id, sys_us, agent, text, request JSON, hits JSON)."""
+        if not ids:
+            return []
+        return self._read(
+            "SELECT id, sys_us, agent, text, request, hits FROM queries "
+            "WHERE ns = %s AND id = ANY(%s)",
+            (ns, ids),
+        )
+
+    def read_memory_chain(self, ns: str, mid: str) -> list[tuple[Any, ...]]:
+        return self._read(
+            f"SELECT {_MEM_READ} FROM memory_versions WHERE ns = %s AND id = %s ORDER BY version",
+            (ns, mid),
+        )
+
+    def read_memory_chains(self, ns: str, ids: list[str]) -> list[tuple[Any, ...]]:
+        out: list[tuple[Any, ...]] = []
+        for i in range(0, len(ids), 5000):
+            out.extend(
+                self._read(
+                    f"SELECT {_MEM_READ} FROM memory_versions WHERE ns = %s AND id = ANY(%s) "
+                    "ORDER BY rowid",
+                    (ns, ids[i : i + 5000]),
+                )
+            )
+        return out
+
+    def scan_queries(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
+        return self._read(
+            "SELECT id, sys_us, agent, text, request, hits FROM queries "
+            "WHERE ns = %s AND sys_us >= %s AND sys_us < %s ORDER BY sys_us, id",
+            (ns, since_us, until_us),
+        )
+
+    def read_answer(self, ns: str, answer_id: str) -> tuple[Any, ...] | None:
+        """(id, sys_us, agent, text, query_ids JSON, cited JSON, memories JSON, erased) or
+        None; ``erased`` is 1 when a purge took the text."""
+        rows = self._read(
+            "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
+            "WHERE ns = %s AND id = %s",
+            (ns, answer_id),
+        )
+        return rows[0] if rows else None
+
+    def scan_answers(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
+        """(id, sys_us, agent, text, query_ids JSON, cited JSON, memories JSON, erased)."""
+        return self._read(
+            "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
+            "WHERE ns = %s AND sys_us >= %s AND sys_us < %s ORDER BY sys_us, id",
+            (ns, since_us, until_us),
+        )
+
+    def scan_tiers(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
+        """Tier moves: (id, sys_us, tier, score, reason)."""
+        return self._read(
+            "SELECT id, sys_us, tier, score, reason FROM tiers "
+            "WHERE ns = %s AND sys_us >= %s AND sys_us < %s ORDER BY rowid",
+            (ns, since_us, until_us),
+        )
+
+    def scan_erasures(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
+        return self._read(
+            "SELECT sys_us, agent, subject, counts FROM erasures "
+            "WHERE ns = %s AND sys_us >= %s AND sys_us < %s ORDER BY sys_us, rowid",
+            (ns, since_us, until_us),
+        )
+
+    def count_rows(self) -> dict[str, int]:
+        """Row counts per table (for checks that memory agrees with the database)."""
+        tables = ("namespaces", "memory_versions", "fact_versions", "events")
+        rows = self._read(
+            " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {t}" for t in tables), ()
+        )
+        return {t: int(n) for t, n in rows}
+
+    def close(self) -> None:
+        """Close every connection (a last try at a pending erasure first). Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._pending:
+                self._finish_erasure(0)
+            self._closed = True
+            for session in list(self._loads):
+                session.close()
+            with self._read_lock:
+                for conn in (self._writer, self._reader):
+                    if conn is not None:
+                        conn.close()
