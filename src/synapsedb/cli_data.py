@@ -180,8 +180,11 @@ def _memories(p: argparse.ArgumentParser) -> Run:
     p.add_argument("--as-of", help="what was known then")
     p.add_argument("--valid-at", help="only memories true then")
     p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--before", metavar="ID",
+                   help="the page after this memory (older): the last id of a page")  # fmt: skip
     return lambda mem, a: mem.memories(a.entity, types=a.types, as_of=a.as_of,
-                                       valid_at=a.valid_at, limit=a.limit)  # fmt: skip
+                                       valid_at=a.valid_at, limit=a.limit,
+                                       before=a.before)  # fmt: skip
 
 
 def _facts(p: argparse.ArgumentParser) -> Run:
@@ -298,7 +301,12 @@ def _config(p: argparse.ArgumentParser) -> Run:
 
 def _entities(p: argparse.ArgumentParser) -> Run:
     p.add_argument("--as-of", help="what was known then")
-    return lambda mem, a: mem.entities(as_of=a.as_of)
+    p.add_argument("--prefix", help="only names starting with this")
+    p.add_argument("--after", metavar="NAME",
+                   help="only names sorting after this: the last name of a page")  # fmt: skip
+    p.add_argument("--limit", type=int, help="at most this many, 1 to 10,000 (default: all)")
+    return lambda mem, a: mem.entities(as_of=a.as_of, prefix=a.prefix, after=a.after,
+                                       limit=a.limit)  # fmt: skip
 
 
 def _streams(p: argparse.ArgumentParser) -> Run:
@@ -372,8 +380,8 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], Run]]] =
     "maintain": ("run maintenance now (tiers, TTLs)", "synapsedb maintain --dry-run", _maintain),
     "config": ("the namespace's lifecycle settings: get, or set NAME=VALUE",
                "synapsedb config set max_hot=10000 policy=reject", _config),
-    "entities": ("entities with something visible", "synapsedb entities --as-of 2025-11-01",
-                 _entities),
+    "entities": ("entities with something visible, sorted (a page: --limit, --after, --prefix)",
+                 "synapsedb entities --prefix user: --limit 500", _entities),
     "streams": ("the namespace's streams", "synapsedb streams", _streams),
     "remember": ("store conversation turns and extract memories (the memory loop)",
                  "synapsedb remember user:1 'user:I moved to Berlin' 'assistant:Noted!' --wait",

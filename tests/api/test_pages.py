@@ -76,3 +76,58 @@ def test_bad_pages_name_the_field(
     r = client.get(f"{NS}/{path}", params=params)
     assert r.status_code == status
     assert r.json()["error"]["details"]["field"] == field
+
+
+def test_the_mcp_entities_resource_reads_at_most_a_thousand_names(tmp_path: Path) -> None:
+    """``synapsedb://<ns>/entities`` past MAX_NAMES: the first names and ``next``, whose read
+    gives the rest; ``prefix`` and ``after`` in the URI page as entities() does."""
+    from synapsedb.integrations.mcp.resources import MAX_NAMES, parse_uri
+
+    names = [f"user:{i:04d}" for i in range(MAX_NAMES + 5)] + ["order:1"]
+    with synapsedb.open(tmp_path / "d", durability="os", embedder=None,
+                        background_maintenance=False) as db:  # fmt: skip
+        ns = db.namespace("acme")
+        ns.write_many([(n, f"note {n}") for n in names])
+        first = parse_uri("synapsedb://acme/entities").read(ns)
+        assert first["entities"] == sorted(names)[:MAX_NAMES]
+        assert first["next"] == f"synapsedb://acme/entities?after=user%3A{MAX_NAMES - 2:04d}"
+        rest = parse_uri(first["next"]).read(ns)
+        assert rest == {"entities": sorted(names)[MAX_NAMES:]}  # the last page: no next
+        assert parse_uri("synapsedb://acme/entities?prefix=order%3A").read(ns) == {
+            "entities": ["order:1"]
+        }
+        with pytest.raises(synapsedb.ValidationError):
+            parse_uri("synapsedb://acme/entities/user%3A0001?after=x")  # the list's only
+
+
+def test_the_cli_pages_entities_and_memories(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from synapsedb import cli
+
+    for name, value in (("EMBEDDER", "none"), ("DURABILITY", "os"),
+                        ("BACKGROUND_MAINTENANCE", "false")):  # fmt: skip
+        monkeypatch.setenv(f"SYNAPSEDB_{name}", value)
+    for name in ("SYNAPSEDB_URL", "SYNAPSEDB_API_KEY", "SYNAPSEDB_NAMESPACE"):
+        monkeypatch.delenv(name, raising=False)
+    data = ["--data", str(tmp_path / "d"), "-n", "acme"]
+
+    def run(*argv: str) -> object:
+        capsys.readouterr()
+        code = cli.main([*argv, *data, "--json"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        return json.loads(out)
+
+    ids = [run("write", entity, f"note {i}", "--ts", str(1_700_000_000 + i))["id"]  # type: ignore[index]
+           for i, entity in enumerate(["user:1", "user:2", "user:2", "order:9"])]  # fmt: skip
+    assert run("entities", "--limit", "2") == ["order:9", "user:1"]
+    assert run("entities", "--after", "user:1", "--limit", "2") == ["user:2"]
+    assert run("entities", "--prefix", "user:") == ["user:1", "user:2"]
+    page = run("memories", "--limit", "2", "--before", ids[2])
+    assert [m["id"] for m in page] == [ids[1], ids[0]]  # type: ignore[index]
+    capsys.readouterr()
+    assert cli.main(["entities", "--limit", "0", *data]) == 2
+    assert "limit" in capsys.readouterr().err

@@ -154,3 +154,30 @@ def test_the_console_ships_in_the_wheel() -> None:
     for path in FILES.iterdir():
         rel = path.relative_to(ROOT / "src" / "synapsedb").as_posix()
         assert any(Path(rel).match(p) for p in patterns), rel
+
+
+def test_whoami_answers_match_its_openapi_schema(keyed: tuple[TestClient, KeyStore]) -> None:
+    """The document's WhoAmI is the answer's exact shape (unknown fields refused), both modes."""
+    import msgspec
+
+    from synapsedb.server.openapi import WhoAmI
+
+    client, keys = keyed
+    _, token = keys.create("acme", ["read"], ["support"], agents=["intake"])
+    got = msgspec.json.decode(client.get("/v1/whoami", headers=bearer(token)).content, type=WhoAmI)
+    assert got.namespaces == ["support"] and got.key is not None
+    doc = client.get("/openapi.json").json()
+    answer = doc["paths"]["/v1/whoami"]["get"]["responses"]["200"]["content"]
+    assert answer["application/json"]["schema"] == {"$ref": "#/components/schemas/WhoAmI"}
+    assert set(doc["components"]["schemas"]["WhoAmI"]["properties"]) == set(
+        WhoAmI.__struct_fields__
+    )
+
+
+def test_whoami_in_none_mode_matches_its_openapi_schema(open_client: TestClient) -> None:
+    import msgspec
+
+    from synapsedb.server.openapi import WhoAmI
+
+    got = msgspec.json.decode(open_client.get("/v1/whoami").content, type=WhoAmI)
+    assert got.auth == "none" and got.key is None and got.namespaces is None

@@ -182,7 +182,7 @@ def create_app(
         Route("/openapi.json", service.openapi, methods=["GET"], include_in_schema=False),
         Route("/docs", service.docs, methods=["GET"], include_in_schema=False),
         Route("/v1/namespaces", service.list_namespaces, methods=["GET"]),
-        Route("/v1/whoami", whoami, methods=["GET"], include_in_schema=False),  # docs/console.md
+        Route("/v1/whoami", whoami, methods=["GET"]),  # docs/console.md
         Route("/ui", console.page, methods=["GET"], include_in_schema=False),  # the web console
         Route("/ui/{asset}", console.asset, methods=["GET"], include_in_schema=False),
         _ns_route("/memories", data.write_memory, ["POST"], "write"),

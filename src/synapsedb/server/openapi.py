@@ -33,7 +33,20 @@ from ..types import (
 )
 from .routes.sessions import SessionMessages
 
-__all__ = ["OPERATIONS", "build_document", "render_html"]
+__all__ = ["OPERATIONS", "WhoAmI", "build_document", "render_html"]
+
+
+class WhoAmI(msgspec.Struct, forbid_unknown_fields=True):
+    """``GET /v1/whoami``'s answer (routes/console.py ``describe``; a test holds the two
+    together): what the caller's key may do, never its secret."""
+
+    auth: str  # the server's auth mode: none or keys
+    key: str | None  # the key's id (null in none mode)
+    tenant: str | None
+    scopes: list[str]
+    namespaces: list[str] | None  # null: any namespace
+    agents: list[str] | None  # null: any agent
+
 
 Q = "query"
 # Answers holding memories leave their vectors out unless asked (docs/http.md#lean-answers)
@@ -47,6 +60,11 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "answer": "text",
     },
     ("GET", "/v1/namespaces"): {"summary": "Namespace names", "answer": list[str]},
+    ("GET", "/v1/whoami"): {
+        "summary": "The caller's key: auth mode, key id, tenant, scopes, namespaces and agents "
+        "(null: any); 401 without a live key in keys mode",
+        "answer": WhoAmI,
+    },
     ("POST", "/memories"): {
         "summary": "Write a memory",
         "status": 201,
@@ -76,6 +94,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
             ("as_of", "string", False),
             ("valid_at", "string", False),
             ("limit", "integer", False),
+            ("before", "string", False, "a memory id: the page after it (older), to page"),
             INCLUDE,
         ],
         "answer": list[Memory],
@@ -341,8 +360,14 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "answer": NamespaceConfig,
     },
     ("GET", "/entities"): {
-        "summary": "Entities with something visible",
-        "params": [("as_of", "string", False)],
+        "summary": "Entity names with something visible, sorted (all of them without limit: "
+        "page a large namespace)",
+        "params": [
+            ("as_of", "string", False),
+            ("prefix", "string", False, "only names starting with it"),
+            ("after", "string", False, "only names sorting after it: the last of a page"),
+            ("limit", "integer", False, "at most this many, 1 to 10,000 (default: all)"),
+        ],
         "answer": list[str],
     },
     ("GET", "/streams"): {

@@ -4,6 +4,10 @@
 ``synapsedb://<namespace>/entities/<entity>`` an entity's snapshot: its KV facts, memories and
 stream events (``Namespace.snapshot``). Both take ``?as_of=<time>`` (what was known then).
 Namespace and entity are percent-encoded path segments (``user:4321`` is ``user%3A4321``).
+
+The list holds at most :data:`MAX_NAMES` names (a namespace may have 100,000): past them its
+answer carries ``next``, the URI of the following names (``?after=<the last name>``); the list
+URI also takes ``prefix=`` (names starting with it), as ``Namespace.entities`` does.
 """
 
 from __future__ import annotations
@@ -14,10 +18,19 @@ from urllib.parse import parse_qsl, quote, unquote
 
 from ...errors import ValidationError
 
-__all__ = ["PAGE", "SCHEME", "ResourceRef", "entities_uri", "entity_uri", "parse_uri"]
+__all__ = [
+    "MAX_NAMES",
+    "PAGE",
+    "SCHEME",
+    "ResourceRef",
+    "entities_uri",
+    "entity_uri",
+    "parse_uri",
+]
 
 SCHEME = "synapsedb://"
 PAGE = 100  # resources per resources/list page
+MAX_NAMES = 1_000  # names in one read of the entities list; ``next`` gives the rest
 MAX_URI = 4096
 TEMPLATES = (
     ("entities", SCHEME + "{namespace}/entities{?as_of}",
@@ -34,12 +47,24 @@ class ResourceRef:
     namespace: str
     entity: str | None
     as_of: str | None
+    prefix: str | None = None  # the list only: names starting with it
+    after: str | None = None  # the list only: names sorting after it
 
     def read(self, ns: Any) -> Any:
-        """The resource's content from a namespace handle."""
-        if self.entity is None:
-            return {"entities": ns.entities(as_of=self.as_of)}
-        return ns.snapshot(self.entity, as_of=self.as_of)
+        """The resource's content from a namespace handle: the entity's snapshot, or
+        ``{"entities": [...]}`` with at most MAX_NAMES names and, when more follow, ``next``:
+        the URI that reads them."""
+        if self.entity is not None:
+            return ns.snapshot(self.entity, as_of=self.as_of)
+        names = ns.entities(as_of=self.as_of, prefix=self.prefix, after=self.after,
+                            limit=MAX_NAMES + 1)  # fmt: skip
+        if len(names) <= MAX_NAMES:
+            return {"entities": names}
+        names = names[:MAX_NAMES]
+        query = [(k, v) for k, v in (("as_of", self.as_of), ("prefix", self.prefix))
+                 if v is not None] + [("after", names[-1])]  # fmt: skip
+        more = "&".join(f"{k}={quote(v, safe='')}" for k, v in query)
+        return {"entities": names, "next": f"{entities_uri(self.namespace)}?{more}"}
 
 
 def _segment(value: str) -> str:
@@ -67,14 +92,16 @@ def parse_uri(uri: str) -> ResourceRef:
     parts = path.split("/")
     if len(parts) not in (2, 3) or parts[1] != "entities" or not all(parts):
         raise ValidationError(f"uri: {uri[:100]!r}: {shape}", field="uri")
-    as_of = None
-    for name, value in parse_qsl(query, keep_blank_values=True):
-        if name != "as_of":
-            raise ValidationError(f"uri: unknown parameter {name[:40]!r}; only as_of",
-                                  field="uri")  # fmt: skip
-        as_of = value
     entity = unquote(parts[2]) if len(parts) == 3 else None
-    return ResourceRef(unquote(parts[0]), entity, as_of)
+    known = ("as_of",) if entity is not None else ("as_of", "prefix", "after")
+    given: dict[str, str] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name not in known:
+            raise ValidationError(f"uri: unknown parameter {name[:40]!r}; only "
+                                  f"{', '.join(known)}", field="uri")  # fmt: skip
+        given[name] = value
+    return ResourceRef(unquote(parts[0]), entity, given.get("as_of"), given.get("prefix"),
+                       given.get("after"))  # fmt: skip
 
 
 def page(entities: list[str], cursor: str | None) -> tuple[list[str], str | None]:
