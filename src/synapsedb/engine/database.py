@@ -1,11 +1,10 @@
-"""The embedded database: one data directory, its storage, in-memory state and writer thread."""
+"""The embedded database: one data directory, its lock, secret and storage, and the engine core
+over them (:mod:`synapsedb.engine.core`: in-memory state, writer and indexer threads)."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import hmac
 import logging
 import os
 import threading
@@ -18,7 +17,6 @@ from ..config import Settings
 from ..embed.base import Embedder
 from ..errors import ClosedError, StorageError
 from ..query.executor import Fusion
-from ..storage.base import LoadedRows
 from ..storage.files import (
     FILE_MODE,
     check_writable,
@@ -29,16 +27,10 @@ from ..storage.files import (
 from ..storage.sqlite import SQLiteStorage
 from ..types import MaintenanceReport
 from ..validation import check_agent, check_namespace
+from .core import EngineCore, MemoryLoopSeam
 from .embedding import EmbeddingService
-from .handle import MemoryLoopSeam
-from .indexer import Indexer
-from .lifecycle import RateLimiter
-from .lineage import Flush, QueryLog, changes_of
-from .loader import Unloadable, load_states
 from .namespace import Namespace
-from .observers import Observers
 from .state import NamespaceState
-from .writer import Op, Tx, Writer
 
 __all__ = ["Database"]
 
@@ -50,6 +42,10 @@ class Database:
 
     Thread-safe: any number of threads may read and write through it at once. Only one process
     may open a data directory at a time (an exclusive lock on ``<dir>/LOCK``).
+
+    The database owns the directory (its lock, its secret, the storage in it) and builds the
+    :class:`~synapsedb.engine.core.EngineCore` (``core``) that namespaces, retrieval, lineage
+    and transfer use: its state, writer, indexer and query log.
     """
 
     def __init__(
@@ -65,7 +61,6 @@ class Database:
             (settings or Settings()).replace(**overrides) if overrides else (settings or Settings())
         )
         self.clock: Clock = clock or SystemClock()
-        self.fusion = Fusion()
         if embedder == "settings":
             embedder = self.settings.embedder
         self.embedding = EmbeddingService(embedder, self.settings)
@@ -74,94 +69,58 @@ class Database:
         make_private_dir(self.path)
         check_writable(self.path)  # fail now, with the fix, not at the first write
         self._lock_fd = _lock_directory(self.path)
-        self._closed = False
+        self._released = False
         self._close_lock = threading.Lock()
         try:
-            self._secret = _secret(self.path)
+            secret = _secret(self.path)
             make_private_dir(self.path / "indexes")
             restrict_tree(self.path)  # files left by older versions were 0644
-            self._storage = SQLiteStorage(
+            storage = SQLiteStorage(
                 self.path,
                 durability=self.settings.durability,
                 erasure_wait_ms=self.settings.erasure_wait_ms,
                 query_log_max_rows=self.settings.query_log_max_rows,
             )
-            self._states: dict[str, NamespaceState] = {}
-            # namespaces with a stored row that cannot be loaded: unavailable, the others serve
-            self._unavailable: dict[str, Unloadable] = {}
-            last_us = self._load()
+            self.core = EngineCore(self.path, storage, self.settings, self.clock, self.embedding,
+                                   secret, maintain=self._maintain_in_background)  # fmt: skip
         except BaseException:
             os.close(self._lock_fd)
             raise
-        self.observers = Observers()
-        self.embedding.on_batch = lambda n: self.observers.emit(self.observers.embed, n)
-        self.query_log = QueryLog()
-        self.rates = RateLimiter()
+        core = self.core
+        self.observers = core.observers
+        self.query_log = core.query_log
+        self.rates = core.rates
         self._last_maintenance = time.monotonic()
-        self._indexer = Indexer(
-            self._states,
-            self.settings,
-            self.path / "indexes",
-            flush=self._flush_log,
-            maintain=self._maintain_in_background,
-        )
-        self._writer = Writer(
-            self._storage,
-            self._states,
-            self.clock,
-            last_us=last_us,
-            max_rows=self.settings.group_commit_max,
-            on_commit=self._after_commit,
-            on_apply=self._after_apply,
-            log=self.query_log,
-            reload=self._reload_namespace,
-            unavailable=self._unavailable,
-        )
-        self._indexer.start()
-        # the memory loop (synapsedb.agentic), filled in by synapsedb.open: the engine never
-        # imports it; Namespace.remember/recall reach it through this seam (MemoryLoopSeam)
-        self.memory_loop: MemoryLoopSeam | None = None
-
-    def _load(self) -> int:
-        """Rebuild the in-memory state from storage; returns the latest system time of the
-        namespaces that loaded (one that cannot be loaded is reported and left out)."""
-        return self._apply_rows(self._storage.load(), self._states, self.clock.now_us())
-
-    def _reload_namespace(self, ns: str) -> NamespaceState | None:
-        """A fresh state for ``ns`` from storage (after an erasure, a tier move, an import, or
-        a failed apply), without its saved graph; access counters not yet persisted carry over
-        from the old state. None when ``ns`` holds nothing or cannot be loaded (then it is
-        unavailable). Never raises."""
-        states: dict[str, NamespaceState] = {}
-        try:
-            self._apply_rows(self._storage.load(ns), states, self._now_us())
-        except Exception as exc:  # a storage read failed: memory can no longer match the disk
-            log.exception("could not reload namespace %r from storage", ns)
-            self._unavailable.setdefault(
-                ns, Unloadable("(all)", ns, f"ns = '{ns}'", f"reloading it failed: {exc!r}")
-            )
-            return None
-        with contextlib.suppress(FileNotFoundError):
-            (self.path / "indexes" / f"{ns}.hnsw").unlink()  # stale rows (or erased vectors)
-        new, old = states.get(ns), self._states.get(ns)
-        if new is not None and old is not None:
-            new.access.update(old.access)
-            new.cold_access = {m: n for m, n in old.cold_access.items() if m in new.cold}
-        return new
-
-    def _apply_rows(self, rows: LoadedRows, states: dict[str, NamespaceState], now_us: int) -> int:
-        """Check and apply stored rows into ``states``; a namespace with a bad row (or a time
-        more than a day after ``now_us``) is logged with the repair and made unavailable.
-        Returns the latest system time loaded."""
-        loaded = load_states(rows, now_us)
-        states.update(loaded.states)
-        for ns, problem in loaded.unavailable.items():
-            if ns not in self._unavailable:
-                log.error("%s", problem.describe(self.path))
-            self._unavailable[ns] = problem
-        return loaded.last_us
+        # the query path (retrieval.py) and some tests still call these private names: the
+        # core's own bound methods and storage, so a call costs what it did before
+        self._state = core.state
+        self._now_us = core.now_us
+        self._submit = core.submit
+        self._log_query = core.log_query
+        self._flush_log = core.flush_log
+        self._storage = core.storage
+        core.start()
 
     # -- public API ------------------------------------------------------------------------------
+
+    @property
+    def fusion(self) -> Fusion:
+        """How hybrid queries fuse their keyword and vector rankings (replaceable)."""
+        return self.core.fusion
+
+    @fusion.setter
+    def fusion(self, value: Fusion) -> None:
+        self.core.fusion = value
+
+    @property
+    def memory_loop(self) -> MemoryLoopSeam | None:
+        """The memory loop (synapsedb.agentic) behind ``Namespace.remember``/``recall``,
+        attached by :func:`synapsedb.open`; the engine never imports it."""
+        return self.core.memory_loop
+
+    @memory_loop.setter
+    def memory_loop(self, loop: MemoryLoopSeam | None) -> None:
+        self.core.memory_loop = loop
 
     def namespace(self, name: str, *, agent: str | None = None) -> Namespace:
         """A handle on namespace ``name``; it comes into being with its first write.
@@ -169,50 +128,43 @@ class Database:
         ``agent`` is recorded as the writer of every change made through this handle, unless a
         call names another.
         """
-        self._check_open()
+        self.core.check_open()
         return Namespace(self, check_namespace(name), check_agent(agent))
 
     def namespaces(self) -> list[str]:
         """Names of the namespaces that hold anything, sorted."""
-        self._check_open()
-        return sorted(self._states)
+        self.core.check_open()
+        return sorted(self.core.states)
 
     def tier_counts(self) -> dict[str, tuple[int, int]]:
         """Per namespace: (live memories in the hot tier, memories in the cold tier)."""
-        self._check_open()
-        return {name: (st.live, len(st.cold)) for name, st in list(self._states.items())}
+        self.core.check_open()
+        return {name: (st.live, len(st.cold)) for name, st in list(self.core.states.items())}
 
     def unavailable_namespaces(self) -> dict[str, str]:
         """Namespaces that could not be loaded (a stored row is bad), with what is wrong and the
         repair; their requests answer StorageError while every other namespace serves."""
-        self._check_open()
-        return {ns: problem.describe(self.path) for ns, problem in self._unavailable.items()}
+        self.core.check_open()
+        return {ns: problem.describe(self.path) for ns, problem in self.core.unavailable.items()}
 
     def close(self) -> None:
         """Finish queued writes, close storage and release the directory lock. Idempotent."""
         with self._close_lock:
-            if self._closed:
+            if self._released:
                 return
-            self._closed = True
+            self._released = True
         try:
-            if self.memory_loop is not None:
-                self.memory_loop.close()  # its worker writes through this database
-            self._flush_log()
-            self._writer.close()
-            self._indexer.close()
-            restrict_tree(self.path / "indexes")  # the vector graphs it just saved
-            self._storage.close()
-            self.embedding.settle()
+            self.core.close()
         finally:
             os.close(self._lock_fd)
 
     def maintain(self, *, dry_run: bool = False) -> list[MaintenanceReport]:
         """Run maintenance in every namespace (see :meth:`Namespace.maintain`), and retry a
         pending erasure (see :attr:`erasure_pending`)."""
-        self._check_open()
-        reports = [self.namespace(ns).maintain(dry_run=dry_run) for ns in sorted(self._states)]
-        if not dry_run and self._storage.erasure_pending:
-            self._storage.finish_erasure(0)  # no waiting here: writers share the connection
+        self.core.check_open()
+        reports = [self.namespace(ns).maintain(dry_run=dry_run) for ns in sorted(self.core.states)]
+        if not dry_run and self.core.storage.erasure_pending:
+            self.core.storage.finish_erasure(0)  # no waiting here: writers share the connection
         return reports
 
     @property
@@ -220,7 +172,7 @@ class Database:
         """True while erased text (forget purge, expired TTL) may still be in the SQLite
         write-ahead log, because another connection kept reading it; maintenance retries
         until it is gone."""
-        return self._storage.erasure_pending
+        return self.core.erasure_pending
 
     def _maintain_in_background(self) -> None:
         """Maintain every namespace when due, and now any namespace over its quota (policy
@@ -231,7 +183,7 @@ class Database:
         due = now - self._last_maintenance >= self.settings.maintenance_interval_s
         if due:
             self._last_maintenance = now
-        for ns, state in sorted(list(self._states.items()), key=lambda item: item[0]):
+        for ns, state in sorted(list(self.core.states.items()), key=lambda item: item[0]):
             try:
                 if due or _over_quota(state):
                     self.namespace(ns).maintain()
@@ -241,42 +193,32 @@ class Database:
                 log.exception("background maintenance of namespace %r failed; the other "
                               "namespaces are maintained", ns)  # fmt: skip
 
-    def _after_commit(self, rows: int, seconds: float) -> None:
-        self.observers.emit(self.observers.commit, rows, seconds)
-        self._indexer.wake()
-
-    def _after_apply(self, tx: Tx) -> None:
-        if tx.purged:  # visible now: queries that started before may still log the name
-            visible_us = self._now_us()
-            for ns, entity, ids in tx.purged:
-                self.query_log.remember_purge(ns, entity, ids, visible_us)
-                self.observers.emit(self.observers.erase, ns, entity)
-        if self.observers.change:
-            for ns, entries in changes_of(tx).items():
-                self.observers.emit(self.observers.change, ns, entries)
-
     def wait_for_indexes(self, timeout: float | None = None) -> bool:
         """Block until background indexing has caught up with every write (False on timeout).
 
         Queries never need this (rows not yet in an HNSW graph are searched exactly); it is for
         benchmarks and operations that want steady-state speed.
         """
-        self._check_open()
-        return self._indexer.wait(timeout)
+        self.core.check_open()
+        return self.core.wait_for_indexes(timeout)
 
     @property
     def last_commit_us(self) -> int:
         """System time of the latest commit (never decreases; later commits are >= it)."""
-        return self._writer.last_us
+        return self.core.last_commit_us
 
     @property
     def indexing_pending(self) -> int:
         """Rows written but not yet in their namespace's HNSW graph (searched exactly meanwhile)."""
-        return 0 if self._closed else self._indexer.pending()
+        return self.core.indexing_pending()
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self.core.closed
+
+    def subject_of(self, entity: str) -> str:
+        """The erasure log's stand-in for an entity: a keyed hash, never the name itself."""
+        return self.core.subject_of(entity)
 
     def __enter__(self) -> Database:
         return self
@@ -285,44 +227,7 @@ class Database:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<synapsedb.Database {str(self.path)!r}{' closed' if self._closed else ''}>"
-
-    # -- engine internals used by Namespace ------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError("the database is closed")
-
-    def _submit(self, op: Op) -> Any:
-        self._check_open()
-        return self._writer.submit(op)
-
-    def subject_of(self, entity: str) -> str:
-        """The erasure log's stand-in for an entity: a keyed hash, never the name itself."""
-        return hmac.new(self._secret, entity.encode(), hashlib.sha256).hexdigest()[:32]
-
-    def _flush_log(self) -> None:
-        """Commit the buffered query log now (the background thread calls this when idle)."""
-        if len(self.query_log):
-            with contextlib.suppress(ClosedError):  # closing: close() flushes first itself
-                self._writer.submit(Flush())
-
-    def _log_query(self, row: tuple[Any, ...]) -> None:
-        if self.query_log.add(row) >= 1024:
-            self._indexer.wake()  # a busy reader: do not let the buffer grow
-
-    def _now_us(self) -> int:
-        """The present for reads: never before the last committed change."""
-        return max(self.clock.now_us(), self._writer.last_us)
-
-    def _state(self, ns: str) -> NamespaceState | None:
-        """The namespace's state (None: it holds nothing yet); StorageError when it could not
-        be loaded."""
-        self._check_open()
-        state = self._states.get(ns)
-        if state is None and ns in self._unavailable:
-            raise self._unavailable[ns].error()
-        return state
+        return f"<synapsedb.Database {str(self.path)!r}{' closed' if self.closed else ''}>"
 
 
 def _over_quota(state: NamespaceState) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -23,7 +24,7 @@ import orjson
 from ..errors import NotFoundError, SynapseError, ValidationError
 from ..storage.erasure import erase_query_row, names_entity
 from ..times import to_datetime, to_us
-from ..types import AuditEntry, Lineage, LoggedQuery, MemoryRef, Snapshot
+from ..types import AuditEntry, Fact, Lineage, LoggedQuery, Memory, MemoryRef, Snapshot
 from .ops import alias_of
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
@@ -31,7 +32,6 @@ from .writer import Op, Tx
 
 if TYPE_CHECKING:
     from ..storage.base import Row, Storage
-    from .namespace import Namespace
 
 __all__ = ["Flush", "QueryLog", "RecordAnswer", "audit", "lineage", "snapshot"]
 
@@ -352,9 +352,16 @@ class _Unknown:
     entity = None
 
 
-def snapshot(mem: Namespace, entity: str, t: int) -> Snapshot:
-    """The entity's facts, memories and stream events as they were at system time ``t``."""
-    state = mem._db._state(mem.name)
+def snapshot(
+    state: NamespaceState | None,
+    entity: str,
+    t: int,
+    facts: Callable[[str, datetime], list[Fact]],
+    memories: Callable[[str, datetime], list[Memory]],
+) -> Snapshot:
+    """The entity's facts, memories and stream events as they were at system time ``t``;
+    ``facts`` and ``memories`` read the namespace's (``Namespace.facts``/``memories``) as of
+    a time."""
     events: list[EventRec] = []
     if state is not None:
         for name in list(state.streams):
@@ -365,7 +372,7 @@ def snapshot(mem: Namespace, entity: str, t: int) -> Snapshot:
     return Snapshot(
         entity=entity,
         as_of=when,
-        facts=mem.facts(entity, as_of=when),
-        memories=mem.memories(entity, as_of=when, limit=10_000),
+        facts=facts(entity, when),
+        memories=memories(entity, when),
         events=[e.to_public() for e in events],
     )

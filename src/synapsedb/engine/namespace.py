@@ -32,7 +32,7 @@ from ..types import (
     Snapshot,
 )
 from ..validation import check_agent, check_entity, check_id, check_id_list
-from .handle import MemoryLoopSeam
+from .core import MemoryLoopSeam
 from .inputs import MAX_LIMIT, check_limit, check_memory_id
 from .lifecycle import ConfigureNamespace, MoveTiers, check_config, plan_moves
 from .lineage import RecordAnswer, audit, lineage, snapshot
@@ -49,12 +49,16 @@ __all__ = ["MAX_LIMIT", "Namespace"]
 
 
 class Namespace(_Writes, _Reads):
-    """Handle on one namespace of a :class:`~synapsedb.engine.database.Database`."""
+    """Handle on one namespace of a :class:`~synapsedb.engine.database.Database`.
 
-    __slots__ = ("_agent", "_db", "name")
+    It binds the database's :class:`~synapsedb.engine.core.EngineCore` once, here, and every
+    method calls the core directly."""
+
+    __slots__ = ("_agent", "_core", "_db", "name")
 
     def __init__(self, db: Database, name: str, agent: str | None) -> None:
-        self._db = db
+        self._db = db  # the query path (retrieval.run_query) still takes the database
+        self._core = db.core
         self.name = name
         self._agent = agent
 
@@ -133,27 +137,27 @@ class Namespace(_Writes, _Reads):
                     "purge: erasure works on a whole entity; use forget(entity=..., purge=True)",
                     field="purge",
                 )
-            tomb = self._db._submit(DeleteMemory(self.name, check_memory_id(id), None, who))
+            tomb = self._core.submit(DeleteMemory(self.name, check_memory_id(id), None, who))
             return Forgotten(id, False, 1, 0, 0, 0, to_datetime(tomb.sys_us))
         entity = check_entity(entity)
-        state = self._db._state(self.name)
+        state = self._core.state(self.name)
         cold = sorted(state.cold_by_entity.get(entity, ())) if state is not None else []
         if cold and not purge:  # tombstones need the memories hot (a purge reaches disk anyway)
             self._before_write(1, cold)
         cold_versions = (
-            len(self._db._storage.read_memory_chains(self.name, cold)) if cold and purge else 0
+            len(self._core.storage.read_memory_chains(self.name, cold)) if cold and purge else 0
         )
-        op = ForgetEntity(self.name, entity, purge, who, self._db.subject_of(entity),
-                          self._db.subject_of)  # fmt: skip
-        counts = self._db._submit(op)
+        op = ForgetEntity(self.name, entity, purge, who, self._core.subject_of(entity),
+                          self._core.subject_of)  # fmt: skip
+        counts = self._core.submit(op)
         pending = False
         if purge:
             counts["memories"] += len(cold)
             counts["versions"] += cold_versions
-            self._db.embedding.forget_texts(self.name, entity)
-            pending = self._db.erasure_pending
+            self._core.embedding.forget_texts(self.name, entity)
+            pending = self._core.erasure_pending
         return Forgotten(entity, purge, counts["memories"], counts["versions"], counts["facts"],
-                         counts["events"], to_datetime(self._db._now_us()),
+                         counts["events"], to_datetime(self._core.now_us()),
                          pending)  # fmt: skip
 
     def maintain(self, *, dry_run: bool = False) -> MaintenanceReport:
@@ -164,12 +168,12 @@ class Namespace(_Writes, _Reads):
         changes nothing. The background thread does this every ``maintenance_interval_s``."""
         if not isinstance(dry_run, bool):
             raise ValidationError("dry_run: expected true or false", field="dry_run")
-        state = self._db._state(self.name)
-        moves = plan_moves(state, state.config, self._db._now_us()) if state is not None else []
+        state = self._core.state(self.name)
+        moves = plan_moves(state, state.config, self._core.now_us()) if state is not None else []
         if not dry_run and state is not None and (moves or state.access_dirty):
             state.access_dirty = False  # (a concurrent access re-sets it: persisted next time)
             access = [(self.name, m, c, t) for m, (c, t) in list(state.access.items())]
-            self._db._submit(MoveTiers(self.name, moves, access))
+            self._core.submit(MoveTiers(self.name, moves, access))
         mems: list[str] = []
         facts: list[tuple[str, str]] = []
         has_ttl = state is not None and (
@@ -178,21 +182,21 @@ class Namespace(_Writes, _Reads):
             or any(c[-1].expires_us for c in list(state.facts.values()))
         )
         if has_ttl:  # nothing can expire in a namespace without TTLs: no commit for it
-            grace_us = self._db.settings.ttl_grace_s * 1_000_000
-            mems, facts = self._db._submit(PurgeExpired(self.name, grace_us, dry_run))
+            grace_us = self._core.settings.ttl_grace_s * 1_000_000
+            mems, facts = self._core.submit(PurgeExpired(self.name, grace_us, dry_run))
         report = MaintenanceReport(
-            self.name, dry_run, to_datetime(self._db._now_us()), sorted(mems), sorted(facts),
+            self.name, dry_run, to_datetime(self._core.now_us()), sorted(mems), sorted(facts),
             demoted=[(m, s, r) for m, t, s, r in moves if t == "cold"],
             promoted=[(m, r) for m, t, _s, r in moves if t == "hot"],
         )  # fmt: skip
         if not dry_run:
-            self._db.observers.emit(self._db.observers.maintain, report)
+            self._core.observers.emit(self._core.observers.maintain, report)
         return report
 
     @property
     def config(self) -> NamespaceConfig:
         """The namespace's lifecycle settings (defaults until ``configure`` is called)."""
-        state = self._db._state(self.name)
+        state = self._core.state(self.name)
         return state.config if state is not None else NamespaceConfig()
 
     def configure(self, **changes: Any) -> NamespaceConfig:
@@ -201,19 +205,19 @@ class Namespace(_Writes, _Reads):
         weights ``recency``, ``frequency``, ``importance``, ``impact``, ``half_life_days``,
         ``promote_after``, ``cold_fallback``. Durable; returns the new settings."""
         cfg = check_config(self.config, changes)
-        return self._db._submit(ConfigureNamespace(self.name, cfg))
+        return self._core.submit(ConfigureNamespace(self.name, cfg))
 
     def export(self) -> Iterator[dict[str, Any]]:
         """Every stored row of the namespace as JSON-ready records, for ``import_records`` on
         another database (or server): nothing is lost, history and lineage included."""
-        self._db._flush_log()
-        return export_records(self._db._storage, self.name)
+        self._core.flush_log()
+        return export_records(self._core.storage, self.name)
 
     def import_records(self, records: Iterable[dict[str, Any]]) -> int:
         """Write an ``export()`` stream into this namespace, which must be empty, in one
         transaction (all or nothing). Returns the number of memory versions imported."""
-        data = import_batch(self.name, records, self._db.settings, self._db._now_us())
-        return int(self._db._submit(ImportNamespace(self.name, data)))
+        data = import_batch(self.name, records, self._core.settings, self._core.now_us())
+        return int(self._core.submit(ImportNamespace(self.name, data)))
 
     # -- the memory loop (synapsedb.agentic, through the Database.memory_loop seam) ----------
 
@@ -254,7 +258,7 @@ class Namespace(_Writes, _Reads):
                                    rewrite=rewrite, agent=self._agent_for(agent))  # fmt: skip
 
     def _loop(self) -> MemoryLoopSeam:
-        loop = self._db.memory_loop
+        loop = self._core.memory_loop
         if loop is None:
             raise ValidationError(
                 "remember/recall: this database has no memory loop; open it with "
@@ -282,14 +286,14 @@ class Namespace(_Writes, _Reads):
         if text is not None and not isinstance(text, str):
             raise ValidationError("text: expected a string", field="text")
         op = RecordAnswer(self.name, answer_id, qids, cites, self._agent_for(agent), text,
-                          self._db._storage)  # fmt: skip
-        self._db._submit(op)
+                          self._core.storage)  # fmt: skip
+        self._core.submit(op)
         return self.lineage(answer_id)
 
     def lineage(self, answer_id: str) -> Lineage:
         """The queries behind an answer, with every memory version they returned and the
         answer's citations, each with its content as it was then (or ``erased``)."""
-        return lineage(self._db._storage, self._db._state(self.name), self.name,
+        return lineage(self._core.storage, self._core.state(self.name), self.name,
                        check_id(answer_id, "answer_id"))  # fmt: skip
 
     def audit(
@@ -303,17 +307,22 @@ class Namespace(_Writes, _Reads):
     ) -> list[AuditEntry]:
         """Who wrote and read what, when (oldest first): writes, updates, deletes, fact sets,
         appends, queries, answers and erasures, optionally about one entity or by one agent."""
-        self._db._flush_log()
+        self._core.flush_log()
         return audit(
-            self._db._storage, self._db._state(self.name), self.name,
+            self._core.storage, self._core.state(self.name), self.name,
             entity=None if entity is None else check_entity(entity),
             agent=None if agent is None else check_agent(agent),
             since_us=0 if since is None else to_us(since, "since"),
             until_us=(1 << 62) if until is None else to_us(until, "until"),
-            limit=check_limit(limit), subject_of=self._db.subject_of,
+            limit=check_limit(limit), subject_of=self._core.subject_of,
         )  # fmt: skip
 
     def snapshot(self, entity: str, *, as_of: TimeLike | None = None) -> Snapshot:
         """Everything known about ``entity`` at ``as_of`` (default now): its KV facts, its
         memories and the stream events about it, as they were then."""
-        return snapshot(self, check_entity(entity), self._time(as_of))
+        entity, t = check_entity(entity), self._time(as_of)
+        return snapshot(
+            self._core.state(self.name), entity, t,
+            lambda e, when: self.facts(e, as_of=when),
+            lambda e, when: self.memories(e, as_of=when, limit=10_000),
+        )  # fmt: skip

@@ -39,11 +39,13 @@ class _Reads(NamespaceHandle):
         if chain is not None:
             return chain
         if mid in state.cold:
-            return [MemRec.from_row(r) for r in self._db._storage.read_memory_chain(self.name, mid)]
+            return [
+                MemRec.from_row(r) for r in self._core.storage.read_memory_chain(self.name, mid)
+            ]
         return []
 
     def _touch(self, state: NamespaceState | None, mids: Iterable[str]) -> None:
-        touch(state, mids, self._db._now_us())
+        touch(state, mids, self._core.now_us())
 
     # -- memories and KV facts ----------------------------------------------------------------
 
@@ -56,7 +58,7 @@ class _Reads(NamespaceHandle):
     ) -> Memory | Fact:
         """``get(id)``: a memory. ``get(entity, key)``: a KV fact. NotFoundError if absent."""
         t = self._time(as_of)
-        state = self._db._state(self.name)
+        state = self._core.state(self.name)
         if key is not None:
             entity, key = check_entity(target), check_key(key)
             frec = state.fact_at(entity, key, t) if state is not None else None
@@ -100,14 +102,14 @@ class _Reads(NamespaceHandle):
             entity = check_entity(entity)
         wanted = check_types(types)
         valid = None if valid_at is None else valid_at_filter(valid_at_seconds(valid_at))
-        state = self._db._state(self.name)
+        state = self._core.state(self.name)
         if state is None:
             return []
         recs: Iterable[MemRec] = state.memories_at(t, entity)
         cold = list(state.cold if entity is None else state.cold_by_entity.get(entity, ()))
         if cold:
             recs = list(recs)
-            for chain in _chains(self._db._storage.read_memory_chains(self.name, cold)):
+            for chain in _chains(self._core.storage.read_memory_chains(self.name, cold)):
                 rec = version_at(chain, t)
                 if rec is not None and rec.visible_at(t):
                     recs.append(rec)
@@ -147,7 +149,7 @@ class _Reads(NamespaceHandle):
         """Every version (tombstones included) of a memory or KV fact, oldest first, each with
         the agent that wrote it and when (``recorded_at``). ``as_of`` cuts the list at T."""
         t = self._time(as_of)
-        state = self._db._state(self.name)
+        state = self._core.state(self.name)
         if key is not None:
             entity, key = check_entity(target), check_key(key)
             fchain: list[FactRec] = state.facts.get((entity, key), []) if state else []
@@ -172,7 +174,7 @@ class _Reads(NamespaceHandle):
         """Every KV fact about ``entity`` visible at ``as_of``, sorted by key."""
         t = self._time(as_of)
         entity = check_entity(entity)
-        state = self._db._state(self.name)
+        state = self._core.state(self.name)
         if state is None:
             return []
         return [r.to_public() for r in sorted(state.facts_at(entity, t), key=lambda r: r.key)]
@@ -203,7 +205,7 @@ class _Reads(NamespaceHandle):
         lo, hi = event_id_range(start, end, after)
         lo_ts = None if since is None else to_us(since, "since")
         hi_ts = None if until is None else to_us(until, "until")
-        state = self._db._state(self.name)
+        state = self._core.state(self.name)
         if state is None:
             return []
         by_time = lo_ts is not None or hi_ts is not None
@@ -241,7 +243,7 @@ class _Reads(NamespaceHandle):
             raise ValidationError(f"prefix: expected a string, got {prefix!r}", field="prefix")
         if after is not None and not isinstance(after, str):
             raise ValidationError(f"after: expected an entity name, got {after!r}", field="after")
-        state = self._db._state(self.name)
+        state = self._core.state(self.name)
         if state is None:
             return []
         names = set(state.entity_mems) | set(state.entity_facts) | set(state.cold_by_entity)
@@ -263,7 +265,7 @@ class _Reads(NamespaceHandle):
         ids = list(state.cold_by_entity.get(entity, ()))
         if not ids:
             return False
-        for chain in _chains(self._db._storage.read_memory_chains(self.name, ids)):
+        for chain in _chains(self._core.storage.read_memory_chains(self.name, ids)):
             rec = version_at(chain, t)
             if rec is not None and rec.visible_at(t):
                 return True
@@ -273,7 +275,7 @@ class _Reads(NamespaceHandle):
         """Streams with at least one event committed at or before ``as_of``, sorted (a stream
         whose every event was erased is not listed)."""
         t = self._time(as_of)
-        state = self._db._state(self.name)
+        state = self._core.state(self.name)
         if state is None:
             return []
         return sorted(s for s, evs in list(state.streams.items())
@@ -281,10 +283,10 @@ class _Reads(NamespaceHandle):
 
     def stats(self) -> Stats:
         """Counts by type, versions, bytes (content, metadata, vectors, values, events)."""
-        state = self._db._state(self.name)
+        state = self._core.state(self.name)
         if state is None:
             return Stats(self.name, 0, {}, 0, 0, 0, 0, 0, 0, 0, None)
-        t = self._db._now_us()
+        t = self._core.now_us()
         by_type: dict[str, int] = {}
         versions = nbytes = live = 0
         entities: set[str] = set()

@@ -48,10 +48,10 @@ class _Writes(NamespaceHandle):
         ``valid_from``/``valid_to`` (when it was true in the world: any time form, stored in
         ``metadata`` as epoch seconds; ``valid_to`` must be after ``valid_from``).
         """
-        item = memory_input(entity, memory, self._db.settings, agent=self._agent_for(agent))
+        item = memory_input(entity, memory, self._core.settings, agent=self._agent_for(agent))
         self._before_write(1, (item.id,))
-        self._db.embedding.fill(self._db._state(self.name), [item])
-        (rec,) = self._db._submit(WriteMemories(self.name, [item], [""]))
+        self._core.embedding.fill(self._core.state(self.name), [item])
+        (rec,) = self._core.submit(WriteMemories(self.name, [item], [""]))
         return rec.to_public()
 
     def write_many(
@@ -72,12 +72,12 @@ class _Writes(NamespaceHandle):
             return self._write_many(items, agent)
 
     def _write_many(self, items: BatchItems, agent: str | None) -> list[Memory]:
-        inputs, prefixes = memory_batch(items, self._db.settings, lambda: self._agent_for(agent))
+        inputs, prefixes = memory_batch(items, self._core.settings, lambda: self._agent_for(agent))
         if not inputs:
             return []
         self._before_write(len(inputs), (it.id for it in inputs))
-        self._db.embedding.fill(self._db._state(self.name), inputs)
-        recs = self._db._submit(WriteMemories(self.name, inputs, prefixes))
+        self._core.embedding.fill(self._core.state(self.name), inputs)
+        recs = self._core.submit(WriteMemories(self.name, inputs, prefixes))
         return [r.to_public() for r in recs]
 
     def update(
@@ -95,17 +95,17 @@ class _Writes(NamespaceHandle):
         ``metadata`` keeps the previous version's ``valid_from``/``valid_to`` unless the new
         metadata or the changes name them: when a thing was true does not change with its
         annotations. ``update(id, {"valid_to": T})`` closes the interval."""
-        patch = memory_patch(changes, self._db.settings)
+        patch = memory_patch(changes, self._core.settings)
         self._before_write(1, (check_memory_id(id),))
         if "content" in patch and "vec" not in patch:  # keep the vector in step with the text
-            vec = self._db.embedding.embed_text(self._db._state(self.name), patch["content"])
+            vec = self._core.embedding.embed_text(self._core.state(self.name), patch["content"])
             if vec is not None:
-                patch["vec"], patch["vec_source"] = vec, self._db.embedding.model.name
+                patch["vec"], patch["vec_source"] = vec, self._core.embedding.model.name
         op = UpdateMemory(
             self.name, check_memory_id(id), patch, check_version(if_version, "if_version"),
             self._agent_for(agent),
         )  # fmt: skip
-        return self._db._submit(op).to_public()
+        return self._core.submit(op).to_public()
 
     @overload
     def delete(
@@ -133,10 +133,10 @@ class _Writes(NamespaceHandle):
         who = self._agent_for(agent)
         if key is not None:
             op = DeleteFact(self.name, check_entity(target), check_key(key), expected, who)
-            return self._db._submit(op).to_public()
+            return self._core.submit(op).to_public()
         mid = check_memory_id(target)
         self._before_write(1, (mid,))
-        return self._db._submit(DeleteMemory(self.name, mid, expected, who)).to_public()
+        return self._core.submit(DeleteMemory(self.name, mid, expected, who)).to_public()
 
     # -- KV facts -------------------------------------------------------------------------------
 
@@ -156,14 +156,14 @@ class _Writes(NamespaceHandle):
         VersionConflictError. ``ttl`` in seconds.
         """
         entity, key = check_entity(entity), check_key(key)
-        value_json = dump_json(value, "value", self._db.settings.max_value_bytes)
+        value_json = dump_json(value, "value", self._core.settings.max_value_bytes)
         self._before_write(1)
         op = SetFact(
             self.name, entity, key, value_json, check_version(if_version, "if_version"),
             check_ttl(ttl),
             self._agent_for(agent),
         )  # fmt: skip
-        return self._db._submit(op).to_public()
+        return self._core.submit(op).to_public()
 
     # -- streams --------------------------------------------------------------------------------
 
@@ -183,7 +183,7 @@ class _Writes(NamespaceHandle):
         event), ``ts``, ``agent``, ``salience``, ``metadata``, ``embedding``, ``pinned``,
         ``ttl`` (the last five apply to the memory).
         """
-        settings = self._db.settings
+        settings = self._core.settings
         entity = check_entity(entity)
         stream = entity if stream is None else check_entity(stream, "stream")
         if not isinstance(searchable, bool):
@@ -192,8 +192,8 @@ class _Writes(NamespaceHandle):
         item = memory_input(entity, event, settings, agent=self._agent_for(agent))
         self._before_write(1)
         if searchable:
-            self._db.embedding.fill(self._db._state(self.name), [item])
-        erec, _ = self._db._submit(AppendEvent(self.name, stream, item, data_json, searchable))
+            self._core.embedding.fill(self._core.state(self.name), [item])
+        erec, _ = self._core.submit(AppendEvent(self.name, stream, item, data_json, searchable))
         return erec.to_public()
 
 

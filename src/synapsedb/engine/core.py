@@ -1,0 +1,261 @@
+"""The engine core: what namespaces, retrieval, lineage and transfer use of an open database.
+
+:class:`~synapsedb.engine.database.Database` owns the data directory (its lock, its secret,
+the choice of storage) and the public API; it builds one :class:`EngineCore` over that
+storage, and every namespace handle binds the core once and calls it directly:
+
+- ``state(ns)``: the namespace's in-memory state (None: it holds nothing yet);
+- ``submit(op)``: commit one op through the single writer, durably, and get its result;
+- ``now_us()``: the present for reads, never before the latest commit;
+- ``storage``, ``settings``, ``clock``, ``embedding``, ``fusion``, ``observers``, ``rates``,
+  ``query_log``: the parts themselves;
+- ``log_query(row)``, ``flush_log()``, ``subject_of(entity)``, ``erasure_pending``.
+
+The core imports neither the database nor the namespace handle, so the engine's modules
+depend on it in one direction only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..clock import Clock
+from ..config import Settings
+from ..errors import ClosedError
+from ..query.executor import Fusion
+from ..storage.base import LoadedRows, Storage
+from ..storage.files import restrict_tree
+from .embedding import EmbeddingService
+from .indexer import Indexer
+from .lifecycle import RateLimiter
+from .lineage import Flush, QueryLog, changes_of
+from .loader import Unloadable, load_states
+from .observers import Observers
+from .state import NamespaceState
+from .writer import Op, Tx, Writer
+
+__all__ = ["EngineCore", "MemoryLoopSeam"]
+
+log = logging.getLogger("synapsedb.database")
+
+
+class MemoryLoopSeam(Protocol):
+    """What the engine needs of the memory loop (``synapsedb.agentic.MemoryLoop``), which
+    lives above it: ``Namespace.remember``/``recall`` pass themselves in. The engine never
+    imports the loop; :func:`synapsedb.open` attaches one as ``Database.memory_loop``."""
+
+    def remember(
+        self, ns: Any, messages: Any, *, entity: str, session: str | None = ...,
+        agent: str | None = ..., memories: Any = ..., wait: bool = ...,
+    ) -> Any: ...  # fmt: skip
+
+    def recall(
+        self, ns: Any, messages_or_text: Any, *, entity: str | None = ...,
+        budget_tokens: int | None = ..., k: int | None = ..., threshold: float | None = ...,
+        rewrite: str | None = ..., agent: str | None = ...,
+    ) -> Any: ...  # fmt: skip
+
+    def close(self) -> None: ...
+
+
+class EngineCore:
+    """The engine's state, writer and indexer over one storage.
+
+    Building it loads every namespace from ``storage`` (a namespace with a bad row is made
+    unavailable and logged with the repair); :meth:`start` then starts background indexing,
+    whose thread calls ``maintain`` when it is idle (the database runs namespace maintenance
+    there). Thread-safe as the database is.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        storage: Storage,
+        settings: Settings,
+        clock: Clock,
+        embedding: EmbeddingService,
+        secret: bytes,
+        *,
+        maintain: Callable[[], None] | None = None,
+    ) -> None:
+        self.path = path
+        self.storage = storage
+        self.settings = settings
+        self.clock = clock
+        self.embedding = embedding
+        self.fusion = Fusion()
+        self._secret = secret
+        self.closed = False
+        self._close_lock = threading.Lock()
+        # every namespace that holds anything; the writer adds and replaces entries
+        self.states: dict[str, NamespaceState] = {}
+        # namespaces with a stored row that cannot be loaded: unavailable, the others serve
+        self.unavailable: dict[str, Unloadable] = {}
+        last_us = self._apply_rows(storage.load(), self.states, clock.now_us())
+        self.observers = Observers()
+        embedding.on_batch = lambda n: self.observers.emit(self.observers.embed, n)
+        self.query_log = QueryLog()
+        self.rates = RateLimiter()
+        # the memory loop (synapsedb.agentic), attached by synapsedb.open: the engine never
+        # imports it; Namespace.remember/recall reach it through this seam
+        self.memory_loop: MemoryLoopSeam | None = None
+        self._indexer = Indexer(
+            self.states, settings, path / "indexes", flush=self.flush_log, maintain=maintain
+        )
+        self._writer = Writer(
+            storage,
+            self.states,
+            clock,
+            last_us=last_us,
+            max_rows=settings.group_commit_max,
+            on_commit=self._after_commit,
+            on_apply=self._after_apply,
+            log=self.query_log,
+            reload=self._reload_namespace,
+            unavailable=self.unavailable,
+        )
+
+    def start(self) -> None:
+        """Load the saved vector graphs and start background indexing (and with it the
+        ``maintain`` calls): once whoever calls ``maintain`` is ready for them."""
+        self._indexer.start()
+
+    # -- what namespace handles call -------------------------------------------------------------
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise ClosedError("the database is closed")
+
+    def state(self, ns: str) -> NamespaceState | None:
+        """The namespace's state (None: it holds nothing yet); StorageError when it could not
+        be loaded."""
+        if self.closed:
+            raise ClosedError("the database is closed")
+        state = self.states.get(ns)
+        if state is None and ns in self.unavailable:
+            raise self.unavailable[ns].error()
+        return state
+
+    def submit(self, op: Op) -> Any:
+        """Commit ``op`` through the single writer (grouped with concurrent ops) and return its
+        result once it is durable, or raise its error."""
+        if self.closed:
+            raise ClosedError("the database is closed")
+        return self._writer.submit(op)
+
+    def now_us(self) -> int:
+        """The present for reads: never before the last committed change."""
+        return max(self.clock.now_us(), self._writer.last_us)
+
+    @property
+    def last_commit_us(self) -> int:
+        """System time of the latest commit (never decreases; later commits are >= it)."""
+        return self._writer.last_us
+
+    def subject_of(self, entity: str) -> str:
+        """The erasure log's stand-in for an entity: a keyed hash, never the name itself."""
+        return hmac.new(self._secret, entity.encode(), hashlib.sha256).hexdigest()[:32]
+
+    def log_query(self, row: tuple[Any, ...]) -> None:
+        """Buffer one query log row (committed with the next group commit)."""
+        if self.query_log.add(row) >= 1024:
+            self._indexer.wake()  # a busy reader: do not let the buffer grow
+
+    def flush_log(self) -> None:
+        """Commit the buffered query log now (the background thread calls this when idle)."""
+        if len(self.query_log):
+            with contextlib.suppress(ClosedError):  # closing: close() flushes first itself
+                self._writer.submit(Flush())
+
+    @property
+    def erasure_pending(self) -> bool:
+        """True while erased text may still be in a log the storage keeps (see
+        :attr:`Database.erasure_pending`)."""
+        return self.storage.erasure_pending
+
+    # -- background indexing ---------------------------------------------------------------------
+
+    def wait_for_indexes(self, timeout: float | None = None) -> bool:
+        """Block until background indexing has caught up with every write (False on timeout)."""
+        return self._indexer.wait(timeout)
+
+    def indexing_pending(self) -> int:
+        """Rows written but not yet in their namespace's HNSW graph."""
+        return 0 if self.closed else self._indexer.pending()
+
+    # -- closing ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the memory loop, finish queued writes, save the indexes and close storage.
+        Idempotent; every call after the first returns at once."""
+        with self._close_lock:
+            if self.closed:
+                return
+            self.closed = True
+        if self.memory_loop is not None:
+            self.memory_loop.close()  # its worker writes through this core
+        self.flush_log()
+        self._writer.close()
+        self._indexer.close()
+        restrict_tree(self.path / "indexes")  # the vector graphs it just saved
+        self.storage.close()
+        self.embedding.settle()
+
+    # -- loading and reloading -------------------------------------------------------------------
+
+    def _reload_namespace(self, ns: str) -> NamespaceState | None:
+        """A fresh state for ``ns`` from storage (after an erasure, a tier move, an import, or
+        a failed apply), without its saved graph; access counters not yet persisted carry over
+        from the old state. None when ``ns`` holds nothing or cannot be loaded (then it is
+        unavailable). Never raises."""
+        states: dict[str, NamespaceState] = {}
+        try:
+            self._apply_rows(self.storage.load(ns), states, self.now_us())
+        except Exception as exc:  # a storage read failed: memory can no longer match the disk
+            log.exception("could not reload namespace %r from storage", ns)
+            self.unavailable.setdefault(
+                ns, Unloadable("(all)", ns, f"ns = '{ns}'", f"reloading it failed: {exc!r}")
+            )
+            return None
+        with contextlib.suppress(FileNotFoundError):
+            (self.path / "indexes" / f"{ns}.hnsw").unlink()  # stale rows (or erased vectors)
+        new, old = states.get(ns), self.states.get(ns)
+        if new is not None and old is not None:
+            new.access.update(old.access)
+            new.cold_access = {m: n for m, n in old.cold_access.items() if m in new.cold}
+        return new
+
+    def _apply_rows(self, rows: LoadedRows, states: dict[str, NamespaceState], now_us: int) -> int:
+        """Check and apply stored rows into ``states``; a namespace with a bad row (or a time
+        more than a day after ``now_us``) is logged with the repair and made unavailable.
+        Returns the latest system time loaded."""
+        loaded = load_states(rows, now_us)
+        states.update(loaded.states)
+        for ns, problem in loaded.unavailable.items():
+            if ns not in self.unavailable:
+                log.error("%s", problem.describe(self.path))
+            self.unavailable[ns] = problem
+        return loaded.last_us
+
+    # -- writer callbacks ------------------------------------------------------------------------
+
+    def _after_commit(self, rows: int, seconds: float) -> None:
+        self.observers.emit(self.observers.commit, rows, seconds)
+        self._indexer.wake()
+
+    def _after_apply(self, tx: Tx) -> None:
+        if tx.purged:  # visible now: queries that started before may still log the name
+            visible_us = self.now_us()
+            for ns, entity, ids in tx.purged:
+                self.query_log.remember_purge(ns, entity, ids, visible_us)
+                self.observers.emit(self.observers.erase, ns, entity)
+        if self.observers.change:
+            for ns, entries in changes_of(tx).items():
+                self.observers.emit(self.observers.change, ns, entries)
