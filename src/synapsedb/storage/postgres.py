@@ -143,12 +143,14 @@ class PostgresStorage:
         try:
             self._writer = self._connect()
             self._migrate(self._writer)
-        except self._pg.Error as exc:
+        except BaseException as exc:
             if self._writer is not None:
                 self._writer.close()
-            raise self._failures.error(
-                f"cannot open PostgreSQL storage {self.where}: {exc}", exc, where=self.where
-            ) from exc
+            if isinstance(exc, self._pg.Error):
+                raise self._failures.error(
+                    f"cannot open PostgreSQL storage {self.where}: {exc}", exc, where=self.where
+                ) from exc
+            raise
 
     # -- connections -----------------------------------------------------------------------------
 
@@ -205,9 +207,10 @@ class PostgresStorage:
             )  # a reference table under Citus
             current = self._version(conn)
             if current > len(MIGRATIONS):
-                raise StorageError(
+                raise self._failures.error(
                     f"PostgreSQL storage {self.where} has schema version {current}, newer than "
                     f"this SynapseDB understands ({len(MIGRATIONS)}); upgrade SynapseDB",
+                    None,
                     where=self.where,
                 )
             for version in range(current, len(MIGRATIONS)):
