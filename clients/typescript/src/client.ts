@@ -11,7 +11,7 @@
 
 import { ClosedError, errorFromBody, StorageError, SynapseError, ValidationError } from "./errors.js";
 import { Namespace } from "./namespace.js";
-import { ANSWER_FORMATS, type OperationKey, type Operations } from "./types.gen.js";
+import { ANSWER_FORMATS, type OperationKey, type Operations, type WhoAmI } from "./types.gen.js";
 import { checkAgent, checkNamespace, pathSegment, queryString, type TimeLike, wireValue } from "./wire.js";
 
 export interface ConnectOptions {
@@ -98,6 +98,12 @@ export class SynapseClient {
   /** The namespaces' names (the key's tenant's, in keys mode). */
   async namespaces(): Promise<string[]> {
     return this.call("GET /v1/namespaces", { path: {} });
+  }
+
+  /** What the client's key may do: auth mode, key id, tenant, scopes, namespaces and agents
+   * (null: any). Never the secret; the server still checks every request. */
+  async whoami(): Promise<WhoAmI> {
+    return this.call("GET /v1/whoami", { path: {} });
   }
 
   /** Closes the client: open feeds end, later calls raise ClosedError. */

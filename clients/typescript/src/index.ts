@@ -20,6 +20,7 @@ export type {
   Change,
   ChangesOptions,
   ConfigChanges,
+  EntitiesOptions,
   EventsOptions,
   FollowOptions,
   ForgetOptions,

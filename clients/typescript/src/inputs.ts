@@ -52,6 +52,16 @@ export interface MemoriesOptions extends AsOfOptions {
   types?: string | readonly string[];
   limit?: number;
   valid_at?: TimeLike;
+  /** A memory id: the memories after it, newest first (the next, older page). */
+  before?: string;
+}
+
+/** A page of `entities()`: names sorted, `after` one (the last of the previous page),
+ * starting with `prefix`, at most `limit` (1 to 10,000; all of them when absent). */
+export interface EntitiesOptions extends AsOfOptions {
+  prefix?: string;
+  after?: string;
+  limit?: number;
 }
 
 export interface QueryOptions extends AgentOptions {
@@ -225,6 +235,7 @@ export const checks: [
   Within<MemoryInput & { entity: string }, Fields<`POST ${NS}/memories`>>,
   Within<UpdateOptions, Fields<`PATCH ${NS}/memories/{id}`>>,
   Within<MemoriesOptions & { entity?: string }, Params<`GET ${NS}/memories`>>,
+  Within<EntitiesOptions, Params<`GET ${NS}/entities`>>,
   Within<QueryOptions & { text?: string }, Fields<`POST ${NS}/query`>>,
   Within<SetOptions, Fields<`PUT ${NS}/facts`>>,
   Within<AppendOptions, Fields<`POST ${NS}/events`>>,
@@ -243,7 +254,7 @@ export const checks: [
   Within<AuditOptions, Params<`GET ${NS}/audit`>>,
   Within<Omit<FollowOptions, keyof FeedControl>, Params<`GET ${NS}/events/follow`>>,
   Within<Omit<ChangesOptions, keyof FeedControl>, Params<`GET ${NS}/changes`>>,
-] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true];
+] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true];
 
 /** The options of a feed that steer the client, not the request. */
 type FeedControl = Pick<FeedOptions, "signal" | "retries" | "retryDelayMs" | "retryMaxDelayMs">;

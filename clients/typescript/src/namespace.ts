@@ -23,6 +23,7 @@ import type {
   EventsOptions,
   FollowOptions,
   ForgetOptions,
+  EntitiesOptions,
   MemoriesOptions,
   MemoryInput,
   MessageInput,
@@ -150,6 +151,7 @@ export class Namespace {
         as_of: options.as_of,
         limit: options.limit,
         valid_at: options.valid_at,
+        before: options.before,
         include: this.client.include,
       },
     });
@@ -469,9 +471,12 @@ export class Namespace {
 
   // -- overview -----------------------------------------------------------------------------
 
-  /** Entities with something visible. */
-  async entities(options: AsOfOptions = {}): Promise<string[]> {
-    return this.run(`GET ${NS}/entities`, { query: { as_of: options.as_of } });
+  /** Entities with something visible, sorted by name; a page with `limit` (and `after`, the
+   * last name of the previous page; `prefix`). Without `limit`, every name: page a large
+   * namespace (docs/http.md, "Paging"). */
+  async entities(options: EntitiesOptions = {}): Promise<string[]> {
+    const { as_of, prefix, after, limit } = options;
+    return this.run(`GET ${NS}/entities`, { query: { as_of, prefix, after, limit } });
   }
 
   /** The namespace's streams. */

@@ -291,6 +291,15 @@ export interface Stats {
   cold_memories?: number;
 }
 
+export interface WhoAmI {
+  auth: string;
+  key: string | null;
+  tenant: string | null;
+  scopes: string[];
+  namespaces: string[] | null;
+  agents: string[] | null;
+}
+
 /** Every route of the server: what it takes and what it answers. */
 export interface Operations {
   "DELETE /v1/namespaces/{ns}/facts": {
@@ -425,6 +434,9 @@ export interface Operations {
     path: { ns: string };
     query: {
       as_of?: string | string[];
+      prefix?: string | string[];
+      after?: string | string[];
+      limit?: number;
     };
     bodyFormat: "none";
     body: never;
@@ -507,6 +519,7 @@ export interface Operations {
       as_of?: string | string[];
       valid_at?: string | string[];
       limit?: number;
+      before?: string | string[];
       include?: string | string[];
     };
     bodyFormat: "none";
@@ -615,6 +628,15 @@ export interface Operations {
     status: 200;
     answerFormat: "json";
     answer: string[];
+  };
+  "GET /v1/whoami": {
+    path: {};
+    query: {};
+    bodyFormat: "none";
+    body: never;
+    status: 200;
+    answerFormat: "json";
+    answer: WhoAmI;
   };
   "PATCH /v1/namespaces/{ns}/memories/{id}": {
     path: { id: string; ns: string };
@@ -871,6 +893,7 @@ export const OPERATION_KEYS = [
   "GET /v1/namespaces/{ns}/snapshot",
   "GET /v1/namespaces/{ns}/stats",
   "GET /v1/namespaces/{ns}/streams",
+  "GET /v1/whoami",
   "PATCH /v1/namespaces/{ns}/memories/{id}",
   "POST /v1/chat/completions",
   "POST /v1/namespaces/{ns}/answers",
@@ -926,6 +949,7 @@ export const ANSWER_FORMATS: { readonly [K in OperationKey]: Operations[K]["answ
   "GET /v1/namespaces/{ns}/snapshot": "json",
   "GET /v1/namespaces/{ns}/stats": "json",
   "GET /v1/namespaces/{ns}/streams": "json",
+  "GET /v1/whoami": "json",
   "PATCH /v1/namespaces/{ns}/memories/{id}": "json",
   "POST /v1/chat/completions": "json",
   "POST /v1/namespaces/{ns}/answers": "json",

@@ -215,6 +215,24 @@ describe("facts, events and streams", () => {
     await mem.append("user:55", "not searchable", { stream: "audit-log", searchable: false });
     assert.equal((await mem.events("audit-log"))[0]?.memory_id, null);
   });
+
+  test("entities and memories page: prefix, after, limit; before", async () => {
+    const ns = db.namespace("pages");
+    const written = await ns.writeMany(
+      ["page:a", "page:b", "page:c", "page:c", "other:z"].map((e, i) => ({ entity: e, content: `note ${i}`, ts: 1_700_000_000 + i })),
+    );
+    assert.deepEqual(await ns.entities({ limit: 2 }), ["other:z", "page:a"]);
+    assert.deepEqual(await ns.entities({ after: "page:a", limit: 2 }), ["page:b", "page:c"]);
+    assert.deepEqual(await ns.entities({ prefix: "page:", after: "page:b" }), ["page:c"]);
+    await assert.rejects(ns.entities({ limit: 0 }), isError(ValidationError, (e) => e.field === "limit"));
+    const ids = written.map((m) => m.id);
+    const first = await ns.memories(null, { limit: 2 });
+    assert.deepEqual(first.map((m) => m.id), [ids[4], ids[3]]);
+    const next = await ns.memories(null, { limit: 2, before: first[1]?.id });
+    assert.deepEqual(next.map((m) => m.id), [ids[2], ids[1]]);
+    await assert.rejects(ns.memories(null, { before: "m_nope" }), isError(NotFoundError, (e) => e.field === "before"));
+    assert.equal((await db.whoami()).auth, "none");
+  });
 });
 
 describe("sessions, the memory loop and the cache", () => {
