@@ -224,8 +224,8 @@ class PostgresStorage:
 
     @property
     def schema_version(self) -> int:
-        with self._read_lock:
-            return self._guard("read", lambda: self._version(self._reader_conn()))
+        rows = self._read("SELECT coalesce(max(version), 0) FROM schema_migrations", ())
+        return int(rows[0][0])
 
     # -- loading -----------------------------------------------------------------------------------
 
@@ -264,23 +264,35 @@ class PostgresStorage:
     def commit(self, batch: Batch) -> None:
         erasing = bool(batch.purges or batch.expired_memories or batch.expired_facts)
         with self._lock:
-            try:
-                conn = self._writer_conn()
-                with conn.transaction(), conn.cursor() as cur:
-                    self._write(cur, batch)
-                    if erasing:
-                        cur.execute("SELECT pg_current_xact_id()::text")
-                        row = cur.fetchone()
-                        xid = int(row[0]) if row else 0
-            except self._pg.Error as exc:
-                unknown = (
-                    " (the connection was lost: the batch may or may not be committed)"
-                    if self._writer is not None and self._writer.broken
-                    else ""
-                )
-                raise self._failures.error(
-                    f"commit failed: {exc}{unknown}", exc, where=self.where
-                ) from exc
+            xid = 0
+            for attempt in (1, 2):
+                committing = False
+                try:
+                    conn = self._writer_conn()
+                    with conn.transaction(), conn.cursor() as cur:
+                        self._write(cur, batch)
+                        if erasing:
+                            cur.execute("SELECT pg_current_xact_id()::text")
+                            row = cur.fetchone()
+                            xid = int(row[0]) if row else 0
+                        committing = True  # leaving the block sends COMMIT
+                    break
+                except self._pg.Error as exc:
+                    lost = self._writer is not None and self._writer.broken
+                    if lost and not committing and attempt == 1:
+                        # the connection was gone before COMMIT (a server restart, a failover,
+                        # an idle timeout): PostgreSQL rolled the batch back; once more, afresh
+                        log.warning("PostgreSQL connection lost (%s); reconnecting", exc)
+                        continue
+                    unknown = (
+                        " (the connection was lost during COMMIT: the batch may or may not be "
+                        "committed)"
+                        if lost and committing
+                        else ""
+                    )
+                    raise self._failures.error(
+                        f"commit failed: {exc}{unknown}", exc, where=self.where
+                    ) from exc
             if erasing:
                 self._pending |= set(PURGED_TABLES) if batch.purges else set()
                 if batch.expired_memories:
@@ -366,18 +378,21 @@ class PostgresStorage:
 
     # -- lineage and audit reads -------------------------------------------------------------------
 
-    def _guard(self, what: str, fn: Any) -> Any:
-        try:
-            return fn()
-        except self._pg.Error as exc:
-            raise self._failures.error(f"{what} failed: {exc}", exc, where=self.where) from exc
-
     def _read(self, sql: str, params: tuple[Any, ...] | dict[str, Any]) -> list[tuple[Any, ...]]:
+        """Run a read on the reader connection; once more on a fresh connection when the old
+        one turns out to be gone (reads are safe to repeat)."""
         with self._read_lock:
-            return self._guard(  # type: ignore[no-any-return]
-                "read",
-                lambda: self._reader_conn().execute(sql, params).fetchall(),  # type: ignore[arg-type]
-            )
+            for attempt in (1, 2):
+                try:
+                    cur = self._reader_conn().execute(sql, params)  # type: ignore[arg-type]
+                    return cur.fetchall()
+                except self._pg.Error as exc:
+                    if attempt == 1 and self._reader is not None and self._reader.broken:
+                        continue
+                    raise self._failures.error(
+                        f"read failed: {exc}", exc, where=self.where
+                    ) from exc
+            raise AssertionError("unreachable")  # pragma: no cover
 
     def read_queries(self, ns: str, ids: list[str]) -> list[tuple[Any, ...]]:
         """Logged queries by id: (id, sys_us, agent, text, request JSON, hits JSON)."""

@@ -98,17 +98,17 @@ class LoadSession:
 
 
 class _Stream:
-    """One kind of row of a load, read lazily through a server-side cursor; its session is
-    released when the stream is exhausted, fails, or is dropped unread."""
+    """One kind of row of a load, read lazily through a server-side cursor; its cursor is
+    closed and its session released when the stream is exhausted, fails, or is dropped."""
 
     def __init__(self, session: LoadSession, name: str, sql: str, args: tuple[Any, ...]):
         self._session = session
         self._name = name
         self._sql = sql
         self._args = args
-        self._cursor: psycopg.ServerCursor[Any] | None = None
+        self._cursor: list[psycopg.ServerCursor[Any]] = []  # (shared with the finalizer)
         self._rows: Iterator[tuple[Any, ...]] | None = None
-        self._release = weakref.finalize(self, session.release)
+        self._release = weakref.finalize(self, _finish, session, self._cursor)
 
     def __iter__(self) -> _Stream:
         return self
@@ -118,17 +118,22 @@ class _Stream:
             raise StopIteration
         try:
             if self._rows is None:
-                self._cursor = self._session.cursor(self._name, self._sql, self._args)
-                self._rows = iter(self._cursor)
+                self._cursor.append(self._session.cursor(self._name, self._sql, self._args))
+                self._rows = iter(self._cursor[0])
             return next(self._rows)
         except BaseException as exc:  # exhausted (StopIteration) or failed: done either way
-            if self._cursor is not None and not self._cursor.closed:
-                with contextlib.suppress(Exception):  # (the connection may be gone)
-                    self._cursor.close()
             self._release()
             if isinstance(exc, StopIteration | StorageError) or not _is_pg_error(exc):
                 raise
             raise self._session.failed(exc) from exc
+
+
+def _finish(session: LoadSession, cursor: list[psycopg.ServerCursor[Any]]) -> None:
+    for cur in cursor:
+        if not cur.closed:
+            with contextlib.suppress(Exception):  # (the connection may be gone)
+                cur.close()
+    session.release()
 
 
 def _is_pg_error(exc: BaseException) -> bool:

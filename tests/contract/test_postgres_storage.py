@@ -1,0 +1,139 @@
+"""What is particular to the PostgreSQL backend, beyond the contract: the erasure waits for
+snapshots and VACUUMs, a lost connection is replaced, several storages (processes) share one
+schema, migrations race safely, and bad configuration is refused with a clear error."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import pytest
+
+from synapsedb.errors import StorageError, ValidationError
+from synapsedb.storage.base import Batch, Purge
+
+from .conftest import PostgresBackend
+from .rows import memory, namespace
+
+
+@pytest.fixture
+def pg(postgres_dsn: str) -> Any:
+    backend = PostgresBackend(postgres_dsn)
+    yield backend
+    backend.close_all()
+
+
+def test_an_erasure_waits_for_open_snapshots_then_vacuums(pg: PostgresBackend) -> None:
+    storage = pg.open(erasure_wait_ms=0)
+    storage.commit(Batch(namespaces=[namespace("n")],
+                         memories=[memory("n", "m", entity="zed", content="zed secret")]))  # fmt: skip
+    held = storage.load("n")  # a load not yet read: its snapshot still sees the old rows
+    storage.commit(Batch(purges=[Purge("n", "zed", "alias:1")]))
+    assert storage.erasure_pending
+    assert "zed" not in pg.stored_text()  # gone from the tables at once
+    assert not storage.finish_erasure(0)  # the dead row versions cannot be vacuumed yet
+    for stream in (held.namespaces, held.tiers, held.access, held.memories, held.facts,
+                   held.events, held.answers):  # fmt: skip
+        list(stream)
+    assert storage.finish_erasure(1_000)
+    assert not storage.erasure_pending
+    vacuumed = pg.sql(
+        "SELECT relname FROM pg_stat_user_tables WHERE schemaname = %s AND last_vacuum IS NOT NULL",
+        (pg.schema,),
+    )
+    assert {"memory_versions", "events", "queries"} <= {r[0] for r in vacuumed}
+
+
+def test_a_load_dropped_unread_releases_its_snapshot(pg: PostgresBackend) -> None:
+    storage = pg.open()
+    storage.commit(Batch(namespaces=[namespace("n")], memories=[memory("n", "m")]))
+    rows = storage.load()
+    next(rows.memories)
+    del rows  # streams dropped half read: the session closes its connection
+
+    def sessions() -> int:
+        found = pg.sql(
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_xmin IS NOT NULL "
+            "AND pid <> pg_backend_pid() AND state = 'idle in transaction'"
+        )
+        return int(found[0][0])
+
+    assert sessions() == 0
+
+
+def test_a_lost_connection_is_replaced(pg: PostgresBackend) -> None:
+    storage = pg.open()
+    storage.commit(Batch(namespaces=[namespace("n")], memories=[memory("n", "a")]))
+    storage.read_memory_chain("n", "a")
+    # the server ends every connection of this schema's storage (a restart, a failover)
+    pg.sql(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE pid <> pg_backend_pid() AND datname = current_database() "
+        "AND backend_type = 'client backend'"
+    )
+    storage.commit(Batch(memories=[memory("n", "b")]))  # rolled back by the loss: sent again
+    assert [r[0] for r in storage.read_memory_chains("n", ["a", "b"])] == ["a", "b"]
+
+
+def test_two_storages_share_one_schema(pg: PostgresBackend) -> None:
+    one, two = pg.open(), pg.open()
+    one.commit(Batch(namespaces=[namespace("n")], memories=[memory("n", "from-one")]))
+    two.commit(Batch(memories=[memory("n", "from-two", sys_us=2_000)]))
+    assert [r[1] for r in one.load("n").memories] == ["from-one", "from-two"]
+    assert [r[0] for r in two.read_memory_chains("n", ["from-one"])] == ["from-one"]
+
+
+def test_concurrent_opens_migrate_once(pg: PostgresBackend) -> None:
+    opened: list[Any] = []
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        try:
+            opened.append(pg.open())
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert [s.schema_version for s in opened] == [1] * 4
+    assert pg.sql("SELECT count(*) FROM schema_migrations") == [(1,)]
+
+
+@pytest.mark.parametrize("schema", ["Public", "1abc", "a-b", "x" * 64, "a;drop", ""])
+def test_a_bad_schema_name_is_refused(postgres_dsn: str, schema: str) -> None:
+    from synapsedb.storage.postgres import PostgresStorage
+
+    with pytest.raises(ValidationError, match="schema") as info:
+        PostgresStorage(postgres_dsn, schema=schema)
+    assert info.value.details["field"] == "schema"
+
+
+def test_an_unreachable_server_is_a_storage_error_without_the_password(tmp_path: Any) -> None:
+    from synapsedb.storage.postgres import PostgresStorage
+
+    dsn = f"postgresql://u:hunter2@/db?host={tmp_path}&connect_timeout=1"
+    with pytest.raises(StorageError, match="cannot open PostgreSQL storage") as info:
+        PostgresStorage(dsn, connect_timeout_s=1)
+    assert "hunter2" not in str(info.value) and "hunter2" not in str(info.value.details)
+    assert str(tmp_path) in info.value.details["where"]
+
+
+def test_without_psycopg_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from synapsedb.storage.postgres import PostgresStorage
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
+    with pytest.raises(StorageError, match=r"synapsedb\[postgres\]"):
+        PostgresStorage("postgresql:///nowhere")
+
+
+def test_synapsedb_imports_without_psycopg() -> None:
+    import subprocess
+
+    code = "import sys, synapsedb, synapsedb.storage; print('psycopg' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
