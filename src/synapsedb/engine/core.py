@@ -36,9 +36,10 @@ from .embedding import EmbeddingService
 from .indexer import Indexer
 from .lifecycle import RateLimiter
 from .lineage import Flush, QueryLog, changes_of
-from .loader import Unloadable, load_states
+from .loader import load_states
 from .observers import Observers
 from .state import NamespaceState
+from .unavailable import Unloadable
 from .writer import Op, Tx, Writer
 
 __all__ = ["EngineCore", "MemoryLoopSeam"]

@@ -18,24 +18,22 @@ the future. The latest system time of the namespaces that loaded starts the comm
 from __future__ import annotations
 
 import math
-import shlex
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import orjson
 
 from ..config import MAX_DIM
-from ..errors import StorageError, ValidationError
+from ..errors import ValidationError
 from ..storage.base import LoadedRows
-from ..storage.sqlite import SQLiteStorage
 from ..times import EARLIEST_US, LATEST_US, format_us
 from .lifecycle import parse_config
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
+from .unavailable import Unloadable
 
 __all__ = [
     "EARLIEST_US",
@@ -62,40 +60,6 @@ MAX_STORED_INT = LATEST_US
 # also the largest integer every JSON reader holds exactly.
 IMPORT_MAX_COUNTER = (1 << 53) - 1  # memory and fact versions, access counts
 IMPORT_MAX_EVENT_PART = 10**15 - 1  # an event id's ms and seq: 15 digits (ids.parse_event_id)
-
-
-@dataclass(frozen=True, slots=True)
-class Unloadable:
-    """Why a namespace could not be loaded: its first bad row."""
-
-    table: str
-    ns: str
-    where: str  # an SQL condition selecting the row
-    reason: str
-
-    def describe(self, data_dir: str | Path) -> str:
-        """The whole story for an operator: what, where, and the repair (a statement for the
-        SQLite file inside ``data_dir``)."""
-        hint = ""
-        if "later than this server's clock" in self.reason:
-            hint = "if this server's clock is wrong, correct it and restart; otherwise "
-        fix = f"DELETE FROM {self.table} WHERE {self.where}"
-        if self.table == "namespaces" and self.reason.startswith("config"):
-            fix = f"UPDATE namespaces SET config = NULL WHERE {self.where}"  # default settings
-        return (
-            f"namespace {self.ns!r} is unavailable (the other namespaces serve): table "
-            f"{self.table}, row where {self.where}: {self.reason}. Repair: {hint}correct or "
-            f"remove that row, e.g. sqlite3 {shlex.quote(str(Path(data_dir) / SQLiteStorage.FILENAME))} {shlex.quote(fix)}, then restart"
-        )
-
-    def error(self) -> StorageError:
-        """What a read or write of the namespace answers (the log has the repair)."""
-        return StorageError(
-            f"namespace {self.ns!r} is unavailable: its stored row in {self.table} where "
-            f"{self.where} could not be loaded ({self.reason}); an operator must repair it "
-            "(the server log says how)",
-            namespace=self.ns,
-        )
 
 
 @dataclass(slots=True)

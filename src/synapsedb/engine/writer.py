@@ -29,21 +29,28 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from ..clock import Clock
 from ..errors import ClosedError, SynapseError
-from ..storage.base import Batch, Storage
+from ..storage.base import Batch, Row, Storage
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
+from .unavailable import Unloadable
 
-if TYPE_CHECKING:
-    from .lineage import QueryLog
-    from .loader import Unloadable
-
-__all__ = ["Op", "Tx", "Writer"]
+__all__ = ["Op", "PendingRows", "Tx", "Writer"]
 
 log = logging.getLogger("synapsedb.writer")
+
+
+class PendingRows(Protocol):
+    """Rows waiting to ride along with the next commit (the query log,
+    :class:`~synapsedb.engine.lineage.QueryLog`): taken by each batch, given back when its
+    commit fails."""
+
+    def drain(self) -> list[Row]: ...
+
+    def requeue(self, rows: list[Row]) -> None: ...
 
 
 class Tx:
@@ -197,7 +204,7 @@ class Writer:
         max_rows: int = 2000,
         on_commit: Callable[[int, float], None] | None = None,
         on_apply: Callable[[Tx], None] | None = None,
-        log: QueryLog | None = None,
+        log: PendingRows | None = None,
         reload: Callable[[str], NamespaceState | None] | None = None,
         unavailable: dict[str, Unloadable] | None = None,
     ) -> None:
@@ -356,8 +363,6 @@ class Writer:
         try:
             state = self._reload(ns)
         except Exception as exc:  # memory no longer matches the disk: stop serving it
-            from .loader import Unloadable  # (loader -> lifecycle -> writer: import here)
-
             log.exception("could not rebuild namespace %r from storage; it is unavailable "
                           "until the server restarts", ns)  # fmt: skip
             self._states.pop(ns, None)
