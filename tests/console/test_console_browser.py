@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
@@ -79,11 +80,13 @@ def test_browse_namespaces_entities_and_versions(page: Page, console_env: Consol
     page.click(f"text={NS}")
     expect(page.locator("h1")).to_have_text(NS)
     entities = page.locator("section[aria-labelledby=entities-title]")
-    expect(entities.locator(".pager")).to_contain_text("1\u201350 of 61")
-    entities.get_by_role("button", name="Older →").click()
-    expect(entities.locator(".pager")).to_contain_text("51\u201361 of 61")
+    expect(entities.locator(".pager")).to_contain_text("1\u201350")
+    entities.get_by_role("button", name="More →").click()
+    expect(entities.locator(".pager")).to_contain_text("51\u201361")
+    expect(entities.get_by_role("button", name="More →")).to_be_disabled()
     shot(page, "namespace")
-    entities.get_by_label("Filter entities").fill("4321")
+    entities.get_by_label("Find entities by prefix").fill("user:43")
+    expect(entities.get_by_role("link")).to_have_count(1)
     entities.get_by_role("link", name="user:4321").click()
     expect(page.locator(".memories")).to_contain_text("was delivered on 10/28")
     expect(page.locator(".facts")).to_contain_text('plan = "pro"')
@@ -285,3 +288,68 @@ def test_audit_filters_by_agent_and_entity(page: Page, console_env: ConsoleEnv) 
     for text in rows.all_inner_texts():
         assert "intake" in text and "user:4321" in text
     shot(page, "audit")
+
+
+def test_entities_and_memories_page_from_the_server(page: Page, console_env: ConsoleEnv) -> None:
+    """A namespace of 130 entities and an entity of 120 memories: the console asks for one
+    page at a time (never the whole list), finds entities by prefix on the server, and walks
+    every memory, newest first, with the API's ``before`` cursor, from the keyboard too."""
+    env = console_env
+    ns = "paging"
+
+    def batch(items: list[dict[str, Any]]) -> None:
+        r = env.call("POST", f"/v1/namespaces/{ns}/memories:batch", json={"items": items})
+        assert r.status_code == 201, r.text
+
+    batch([{"entity": f"item:{i:03d}", "content": f"item {i}"} for i in range(120)]
+          + [{"entity": f"zone:{i}", "content": f"zone {i}"} for i in range(10)])  # fmt: skip
+    batch([{"entity": "item:many", "content": f"note {i:03d}", "ts": 1_700_000_000 + i}
+           for i in range(120)])  # fmt: skip
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/entities" in r.url else None)
+    sign_in(page, env, hash_=f"#/ns?ns={ns}")
+    entities = page.locator("section[aria-labelledby=entities-title]")
+    links = entities.get_by_role("link")
+    expect(links).to_have_count(50)
+    expect(links.first).to_have_text("item:000")
+    more = entities.get_by_role("button", name="More →")
+    more.click()
+    expect(links.first).to_have_text("item:050")
+    more.focus()  # the keyboard: Enter turns the page; the focus stays on the pager
+    page.keyboard.press("Enter")
+    expect(entities.locator(".pager")).to_contain_text("101\u2013131")  # the last page
+    expect(links).to_have_count(31)  # item:100-119, item:many, zone:0-9
+    expect(links.first).to_have_text("item:100")
+    expect(links.last).to_have_text("zone:9")
+    expect(more).to_be_disabled()
+    page.keyboard.press("Enter")  # More is disabled now: the focus went to Previous
+    expect(links.first).to_have_text("item:050")
+    box = entities.get_by_label("Find entities by prefix")
+    box.fill("zone:")
+    box.press("Enter")
+    expect(links).to_have_count(10)
+    expect(entities.locator(".pager")).to_contain_text("1\u201310")
+    box.fill("nothing:")
+    expect(entities).to_contain_text("No entity starts with")
+    for url in asked:  # one page (and one name more, to know whether more follow) each time
+        query = dict(parse_qsl(urlsplit(url).query))
+        assert query.get("limit") == "51", url
+    assert any("after=item%3A049" in u for u in asked)
+    assert any("prefix=zone%3A" in u for u in asked)
+    view(page, env, f"#/entity?ns={ns}&entity=item%3Amany")
+    memories = page.locator(".memories")
+    items = memories.locator(".item .content")
+    expect(items).to_have_count(50)
+    expect(items.first).to_have_text("note 119")
+    seen: list[str] = []
+    for start in (119, 69, 19):
+        expect(items.first).to_have_text(f"note {start:03d}")
+        seen += items.all_inner_texts()
+        older = memories.get_by_role("button", name="Older →")
+        if start == 19:
+            expect(older).to_be_disabled()
+        else:
+            older.click()
+    assert seen == [f"note {i:03d}" for i in range(119, -1, -1)]  # each once, newest first
+    memories.get_by_role("button", name="← Newer").click()
+    expect(items.first).to_have_text("note 069")

@@ -8,7 +8,6 @@ import {
 import { entityActions, factActions, memoryActions } from "./edit.js";
 
 const PAGE = 50;
-const MAX_LIMIT = 10000; // the API's largest page
 
 // A list held in the browser (names), filtered and shown a page at a time.
 function localList(box, items, { label, size = PAGE, row, filterLabel }) {
@@ -103,10 +102,9 @@ export async function renderHome(page, ctx) {
 export async function renderNamespace(page, ctx) {
   const { ns } = ctx;
   page.append(h("h1", {}, ns));
-  const [stats, config, entities, streams] = await Promise.all([
+  const [stats, config, streams] = await Promise.all([
     get(nsPath(ns, "/stats"), {}, ctx.signal),
     get(nsPath(ns, "/config"), {}, ctx.signal),
-    get(nsPath(ns, "/entities"), { as_of: ctx.asOf }, ctx.signal),
     get(nsPath(ns, "/streams"), { as_of: ctx.asOf }, ctx.signal),
   ]);
   const card = (label, value) => h("div", { class: "stat" },
@@ -125,18 +123,75 @@ export async function renderNamespace(page, ctx) {
       card("bytes", fmtBytes(stats.bytes))),
     h("p", { class: "muted" }, `Quotas: ${quotas(config)}. Embedder: ${stats.embedder || "none"}.`)));
   const ents = h("section", { "aria-labelledby": "entities-title" },
-    h("h2", { id: "entities-title" }, `Entities (${fmtNum(entities.length)})`));
+    h("h2", { id: "entities-title" }, "Entities"));
   const strs = h("section", { "aria-labelledby": "streams-title" },
     h("h2", { id: "streams-title" }, `Streams (${fmtNum(streams.length)})`));
   page.append(h("div", { class: "columns" }, ents, strs));
-  localList(ents, entities, {
-    label: "Entities", filterLabel: "Filter entities",
-    row: (e) => h("a", { href: ctx.link("entity", { entity: e }) }, e),
-  });
+  await entityPicker(ents, ctx);
   localList(strs, streams, {
     label: "Streams", filterLabel: "Filter streams",
     row: (s) => h("a", { href: ctx.link("stream", { stream: s }) }, s),
   });
+}
+
+// The namespace's entities, a page of names at a time from the server (``limit``, then
+// ``after`` the last name shown), never the whole list: a namespace may have 100,000. The
+// search box asks the server for names starting with what is typed (``prefix``).
+const ENTITY_PAGE = PAGE;
+
+async function entityPicker(box, ctx) {
+  const id = "find-entities";
+  const input = h("input", { id, type: "search", autocomplete: "off", spellcheck: "false",
+    "aria-describedby": `${id}-hint` });
+  const form = h("form", { class: "filter", role: "search", "aria-label": "Entities" },
+    h("label", { for: id }, "Find entities by prefix"), input,
+    h("button", { type: "submit" }, "Find"),
+    h("span", { id: `${id}-hint`, class: "muted" }, "names starting with it, e.g. user:"));
+  const list = h("ul", { class: "plain", "aria-labelledby": "entities-title" });
+  const nav = h("div");
+  box.append(form, list, nav);
+  let starts = [null]; // the ``after`` of each page seen (null: from the first name)
+  let page = 0;
+  let prefix = input.value;
+  let asked = 0; // answers to an older search are dropped
+  const draw = async () => {
+    const ticket = ++asked;
+    try {
+      const got = await get(nsPath(ctx.ns, "/entities"), {
+        as_of: ctx.asOf, prefix, after: starts[page], limit: ENTITY_PAGE + 1,
+      }, ctx.signal);
+      if (ticket !== asked) return;
+      const shown = got.slice(0, ENTITY_PAGE);
+      if (got.length > ENTITY_PAGE) starts[page + 1] = shown[shown.length - 1];
+      clear(list).append(...(shown.length ? shown.map((e) => h("li", {},
+        h("a", { href: ctx.link("entity", { entity: e }) }, e)))
+        : [h("li", { class: "muted" }, prefix ? `No entity starts with “${prefix}”.`
+          : "No entities.")]));
+      clear(nav).append(pager({ page, size: ENTITY_PAGE, shown: shown.length,
+        more: got.length > ENTITY_PAGE, label: "Entities", prev: "← Previous",
+        next: "More →", onPage: (p) => { page = p; return draw(); } }));
+    } catch (err) {
+      if (err.name !== "AbortError" && ticket === asked) clear(list).append(errorBox(err));
+    }
+  };
+  const search = () => {
+    if (input.value === prefix) return null;
+    prefix = input.value;
+    starts = [null];
+    page = 0;
+    return draw();
+  };
+  let typing = null;
+  input.addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(search, 250);
+  });
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    clearTimeout(typing);
+    search();
+  });
+  await draw();
 }
 
 // -- an entity --------------------------------------------------------------------------------
@@ -152,28 +207,26 @@ function memoryItem(m, ctx, redraw) {
     memoryActions(m, ctx, redraw));
 }
 
-// Memories newest first. The API pages them by ``limit`` only (no cursor yet), so page p asks
-// for (p + 1) * PAGE + 1 and shows the last PAGE: exact, and bounded by the API's 10,000.
+// Memories newest first, a page at a time: each older page asks for the memories ``before``
+// the last one shown (the API's cursor), so every memory of the entity is reachable, and no
+// page is longer than PAGE + 1.
 function memoriesSection(box, ctx, entity) {
+  const starts = [null]; // the ``before`` of each page seen (null: the newest)
   let page = 0;
   const list = h("div");
   const nav = h("div");
   box.append(list, nav);
   const draw = async () => {
-    const limit = Math.min(MAX_LIMIT, (page + 1) * PAGE + 1);
     try {
       const got = await get(nsPath(ctx.ns, "/memories"),
-        { entity, as_of: ctx.asOf, limit }, ctx.signal);
-      const shown = got.slice(page * PAGE, page * PAGE + PAGE);
+        { entity, as_of: ctx.asOf, limit: PAGE + 1, before: starts[page] }, ctx.signal);
+      const shown = got.slice(0, PAGE);
+      if (got.length > PAGE) starts[page + 1] = shown[shown.length - 1].id;
       clear(list).append(...(shown.length ? shown.map((m) => memoryItem(m, ctx, draw))
         : [h("p", { class: "muted" }, "No memories.")]));
       clear(nav).append(pager({ page, size: PAGE, shown: shown.length,
-        more: got.length > (page + 1) * PAGE, label: "Memories",
-        onPage: (p) => { page = p; draw(); } }));
-      if (limit === MAX_LIMIT && got.length === MAX_LIMIT) {
-        nav.append(h("p", { class: "muted" }, "The API lists at most 10,000 memories; "
-          + "use the query playground or the time slider to reach older ones."));
-      }
+        more: got.length > PAGE, label: "Memories",
+        onPage: (p) => { page = p; return draw(); } }));
     } catch (err) {
       if (err.name !== "AbortError") clear(list).append(errorBox(err));
     }
@@ -230,7 +283,7 @@ async function streamSection(box, ctx, stream) {
             "as a memory")] : null)))
         : [h("p", { class: "muted" }, "No events.")]));
       clear(nav).append(pager({ page, size: PAGE, shown: shown.length, more: rows.length > PAGE,
-        label: "Events", onPage: (p) => { page = p; draw(); } }));
+        label: "Events", onPage: (p) => { page = p; return draw(); } }));
     } catch (err) {
       if (err.name !== "AbortError") clear(list).append(errorBox(err));
     }

@@ -131,16 +131,30 @@ export function diffEl(before, after) {
 // -- paging -----------------------------------------------------------------------------------
 
 // Prev/next buttons for a page of a list; onPage(n) is called with the page wanted.
-export function pager({ page, size, shown, total, more, onPage, label }) {
+// Previous / next buttons and the rows shown. After a page turn the focus goes back to the
+// button that was pressed (the pager is redrawn), or its twin when that one is now disabled, so
+// a keyboard user can keep paging.
+export function pager({ page, size, shown, total, more, onPage, label,
+  prev = "← Newer", next = "Older →" }) {
   const from = shown ? page * size + 1 : 0;
   const to = page * size + shown;
   const of = total === undefined ? "" : ` of ${fmtNum(total)}`;
-  return h("nav", { class: "pager", "aria-label": `${label} pages` },
-    h("button", { type: "button", disabled: page === 0, onclick: () => onPage(page - 1) },
-      "← Newer"),
-    h("span", { class: "muted" }, shown ? `${fmtNum(from)}–${fmtNum(to)}${of}` : "none"),
-    h("button", { type: "button", disabled: !more, onclick: () => onPage(page + 1) },
-      "Older →"));
+  const name = `${label} pages`;
+  const turn = async (to, dir) => {
+    await onPage(to);
+    const nav = [...document.querySelectorAll("nav.pager")].find(
+      (n) => n.getAttribute("aria-label") === name);
+    const buttons = nav ? [...nav.querySelectorAll("button")] : [];
+    const same = buttons.find((b) => b.dataset.dir === dir && !b.disabled);
+    (same || buttons.find((b) => !b.disabled))?.focus();
+  };
+  return h("nav", { class: "pager", "aria-label": name },
+    h("button", { type: "button", disabled: page === 0, dataset: { dir: "prev" },
+      onclick: () => turn(page - 1, "prev") }, prev),
+    h("span", { class: "muted", "aria-live": "polite" },
+      shown ? `${fmtNum(from)}–${fmtNum(to)}${of}` : "none"),
+    h("button", { type: "button", disabled: !more, dataset: { dir: "next" },
+      onclick: () => turn(page + 1, "next") }, next));
 }
 
 // -- status and confirmation -----------------------------------------------------------------
