@@ -137,3 +137,26 @@ def test_synapsedb_imports_without_psycopg() -> None:
     code = "import sys, synapsedb, synapsedb.storage; print('psycopg' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_open_storage_chooses_the_backend_by_location(postgres_dsn: str, tmp_path: Any) -> None:
+    from synapsedb.storage import SQLiteStorage, is_postgres_url, open_storage
+    from synapsedb.storage.postgres import PostgresStorage
+
+    sqlite = open_storage(tmp_path, durability="os")
+    assert isinstance(sqlite, SQLiteStorage)
+    sqlite.close()
+    assert is_postgres_url(postgres_dsn) and not is_postgres_url(str(tmp_path))
+    joiner = "&" if "?" in postgres_dsn else "?"
+    pg = open_storage(f"{postgres_dsn}{joiner}schema=from_url", query_log_max_rows=5)
+    try:
+        assert isinstance(pg, PostgresStorage) and pg.schema == "from_url"
+        assert pg.schema_version == 1
+    finally:
+        pg.close()
+    with pytest.raises(ValidationError, match="mysql://"):
+        open_storage("mysql://host/db")
+    with pytest.raises(ValidationError, match="more than once"):
+        open_storage(f"{postgres_dsn}{joiner}schema=a&schema=b")
+    with pytest.raises(ValidationError, match="durability"):
+        open_storage(tmp_path, durability="never")
