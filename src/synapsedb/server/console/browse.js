@@ -142,11 +142,10 @@ const ENTITY_PAGE = PAGE;
 async function entityPicker(box, ctx) {
   const id = "find-entities";
   const input = h("input", { id, type: "search", autocomplete: "off", spellcheck: "false",
-    "aria-describedby": `${id}-hint` });
+    placeholder: "e.g. user:" });
   const form = h("form", { class: "filter", role: "search", "aria-label": "Entities" },
     h("label", { for: id }, "Find entities by prefix"), input,
-    h("button", { type: "submit" }, "Find"),
-    h("span", { id: `${id}-hint`, class: "muted" }, "names starting with it, e.g. user:"));
+    h("button", { type: "submit" }, "Find"));
   const list = h("ul", { class: "plain", "aria-labelledby": "entities-title" });
   const nav = h("div");
   box.append(form, list, nav);
