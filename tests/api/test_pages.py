@@ -131,3 +131,30 @@ def test_the_cli_pages_entities_and_memories(
     capsys.readouterr()
     assert cli.main(["entities", "--limit", "0", *data]) == 2
     assert "limit" in capsys.readouterr().err
+
+
+def test_the_async_client_pages_too(tmp_path: Path) -> None:
+    import asyncio
+
+    import httpx
+
+    from synapsedb.client import AsyncRemoteDatabase
+
+    with synapsedb.open(tmp_path / "d", durability="os", embedder=None,
+                        background_maintenance=False) as served:  # fmt: skip
+
+        async def run() -> None:
+            transport = httpx.ASGITransport(app=create_app(served))
+            async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+                mem = AsyncRemoteDatabase("http://t", client=http).namespace("acme")
+                written = await mem.write_many([(f"user:{i}", {"content": f"note {i}",
+                                                 "ts": 1_700_000_000 + i}) for i in range(5)])  # fmt: skip
+                assert await mem.entities(prefix="user:", after="user:1", limit=2) == [
+                    "user:2", "user:3"]  # fmt: skip
+                page = await mem.memories(limit=2, before=written[3].id)
+                assert [m.id for m in page] == [written[2].id, written[1].id]
+                with pytest.raises(synapsedb.ValidationError) as err:
+                    await mem.entities(after=1)
+                assert err.value.details["field"] == "after"
+
+        asyncio.run(run())
