@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import http
 import logging
+import re
 import time
 from typing import Any
 from urllib.parse import unquote_plus
@@ -13,7 +15,7 @@ from ..engine import Database
 from ..errors import SynapseError
 from .auth import authorize_header, engine_namespace, name_publicly
 from .metrics import Metrics
-from .middleware import observed, request_context
+from .middleware import RequestGuard, observed, request_context
 from .observe import current
 from .wire import (
     encoder,
@@ -23,6 +25,63 @@ from .wire import (
 log = logging.getLogger("synapsedb.server")
 
 JSON_HEADERS = (b"content-type", b"application/json")
+Headers = list[tuple[bytes, bytes]]
+
+# what a request head must look like for the connection itself to answer it (read_head):
+# anything else, however valid, is parsed by uvicorn's parser and goes through the framework
+_TARGET = re.compile(rb"/v1/namespaces/[A-Za-z0-9._~!$&'()*+,;=:@-]+/facts\?[A-Za-z0-9._~!$&'()*+,;=:@/?%-]*")  # fmt: skip
+_NAME = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_VALUE = re.compile(rb"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?|")
+# headers that shape the message or the connection (a body, its framing, an upgrade, a close):
+# uvicorn's parser decides what they mean
+_FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection", b"upgrade",
+                      b"expect", b"te", b"trailer", b"keep-alive", b"proxy-connection"})  # fmt: skip
+
+
+def status_line(status: int) -> bytes:
+    """The status line uvicorn writes for ``status``."""
+    try:
+        phrase = http.HTTPStatus(status).phrase.encode()
+    except ValueError:
+        phrase = b""
+    return b"HTTP/1.1 %d %s\r\n" % (status, phrase)
+
+
+STATUS_LINES = {status: status_line(status) for status in range(100, 600)}
+
+
+def read_head(data: bytes) -> tuple[bytes, bytes, Headers] | None:
+    """(path, query string, headers with lowercased names) when ``data`` is exactly one
+    ``GET /v1/namespaces/<ns>/facts?... HTTP/1.1`` request head in its plainest form, else
+    None. Plainest: no body nor anything after the head, nothing that frames the message
+    or the connection (Content-Length, Transfer-Encoding, Connection, Upgrade, Expect...),
+    no escapes in the path, header lines ``name: value`` with printable ASCII only. Every
+    head accepted here means the same to uvicorn's parser (httptools); all others are left
+    to it (tests/api/test_fast_connection.py)."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0 or end + 4 != len(data):
+        return None
+    lines = data[:end].split(b"\r\n")
+    parts = lines[0].split(b" ")
+    if len(parts) != 3 or parts[0] != b"GET" or parts[2] != b"HTTP/1.1":
+        return None
+    target = parts[1]
+    if _TARGET.fullmatch(target) is None:
+        return None
+    path, _, query = target.partition(b"?")
+    headers: Headers = []
+    for line in lines[1:]:
+        name, colon, value = line.partition(b":")
+        if not colon or _NAME.fullmatch(name) is None:
+            return None
+        value = value.lstrip(b" \t")
+        if _VALUE.fullmatch(value) is None:
+            return None
+        name = name.lower()
+        if name in _FRAMING:
+            return None
+        headers.append((name, value))
+    return path, query, headers
 
 
 class FastLane:
@@ -31,7 +90,11 @@ class FastLane:
     requests per second on one core). Same checks as the routed handler (the key, its scope,
     namespace and rate, the tenant's namespace, validation, the one error shape) and the same
     request id, logs and metrics. Anything else (other routes or parameters, tracing on) goes
-    to the framework."""
+    to the framework.
+
+    :meth:`answer_head` goes one step further for uvicorn's httptools connection
+    (``limits.guarded_protocol``): a plain request head arriving whole in one read is
+    answered by the connection itself, with no ASGI task, request cycle or second write."""
 
     PREFIX, SUFFIX = "/v1/namespaces/", "/facts"
 
@@ -44,30 +107,67 @@ class FastLane:
             path.startswith(self.PREFIX) and path.endswith(self.SUFFIX)
         ):
             return None
-        return self._args(scope)
+        return self._args(path, scope["query_string"])
 
     async def serve(self, scope: Any, send: Any, args: tuple[str, str, str]) -> None:
+        try:
+            status, headers, body = self.respond(scope, args)
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+        finally:
+            scope["route"] = self.route
+
+    def respond(self, scope: Any, args: tuple[str, str, str]) -> tuple[int, Headers, bytes]:
+        """The answer's status, headers and body; the request counted in the metrics and the
+        access log, its id on the log lines written meanwhile. ``scope`` needs only
+        ``method``, ``path`` and ``headers``."""
         start = time.perf_counter()
         ctx = request_context(scope)[0]
         token = current.set(ctx)  # log lines written meanwhile carry the request id
         status = 500
         try:
-            status, body, headers = self._answer(scope, *args)
-            await send({"type": "http.response.start", "status": status,
-                        "headers": [JSON_HEADERS, (b"content-length", str(len(body)).encode()),
-                                    (b"x-request-id", ctx.request_id.encode()), *headers]})  # fmt: skip
-            await send({"type": "http.response.body", "body": body})
+            status, body, extra = self._answer(scope, *args)
+            return status, [JSON_HEADERS, (b"content-length", b"%d" % len(body)),
+                            (b"x-request-id", ctx.request_id.encode()), *extra], body  # fmt: skip
         finally:
-            scope["route"] = self.route
             observed(self.metrics, scope, self.route.path, status, time.perf_counter() - start)
             current.reset(token)
 
-    def _args(self, scope: Any) -> tuple[str, str, str] | None:
-        ns = scope["path"][len(self.PREFIX) : -len(self.SUFFIX)]
+    def answer_head(
+        self, data: bytes, guard: RequestGuard, default_headers: Headers
+    ) -> tuple[bytes, bool] | None:
+        """The whole HTTP answer to ``data`` when it is one plain request head (read_head)
+        for this lane that the request guard lets through, and whether the connection stays
+        open after it; else None (the framework answers it). ``default_headers``: the
+        server's (uvicorn's ``date``), written first as uvicorn writes them."""
+        head = read_head(data)
+        if head is None:
+            return None
+        raw_path, query, headers = head
+        path = raw_path.decode("ascii")
+        scope = {"method": "GET", "path": path, "headers": headers, "query_string": query}
+        args = self._args(path, query)
+        if args is None or guard.check(scope) is not None:
+            return None
+        status, answer_headers, body = self.respond(scope, args)
+        keep = True
+        out = [STATUS_LINES[status]]
+        for name, value in (*default_headers, *answer_headers):
+            name = name.lower()
+            if name == b"connection" and b"close" in value.lower():
+                keep = False
+            out += (name, b": ", value, b"\r\n")
+        out += (b"\r\n", body)
+        return b"".join(out), keep
+
+    def _args(self, path: str, query_string: bytes) -> tuple[str, str, str] | None:
+        if not (path.startswith(self.PREFIX) and path.endswith(self.SUFFIX)):
+            return None
+        ns = path[len(self.PREFIX) : -len(self.SUFFIX)]
         if not ns or "/" in ns:
             return None
         entity = key = None
-        query = scope["query_string"].decode("latin-1")
+        query = query_string.decode("latin-1")
         escaped = "%" in query or "+" in query
         for pair in query.split("&"):
             name, eq, value = pair.partition("=")

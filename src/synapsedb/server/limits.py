@@ -133,6 +133,9 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
         base = AutoHTTPProtocol
 
     order = itertools.count()  # breaks ties between connections accepted at one instant
+    # only httptools' connection answers the fast lane itself: its parser holds nothing
+    # between requests, and its state there is the attributes used in _answered_here
+    answers_itself = _is_httptools(base)
 
     class GuardedProtocol(base):  # type: ignore[misc, valid-type]
         _deadline: asyncio.TimerHandle | None = None
@@ -140,9 +143,14 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
         _tail = b""  # the last bytes of those, to find a header end split across reads
 
         _since = (0.0, 0)  # when it began waiting for a request: its place in eviction order
+        _answered = (-math.inf, 0)  # when it last answered a request itself (_answered_here)
+
+        _lane: Any = None  # the app's fast lane, when this connection may answer it itself
+        timeout_keep_alive_task: asyncio.TimerHandle | None  # uvicorn's keep-alive timer
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
+            self._lane = fast_lane_of(self.config) if answers_itself else None
             self._since = (self.loop.time(), next(order))
             if len(self.connections) > limits.max_connections:
                 self._evict_one()
@@ -172,6 +180,8 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
+            if self._lane is not None and self._answered_here(data):
+                return
             if self._between_requests():
                 if self._deadline is None:
                     self._since = (self.loop.time(), next(order))
@@ -191,6 +201,54 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
             super().data_received(data)
             if self._deadline is not None and not self._between_requests():
                 self._disarm()  # a request's headers are complete: the body has its own deadline
+
+        def _answered_here(self, data: bytes) -> bool:
+            """Answer ``data`` here when it is one whole plain request head for the fast lane
+            (FastLane.answer_head) arriving between requests, in the state uvicorn would
+            leave: the same bytes written (in one write instead of two), the keep-alive
+            timer re-armed, the request counted; the header deadline and eviction order as
+            for a request whose headers came in one read. Else False: uvicorn parses it."""
+            if (
+                self._pending
+                or self.pipeline
+                or len(data) > limits.max_header_bytes
+                or not self._between_requests()
+                or self.flow.write_paused
+                or self.transport.is_closing()
+                or (self.limit_concurrency is not None  # over it: uvicorn's 503
+                    and (len(self.connections) >= self.limit_concurrency
+                         or len(self.tasks) >= self.limit_concurrency))
+            ):  # fmt: skip
+                return False
+            lane, guard = self._lane
+            answer = lane.answer_head(data, guard, self.server_state.default_headers)
+            if answer is None:
+                return False
+            now = self.loop.time()
+            self._since = self._answered = (now, next(order))
+            if self._deadline is not None:
+                self._disarm()
+            response, keep_alive = answer
+            self.transport.write(response)
+            self.server_state.total_requests += 1
+            if not keep_alive:
+                self.transport.close()
+            elif self.timeout_keep_alive_task is None:
+                self.timeout_keep_alive_task = self.loop.call_later(
+                    self.timeout_keep_alive, self.timeout_keep_alive_handler
+                )
+            # else the armed keep-alive timer stays: when it fires, it waits on for the
+            # time left since this answer (a timer fewer to make and cancel per request)
+            return True
+
+        def timeout_keep_alive_handler(self) -> None:
+            idle = self.loop.time() - self._answered[0]
+            if idle < self.timeout_keep_alive:  # answered here since the timer was armed
+                self.timeout_keep_alive_task = self.loop.call_later(
+                    self.timeout_keep_alive - idle, self.timeout_keep_alive_handler
+                )
+                return
+            super().timeout_keep_alive_handler()
 
         def _between_requests(self) -> bool:
             cycle = self.cycle
@@ -231,3 +289,30 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
 
     GuardedProtocol.__name__ = GuardedProtocol.__qualname__ = f"Guarded{base.__name__}"
     return GuardedProtocol
+
+
+def _is_httptools(base: type[Any]) -> bool:
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:  # pragma: no cover - httptools not installed
+        return False
+    return issubclass(base, HttpToolsProtocol)
+
+
+def fast_lane_of(config: Any) -> tuple[Any, Any] | None:
+    """(the fast lane, the request guard) of the app uvicorn serves, when a connection may
+    answer the fast lane without running the app: the app (``create_app``'s, with its fast
+    lane on: tracing off) is served as it is, or only behind uvicorn's proxy-headers
+    middleware (which changes nothing the fast lane reads), with no root path."""
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+    app = config.app
+    loaded = config.loaded_app
+    if isinstance(loaded, ProxyHeadersMiddleware):
+        loaded = loaded.app
+    if loaded is not app or config.root_path:
+        return None
+    lane, guard = getattr(app, "fast", None), getattr(app, "guard", None)
+    if lane is None or guard is None or not hasattr(lane, "answer_head"):
+        return None
+    return lane, guard

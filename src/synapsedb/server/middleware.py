@@ -17,6 +17,7 @@ from .observe import RequestContext, Tracing, current, parse_traceparent, reques
 access_log = logging.getLogger("synapsedb.access")
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+MAX_HOST_VERDICTS = 256  # Host header values whose verdict a RequestGuard remembers
 
 
 def host_name(value: str) -> str | None:
@@ -47,6 +48,8 @@ class RequestGuard:
       MAX_CURSOR_CHARS characters (422), on every route."""
 
     def __init__(self, allowed_hosts: Iterable[str] | None = None) -> None:
+        # Host header values seen -> served here: a client names the same host on every request
+        self._verdicts: dict[bytes, bool] = {}
         hosts = None if allowed_hosts is None else list(allowed_hosts)
         if hosts is None or "*" in hosts:
             self.hosts: frozenset[str] | None = None
@@ -65,8 +68,12 @@ class RequestGuard:
         for name, value in scope["headers"]:
             if name == b"host" and hosts is not None:
                 seen = True
-                host = host_name(value.decode("latin-1"))
-                if host not in hosts:
+                served = self._verdicts.get(value)
+                if served is None:
+                    served = host_name(value.decode("latin-1")) in hosts
+                    if len(self._verdicts) < MAX_HOST_VERDICTS:  # values are the client's
+                        self._verdicts[value] = served
+                if not served:
                     shown = value[:100].decode("latin-1")
                     return HostNotAllowedError(
                         f"Host: {shown!r} is not served here; allowed: "
