@@ -13,12 +13,13 @@ from typing import Any, Literal, overload
 
 from ..errors import NotFoundError, ValidationError
 from ..times import TimeLike, to_us
-from ..types import Event, Fact, Memory, Stats
+from ..types import Event, Fact, Memory, Snapshot, Stats
 from ..validation import check_entity, check_key, check_types
 from ..validtime import valid_at_filter, valid_at_matches, valid_at_seconds
 from .handle import NamespaceHandle
 from .inputs import check_limit, check_memory_id, event_id_range
 from .lifecycle import touch
+from .lineage import snapshot
 from .records import FactRec, MemRec
 from .state import NamespaceState, version_at
 
@@ -26,8 +27,8 @@ __all__: list[str] = []
 
 
 class _Reads(NamespaceHandle):
-    """``get``, ``memories``, ``history``, ``facts``, ``events``, ``entities``, ``streams``
-    and ``stats``."""
+    """``get``, ``memories``, ``history``, ``facts``, ``snapshot``, ``events``, ``entities``,
+    ``streams`` and ``stats``."""
 
     __slots__ = ()
 
@@ -178,6 +179,16 @@ class _Reads(NamespaceHandle):
         if state is None:
             return []
         return [r.to_public() for r in sorted(state.facts_at(entity, t), key=lambda r: r.key)]
+
+    def snapshot(self, entity: str, *, as_of: TimeLike | None = None) -> Snapshot:
+        """Everything known about ``entity`` at ``as_of`` (default now): its KV facts, its
+        memories and the stream events about it, as they were then."""
+        entity, t = check_entity(entity), self._time(as_of)
+        return snapshot(
+            self._core.state(self.name), entity, t,
+            lambda e, when: self.facts(e, as_of=when),
+            lambda e, when: self.memories(e, as_of=when, limit=10_000),
+        )  # fmt: skip
 
     # -- streams --------------------------------------------------------------------------------
 

@@ -1,0 +1,71 @@
+"""Where answers came from and who did what (the ``_Provenance`` mixin): ``record_answer``,
+``lineage`` and ``audit``, over the query log and version history kept by
+:mod:`synapsedb.engine.lineage`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import ValidationError
+from ..times import TimeLike, to_us
+from ..types import AuditEntry, Lineage
+from ..validation import check_agent, check_entity, check_id, check_id_list
+from .handle import NamespaceHandle
+from .inputs import MAX_LIMIT, check_limit
+from .lineage import RecordAnswer, audit, lineage
+
+__all__: list[str] = []
+
+
+class _Provenance(NamespaceHandle):
+    """``record_answer``, ``lineage`` and ``audit``."""
+
+    __slots__ = ()
+
+    def record_answer(
+        self,
+        answer_id: str,
+        query_ids: Sequence[str],
+        *,
+        agent: str | None = None,
+        text: str | None = None,
+        cited: Sequence[str] | None = None,
+    ) -> Lineage:
+        """Tie an answer to the queries (``query_id`` of each QueryResult) and memories behind
+        it; ``cited`` names the memories the answer actually used. Returns its lineage."""
+        answer_id = check_id(answer_id, "answer_id")
+        qids = check_id_list(query_ids, "query_ids", MAX_LIMIT)
+        cites = check_id_list(cited or [], "cited", MAX_LIMIT)
+        if text is not None and not isinstance(text, str):
+            raise ValidationError("text: expected a string", field="text")
+        op = RecordAnswer(self.name, answer_id, qids, cites, self._agent_for(agent), text,
+                          self._core.storage)  # fmt: skip
+        self._core.submit(op)
+        return self.lineage(answer_id)
+
+    def lineage(self, answer_id: str) -> Lineage:
+        """The queries behind an answer, with every memory version they returned and the
+        answer's citations, each with its content as it was then (or ``erased``)."""
+        return lineage(self._core.storage, self._core.state(self.name), self.name,
+                       check_id(answer_id, "answer_id"))  # fmt: skip
+
+    def audit(
+        self,
+        entity: str | None = None,
+        *,
+        agent: str | None = None,
+        since: TimeLike | None = None,
+        until: TimeLike | None = None,
+        limit: int = 1000,
+    ) -> list[AuditEntry]:
+        """Who wrote and read what, when (oldest first): writes, updates, deletes, fact sets,
+        appends, queries, answers and erasures, optionally about one entity or by one agent."""
+        self._core.flush_log()
+        return audit(
+            self._core.storage, self._core.state(self.name), self.name,
+            entity=None if entity is None else check_entity(entity),
+            agent=None if agent is None else check_agent(agent),
+            since_us=0 if since is None else to_us(since, "since"),
+            until_us=(1 << 62) if until is None else to_us(until, "until"),
+            limit=check_limit(limit), subject_of=self._core.subject_of,
+        )  # fmt: skip
