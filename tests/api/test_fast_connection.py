@@ -241,11 +241,25 @@ LEFT = {
 @pytest.mark.parametrize("name", sorted(LEFT))
 def test_heads_it_does_not_fully_understand_are_left_to_uvicorn(name: str) -> None:
     assert read_head(LEFT[name]) is None
+    assert read_head(LEFT[name]) is None  # its header lines remembered: the same verdict
+
+
+def test_the_header_lines_remembered_are_bounded() -> None:
+    from synapsedb.server import fastlane
+
+    for i in range(3 * fastlane.MAX_REMEMBERED_HEADS):
+        head = PLAIN[:-2] + f"X-Request-ID: r{i}\r\n\r\n".encode()
+        assert read_head(head) == (b"/v1/namespaces/kv/facts", b"entity=user:1&key=plan",
+                                   ((b"host", b"127.0.0.1"), (b"x-request-id", b"r%d" % i)))  # fmt: skip
+        assert len(fastlane._seen_heads) <= fastlane.MAX_REMEMBERED_HEADS
+    huge = PLAIN[:-2] + b"X-Pad: " + b"a" * fastlane.MAX_REMEMBERED_HEAD + b"\r\n\r\n"
+    assert read_head(huge) is not None
+    assert all(len(block) <= fastlane.MAX_REMEMBERED_HEAD for block in fastlane._seen_heads)
 
 
 def test_a_plain_head_is_read_as_uvicorns_parser_reads_it() -> None:
     assert read_head(PLAIN) == (b"/v1/namespaces/kv/facts", b"entity=user:1&key=plan",
-                                [(b"host", b"127.0.0.1")])  # fmt: skip
+                                ((b"host", b"127.0.0.1"),))  # fmt: skip
 
 
 class Parsed:
@@ -266,7 +280,7 @@ class Parsed:
         self.complete += 1
 
 
-def httptools_reads(data: bytes) -> tuple[bytes, bytes, list[tuple[bytes, bytes]]] | None:
+def httptools_reads(data: bytes) -> tuple[bytes, bytes, tuple[tuple[bytes, bytes], ...]] | None:
     parsed = Parsed()
     parser = httptools.HttpRequestParser(parsed)
     try:
@@ -278,7 +292,7 @@ def httptools_reads(data: bytes) -> tuple[bytes, bytes, list[tuple[bytes, bytes]
     assert parser.should_keep_alive()
     url = httptools.parse_url(parsed.url)
     assert url.fragment is None and url.schema is None
-    return url.path, url.query or b"", parsed.headers
+    return url.path, url.query or b"", tuple(parsed.headers)
 
 
 _printable = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=12)

@@ -26,12 +26,18 @@ log = logging.getLogger("synapsedb.server")
 
 JSON_HEADERS = (b"content-type", b"application/json")
 Headers = list[tuple[bytes, bytes]]
+HeadLines = tuple[tuple[bytes, bytes], ...]
 
 # what a request head must look like for the connection itself to answer it (read_head):
 # anything else, however valid, is parsed by uvicorn's parser and goes through the framework
 _TARGET = re.compile(rb"/v1/namespaces/[A-Za-z0-9._~!$&'()*+,;=:@-]+/facts\?[A-Za-z0-9._~!$&'()*+,;=:@/?%-]*")  # fmt: skip
 _NAME = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _VALUE = re.compile(rb"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?|")
+# header blocks read lately -> what read_head made of them (None: not plain); a client sends
+# the same header lines with every request
+_seen_heads: dict[bytes, HeadLines | None] = {}
+_UNSEEN: Any = object()
+MAX_REMEMBERED_HEADS, MAX_REMEMBERED_HEAD = 128, 1024  # entries, bytes of one
 # headers that shape the message or the connection (a body, its framing, an upgrade, a close):
 # uvicorn's parser decides what they mean
 _FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection", b"upgrade",
@@ -50,7 +56,7 @@ def status_line(status: int) -> bytes:
 STATUS_LINES = {status: status_line(status) for status in range(100, 600)}
 
 
-def read_head(data: bytes) -> tuple[bytes, bytes, Headers] | None:
+def read_head(data: bytes) -> tuple[bytes, bytes, HeadLines] | None:
     """(path, query string, headers with lowercased names) when ``data`` is exactly one
     ``GET /v1/namespaces/<ns>/facts?... HTTP/1.1`` request head in its plainest form, else
     None. Plainest: no body nor anything after the head, nothing that frames the message
@@ -61,16 +67,30 @@ def read_head(data: bytes) -> tuple[bytes, bytes, Headers] | None:
     end = data.find(b"\r\n\r\n")
     if end < 0 or end + 4 != len(data):
         return None
-    lines = data[:end].split(b"\r\n")
-    parts = lines[0].split(b" ")
+    line_end = data.find(b"\r\n")
+    parts = data[:line_end].split(b" ")
     if len(parts) != 3 or parts[0] != b"GET" or parts[2] != b"HTTP/1.1":
         return None
     target = parts[1]
     if _TARGET.fullmatch(target) is None:
         return None
+    block = data[line_end + 2 : end]  # the header lines (a client sends the same ones again)
+    headers = _seen_heads.get(block, _UNSEEN)
+    if headers is _UNSEEN:
+        headers = _read_headers(block)
+        if len(block) <= MAX_REMEMBERED_HEAD:
+            if len(_seen_heads) >= MAX_REMEMBERED_HEADS:
+                _seen_heads.clear()
+            _seen_heads[block] = headers
+    if headers is None:
+        return None
     path, _, query = target.partition(b"?")
-    headers: Headers = []
-    for line in lines[1:]:
+    return path, query, headers
+
+
+def _read_headers(block: bytes) -> HeadLines | None:
+    headers: list[tuple[bytes, bytes]] = []
+    for line in block.split(b"\r\n") if block else ():
         name, colon, value = line.partition(b":")
         if not colon or _NAME.fullmatch(name) is None:
             return None
@@ -81,7 +101,7 @@ def read_head(data: bytes) -> tuple[bytes, bytes, Headers] | None:
         if name in _FRAMING:
             return None
         headers.append((name, value))
-    return path, query, headers
+    return tuple(headers)
 
 
 class FastLane:
