@@ -402,3 +402,48 @@ def test_only_the_app_as_created_with_its_fast_lane_is_answered_by_the_connectio
         await app(scope, receive, send)
 
     assert fast_lane_of(config(wrapper)) is None
+
+
+def test_a_body_shaped_like_a_request_is_never_answered_as_one(
+    keyed: tuple[synapsedb.Database, KeyStore, dict[str, str]], answered: list[bool]
+) -> None:
+    """A POST answered (401: no key) before its body is read: the body that follows, however
+    much it looks like a fast-lane request head, is the rest of that message, not a request."""
+    db, keys, _tokens = keyed
+    limits = Limits()
+    app = create_app(db, keys, limits=limits, allowed_hosts=LOOPBACK_HOSTS)
+    inner = get("entity=user:1&key=plan")
+    post = (f"POST {NS}/memories HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+            f"\r\nContent-Length: {len(inner)}\r\n\r\n").encode()  # fmt: skip
+    with running(app, limits) as (port, _), socket.create_connection(("127.0.0.1", port)) as s:
+        s.settimeout(20)
+        first = ask(port, post, s)
+        assert first.startswith(b"HTTP/1.1 401")
+        s.sendall(inner)  # the POST's body
+        time.sleep(0.3)
+        s.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            late = s.recv(65536)
+            assert late == b"", late  # no answer to the body (or the connection closed)
+        assert True not in answered
+
+
+def test_a_head_completing_one_the_parser_holds_is_left_to_it(
+    open_db: synapsedb.Database, answered: list[bool]
+) -> None:
+    """A read that ends inside a second request leaves the parser holding its start: the next
+    read, shaped like a whole fast-lane head, is the rest of that request (here a header
+    line and the end of its headers), and uvicorn answers what it parses: GET /nothing."""
+    limits = Limits()
+    app = create_app(open_db, limits=limits, allowed_hosts=LOOPBACK_HOSTS)
+    with running(app, limits) as (port, _), socket.create_connection(("127.0.0.1", port)) as s:
+        s.settimeout(20)
+        healthz = ask(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                            b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: ", s)  # fmt: skip
+        assert healthz.startswith(b"HTTP/1.1 200")
+        time.sleep(0.2)  # the healthz answer is complete: between requests
+        second = ask(port, PLAIN, s)
+        assert second.startswith(b"HTTP/1.1 404") and b"no route GET /nothing" in second
+        assert True not in answered
+        assert ask(port, PLAIN, s).startswith(b"HTTP/1.1 200")  # then the connection's own
+        assert answered[-1] is True

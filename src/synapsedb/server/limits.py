@@ -146,6 +146,7 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
         _answered = (-math.inf, 0)  # when it last answered a request itself (_answered_here)
 
         _lane: Any = None  # the app's fast lane, when this connection may answer it itself
+        _mid_message = False  # httptools' parser is inside a message (began, not complete)
         timeout_keep_alive_task: asyncio.TimerHandle | None  # uvicorn's keep-alive timer
 
         def connection_made(self, transport: Any) -> None:
@@ -213,6 +214,8 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
                 or self.pipeline
                 or len(data) > limits.max_header_bytes
                 or not self._between_requests()
+                or self._mid_message  # the parser holds part of a message
+                or not self._awaiting_headers()  # the rest of an answered request's body
                 or self.flow.write_paused
                 or self.transport.is_closing()
                 or (self.limit_concurrency is not None  # over it: uvicorn's 503
@@ -240,6 +243,14 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
             # else the armed keep-alive timer stays: when it fires, it waits on for the
             # time left since this answer (a timer fewer to make and cancel per request)
             return True
+
+        def on_message_begin(self) -> None:  # httptools' parser callbacks
+            self._mid_message = True
+            super().on_message_begin()
+
+        def on_message_complete(self) -> None:
+            self._mid_message = False
+            super().on_message_complete()
 
         def timeout_keep_alive_handler(self) -> None:
             idle = self.loop.time() - self._answered[0]
