@@ -54,13 +54,14 @@ async def write_memories(request: Request, mem: Namespace) -> Response:
 async def list_memories(request: Request, mem: Namespace) -> Response:
     types = request.query_params.getlist("types") or None
     include = include_param(request)
-    out = mem.memories(
-        request.query_params.get("entity"),
-        types=types,
-        as_of=time_param(request, "as_of"),
-        limit=limit_param(request, 100),
-        valid_at=time_param(request, "valid_at"),
-        before=request.query_params.get("before"),
+    entity, before = request.query_params.get("entity"), request.query_params.get("before")
+    as_of, valid_at = time_param(request, "as_of"), time_param(request, "valid_at")
+    limit = limit_param(request, 100)
+    # in a worker thread: cold memories (and a cold ``before`` cursor) are read from storage
+    out = await run_in_threadpool(
+        lambda: mem.memories(
+            entity, types=types, as_of=as_of, limit=limit, valid_at=valid_at, before=before
+        )
     )
     return memory_response(out, include)
 
