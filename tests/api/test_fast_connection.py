@@ -39,11 +39,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running(app: Any, limits: Limits) -> Iterator[tuple[int, uvicorn.Server]]:
+def running(
+    app: Any, limits: Limits, access_log: bool = False
+) -> Iterator[tuple[int, uvicorn.Server]]:
     """``app`` on a real uvicorn server in a thread, with the CLI's options for ``limits``."""
     port = free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None,
-                            log_level="warning", server_header=False,
+                            log_level="warning", server_header=False, access_log=access_log,
                             **limits.uvicorn_options())  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -447,3 +449,16 @@ def test_a_head_completing_one_the_parser_holds_is_left_to_it(
         assert True not in answered
         assert ask(port, PLAIN, s).startswith(b"HTTP/1.1 200")  # then the connection's own
         assert answered[-1] is True
+
+
+def test_with_uvicorns_access_log_on_every_request_takes_uvicorns_path(
+    open_db: synapsedb.Database, answered: list[bool], caplog: pytest.LogCaptureFixture
+) -> None:
+    limits = Limits()
+    app = create_app(open_db, limits=limits, allowed_hosts=LOOPBACK_HOSTS)
+    with running(app, limits, access_log=True) as (port, _):
+        caplog.set_level("INFO", logger="uvicorn.access")  # after uvicorn set its own level
+        assert ask(port, PLAIN).startswith(b"HTTP/1.1 200")
+    assert answered == []
+    logged = [r.getMessage() for r in caplog.records if r.name == "uvicorn.access"]
+    assert any("GET /v1/namespaces/kv/facts?entity=user:1&key=plan" in m for m in logged), logged

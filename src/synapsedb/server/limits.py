@@ -151,7 +151,9 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
-            self._lane = fast_lane_of(self.config) if answers_itself else None
+            # uvicorn's own access log (off in ``synapsedb serve``) is written on its path
+            serves_itself = answers_itself and not self.access_log
+            self._lane = fast_lane_of(self.config) if serves_itself else None
             self._since = (self.loop.time(), next(order))
             if len(self.connections) > limits.max_connections:
                 self._evict_one()
