@@ -96,6 +96,9 @@ class Codes:
         return c
 
 
+_INT32_MAX = 2**31 - 1
+
+
 class Catalog:
     __slots__ = (
         "agent",
@@ -350,9 +353,10 @@ class Catalog:
 
     def _visible(self, t_us: int, n: int) -> np.ndarray:
         if t_us >= self.latest_us:  # the present (or later): the maintained live mask
-            mask = self.live[:n].copy()
-            if self.n_ttl:
-                mask &= self.exp_us[:n] > t_us
+            if not self.n_ttl:
+                return self.live[:n].copy()
+            mask = self.exp_us[:n] > t_us  # one new array, not a copy and then a second one
+            mask &= self.live[:n]
             return mask
         mask = (self.from_us[:n] <= t_us) & (self.to_us[:n] > t_us)
         if self.n_ttl:
@@ -368,7 +372,8 @@ class Catalog:
                 mask[rows[rows < n]] = True
             else:  # the view holds the buffer: a writer appends to a copy meanwhile (grow)
                 idx = np.frombuffer(rows, dtype=np.int32)
-                cut = int(np.searchsorted(idx, n))
+                # n as an int32: a Python int would make numpy convert the whole list to int64
+                cut = int(idx.searchsorted(np.int32(min(n, _INT32_MAX))))
                 if cut and int(idx[cut - 1]) - int(idx[0]) + 1 == cut:  # one run of rows
                     mask[int(idx[0]) : int(idx[cut - 1]) + 1] = True
                 else:
