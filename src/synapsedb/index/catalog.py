@@ -121,6 +121,7 @@ class Catalog:
         "meta_post",
         "n",
         "n_ttl",
+        "num_cols",
         "pinned",
         "recs",
         "salience",
@@ -156,6 +157,8 @@ class Catalog:
         self.meta_order: dict[
             tuple[tuple[str, ...], str, str], tuple[int, list[Any], list[Any]]
         ] = {}
+        # path -> (rows covered, float64 column or None): see index/numcol.py
+        self.num_cols: dict[tuple[str, ...], tuple[int, np.ndarray | None]] = {}
         self.n_ttl = 0
         self.keywords = KeywordIndex()
         self.timelines = Timelines()

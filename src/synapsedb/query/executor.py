@@ -107,13 +107,20 @@ def _exact(cat: Catalog, q: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.nd
 
 
 def vector_candidates(
-    cat: Catalog, qvec: np.ndarray, allowed: np.ndarray, k: int, hnsw: HnswIndex | None = None
+    cat: Catalog,
+    qvec: np.ndarray,
+    allowed: np.ndarray,
+    k: int,
+    hnsw: HnswIndex | None = None,
+    need: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Cosine top ``k`` among allowed rows that have a vector.
 
     Exact while the namespace is small or the filter selective; otherwise the HNSW graph covers
-    its prefix of rows (over-fetching by the inverse of the allowed share, then a filtered graph
-    search if that was not enough) and the rows after the prefix are scanned exactly.
+    its prefix of rows and the rows after the prefix are scanned exactly. A filter over-fetches
+    from the graph by the inverse of its share of the graph's rows, sized for ``need`` rows
+    (default ``k``: fewer than ``k`` may come back when ``need`` is smaller): 1.3 times first,
+    then 3 times for ``k`` if that found fewer than ``need``, then a filtered graph search.
     """
     n = allowed.shape[0]
     if cat.vectors is None:
@@ -133,16 +140,21 @@ def vector_candidates(
         return _top(sims, rows, k)
     assert hnsw is not None
     share = allowed_in_graph / h
-    # nothing filtered out of the graph: k is what we need (the caller's k already carries the
-    # dedup slack); a filter over-fetches by the inverse of its share, twice, plus 16
-    want = k if allowed_in_graph == h else min(h, int(k / share * 2) + 16)
+    need = k if need is None else min(need, k)
+    # nothing filtered out of the graph: k is what we need; else about 1.3 * need allowed rows
+    # are expected among the first `want`
+    want = k if allowed_in_graph == h else min(h, max(k, int(need / share * 1.3) + 8))
     labels, sims = hnsw.search(q, want, max(hnsw.ef_search, want))
     keep = (labels < h) & ok[np.minimum(labels, n - 1)]
-    if int(keep.sum()) < min(k, allowed_in_graph) and want < h:
-        labels, sims = hnsw.search(
-            q, k, max(hnsw.ef_search, k), allowed=lambda label: label < h and bool(ok[label])
-        )
-        keep = np.ones(labels.shape[0], bool)
+    if int(np.count_nonzero(keep)) < min(need, allowed_in_graph) and want < h:
+        want = min(h, int(k / share * 3) + 16)
+        labels, sims = hnsw.search(q, want, max(hnsw.ef_search, want))
+        keep = (labels < h) & ok[np.minimum(labels, n - 1)]
+        if int(np.count_nonzero(keep)) < min(k, allowed_in_graph) and want < h:
+            labels, sims = hnsw.search(
+                q, k, max(hnsw.ef_search, k), allowed=lambda label: label < h and bool(ok[label])
+            )
+            keep = np.ones(labels.shape[0], bool)
     g_rows, g_sims = labels[keep], sims[keep]
     tail = np.flatnonzero(ok[h:]) + h
     if tail.shape[0]:
@@ -157,18 +169,32 @@ def execute(
     id_rows: Callable[[str], Iterable[int]],
     hnsw: HnswIndex | None = None,
 ) -> list[Hit]:
-    n = cat.n
-    allowed = allowed_rows(cat, spec, n, id_rows)
+    allowed = allowed_rows(cat, spec, cat.n, id_rows)
+    if spec.mode != "vector" or spec.qvec is None:
+        return _ranked(cat, spec, allowed, hnsw, None)[0]
+    # vector only: the graph is first asked for k allowed rows, not k plus the dedup slack;
+    # only if dedup then leaves fewer than k hits is it asked again for the slack too
+    hits, short = _ranked(cat, spec, allowed, hnsw, spec.k)
+    if short:
+        hits = _ranked(cat, spec, allowed, hnsw, None)[0]
+    return hits
+
+
+def _ranked(
+    cat: Catalog, spec: QuerySpec, allowed: np.ndarray, hnsw: HnswIndex | None, need: int | None
+) -> tuple[list[Hit], bool]:
+    """The ranked hits among ``allowed``, and whether there may be more to find: the vector
+    candidates were cut short by ``need`` and dedup left fewer than k hits."""
     fz = spec.fusion
     use_v = spec.mode != "keyword" and spec.qvec is not None
     use_k = spec.mode != "vector" and bool(spec.terms)
     if not use_v and not use_k:
         if spec.has_text:
-            return []  # a text with nothing searchable in it (only stopwords, say)
+            return [], False  # a text with nothing searchable in it (only stopwords, say)
         rows = np.flatnonzero(allowed)  # no text, no vector: filters only, newest first
         rows, _ = _top(cat.ts_us[rows].astype(np.float64), rows, spec.k * 2 + 10)
         zeros = np.zeros(rows.shape[0])
-        return _finish(cat, spec, rows, zeros, {"score": zeros})
+        return _finish(cat, spec, rows, zeros, {"score": zeros}), False
     hybrid = spec.mode == "hybrid"
     # two lists to fuse need deep candidate lists; one list needs k plus slack for dedup
     pool = fz.candidates if use_v and use_k else spec.k + 10
@@ -178,7 +204,7 @@ def execute(
         assert spec.qvec is not None
         q = (spec.qvec / (float(np.linalg.norm(spec.qvec)) or 1.0)).astype(np.float32)
         t0 = time.perf_counter()
-        v_rows, _ = vector_candidates(cat, spec.qvec, allowed, pool, hnsw)
+        v_rows, _ = vector_candidates(cat, spec.qvec, allowed, pool, hnsw, need)
         spec.timings["vector"] = spec.timings.get("vector", 0.0) + time.perf_counter() - t0
         cand_parts.append(v_rows)
     bm = None
@@ -234,8 +260,10 @@ def execute(
     if fz.salience:
         comp["salience"] = fz.salience * cat.salience[rows]
         score += comp["salience"]
+    cut = False  # min_score dropped a candidate: the rest of the list would score lower
     if spec.min_score is not None:
         keep = score >= spec.min_score
+        cut = not keep.all()
         rows, score = rows[keep], score[keep]
         comp = {k: v[keep] for k, v in comp.items()}
     order = np.lexsort((rows, -score))
@@ -243,7 +271,8 @@ def execute(
     comp["score"] = score[order]
     hits = _finish(cat, spec, rows[order], score[order], comp)
     spec.timings["fuse"] = spec.timings.get("fuse", 0.0) + time.perf_counter() - t_fuse
-    return hits
+    short = need is not None and cand.shape[0] < pool and len(hits) < spec.k and not cut
+    return hits, short
 
 
 def _norm_text(text: str) -> str:

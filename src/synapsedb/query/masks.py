@@ -19,12 +19,15 @@ import numpy as np
 import orjson
 
 from ..index.catalog import Catalog, Codes, meta_key
+from ..index.numcol import exact_in_float, num_column
 from .filters import And, Box, Cond, Near, Node, Not, Or, compare, lookup, value_kind
 
 __all__ = ["filter_mask"]
 
 IdRows = Callable[[str], Iterable[int]]
 _RANGE = ("$gt", "$gte", "$lt", "$lte")
+_COMPARE = {"$gt": np.greater, "$gte": np.greater_equal, "$lt": np.less, "$lte": np.less_equal}
+WIDE = 32  # a range over more distinct values than this compares a numeric column
 
 
 def filter_mask(node: Node, cat: Catalog, n: int, id_rows: IdRows) -> np.ndarray:
@@ -94,6 +97,15 @@ def _meta_interval(conds: list[Cond], cat: Catalog, n: int) -> np.ndarray:
             hi = min(hi, bisect_right(values, c.value))
     if lo >= hi:
         return np.zeros(n, bool)
+    if hi - lo > WIDE and kind == "num" and all(exact_in_float(c.value) for c in conds):
+        col = num_column(cat, path)
+        if col is not None:  # one comparison per bound instead of hi - lo posting lists
+            with np.errstate(invalid="ignore"):
+                col_n = col[:n]
+                mask = _COMPARE[conds[0].op](col_n, conds[0].value)
+                for c in conds[1:]:
+                    mask &= _COMPARE[c.op](col_n, c.value)
+            return mask
     return cat.rows_mask(_rows_for_keys(cat.postings(path, "v"), keys[lo:hi]), n)
 
 

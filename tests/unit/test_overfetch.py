@@ -1,0 +1,42 @@
+"""A filtered graph search asks for k allowed rows first, and again with the dedup slack only
+when dedup leaves fewer than k hits (query/executor.py, vector_candidates' ``need``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+import synapsedb
+
+
+def spread(n: int, dim: int = 32, seed: int = 0) -> np.ndarray:
+    """Unit vectors without near-duplicates (dedup must fold only the written pairs)."""
+    x = np.random.default_rng(seed).standard_normal((n, dim))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_duplicates_in_a_filtered_graph_search_still_fill_k_distinct_hits(tmp_path: Path) -> None:
+    pairs = spread(5000)
+    with synapsedb.open(tmp_path / "d", durability="os", hnsw_threshold=500) as db:
+        mem = db.namespace("dups")
+        # every memory twice (same text, same vector): dedup folds each pair into one hit
+        mem.write_many([
+            {"entity": "u", "content": f"pair {i}", "embedding": pairs[i],
+             "metadata": {"b": i % 100}}
+            for i in range(5000) for _ in range(2)
+        ])  # fmt: skip
+        assert db.wait_for_indexes(timeout=120)
+        state = db.core.state("dups")
+        assert state is not None and state.hnsw is not None and state.hnsw.count == 10_000
+        allowed = np.flatnonzero(np.arange(5000) % 100 < 50)  # 5,000 rows: over the exact cut
+        overlap, second_passes = [], 0
+        for q in spread(30, seed=3):
+            before = state.hnsw.searches
+            res = mem.query(embedding=q, filter={"b": {"$lt": 50}}, k=10, mode="vector")
+            second_passes += state.hnsw.searches - before >= 2
+            assert len(res.hits) == 10 and len({h.content for h in res.hits}) == 10
+            exact = {f"pair {i}" for i in allowed[np.argsort(-(pairs[allowed] @ q))[:10]]}
+            overlap.append(len({h.content for h in res.hits} & exact) / 10)
+        assert np.mean(overlap) >= 0.95
+        assert second_passes > 0  # the first pass (k allowed rows) was short after dedup
