@@ -89,7 +89,7 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance):
         then (valid time: ``valid_from`` <= T < ``valid_to``, an absent bound open).
         """
         return run_query(
-            self._db, self.name, self._time(as_of), text=text, embedding=embedding,
+            self._core, self.name, self._time(as_of), text=text, embedding=embedding,
             entity=entity, filter=filter, k=k, mode=mode, min_score=min_score, types=types,
             since=since, until=until, dedup=dedup, explain=explain, valid_at=valid_at,
             agent=self._agent_for(agent), tiers=tiers,

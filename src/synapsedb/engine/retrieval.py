@@ -32,7 +32,7 @@ from .records import MemRec
 from .state import NamespaceState
 
 if TYPE_CHECKING:
-    from .database import Database
+    from .core import EngineCore
 
 __all__ = ["run_query"]
 
@@ -42,7 +42,7 @@ _TRIM = ".,;:!?\"'()[]{}"
 
 
 def run_query(
-    db: Database,
+    core: EngineCore,
     ns: str,
     t: int,
     *,
@@ -62,7 +62,7 @@ def run_query(
     tiers: Sequence[str] | None = None,
     valid_at: TimeLike | None = None,
 ) -> QueryResult:
-    settings = db.settings
+    settings = core.settings
     text = check_query_text(text, settings.max_query_chars)
     asked = text  # logged as the agent asked it (entity scoping may strip a token below)
     wanted_tiers = _tiers(tiers)
@@ -87,7 +87,9 @@ def run_query(
             "dedup, explain: expected true or false",
             field="dedup" if not isinstance(dedup, bool) else "explain",
         )
-    qvec = None if embedding is None else check_vector(embedding, "embedding", db.settings.max_dim)
+    qvec = (
+        None if embedding is None else check_vector(embedding, "embedding", core.settings.max_dim)
+    )
     check_filter_size(filter, settings.max_filter_bytes)
     node = parse_filter(filter)
     valid_us = None if valid_at is None else to_us(valid_at, "valid_at")
@@ -99,8 +101,8 @@ def run_query(
     until_us = None if until is None else to_us(until, "until")
     if entity is not None:
         entity = check_entity(entity)
-    state = db._state(ns)
-    qid = new_memory_id(db._now_us())
+    state = core.state(ns)
+    qid = new_memory_id(core.now_us())
     if state is None:  # nothing to find, nothing logged (namespaces come from writes only)
         return QueryResult(qid, [], entity)
     cat = state.catalog
@@ -117,9 +119,9 @@ def run_query(
     dense_text = strip_words(text, names) if text and mode == "hybrid" else text
     t_embed = time.perf_counter()
     if mode == "vector" and qvec is None and dense_text is not None:
-        qvec = db.embedding.query(state, dense_text, required=True)
+        qvec = core.embedding.query(state, dense_text, required=True)
     elif mode == "hybrid" and qvec is None and dense_text:
-        qvec = db.embedding.query(state, dense_text, required=False)
+        qvec = core.embedding.query(state, dense_text, required=False)
     embed_s = time.perf_counter() - t_embed
     if mode == "vector" and qvec is None:
         raise ValidationError(
@@ -142,7 +144,7 @@ def run_query(
         explain=explain,
         has_text=bool(text and text.strip()),
         named=frozenset(named),
-        fusion=db.fusion,
+        fusion=core.fusion,
     )
     spec.timings["embed"] = embed_s
     hits: list[Hit] = []
@@ -155,16 +157,16 @@ def run_query(
         )
     fallback = "hot" in wanted_tiers and state.config.cold_fallback and len(hits) < k
     if state.cold and ("cold" in wanted_tiers or fallback):
-        cold = _search_cold(db, ns, state, spec, entity)
+        cold = _search_cold(core, ns, state, spec, entity)
         if "hot" in wanted_tiers and "cold" in wanted_tiers:  # both asked for: merge by score
             hits = sorted(hits + cold, key=lambda h: -h.score)[:k]
         elif "hot" in wanted_tiers:  # fallback: cold hits fill the remaining slots
             hits = hits + cold[: k - len(hits)]
         else:
             hits = cold
-    touch(state, (h.id for h in hits), db._now_us())
-    db.observers.emit(db.observers.query, mode, spec.timings)
-    _log(db, ns, qid, t, agent, asked, filter, entity, k, mode, hits, valid_us)
+    touch(state, (h.id for h in hits), core.now_us())
+    core.observers.emit(core.observers.query, mode, spec.timings)
+    _log(core, ns, qid, t, agent, asked, filter, entity, k, mode, hits, valid_us)
     return QueryResult(qid, hits, entity)
 
 
@@ -184,14 +186,14 @@ def _tiers(value: Sequence[str] | None) -> frozenset[str]:
 
 
 def _search_cold(
-    db: Database, ns: str, state: NamespaceState, spec: QuerySpec, entity: str | None
+    core: EngineCore, ns: str, state: NamespaceState, spec: QuerySpec, entity: str | None
 ) -> list[Hit]:
     """Search the cold tier: its rows are read from storage into a temporary index and the
     same executor runs on it, so filters, as_of and ranking mean exactly what they mean hot."""
     ids = list(state.cold if entity is None else state.cold_by_entity.get(entity, ()))
     if not ids:
         return []
-    recs = [MemRec.from_row(r) for r in db._storage.read_memory_chains(ns, ids)]
+    recs = [MemRec.from_row(r) for r in core.storage.read_memory_chains(ns, ids)]
     recs.sort(key=lambda r: (r.sys_us, r.version))
     temp = NamespaceState(ns, state.created_us, state.dim, state.embedder)
     temp.add_memories(recs)
@@ -213,7 +215,7 @@ def _scope_entity(text: str, entities: Mapping[str, int]) -> tuple[str, str | No
 
 
 def _log(
-    db: Database,
+    core: EngineCore,
     ns: str,
     qid: str,
     t: int,
@@ -232,9 +234,9 @@ def _log(
     request = {"as_of": format_us(t), "entity": entity, "filter": flt, "k": k, "mode": mode}
     if valid_us is not None:
         request["valid_at"] = format_us(valid_us)
-    logged = hits[: db.settings.query_log_max_hits]
-    db._log_query(
-        (ns, qid, db._now_us(), agent, text,
+    logged = hits[: core.settings.query_log_max_hits]
+    core.log_query(
+        (ns, qid, core.now_us(), agent, text,
          orjson.dumps(request, default=str).decode(),
          orjson.dumps([[h.id, h.version, h.score] for h in logged]).decode())
     )  # fmt: skip
