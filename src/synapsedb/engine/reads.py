@@ -282,15 +282,36 @@ class _Reads(NamespaceHandle):
                 return True
         return False
 
-    def streams(self, *, as_of: TimeLike | None = None) -> list[str]:
-        """Streams with at least one event committed at or before ``as_of``, sorted (a stream
-        whose every event was erased is not listed)."""
+    def streams(
+        self,
+        *,
+        as_of: TimeLike | None = None,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """Streams with at least one event committed at or before ``as_of``, sorted by name (a
+        stream whose every event was erased is not listed). A page, as ``entities``: ``prefix``
+        keeps names starting with it, ``after`` names sorting strictly after it (the last name
+        of one page gives the next), ``limit`` at most that many (1 to 10,000; all when None)."""
         t = self._time(as_of)
+        limit = _page_args(prefix, after, limit, "a stream name")
         state = self._core.state(self.name)
         if state is None:
             return []
-        return sorted(s for s, evs in list(state.streams.items())
-                      if evs and evs[0].sys_us <= t and not all(e.erased for e in evs))  # fmt: skip
+        streams = dict(state.streams)  # a copy: an append may add a stream meanwhile
+        out: list[str] = []
+        for name in sorted(
+            n
+            for n in streams
+            if (prefix is None or n.startswith(prefix)) and (after is None or n > after)
+        ):
+            evs = streams[name]
+            if evs and evs[0].sys_us <= t and not all(e.erased for e in evs):
+                out.append(name)
+                if limit is not None and len(out) >= limit:
+                    break
+        return out
 
     def stats(self) -> Stats:
         """Counts by type, versions, bytes (content, metadata, vectors, values, events)."""
@@ -348,3 +369,14 @@ def _chains(rows: list[tuple[Any, ...]]) -> list[list[MemRec]]:
     for chain in by_id.values():
         chain.sort(key=lambda r: r.version)
     return list(by_id.values())
+
+
+def _page_args(prefix: Any, after: Any, limit: Any, what: str) -> int | None:
+    """A page's arguments checked as ``entities`` checks them: ``prefix`` and ``after`` strings
+    (``after`` is ``what``), ``limit`` 1 to 10,000 or None. The limit, checked."""
+    limit = None if limit is None else check_limit(limit)
+    if prefix is not None and not isinstance(prefix, str):
+        raise ValidationError(f"prefix: expected a string, got {prefix!r}", field="prefix")
+    if after is not None and not isinstance(after, str):
+        raise ValidationError(f"after: expected {what}, got {after!r}", field="after")
+    return limit
