@@ -63,6 +63,7 @@ __all__ = [
 def open(
     path: str | os.PathLike[str],
     *,
+    storage: Any = None,
     settings: Settings | None = None,
     clock: Clock | None = None,
     embedder: Embedder | str | None = "settings",
@@ -72,6 +73,11 @@ def open(
 ) -> Database:
     """Open (creating if needed) the data directory ``path`` as an embedded database.
 
+    ``storage`` is where the rows live: ``None`` is SQLite inside ``path``;
+    ``"postgresql://user@host:5432/db?schema=name"`` is a PostgreSQL database (docs/deploy.md;
+    ``path`` then holds only the lock and the saved indexes); a
+    :class:`~synapsedb.storage.base.Storage` object is used as it is (and closed with the
+    database).
     ``overrides`` set individual :class:`Settings` fields, e.g. ``durability="os"``.
     ``embedder`` is ``"minilm"`` (the local default, from settings), ``None``/``"none"`` (only
     caller-provided vectors) or any object with ``name``, ``dim`` and ``embed(texts)``.
@@ -95,7 +101,9 @@ def open(
         else:
             llm = None
     loop = MemoryLoop(llm, loop_settings or LoopSettings.from_env(), owns_llm=owns)
-    db = Database(path, settings=settings, clock=clock, embedder=embedder, **overrides)
+    db = Database(
+        path, storage=storage, settings=settings, clock=clock, embedder=embedder, **overrides
+    )
     db.memory_loop = loop
     loop.start(db)  # indexes remembered turns; extracts while an LLM is available
     return db

@@ -161,7 +161,11 @@ def _serve(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2
-    db = open_db(args.data, settings=settings, llm=llm)
+    try:
+        db = open_db(args.data, storage=args.storage, settings=settings, llm=llm)
+    except ValidationError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 2
     try:
         mode = "API keys required" if auth == "keys" else "open access (--auth none)"
         scheme = "https" if args.tls_cert else "http"
@@ -169,7 +173,8 @@ def _serve(args: argparse.Namespace) -> int:
             mode += ", client certificates required"
         if tracing.enabled:
             mode += f", traces to {args.otel_exporter}"
-        print(f"synapsedb {__version__}: serving {args.data} on "
+        served = args.data if args.storage is None else f"{args.data} ({db.core.storage.where})"
+        print(f"synapsedb {__version__}: serving {served} on "
               f"{scheme}://{args.host}:{args.port} ({mode})", flush=True)  # fmt: skip
         app = create_app(db, keys if auth == "keys" else None, tracing, auth=auth,
                          max_feeds_per_key=args.max_feeds_per_key, limits=limits,
@@ -265,6 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "./synapse-data --host 0.0.0.0 --auth keys")  # fmt: skip
     p.add_argument("--data", default=os.environ.get("SYNAPSEDB_DATA", "./synapse-data"),
                    help="data directory (env SYNAPSEDB_DATA)")  # fmt: skip
+    p.add_argument("--storage", default=os.environ.get("SYNAPSEDB_STORAGE") or None,
+                   help="where the rows live: SQLite in the data directory (default), or "
+                        "postgresql://user@host:5432/db?schema=name; the data directory then "
+                        "holds the lock and saved indexes (env SYNAPSEDB_STORAGE)")  # fmt: skip
     p.add_argument("--host", default=os.environ.get("SYNAPSEDB_HOST", "127.0.0.1"),
                    help="address to bind (env SYNAPSEDB_HOST)")  # fmt: skip
     p.add_argument("--port", type=int, default=int(os.environ.get("SYNAPSEDB_PORT", "7379")),

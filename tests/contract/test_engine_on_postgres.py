@@ -1,14 +1,10 @@
-"""The whole engine on PostgresStorage: write, query, as_of, history, facts, streams, lineage,
-forget purge (checked in the tables) and reopen.
-
-``Database`` builds its storage itself (``SQLiteStorage(path, ...)`` in engine/database.py) and
-takes none from its caller yet; until it does, this test swaps the class that module constructs
-for one that opens PostgreSQL, which is exactly the seam an injected storage will use.
+"""The whole engine on PostgreSQL: write, query, as_of, history, facts, streams, lineage,
+forget purge (checked in the tables) and reopen, opened the ways a user opens it:
+``synapsedb.open(path, storage="postgresql://...")`` and an injected storage object.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,11 +13,15 @@ import pytest
 
 import synapsedb
 from synapsedb import ManualClock
-from synapsedb.engine import database as engine_database
+from synapsedb.errors import ValidationError
 
 from .conftest import PostgresBackend
 
 SECRET = "4111-1111-1111-1111"
+
+
+def url_of(pg: PostgresBackend) -> str:
+    return f"{pg.dsn}{'&' if '?' in pg.dsn else '?'}schema={pg.schema}"
 
 
 @pytest.fixture
@@ -31,19 +31,20 @@ def pg(postgres_dsn: str) -> Iterator[PostgresBackend]:
     backend.close_all()
 
 
-@pytest.fixture
-def open_db(pg: PostgresBackend, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
-    if "storage" in inspect.signature(engine_database.Database.__init__).parameters:
-        pytest.fail("Database takes a storage now: inject pg.open(...) here instead of patching")
-
-    def postgres_storage(_directory: Any, *, durability: str, **options: Any) -> Any:
-        assert durability in ("fsync", "os")  # PostgreSQL: synchronous_commit on either way
-        return pg.open(**options)
-
-    monkeypatch.setattr(engine_database, "SQLiteStorage", postgres_storage)
+@pytest.fixture(params=["url", "injected"])
+def open_db(request: pytest.FixtureRequest, pg: PostgresBackend, tmp_path: Path) -> Any:
+    """Opens the engine on ``pg``'s schema: by URL, or with a storage object passed in (the
+    database closes it)."""
 
     def open_(clock: ManualClock) -> synapsedb.Database:
-        return synapsedb.open(tmp_path / "d", clock=clock, llm=None, background_maintenance=False)
+        if request.param == "url":
+            storage: Any = url_of(pg)
+        else:
+            from synapsedb.storage.postgres import PostgresStorage
+
+            storage = PostgresStorage(pg.dsn, schema=pg.schema)
+        return synapsedb.open(tmp_path / "d", storage=storage, clock=clock, llm=None,
+                              background_maintenance=False)  # fmt: skip
 
     return open_
 
@@ -91,3 +92,50 @@ def test_the_engine_runs_on_postgres(open_db: Any, pg: PostgresBackend) -> None:
         mem = db.namespace("acme")
         assert [m.entity for m in mem.memories("user:2")] == ["user:2"]
         assert all(h.entity != "user:1" for h in mem.query("card on file"))
+
+
+def test_the_data_directory_holds_no_rows_and_no_secret(
+    pg: PostgresBackend, tmp_path: Path
+) -> None:
+    with synapsedb.open(tmp_path / "d", storage=url_of(pg), llm=None) as db:
+        db.namespace("acme").write("user:1", "hello")
+    names = {p.name for p in (tmp_path / "d").iterdir()}
+    assert names <= {"LOCK", "indexes"}, names  # no synapse.db, no SECRET
+    assert pg.sql("SELECT count(*) FROM memory_versions") == [(1,)]
+
+
+def test_a_postgres_url_as_the_path_is_refused_with_the_fix(pg: PostgresBackend) -> None:
+    with pytest.raises(ValidationError, match="storage='postgresql://") as err:
+        synapsedb.open(url_of(pg), llm=None)
+    assert err.value.field == "path"
+
+
+def test_a_storage_that_is_not_one_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="no load") as err:
+        synapsedb.open(tmp_path / "d", storage=object(), llm=None)
+    assert err.value.field == "storage"
+    with pytest.raises(ValidationError, match="mysql://") as err:
+        synapsedb.open(tmp_path / "d", storage="mysql://db/x", llm=None)
+    assert err.value.field == "storage"
+
+
+def test_processes_on_one_schema_share_the_secret(pg: PostgresBackend, tmp_path: Path) -> None:
+    """Purge aliases are keyed hashes: two data directories on one schema must make the same."""
+    with synapsedb.open(tmp_path / "a", storage=url_of(pg), llm=None) as a:
+        alias = a.subject_of("user:1")
+    with synapsedb.open(tmp_path / "b", storage=url_of(pg), llm=None) as b:
+        assert b.subject_of("user:1") == alias
+    (stored,) = pg.sql("SELECT value FROM secret")
+    assert len(bytes(stored[0])) == 32
+
+
+def test_a_bad_row_is_repaired_with_psql_on_the_schema(pg: PostgresBackend, tmp_path: Path) -> None:
+    with synapsedb.open(tmp_path / "d", storage=url_of(pg), llm=None) as db:
+        db.namespace("bad").set("u", "k", 1)
+        db.namespace("good").set("u", "k", 1)
+    pg.sql("UPDATE fact_versions SET value = 'nope' WHERE ns = 'bad'")
+    with synapsedb.open(tmp_path / "d", storage=url_of(pg), llm=None) as db:
+        shown = db.unavailable_namespaces()["bad"]
+        assert db.namespace("good").get("u", "k").value == 1
+    assert "psql " in shown and f"SET search_path = {pg.schema}; DELETE FROM fact_versions" in shown
+    assert "password" not in shown

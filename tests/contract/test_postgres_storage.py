@@ -12,6 +12,7 @@ import pytest
 
 from synapsedb.errors import StorageError, ValidationError
 from synapsedb.storage.base import Batch, Purge
+from synapsedb.storage.postgres_schema import MIGRATIONS
 
 from .conftest import PostgresBackend
 from .rows import memory, namespace
@@ -100,8 +101,8 @@ def test_concurrent_opens_migrate_once(pg: PostgresBackend) -> None:
     for t in threads:
         t.join()
     assert errors == []
-    assert [s.schema_version for s in opened] == [1] * 4
-    assert pg.sql("SELECT count(*) FROM schema_migrations") == [(1,)]
+    assert [s.schema_version for s in opened] == [len(MIGRATIONS)] * 4
+    assert pg.sql("SELECT count(*) FROM schema_migrations") == [(len(MIGRATIONS),)]
 
 
 @pytest.mark.parametrize("schema", ["Public", "1abc", "a-b", "x" * 64, "a;drop", ""])
@@ -151,7 +152,7 @@ def test_open_storage_chooses_the_backend_by_location(postgres_dsn: str, tmp_pat
     pg = open_storage(f"{postgres_dsn}{joiner}schema=from_url", query_log_max_rows=5)
     try:
         assert isinstance(pg, PostgresStorage) and pg.schema == "from_url"
-        assert pg.schema_version == 1
+        assert pg.schema_version == len(MIGRATIONS)
     finally:
         pg.close()
     with pytest.raises(ValidationError, match="mysql://"):

@@ -4,6 +4,7 @@ these; a new backend passes this suite before the engine runs on it."""
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import pytest
@@ -357,3 +358,20 @@ def test_query_log_keeps_the_newest_and_what_answers_cite(backend: Backend) -> N
     assert "q000" in kept  # an answer refers to it
     assert kept[-10:] == [f"q{i:03}" for i in range(20, 30)]
     assert len(kept) < 30
+
+
+def test_the_secret_is_made_once_and_kept(backend: Any) -> None:
+    """The key behind erased names' aliases: 32 bytes, the same on every open and for every
+    storage opened on the same location (several processes must make the same aliases)."""
+    first, second = backend.open(), backend.open()
+    key = first.secret()
+    assert isinstance(key, bytes) and len(key) == 32
+    assert second.secret() == key and first.secret() == key
+    first.close()
+    assert backend.open().secret() == key
+
+
+def test_a_repair_command_names_the_storage_and_the_statement(storage: Any) -> None:
+    words = shlex.split(storage.repair_command("DELETE FROM events WHERE ns = 'x'"))
+    assert words[0] in ("sqlite3", "psql")
+    assert words[-1].endswith("DELETE FROM events WHERE ns = 'x'")

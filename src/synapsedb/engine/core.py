@@ -241,7 +241,7 @@ class EngineCore:
         states.update(loaded.states)
         for ns, problem in loaded.unavailable.items():
             if ns not in self.unavailable:
-                log.error("%s", problem.describe(self.path))
+                log.error("%s", problem.describe(self.storage))
             self.unavailable[ns] = problem
         return loaded.last_us
 

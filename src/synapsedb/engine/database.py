@@ -3,7 +3,6 @@ over them (:mod:`synapsedb.engine.core`: in-memory state, writer and indexer thr
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import logging
 import os
@@ -15,8 +14,10 @@ from typing import Any
 from ..clock import Clock, SystemClock
 from ..config import Settings
 from ..embed.base import Embedder
-from ..errors import ClosedError, StorageError
+from ..errors import ClosedError, StorageError, ValidationError
 from ..query.executor import Fusion
+from ..storage import is_postgres_url, open_storage
+from ..storage.base import Storage
 from ..storage.files import (
     FILE_MODE,
     check_writable,
@@ -24,7 +25,6 @@ from ..storage.files import (
     restrict_tree,
     storage_error,
 )
-from ..storage.sqlite import SQLiteStorage
 from ..types import MaintenanceReport
 from ..validation import check_agent, check_namespace
 from .core import EngineCore, MemoryLoopSeam
@@ -43,7 +43,16 @@ class Database:
     Thread-safe: any number of threads may read and write through it at once. Only one process
     may open a data directory at a time (an exclusive lock on ``<dir>/LOCK``).
 
-    The database owns the directory (its lock, its secret, the storage in it) and builds the
+    ``storage`` says where the rows live: ``None`` (the default) is SQLite inside the data
+    directory; ``"postgresql://user@host/db?schema=name"`` is PostgreSQL (docs/deploy.md); any
+    object implementing :class:`~synapsedb.storage.base.Storage` is used as it is. The database
+    takes the storage over and closes it when it closes. The data directory is needed either way:
+    it holds ``LOCK`` (one process per directory) and ``indexes/`` (the saved vector graphs, a
+    cache rebuilt from the rows when missing); with SQLite also the database file and
+    ``SECRET``, while PostgreSQL keeps the secret in its ``secret`` table, shared by every
+    process on the schema.
+
+    The database owns the directory and the storage, and builds the
     :class:`~synapsedb.engine.core.EngineCore` (``core``) that namespaces, retrieval, lineage
     and transfer use: its state, writer, indexer and query log.
     """
@@ -52,6 +61,7 @@ class Database:
         self,
         path: str | os.PathLike[str],
         *,
+        storage: str | Storage | None = None,
         settings: Settings | None = None,
         clock: Clock | None = None,
         embedder: Embedder | str | None = "settings",
@@ -63,6 +73,20 @@ class Database:
         self.clock: Clock = clock or SystemClock()
         if embedder == "settings":
             embedder = self.settings.embedder
+        if is_postgres_url(path):
+            raise ValidationError(
+                "path: a PostgreSQL URL is not a data directory; open a local directory (it "
+                "holds the lock and the saved indexes) with storage='postgresql://...'",
+                field="path",
+            )
+        if storage is not None and not isinstance(storage, str | os.PathLike):
+            for name in ("load", "commit", "secret", "close"):
+                if not callable(getattr(storage, name, None)):
+                    raise ValidationError(
+                        f"storage: expected a location or a Storage, got {type(storage).__name__} "
+                        f"(it has no {name}())",
+                        field="storage",
+                    )
         self.embedding = EmbeddingService(embedder, self.settings)
         self.path = Path(path)
         # private to this user: the directory 0700, every file in it 0600 (docs/lifecycle.md)
@@ -71,20 +95,28 @@ class Database:
         self._lock_fd = _lock_directory(self.path)
         self._released = False
         self._close_lock = threading.Lock()
+        location = self.path if storage is None else storage
+        opened = None if isinstance(location, str | os.PathLike) else location
         try:
-            secret = _secret(self.path)
             make_private_dir(self.path / "indexes")
             restrict_tree(self.path)  # files left by older versions were 0644
-            storage = SQLiteStorage(
-                self.path,
-                durability=self.settings.durability,
-                erasure_wait_ms=self.settings.erasure_wait_ms,
-                query_log_max_rows=self.settings.query_log_max_rows,
-            )
-            self.core = EngineCore(self.path, storage, self.settings, self.clock, self.embedding,
-                                   secret, maintain=self._maintain_in_background)  # fmt: skip
+            if opened is None:
+                assert isinstance(location, str | os.PathLike)
+                opened = open_storage(
+                    location,
+                    durability=self.settings.durability,
+                    erasure_wait_ms=self.settings.erasure_wait_ms,
+                    query_log_max_rows=self.settings.query_log_max_rows,
+                )
+            self.core = EngineCore(self.path, opened, self.settings, self.clock, self.embedding,
+                                   opened.secret(),
+                                   maintain=self._maintain_in_background)  # fmt: skip
         except BaseException:
-            os.close(self._lock_fd)
+            try:
+                if opened is not None:
+                    opened.close()
+            finally:
+                os.close(self._lock_fd)
             raise
         core = self.core
         self.observers = core.observers
@@ -145,7 +177,8 @@ class Database:
         """Namespaces that could not be loaded (a stored row is bad), with what is wrong and the
         repair; their requests answer StorageError while every other namespace serves."""
         self.core.check_open()
-        return {ns: problem.describe(self.path) for ns, problem in self.core.unavailable.items()}
+        storage = self.core.storage
+        return {ns: problem.describe(storage) for ns, problem in self.core.unavailable.items()}
 
     def close(self) -> None:
         """Finish queued writes, close storage and release the directory lock. Idempotent."""
@@ -169,9 +202,9 @@ class Database:
 
     @property
     def erasure_pending(self) -> bool:
-        """True while erased text (forget purge, expired TTL) may still be in the SQLite
-        write-ahead log, because another connection kept reading it; maintenance retries
-        until it is gone."""
+        """True while erased text (forget purge, expired TTL) may still be in a log the storage
+        keeps (SQLite's write-ahead log, PostgreSQL's dead row versions awaiting VACUUM),
+        because a reader could still see it; maintenance retries until it is gone."""
         return self.core.erasure_pending
 
     def _maintain_in_background(self) -> None:
@@ -237,33 +270,6 @@ def _over_quota(state: NamespaceState) -> bool:
     return (cfg.max_hot is not None and state.live > cfg.max_hot) or (
         cfg.max_bytes is not None and state.hot_bytes > cfg.max_bytes
     )
-
-
-def _secret(path: Path) -> bytes:
-    """A per-database key for hashing erased entities (so their names are not guessable).
-
-    Created 0600 from the first byte on (never readable by others, not even briefly)."""
-    key = path / "SECRET"
-    try:
-        return key.read_bytes()
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise storage_error(f"cannot read {key}: {exc.strerror or exc}", key, exc) from exc
-    value = os.urandom(32)
-    tmp = path / "SECRET.tmp"
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()  # left by a crash between creating and renaming it
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(value)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, key)
-    except OSError as exc:
-        raise storage_error(f"cannot create {key}: {exc.strerror or exc}", key, exc) from exc
-    return value
 
 
 def _lock_directory(path: Path) -> int:

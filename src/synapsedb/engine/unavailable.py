@@ -7,14 +7,18 @@ rebuilding it fails, needs nothing of the loading machinery.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Protocol
 
 from ..errors import StorageError
-from ..storage.sqlite import SQLiteStorage
 
 __all__ = ["Unloadable"]
+
+
+class Repairable(Protocol):
+    """What the repair advice needs of the storage (every backend has it)."""
+
+    def repair_command(self, statement: str) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +30,9 @@ class Unloadable:
     where: str  # an SQL condition selecting the row
     reason: str
 
-    def describe(self, data_dir: str | Path) -> str:
-        """The whole story for an operator: what, where, and the repair (a statement for the
-        SQLite file inside ``data_dir``)."""
+    def describe(self, storage: Repairable) -> str:
+        """The whole story for an operator: what, where, and the repair (a statement, and the
+        command that runs it on ``storage``: sqlite3 on the file, psql on the schema)."""
         hint = ""
         if "later than this server's clock" in self.reason:
             hint = "if this server's clock is wrong, correct it and restart; otherwise "
@@ -38,7 +42,7 @@ class Unloadable:
         return (
             f"namespace {self.ns!r} is unavailable (the other namespaces serve): table "
             f"{self.table}, row where {self.where}: {self.reason}. Repair: {hint}correct or "
-            f"remove that row, e.g. sqlite3 {shlex.quote(str(Path(data_dir) / SQLiteStorage.FILENAME))} {shlex.quote(fix)}, then restart"
+            f"remove that row, e.g. {storage.repair_command(fix)}, then restart"
         )
 
     def error(self) -> StorageError:

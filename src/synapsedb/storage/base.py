@@ -81,6 +81,8 @@ class LoadedRows:
 
 
 class Storage(Protocol):
+    where: str  # where the rows are, for messages (a file, or database, host and schema)
+
     def load(self, ns: str | None = None) -> LoadedRows:
         """Every row (or one namespace's) in commit order."""
         ...
@@ -123,5 +125,24 @@ class Storage(Protocol):
     def scan_erasures(self, ns: str, since_us: int, until_us: int) -> list[Row]: ...
 
     def scan_tiers(self, ns: str, since_us: int, until_us: int) -> list[Row]: ...
+
+    # the database itself
+    @property
+    def schema_version(self) -> int:
+        """The version of the stored schema (its migrations applied so far)."""
+        ...
+
+    def count_rows(self) -> dict[str, int]:
+        """Rows in namespaces, memory_versions, fact_versions and events."""
+        ...
+
+    def secret(self) -> bytes:
+        """The 32-byte key that makes erased names' aliases unguessable (keyed hashes), the
+        same for every process on this storage: created once, atomically, then read."""
+        ...
+
+    def repair_command(self, statement: str) -> str:
+        """A shell command an operator can run to apply ``statement`` (SQL) to this storage."""
+        ...
 
     def close(self) -> None: ...

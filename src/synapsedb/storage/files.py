@@ -27,6 +27,7 @@ __all__ = [
     "check_writable",
     "create_private_file",
     "make_private_dir",
+    "read_or_create_secret",
     "restrict_tree",
     "storage_error",
 ]
@@ -69,6 +70,34 @@ def create_private_file(path: Path) -> None:
     except OSError as exc:
         raise storage_error(f"cannot create {path}: {exc.strerror or exc}", path, exc) from exc
     os.close(fd)
+
+
+def read_or_create_secret(directory: Path) -> bytes:
+    """The key in ``<directory>/SECRET`` (32 random bytes), created at the first call.
+
+    Created 0600 from the first byte on (never readable by others, not even briefly), written
+    to a temporary file and renamed, so a crash never leaves a partial key."""
+    key = directory / "SECRET"
+    try:
+        return key.read_bytes()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise storage_error(f"cannot read {key}: {exc.strerror or exc}", key, exc) from exc
+    value = os.urandom(32)
+    tmp = directory / "SECRET.tmp"
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # left by a crash between creating and renaming it
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(value)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, key)
+    except OSError as exc:
+        raise storage_error(f"cannot create {key}: {exc.strerror or exc}", key, exc) from exc
+    return value
 
 
 def restrict_tree(path: Path) -> None:

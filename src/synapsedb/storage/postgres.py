@@ -28,7 +28,9 @@ psycopg 3 is imported here only (``pip install 'synapsedb[postgres]'``), never w
 from __future__ import annotations
 
 import logging
+import os
 import re
+import shlex
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -461,6 +463,41 @@ class PostgresStorage:
             "WHERE ns = %s AND sys_us >= %s AND sys_us < %s ORDER BY sys_us, rowid",
             (ns, since_us, until_us),
         )
+
+    def secret(self) -> bytes:
+        """The key for hashing erased names, shared by every process on this schema: created
+        once (the first caller's random key wins; the others read it), then read."""
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    conn = self._writer_conn()
+                    conn.execute(
+                        "INSERT INTO secret (id, value) VALUES (1, %s) ON CONFLICT (id) DO NOTHING",
+                        (os.urandom(32),),
+                    )
+                    row = conn.execute("SELECT value FROM secret WHERE id = 1").fetchone()
+                    break
+                except self._pg.Error as exc:
+                    if attempt == 1 and self._writer is not None and self._writer.broken:
+                        continue
+                    raise self._failures.error(
+                        f"cannot read the secret: {exc}", exc, where=self.where
+                    ) from exc
+        if row is None:  # pragma: no cover - the INSERT above made it
+            raise StorageError(f"PostgreSQL storage {self.where} has no secret", where=self.where)
+        return bytes(row[0])
+
+    def repair_command(self, statement: str) -> str:
+        """A shell command that runs ``statement`` on this schema (for repair advice); the
+        connection string is shown without its password."""
+        try:
+            info = self._pg.conninfo.conninfo_to_dict(self._dsn)
+            info.pop("password", None)
+            dsn = self._pg.conninfo.make_conninfo(**info)
+        except self._pg.Error:
+            dsn = "<your connection string>"
+        script = f"SET search_path = {self.schema}; {statement}"
+        return f"psql {shlex.quote(dsn)} -c {shlex.quote(script)}"
 
     def count_rows(self) -> dict[str, int]:
         """Row counts per table (for checks that memory agrees with the database)."""

@@ -5,7 +5,8 @@ Every table is keyed by namespace (``ns``; ``namespaces.name``) and every unique
 with it, so that a deployment that outgrows one PostgreSQL can distribute the tables by
 namespace with Citus: ``ns`` is the distribution column of memory_versions, fact_versions,
 events, queries, answers, erasures, tiers and access, and ``namespaces`` is distributed by
-``name`` (co-located) or made a reference table. ``schema_migrations`` is a reference table.
+``name`` (co-located) or made a reference table. ``schema_migrations`` and ``secret`` are
+reference tables.
 
 Where SQLite reads rows back in ``rowid`` order, the tables written as logs carry ``rowid``,
 an identity column, indexed with their namespace: within one namespace ``rowid`` order is commit
@@ -15,7 +16,7 @@ transaction. Text columns use the ``C`` collation, which compares bytes as SQLit
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "SCHEMA_TABLES", "TEXT_COLUMNS"]
+__all__ = ["MIGRATIONS", "REFERENCE_TABLES", "SCHEMA_TABLES", "TEXT_COLUMNS"]
 
 # Each entry migrates the schema from version i to i + 1. Never edit a released entry: append.
 # Version 1 is the SQLite schema as of its migration 6, so rows are the same tuples.
@@ -137,9 +138,19 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (ns, id)
     );
     """,
+    # 2: the key that hashes erased names, shared by every process on this schema (SQLite
+    # keeps it in <data dir>/SECRET); one row, created once by Storage.secret()
+    """
+    CREATE TABLE secret (
+        id    INTEGER PRIMARY KEY CHECK (id = 1),  -- a reference table under Citus
+        value BYTEA NOT NULL CHECK (length(value) = 32)
+    );
+    """,
 ]
 
-# the tables a backend of this schema holds, and the text columns of each (what an erasure
+# tables of one row or a few, the same for every namespace (Citus: create_reference_table)
+REFERENCE_TABLES = ("schema_migrations", "secret")
+# the tables a backend of this schema holds, keyed by namespace, and the text columns of each (what an erasure
 # must clear: tests scan them for an erased name)
 SCHEMA_TABLES = (
     "namespaces", "memory_versions", "fact_versions", "events", "queries", "answers",

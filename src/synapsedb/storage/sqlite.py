@@ -9,6 +9,7 @@ is commit order, so replaying them rebuilds every version chain.
 from __future__ import annotations
 
 import logging
+import shlex
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from typing import Any
 from .base import Batch, LoadedRows
 from .erasure import BUSY_TIMEOUT_MS, checkpoint, prune_queries, purge
 from .failures import FailureLog
-from .files import check_writable, create_private_file
+from .files import check_writable, create_private_file, read_or_create_secret
 
 __all__ = ["MIGRATIONS", "SQLiteStorage"]
 
@@ -202,7 +203,9 @@ class SQLiteStorage:
         query_log_max_rows: int | None = None,
         failures: FailureLog | None = None,
     ) -> None:
-        self.path = Path(directory) / self.FILENAME
+        self.directory = Path(directory)
+        self.path = self.directory / self.FILENAME
+        self.where = str(self.path)
         self._lock = threading.Lock()
         self._failures = failures or FailureLog()
         self._erasure_wait_ms = erasure_wait_ms
@@ -504,6 +507,15 @@ class SQLiteStorage:
             "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY sys_us",
             (ns, since_us, until_us),
         )
+
+    def secret(self) -> bytes:
+        """The database's key for hashing erased names: ``<directory>/SECRET``, as it always
+        was (so existing data directories keep their aliases), created at the first call."""
+        return read_or_create_secret(self.directory)
+
+    def repair_command(self, statement: str) -> str:
+        """A shell command that runs ``statement`` on this database (for repair advice)."""
+        return f"sqlite3 {shlex.quote(str(self.path))} {shlex.quote(statement)}"
 
     def count_rows(self) -> dict[str, int]:
         """Row counts per table (for checks that memory agrees with disk)."""
