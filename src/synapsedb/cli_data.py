@@ -311,7 +311,12 @@ def _entities(p: argparse.ArgumentParser) -> Run:
 
 def _streams(p: argparse.ArgumentParser) -> Run:
     p.add_argument("--as-of", help="what was known then")
-    return lambda mem, a: mem.streams(as_of=a.as_of)
+    p.add_argument("--prefix", help="only names starting with this")
+    p.add_argument("--after", metavar="NAME",
+                   help="only names sorting after this: the last name of a page")  # fmt: skip
+    p.add_argument("--limit", type=int, help="at most this many, 1 to 10,000 (default: all)")
+    return lambda mem, a: mem.streams(as_of=a.as_of, prefix=a.prefix, after=a.after,
+                                      limit=a.limit)  # fmt: skip
 
 
 def _remember(p: argparse.ArgumentParser) -> Run:
@@ -382,7 +387,8 @@ COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], Run]]] =
                "synapsedb config set max_hot=10000 policy=reject", _config),
     "entities": ("entities with something visible, sorted (a page: --limit, --after, --prefix)",
                  "synapsedb entities --prefix user: --limit 500", _entities),
-    "streams": ("the namespace's streams", "synapsedb streams", _streams),
+    "streams": ("the namespace's streams, sorted (a page: --limit, --after, --prefix)",
+                "synapsedb streams --prefix chat: --limit 500", _streams),
     "remember": ("store conversation turns and extract memories (the memory loop)",
                  "synapsedb remember user:1 'user:I moved to Berlin' 'assistant:Noted!' --wait",
                  _remember),

@@ -46,6 +46,29 @@ def test_entity_pages_walk_every_name_once(client: TestClient) -> None:
     assert got == ["user:021", "user:022"]
 
 
+def test_stream_pages_walk_every_name_once(client: TestClient) -> None:
+    names = [f"chat:{i:03d}" for i in range(17)] + ["desk:1"]
+    for i, name in enumerate(names):
+        r = client.post(f"{NS}/events", json={"entity": f"user:{i}", "event": f"event {i}",
+                                              "stream": name, "searchable": False})  # fmt: skip
+        assert r.status_code == 201, r.text
+    assert client.get(f"{NS}/streams").json() == sorted(names)  # no limit: all, as before
+    walked: list[str] = []
+    params: dict[str, str | int] = {"limit": 5}
+    while True:
+        page = client.get(f"{NS}/streams", params=params).json()
+        assert isinstance(page, list) and len(page) <= 5
+        walked += page
+        if len(page) < 5:
+            break
+        params["after"] = page[-1]
+    assert walked == sorted(names)
+    assert client.get(f"{NS}/streams", params={"prefix": "desk:"}).json() == ["desk:1"]
+    got = client.get(f"{NS}/streams", params={"prefix": "chat:", "after": "chat:014",
+                                              "limit": 2}).json()  # fmt: skip
+    assert got == ["chat:015", "chat:016"]
+
+
 def test_memory_pages_walk_newest_first_with_before(client: TestClient) -> None:
     ids = []
     for i in range(7):
@@ -67,6 +90,8 @@ def test_memory_pages_walk_newest_first_with_before(client: TestClient) -> None:
     ("path", "params", "status", "field"),
     [("entities", {"limit": "0"}, 422, "limit"), ("entities", {"limit": "10001"}, 422, "limit"),
      ("entities", {"limit": "ten"}, 422, "limit"), ("memories", {"before": ""}, 422, "before"),
+     ("streams", {"limit": "0"}, 422, "limit"), ("streams", {"limit": "10001"}, 422, "limit"),
+     ("streams", {"limit": "1.5"}, 422, "limit"),
      ("memories", {"before": "m_nope"}, 404, "before")],
 )  # fmt: skip
 def test_bad_pages_name_the_field(
@@ -126,10 +151,17 @@ def test_the_cli_pages_entities_and_memories(
     assert run("entities", "--limit", "2") == ["order:9", "user:1"]
     assert run("entities", "--after", "user:1", "--limit", "2") == ["user:2"]
     assert run("entities", "--prefix", "user:") == ["user:1", "user:2"]
+    for stream in ("chat:b", "chat:a", "desk"):
+        run("append", "user:1", f"in {stream}", "--stream", stream, "--not-searchable")
+    assert run("streams", "--limit", "2") == ["chat:a", "chat:b"]
+    assert run("streams", "--after", "chat:b") == ["desk"]
+    assert run("streams", "--prefix", "chat:", "--after", "chat:a") == ["chat:b"]
     page = run("memories", "--limit", "2", "--before", ids[2])
     assert [m["id"] for m in page] == [ids[1], ids[0]]  # type: ignore[index]
     capsys.readouterr()
     assert cli.main(["entities", "--limit", "0", *data]) == 2
+    assert "limit" in capsys.readouterr().err
+    assert cli.main(["streams", "--limit", "10001", *data]) == 2
     assert "limit" in capsys.readouterr().err
 
 
@@ -156,5 +188,12 @@ def test_the_async_client_pages_too(tmp_path: Path) -> None:
                 with pytest.raises(synapsedb.ValidationError) as err:
                     await mem.entities(after=1)
                 assert err.value.details["field"] == "after"
+                for name in ("s:b", "s:a", "t"):
+                    await mem.append("user:1", f"in {name}", stream=name, searchable=False)
+                assert await mem.streams(prefix="s:", limit=1) == ["s:a"]
+                assert await mem.streams(after="s:a", limit=5) == ["s:b", "t"]
+                with pytest.raises(synapsedb.ValidationError) as err:
+                    await mem.streams(limit="5")  # type: ignore[arg-type]
+                assert err.value.details["field"] == "limit"
 
         asyncio.run(run())

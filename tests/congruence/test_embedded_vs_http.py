@@ -73,6 +73,8 @@ def scenario(db: Any) -> list[Any]:
             "user:4321", "Refund confirmed delivered on 10/28.", stream="s", searchable=False
         )
     )  # a searchable event gets a random memory id
+    out.append(mem.append("user:9", "Called back.", stream="s:2", searchable=False))
+    out.append(mem.append("user:9", "Ticket closed.", stream="t:1", searchable=False))
     out.append(mem.events("s"))
     res = mem.query("user:4321 refund status", explain=True)
     out.append(res)
@@ -89,6 +91,9 @@ def scenario(db: Any) -> list[Any]:
     out.append(mem.entities(prefix="user:", after="user:4321", limit=5))
     out.append(mem.entities(prefix="order:"))
     out.append(mem.streams())
+    out.append(mem.streams(limit=1))
+    out.append(mem.streams(prefix="s", after="s", limit=5))
+    out.append(mem.streams(prefix="t:"))
     out.append(mem.stats())
     out.append(mem.forget(entity="user:9", purge=True))
     out.append(mem.stats())
@@ -125,6 +130,11 @@ ERRORS: list[Callable[[Any], Any]] = [
     lambda m: m.memories(before="m_nope"),
     lambda m: m.memories("u", before=""),
     lambda m: m.memories(before=7),
+    lambda m: m.streams(limit=0),
+    lambda m: m.streams(limit=10_001),
+    lambda m: m.streams(limit=False),
+    lambda m: m.streams(prefix=3),
+    lambda m: m.streams(after=["s"]),
 ]
 
 

@@ -76,6 +76,11 @@ CASES: list[Any] = [
     pytest.param(lambda m: m.entities(prefix=b"u"), id="entities prefix bytes"),
     pytest.param(lambda m: m.entities(after=np.str_("a")), id="entities after numpy str"),
     pytest.param(lambda m: m.memories(before=["m0"]), id="memories before list"),
+    pytest.param(lambda m: m.streams(limit=np.int64(5)), id="streams limit numpy int"),
+    pytest.param(lambda m: m.streams(limit=[5]), id="streams limit list"),
+    pytest.param(lambda m: m.streams(limit=2.0), id="streams limit float"),
+    pytest.param(lambda m: m.streams(prefix=b"s"), id="streams prefix bytes"),
+    pytest.param(lambda m: m.streams(after=np.str_("a")), id="streams after numpy str"),
 ]  # fmt: skip
 
 

@@ -508,8 +508,12 @@ def entities(ns: str, as_of: Any, prefix: str | None = None, after: str | None =
     return Call("GET", f"{base(ns)}/entities", list[str], params)
 
 
-def streams(ns: str, as_of: Any) -> Call:
-    return Call("GET", f"{base(ns)}/streams", list[str], _params(as_of=as_of))
+def streams(ns: str, as_of: Any, prefix: str | None = None, after: str | None = None,
+            limit: int | None = None) -> Call:  # fmt: skip
+    params = _params(as_of=as_of, prefix=_text(prefix, "prefix", "a string"),
+                     after=_text(after, "after", "a stream name"),
+                     limit=_whole(limit, "limit"))  # fmt: skip
+    return Call("GET", f"{base(ns)}/streams", list[str], params)
 
 
 def stats(ns: str) -> Call:

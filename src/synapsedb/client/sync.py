@@ -534,8 +534,17 @@ class RemoteNamespace:
         it) and ``prefix``, as embedded."""
         return self._run(calls.entities(self.name, as_of, prefix, after, limit))  # type: ignore[no-any-return]
 
-    def streams(self, *, as_of: TimeLike | None = None) -> list[str]:
-        return self._run(calls.streams(self.name, as_of))  # type: ignore[no-any-return]
+    def streams(
+        self,
+        *,
+        as_of: TimeLike | None = None,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """Sorted stream names; a page with ``limit`` (1 to 10,000), ``after`` (names strictly
+        after it) and ``prefix``, as embedded."""
+        return self._run(calls.streams(self.name, as_of, prefix, after, limit))  # type: ignore[no-any-return]
 
     def stats(self) -> Stats:
         return self._run(calls.stats(self.name))  # type: ignore[no-any-return]

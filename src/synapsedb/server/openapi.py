@@ -371,8 +371,14 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
         "answer": list[str],
     },
     ("GET", "/streams"): {
-        "summary": "Streams",
-        "params": [("as_of", "string", False)],
+        "summary": "Stream names with an event visible, sorted (all of them without limit: "
+        "page a large namespace)",
+        "params": [
+            ("as_of", "string", False),
+            ("prefix", "string", False, "only names starting with it"),
+            ("after", "string", False, "only names sorting after it: the last of a page"),
+            ("limit", "integer", False, "at most this many, 1 to 10,000 (default: all)"),
+        ],
         "answer": list[str],
     },
     ("GET", "/stats"): {"summary": "Counts and bytes", "answer": Stats},

@@ -119,7 +119,13 @@ async def entities(request: Request, mem: Namespace) -> Response:
 
 
 async def streams(request: Request, mem: Namespace) -> Response:
-    return json_response(mem.streams(as_of=time_param(request, "as_of")))
+    """A JSON list of stream names, sorted; a page with ``limit`` (and ``prefix``, ``after``),
+    else all of them, as ``entities``. Streams are in memory: no worker thread."""
+    out = mem.streams(
+        as_of=time_param(request, "as_of"), prefix=request.query_params.get("prefix"),
+        after=request.query_params.get("after"), limit=int_param(request, "limit"),
+    )  # fmt: skip
+    return json_response(out)
 
 
 async def stats(request: Request, mem: Namespace) -> Response:
