@@ -36,6 +36,7 @@ export type {
   SessionLoadOptions,
   SessionSearchOptions,
   SetOptions,
+  StreamsOptions,
   TimeLike,
   UpdateOptions,
   Vector,

@@ -64,6 +64,10 @@ export interface EntitiesOptions extends AsOfOptions {
   limit?: number;
 }
 
+/** A page of `streams()`, as `entities()` pages: names sorted, `after` one, starting with
+ * `prefix`, at most `limit` (1 to 10,000; all of them when absent). */
+export type StreamsOptions = EntitiesOptions;
+
 export interface QueryOptions extends AgentOptions {
   embedding?: Vector;
   entity?: string;
@@ -236,6 +240,7 @@ export const checks: [
   Within<UpdateOptions, Fields<`PATCH ${NS}/memories/{id}`>>,
   Within<MemoriesOptions & { entity?: string }, Params<`GET ${NS}/memories`>>,
   Within<EntitiesOptions, Params<`GET ${NS}/entities`>>,
+  Within<StreamsOptions, Params<`GET ${NS}/streams`>>,
   Within<QueryOptions & { text?: string }, Fields<`POST ${NS}/query`>>,
   Within<SetOptions, Fields<`PUT ${NS}/facts`>>,
   Within<AppendOptions, Fields<`POST ${NS}/events`>>,
@@ -254,7 +259,7 @@ export const checks: [
   Within<AuditOptions, Params<`GET ${NS}/audit`>>,
   Within<Omit<FollowOptions, keyof FeedControl>, Params<`GET ${NS}/events/follow`>>,
   Within<Omit<ChangesOptions, keyof FeedControl>, Params<`GET ${NS}/changes`>>,
-] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true];
+] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true];
 
 /** The options of a feed that steer the client, not the request. */
 type FeedControl = Pick<FeedOptions, "signal" | "retries" | "retryDelayMs" | "retryMaxDelayMs">;

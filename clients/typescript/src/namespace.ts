@@ -20,10 +20,10 @@ import type {
   Change,
   ChangesOptions,
   ConfigChanges,
+  EntitiesOptions,
   EventsOptions,
   FollowOptions,
   ForgetOptions,
-  EntitiesOptions,
   MemoriesOptions,
   MemoryInput,
   MessageInput,
@@ -36,6 +36,7 @@ import type {
   SessionLoadOptions,
   SessionSearchOptions,
   SetOptions,
+  StreamsOptions,
   UpdateOptions,
 } from "./inputs.js";
 import { Feed } from "./sse.js";
@@ -479,9 +480,11 @@ export class Namespace {
     return this.run(`GET ${NS}/entities`, { query: { as_of, prefix, after, limit } });
   }
 
-  /** The namespace's streams. */
-  async streams(options: AsOfOptions = {}): Promise<string[]> {
-    return this.run(`GET ${NS}/streams`, { query: { as_of: options.as_of } });
+  /** The namespace's streams, sorted by name; a page with `limit` (and `after`, the last name
+   * of the previous page; `prefix`), as `entities()`. Without `limit`, every name. */
+  async streams(options: StreamsOptions = {}): Promise<string[]> {
+    const { as_of, prefix, after, limit } = options;
+    return this.run(`GET ${NS}/streams`, { query: { as_of, prefix, after, limit } });
   }
 
   /** Counts and bytes. */

@@ -622,6 +622,9 @@ export interface Operations {
     path: { ns: string };
     query: {
       as_of?: string | string[];
+      prefix?: string | string[];
+      after?: string | string[];
+      limit?: number;
     };
     bodyFormat: "none";
     body: never;

@@ -233,6 +233,18 @@ describe("facts, events and streams", () => {
     await assert.rejects(ns.memories(null, { before: "m_nope" }), isError(NotFoundError, (e) => e.field === "before"));
     assert.equal((await db.whoami()).auth, "none");
   });
+
+  test("streams page: prefix, after, limit", async () => {
+    const ns = db.namespace("stream-pages");
+    for (const stream of ["chat:b", "chat:a", "desk", "chat:c"]) {
+      await ns.append("user:1", `in ${stream}`, { stream, searchable: false });
+    }
+    assert.deepEqual(await ns.streams(), ["chat:a", "chat:b", "chat:c", "desk"]);
+    assert.deepEqual(await ns.streams({ limit: 2 }), ["chat:a", "chat:b"]);
+    assert.deepEqual(await ns.streams({ after: "chat:b", limit: 2 }), ["chat:c", "desk"]);
+    assert.deepEqual(await ns.streams({ prefix: "chat:", after: "chat:a" }), ["chat:b", "chat:c"]);
+    await assert.rejects(ns.streams({ limit: 10_001 }), isError(ValidationError, (e) => e.field === "limit"));
+  });
 });
 
 describe("sessions, the memory loop and the cache", () => {
