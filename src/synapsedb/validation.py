@@ -29,6 +29,7 @@ __all__ = [
     "check_id_list",
     "check_key",
     "check_namespace",
+    "check_no_nul",
     "check_query_text",
     "check_ttl",
     "check_types",
@@ -96,9 +97,7 @@ def _check_name(value: Any, field: str, limit: int = MAX_NAME_CHARS) -> str:
             field=field,
             limit=limit,
         )
-    if "\x00" in value:
-        raise ValidationError(f"{field}: must not contain NUL characters", field=field)
-    return value
+    return check_no_nul(value, field)
 
 
 def check_entity(value: Any, field: str = "entity") -> str:
@@ -190,6 +189,18 @@ def _content(value: Any, field: str, limit: int) -> str:
             )
     if not value.strip():
         raise ValidationError(f"{field}: must not be empty", field=field)
+    check_no_nul(value, field)
+    return value
+
+
+def check_no_nul(value: str, field: str) -> str:
+    """Refuse NUL characters in text that is stored: PostgreSQL's text cannot hold them, and
+    the same input must be valid on every backend."""
+    if "\x00" in value:
+        raise ValidationError(
+            f"{field}: must not contain NUL characters (\\u0000) at position {value.index(chr(0))}",
+            field=field,
+        )
     return value
 
 
@@ -452,7 +463,7 @@ def check_query_text(value: Any, limit: int) -> str | None:
         raise ValidationError(
             f"text: {len(value)} characters, over the limit of {limit}", field="text", limit=limit
         )
-    return value
+    return check_no_nul(value, "text")
 
 
 def check_filter_size(value: Any, limit: int) -> None:

@@ -11,8 +11,9 @@ leadership on once its own op is done. So:
 * concurrent writers share one commit (and one fsync): throughput grows with concurrency,
   while a lone writer commits in its own thread with no hand-off to pay;
 * ops are serialized: versions, compare-and-set and stream ids need no further locking;
-* an op that fails its checks fails alone (so does one that raises something unexpected: the
-  batch is planned again without it); a failed commit fails every op of that batch and
+* an op that fails its checks fails alone (so does one that raises something unexpected, or
+  whose rows carry a NUL character, which PostgreSQL cannot store: the batch is planned again
+  without it); a failed commit fails every op of that batch and
   changes nothing in memory; an op marked ``exclusive`` (an import) commits in a batch of
   its own, so nothing it brings can fail another tenant's write;
 * acknowledged == durable == visible: once the commit returns, every op in it succeeded.
@@ -32,8 +33,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 from ..clock import Clock
-from ..errors import ClosedError, SynapseError
-from ..storage.base import Batch, Row, Storage
+from ..errors import ClosedError, SynapseError, ValidationError
+from ..storage.base import BATCH_COLUMNS, Batch, Row, Storage
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
 from .unavailable import Unloadable
@@ -291,7 +292,7 @@ class Writer:
     def _process(self, ops: list[Op]) -> None:
         now = max(self._clock.now_us(), self._last_us)
         self._last_us = now
-        logged = self._log.drain() if self._log is not None else []
+        logged = self._drop_unstorable(self._log.drain()) if self._log is not None else []
         tx = self._plan(ops, now, logged)
         if len(tx.batch):
             started = time.perf_counter()
@@ -329,8 +330,14 @@ class Writer:
                 if problem is not None:
                     op.error = problem.error()
                     continue
+                marks = _marks(tx.batch)
                 try:
                     op.result = op.plan(tx)
+                    _check_text(tx.batch, marks)
+                except _Unstorable as exc:  # it emitted those rows: plan again without it
+                    op.error, op.result = exc.error, None
+                    failed.add(i)
+                    break
                 except SynapseError as exc:
                     op.error = exc
                 except Exception:
@@ -340,6 +347,14 @@ class Writer:
                     break
             else:
                 return tx
+
+    def _drop_unstorable(self, logged: list[Any]) -> list[Any]:
+        """The logged query rows that can be stored (a row with a NUL character would fail
+        every batch it rides along with, again and again: it is dropped and logged)."""
+        keep = [row for row in logged if not _has_nul(row)]
+        if len(keep) < len(logged):
+            log.error("dropped %d query log rows holding NUL characters", len(logged) - len(keep))
+        return keep
 
     def _apply(self, tx: Tx) -> None:
         """Make a committed batch visible; never raises (see the module docstring)."""
@@ -374,6 +389,53 @@ class Writer:
             self._states.pop(ns, None)
         else:
             self._states[ns] = state
+
+
+_TEXT_LISTS = tuple(BATCH_COLUMNS)
+# per row list: the positions of its text columns (checking a memory row costs about 2 us)
+_NOT_TEXT = {"created_us", "sys_us", "version", "dim", "embedding", "salience", "ts_us", "pinned",
+             "ttl", "expires_us", "deleted", "ms", "seq", "score", "count", "last_us"}  # fmt: skip
+_TEXT_AT = {
+    name: [i for i, column in enumerate(columns) if column not in _NOT_TEXT]
+    for name, columns in BATCH_COLUMNS.items()
+}
+
+
+class _Unstorable(Exception):
+    """An op emitted a row no backend may store (its error is what the op's owner hears)."""
+
+    def __init__(self, error: ValidationError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _marks(batch: Batch) -> tuple[int, ...]:
+    """How many rows each of the batch's row lists holds (to find the rows an op adds)."""
+    return tuple(len(getattr(batch, name)) for name in _TEXT_LISTS)
+
+
+def _has_nul(row: Row, at: list[int] | None = None) -> bool:
+    for i in range(len(row)) if at is None else at:
+        v = row[i]
+        if type(v) is str and "\x00" in v:
+            return True
+    return False
+
+
+def _check_text(batch: Batch, marks: tuple[int, ...]) -> None:
+    """Refuse rows added since ``marks`` that hold a NUL character in a text value: input
+    validation refuses them first; this keeps one op that slipped through (a field a check
+    missed) from failing the other ops of its batch on a backend that cannot store NUL."""
+    for name, start in zip(_TEXT_LISTS, marks, strict=True):
+        rows = getattr(batch, name)
+        at = _TEXT_AT[name]
+        for row in rows[start:] if len(rows) > start else ():
+            if _has_nul(row, at):
+                column = next(BATCH_COLUMNS[name][j] for j, v in enumerate(row)
+                              if type(v) is str and "\x00" in v)  # fmt: skip
+                raise _Unstorable(ValidationError(
+                    f"{column}: must not contain NUL characters (\\u0000)", field=column
+                ))  # fmt: skip
 
 
 def _bug() -> SynapseError:

@@ -11,9 +11,32 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["Batch", "LoadedRows", "Purge", "Storage"]
+__all__ = ["BATCH_COLUMNS", "Batch", "LoadedRows", "Purge", "Storage"]
 
 Row = tuple[Any, ...]
+
+# the column of each position of a Batch's row lists (for messages about a row's values)
+BATCH_COLUMNS: dict[str, tuple[str, ...]] = {
+    "namespaces": ("name", "created_us", "dim", "embedder"),
+    "memories": (
+        "ns", "id", "version", "sys_us", "created_us", "entity", "type", "content", "metadata",
+        "embedding", "salience", "ts_us", "agent", "pinned", "ttl", "expires_us", "deleted",
+    ),
+    "facts": (
+        "ns", "entity", "key", "version", "sys_us", "created_us", "value", "agent", "ttl",
+        "expires_us", "deleted",
+    ),
+    "events": (
+        "ns", "stream", "ms", "seq", "sys_us", "entity", "ts_us", "agent", "content", "data",
+        "memory_id",
+    ),
+    "queries": ("ns", "id", "sys_us", "agent", "text", "request", "hits"),
+    "answers": ("ns", "id", "sys_us", "agent", "text", "query_ids", "cited", "memories"),
+    "configs": ("config", "ns"),
+    "tiers": ("ns", "id", "sys_us", "tier", "score", "reason"),
+    "access": ("ns", "id", "count", "last_us"),
+    "erasures": ("ns", "sys_us", "agent", "subject", "counts"),
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
