@@ -353,3 +353,52 @@ def test_entities_and_memories_page_from_the_server(page: Page, console_env: Con
     assert seen == [f"note {i:03d}" for i in range(119, -1, -1)]  # each once, newest first
     memories.get_by_role("button", name="← Newer").click()
     expect(items.first).to_have_text("note 069")
+
+
+def test_streams_page_from_the_server(page: Page, console_env: ConsoleEnv) -> None:
+    """A namespace of 65 streams: the stream list asks for one page at a time as the entity
+    picker does (never the whole list), finds streams by prefix on the server, and a name opens
+    its stream."""
+    env = console_env
+    ns = "stream-pages"
+    names = [f"chat:{i:03d}" for i in range(60)] + [f"desk:{i}" for i in range(5)]
+    for i, name in enumerate(names):
+        r = env.call("POST", f"/v1/namespaces/{ns}/events",
+                     json={"entity": f"user:{i}", "event": f"said {i} in {name}",
+                           "stream": name, "searchable": False})  # fmt: skip
+        assert r.status_code == 201, r.text
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/streams" in r.url else None)
+    sign_in(page, env, hash_=f"#/ns?ns={ns}")
+    streams = page.locator("section[aria-labelledby=streams-title]")
+    links = streams.get_by_role("link")
+    expect(links).to_have_count(50)
+    expect(links.first).to_have_text("chat:000")
+    expect(streams.locator(".pager")).to_contain_text("1\u201350")
+    more = streams.get_by_role("button", name="More →")
+    more.click()
+    expect(streams.locator(".pager")).to_contain_text("51\u201365")
+    expect(links).to_have_count(15)
+    expect(links.first).to_have_text("chat:050")
+    expect(links.last).to_have_text("desk:4")
+    expect(more).to_be_disabled()
+    streams.get_by_role("button", name="← Previous").click()
+    expect(links.first).to_have_text("chat:000")
+    box = streams.get_by_label("Find streams by prefix")
+    box.fill("desk:")
+    box.press("Enter")
+    expect(links).to_have_count(5)
+    expect(streams.locator(".pager")).to_contain_text("1\u20135")
+    box.fill("nothing:")
+    expect(streams).to_contain_text("No stream starts with")
+    assert asked
+    for url in asked:  # one page (and one name more, to know whether more follow) each time
+        query = dict(parse_qsl(urlsplit(url).query))
+        assert query.get("limit") == "51", url
+    assert any("after=chat%3A049" in u for u in asked)
+    assert any("prefix=desk%3A" in u for u in asked)
+    box.fill("desk:3")
+    expect(links).to_have_count(1)
+    links.first.click()
+    expect(page.locator("h1")).to_have_text("Stream desk:3")
+    expect(page.locator("main")).to_contain_text("said 63 in desk:3")

@@ -102,10 +102,9 @@ export async function renderHome(page, ctx) {
 export async function renderNamespace(page, ctx) {
   const { ns } = ctx;
   page.append(h("h1", {}, ns));
-  const [stats, config, streams] = await Promise.all([
+  const [stats, config] = await Promise.all([
     get(nsPath(ns, "/stats"), {}, ctx.signal),
     get(nsPath(ns, "/config"), {}, ctx.signal),
-    get(nsPath(ns, "/streams"), { as_of: ctx.asOf }, ctx.signal),
   ]);
   const card = (label, value) => h("div", { class: "stat" },
     h("span", { class: "value" }, value), h("span", { class: "label" }, label));
@@ -125,28 +124,31 @@ export async function renderNamespace(page, ctx) {
   const ents = h("section", { "aria-labelledby": "entities-title" },
     h("h2", { id: "entities-title" }, "Entities"));
   const strs = h("section", { "aria-labelledby": "streams-title" },
-    h("h2", { id: "streams-title" }, `Streams (${fmtNum(streams.length)})`));
+    h("h2", { id: "streams-title" }, "Streams"));
   page.append(h("div", { class: "columns" }, ents, strs));
-  await entityPicker(ents, ctx);
-  localList(strs, streams, {
-    label: "Streams", filterLabel: "Filter streams",
-    row: (s) => h("a", { href: ctx.link("stream", { stream: s }) }, s),
-  });
+  await Promise.all([
+    namePicker(ents, ctx, { path: "/entities", label: "Entities", noun: "entity",
+      placeholder: "e.g. user:", link: (e) => ctx.link("entity", { entity: e }) }),
+    namePicker(strs, ctx, { path: "/streams", label: "Streams", noun: "stream",
+      placeholder: "e.g. chat:", link: (s) => ctx.link("stream", { stream: s }) }),
+  ]);
 }
 
-// The namespace's entities, a page of names at a time from the server (``limit``, then
-// ``after`` the last name shown), never the whole list: a namespace may have 100,000. The
-// search box asks the server for names starting with what is typed (``prefix``).
-const ENTITY_PAGE = PAGE;
+// A namespace's entities or streams (``path``), a page of names at a time from the server
+// (``limit``, then ``after`` the last name shown), never the whole list: a namespace may have
+// 100,000 of each. The search box asks the server for names starting with what is typed
+// (``prefix``).
+const NAME_PAGE = PAGE;
 
-async function entityPicker(box, ctx) {
-  const id = "find-entities";
+async function namePicker(box, ctx, { path, label, noun, placeholder, link }) {
+  const kind = label.toLowerCase();
+  const id = `find-${kind}`;
   const input = h("input", { id, type: "search", autocomplete: "off", spellcheck: "false",
-    placeholder: "e.g. user:" });
-  const form = h("form", { class: "filter", role: "search", "aria-label": "Entities" },
-    h("label", { for: id }, "Find entities by prefix"), input,
+    placeholder });
+  const form = h("form", { class: "filter", role: "search", "aria-label": label },
+    h("label", { for: id }, `Find ${kind} by prefix`), input,
     h("button", { type: "submit" }, "Find"));
-  const list = h("ul", { class: "plain", "aria-labelledby": "entities-title" });
+  const list = h("ul", { class: "plain", "aria-labelledby": `${kind}-title` });
   const nav = h("div");
   box.append(form, list, nav);
   let starts = [null]; // the ``after`` of each page seen (null: from the first name)
@@ -156,18 +158,18 @@ async function entityPicker(box, ctx) {
   const draw = async () => {
     const ticket = ++asked;
     try {
-      const got = await get(nsPath(ctx.ns, "/entities"), {
-        as_of: ctx.asOf, prefix, after: starts[page], limit: ENTITY_PAGE + 1,
+      const got = await get(nsPath(ctx.ns, path), {
+        as_of: ctx.asOf, prefix, after: starts[page], limit: NAME_PAGE + 1,
       }, ctx.signal);
       if (ticket !== asked) return;
-      const shown = got.slice(0, ENTITY_PAGE);
-      if (got.length > ENTITY_PAGE) starts[page + 1] = shown[shown.length - 1];
-      clear(list).append(...(shown.length ? shown.map((e) => h("li", {},
-        h("a", { href: ctx.link("entity", { entity: e }) }, e)))
-        : [h("li", { class: "muted" }, prefix ? `No entity starts with “${prefix}”.`
-          : "No entities.")]));
-      clear(nav).append(pager({ page, size: ENTITY_PAGE, shown: shown.length,
-        more: got.length > ENTITY_PAGE, label: "Entities", prev: "← Previous",
+      const shown = got.slice(0, NAME_PAGE);
+      if (got.length > NAME_PAGE) starts[page + 1] = shown[shown.length - 1];
+      clear(list).append(...(shown.length ? shown.map((n) => h("li", {},
+        h("a", { href: link(n) }, n)))
+        : [h("li", { class: "muted" }, prefix ? `No ${noun} starts with “${prefix}”.`
+          : `No ${kind}.`)]));
+      clear(nav).append(pager({ page, size: NAME_PAGE, shown: shown.length,
+        more: got.length > NAME_PAGE, label, prev: "← Previous",
         next: "More →", onPage: (p) => { page = p; return draw(); } }));
     } catch (err) {
       if (err.name !== "AbortError" && ticket === asked) clear(list).append(errorBox(err));
