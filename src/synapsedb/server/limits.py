@@ -125,8 +125,16 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
       ``limit_concurrency`` (``max_connections + 1``) answers the newcomer's requests 503
       and closes it.
 
+    * on httptools' connection, the fast lane answered by the connection itself: a plain
+      ``GET /v1/namespaces/{ns}/facts?entity=&key=`` head arriving whole in one read between
+      requests (``FastLane.answer_head``) is answered without an ASGI task, request cycle or
+      second write, in the state uvicorn would leave (keep-alive, the header deadline, the
+      request count); everything else is parsed by uvicorn as before.
+
     It reads only the protocol's ``cycle`` (the request being answered), ``connections``,
-    ``transport`` and ``loop``, which both of uvicorn's implementations have."""
+    ``transport`` and ``loop``, which both of uvicorn's implementations have, and for the
+    fast lane httptools' ``pipeline``, ``flow``, ``tasks``, ``limit_concurrency``,
+    ``server_state``, ``access_log`` and keep-alive timer."""
     if base is None:
         from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
