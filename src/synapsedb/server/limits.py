@@ -160,7 +160,11 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             # uvicorn's own access log (off in ``synapsedb serve``) is written on its path
-            serves_itself = answers_itself and not self.access_log
+            serves_itself = (
+                answers_itself
+                and not self.access_log
+                and all(hasattr(self, name) for name in _HTTPTOOLS_STATE)
+            )  # another uvicorn's httptools connection may keep its state otherwise
             self._lane = fast_lane_of(self.config) if serves_itself else None
             self._since = (self.loop.time(), next(order))
             if len(self.connections) > limits.max_connections:
@@ -310,6 +314,11 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
 
     GuardedProtocol.__name__ = GuardedProtocol.__qualname__ = f"Guarded{base.__name__}"
     return GuardedProtocol
+
+
+# what _answered_here reads and sets of uvicorn's httptools connection
+_HTTPTOOLS_STATE = ("pipeline", "flow", "tasks", "connections", "limit_concurrency",
+                    "server_state", "timeout_keep_alive_task", "timeout_keep_alive")  # fmt: skip
 
 
 def _is_httptools(base: type[Any]) -> bool:
