@@ -16,7 +16,7 @@ from tests.support.live_server import serve
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 from synapsedb.integrations.mcp import TOOLS
-from synapsedb.integrations.mcp.resources import PAGE, TEMPLATES
+from synapsedb.integrations.mcp.resources import MAX_NAMES, PAGE, TEMPLATES
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations" / "mcp.md"
 URL_LITERAL = '"http://127.0.0.1:7379"'
@@ -71,5 +71,8 @@ def test_every_tool_and_number_is_the_code_s() -> None:
         named = set(re.findall(r"`(\w+)`", arguments))
         assert named == set(spec.properties), (name, named ^ set(spec.properties))
     assert f"{PAGE} a page" in text
+    flat = " ".join(text.split())
+    assert f"at most the first {MAX_NAMES:,} names" in flat  # the entities resource's cap
+    assert "carries `next`" in flat and "`prefix=`" in flat and "`after=`" in flat
     for _name, uri, _doc in TEMPLATES:
         assert f"`{uri}`" in text

@@ -144,7 +144,7 @@ def test_every_tool_over_stdio_on_a_data_directory(tmp_path: Path) -> None:
         assert names == {"entities": ["user:42"]}
         templates = (await c.list_resource_templates()).resource_templates
         assert {t.uri_template for t in templates} == {
-            "synapsedb://{namespace}/entities{?as_of}",
+            "synapsedb://{namespace}/entities{?as_of,prefix,after}",
             "synapsedb://{namespace}/entities/{entity}{?as_of}",
         }
         with pytest.raises(mcp.MCPError) as exc:

@@ -8,15 +8,23 @@ Namespace and entity are percent-encoded path segments (``user:4321`` is ``user%
 The list holds at most :data:`MAX_NAMES` names (a namespace may have 100,000): past them its
 answer carries ``next``, the URI of the following names (``?after=<the last name>``); the list
 URI also takes ``prefix=`` (names starting with it), as ``Namespace.entities`` does.
+
+``resources/list`` pages too: :func:`page` asks ``Namespace.entities`` for one page of names
+after the cursor, never for all of them; the cursor is the page's last name, encoded so that a
+client treats it as opaque (MCP's cursors are).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote
 
 from ...errors import ValidationError
+from ...validation import MAX_NAME_CHARS
 
 __all__ = [
     "MAX_NAMES",
@@ -33,8 +41,10 @@ PAGE = 100  # resources per resources/list page
 MAX_NAMES = 1_000  # names in one read of the entities list; ``next`` gives the rest
 MAX_URI = 4096
 TEMPLATES = (
-    ("entities", SCHEME + "{namespace}/entities{?as_of}",
-     "The entities of a namespace with something visible (as_of: then)"),
+    ("entities", SCHEME + "{namespace}/entities{?as_of,prefix,after}",
+     f"The entities of a namespace with something visible, sorted, at most {MAX_NAMES:,} "
+     "(next: the URI of the rest; as_of: then; prefix: names starting with it; after: names "
+     "sorting after it)"),
     ("entity", SCHEME + "{namespace}/entities/{entity}{?as_of}",
      "What is known about an entity: its facts, memories and events (as_of: then)"),
 )  # fmt: skip
@@ -104,13 +114,36 @@ def parse_uri(uri: str) -> ResourceRef:
                        given.get("after"))  # fmt: skip
 
 
-def page(entities: list[str], cursor: str | None) -> tuple[list[str], str | None]:
-    """One page of ``entities`` from ``cursor`` (an offset this module handed out) and the
-    cursor of the next page (None: the last)."""
-    start = 0
-    if cursor is not None:
-        if not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 12):
-            raise ValidationError("cursor: not a cursor this server gave", field="cursor")
-        start = int(cursor)
-    end = start + PAGE
-    return entities[start:end], (str(end) if end < len(entities) else None)
+_CURSOR = re.compile(r"[A-Za-z0-9_-]+")
+_MAX_CURSOR = (MAX_NAME_CHARS * 4 * 4 + 2) // 3  # a name of 256 four-byte characters
+
+
+def encode_cursor(name: str) -> str:
+    """``resources/list``'s cursor after the entity ``name``: base64url, unpadded."""
+    return base64.urlsafe_b64encode(name.encode()).rstrip(b"=").decode("ascii")
+
+
+def decode_cursor(cursor: str) -> str:
+    """The entity name a cursor from :func:`encode_cursor` holds; anything else is a
+    ValidationError naming ``cursor``."""
+    bad = ValidationError("cursor: not a cursor this server gave", field="cursor")
+    if len(cursor) > _MAX_CURSOR or not _CURSOR.fullmatch(cursor) or len(cursor) % 4 == 1:
+        raise bad
+    try:
+        name = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise bad from None
+    if not name or encode_cursor(name) != cursor:  # one spelling per name
+        raise bad
+    return name
+
+
+def page(ns: Any, cursor: str | None) -> tuple[list[str], str | None]:
+    """One ``resources/list`` page of the entities of ``ns`` (at most :data:`PAGE`), after the
+    name ``cursor`` holds, and the cursor of the next page (None: this is the last). Asks
+    ``ns.entities`` for PAGE + 1 names, never the whole list."""
+    after = None if cursor is None else decode_cursor(cursor)
+    names = ns.entities(after=after, limit=PAGE + 1)
+    if len(names) <= PAGE:
+        return names, None
+    return names[:PAGE], encode_cursor(names[PAGE - 1])

@@ -123,8 +123,8 @@ def build_server(backend: Backend, *, name: str = "synapsedb") -> Server[Any]:
         try:
             bound = backend.bind(ctx.request, None, "read")
             ns = bound.ns
-            names = await anyio.to_thread.run_sync(lambda: ns.entities())
-            chunk, after = page(names, params.cursor if params is not None else None)
+            cursor = params.cursor if params is not None else None
+            chunk, after = await anyio.to_thread.run_sync(lambda: page(ns, cursor))
         except SynapseError as err:
             raise _rpc_error(_published(err, bound)) from None
         public = bound.public
