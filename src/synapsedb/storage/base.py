@@ -7,11 +7,12 @@ having written nothing of the batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["BATCH_COLUMNS", "Batch", "LoadedRows", "Purge", "Storage"]
+__all__ = ["BATCH_COLUMNS", "Batch", "Changes", "LoadedRows", "Purge", "SharedStorage", "Storage"]
 
 Row = tuple[Any, ...]
 
@@ -169,3 +170,42 @@ class Storage(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What other processes committed to a shared storage since ``marks`` were taken: rows as
+    :meth:`Storage.load` gives them, in commit order; ``reloads``: namespaces whose stored rows
+    changed in place (an erasure, a tier move, a configuration), to be loaded afresh."""
+
+    marks: Any  # pass to the next changes_since
+    last_us: int  # the latest system time among them (0: none)
+    reloads: list[str]
+    memories: list[Row]
+    facts: list[Row]
+    events: list[Row]
+
+
+@runtime_checkable
+class SharedStorage(Protocol):
+    """A storage that several SynapseDB processes use at once (PostgreSQL): each one follows
+    the others' commits. SQLite is not one: a data directory's lock admits one process."""
+
+    def follow_marks(self) -> Any:
+        """Where the stored rows end now (take it before :meth:`Storage.load`: rows committed
+        in between come back from the next :meth:`changes_since` as well)."""
+        ...
+
+    def changes_since(self, marks: Any) -> Changes:
+        """Everything committed after ``marks``, read from one snapshot."""
+        ...
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """Hold off every other process's commits: the writer catches up, plans and commits
+        one batch inside, so its plan sees every committed version."""
+        ...
+
+    def listen(self, on_change: Callable[[], None]) -> None:
+        """Call ``on_change`` (from a thread of the storage's) soon after another process
+        commits, and after a lost connection is replaced, until :meth:`Storage.close`."""
+        ...

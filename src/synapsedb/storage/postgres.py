@@ -21,25 +21,41 @@ database, with the same rows as the SQLite backend (the engine cannot tell them 
   :meth:`finish_erasure` retries. Pending is known to this process only: a process that stopped
   with an erasure pending leaves the dead rows to autovacuum.
 
+- **Several processes.** :mod:`.postgres_follow`: commits are serialized across processes by
+  an advisory lock, each ends with a NOTIFY, and every process follows the others' commits
+  (:meth:`follow_marks`, :meth:`changes_since`, :meth:`exclusive`, :meth:`listen`).
+
 psycopg 3 is imported here only (``pip install 'synapsedb[postgres]'``), never when
 ``synapsedb`` is imported.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import shlex
 import threading
+import uuid
 import weakref
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import StorageError, ValidationError
-from .base import Batch, LoadedRows
+from .base import Batch, Changes, LoadedRows
 from .erasure import BUSY_TIMEOUT_MS
 from .failures import FailureLog
 from .postgres_erasure import PURGED_TABLES, prune_queries, purge, vacuum
+from .postgres_follow import (
+    COMMIT_LOCK,
+    Listener,
+    Marks,
+    channel_of,
+    read_changes,
+    read_marks,
+    reloads_of,
+)
 from .postgres_load import EVENT_COLUMNS, FACT_COLUMNS, MEM_COLUMNS, LoadSession
 from .postgres_schema import MIGRATIONS
 
@@ -50,6 +66,7 @@ __all__ = ["PostgresStorage"]
 
 log = logging.getLogger("synapsedb.storage")
 
+_T = TypeVar("_T")
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _MEM_READ = MEM_COLUMNS.split(", ", 1)[1] + ", erased"  # a chain row: without ns
 
@@ -133,12 +150,16 @@ class PostgresStorage:
         self._erasure_wait_ms = erasure_wait_ms
         self._query_log_max_rows = query_log_max_rows
         self._logged: dict[str, int] = {}  # per namespace: queries logged since its last prune
-        self._lock = threading.Lock()  # the writer connection
+        self._lock = threading.RLock()  # the writer connection (held across exclusive())
         self._read_lock = threading.Lock()  # the reader connection
         self._pending: set[str] = set()  # tables with erased rows not yet vacuumed
         self._pending_xid = 0  # the latest erasing transaction
         self._loads: weakref.WeakSet[LoadSession] = weakref.WeakSet()
         self._closed = False
+        self.origin = uuid.uuid4().hex  # this storage's commits, in its NOTIFY payloads
+        self._channel = channel_of(schema)
+        self._commit_lock = COMMIT_LOCK + schema
+        self._listener: Listener | None = None
         self.where = self._describe(dsn)
         self._writer: psycopg.Connection[Any] | None = None
         self._reader: psycopg.Connection[Any] | None = None
@@ -305,6 +326,9 @@ class PostgresStorage:
                 self._finish_erasure(self._erasure_wait_ms)
 
     def _write(self, cur: psycopg.Cursor[Any], batch: Batch) -> None:
+        # commits are serialized across processes: rowid order is commit order (followers
+        # read by rowid); re-entrant when exclusive() holds the same lock for the session
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._commit_lock,))
         for sql, rows in (
             (_NS_UPSERT, batch.namespaces),
             (_MEM_INSERT, batch.memories),
@@ -331,6 +355,14 @@ class PostgresStorage:
                 cur.executemany(sql, rows)
         if batch.queries and self._query_log_max_rows is not None:
             self._prune_query_log(cur, batch.queries)
+        reloads = reloads_of(batch)
+        if reloads:
+            cur.executemany(
+                "INSERT INTO reloads (ns, sys_us) VALUES (%s, (extract(epoch from "
+                "clock_timestamp()) * 1000000)::bigint)",
+                [(ns,) for ns in reloads],
+            )
+        cur.execute("SELECT pg_notify(%s, %s)", (self._channel, self.origin))
 
     def _prune_query_log(self, cur: psycopg.Cursor[Any], rows: list[tuple[Any, ...]]) -> None:
         """Keep each namespace's query log near ``query_log_max_rows`` (pruned once every
@@ -344,6 +376,66 @@ class PostgresStorage:
                 prune_queries(cur, ns, keep)
                 n = 0
             self._logged[ns] = n
+
+    # -- several processes (postgres_follow.py) ----------------------------------------------------
+
+    def follow_marks(self) -> Marks:
+        """Where the log tables end now (take before load(): see SharedStorage)."""
+        return self._on_reader(read_marks, "reading the log marks")
+
+    def changes_since(self, marks: Marks) -> Changes:
+        """Every row other processes (and this one) committed after ``marks``."""
+        return self._on_reader(lambda conn: read_changes(conn, marks), "following commits")
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the commit lock for this process's session: no other process commits until
+        the block ends (the writer catches up, plans and commits inside)."""
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    conn = self._writer_conn()
+                    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (self._commit_lock,))
+                    break
+                except self._pg.Error as exc:
+                    if attempt == 1 and self._writer is not None and self._writer.broken:
+                        continue
+                    raise self._failures.error(
+                        f"cannot take the commit lock: {exc}", exc, where=self.where
+                    ) from exc
+            try:
+                yield
+            finally:
+                writer = self._writer
+                if writer is not None and not writer.broken and not writer.closed:
+                    try:  # a lost connection released it already
+                        writer.execute(
+                            "SELECT pg_advisory_unlock(hashtext(%s))", (self._commit_lock,)
+                        )
+                    except self._pg.Error as exc:
+                        log.warning("could not release the commit lock (%s); closing", exc)
+                        writer.close()  # the session ends, and its lock with it
+
+    def listen(self, on_change: Callable[[], None]) -> None:
+        """Call ``on_change`` soon after another process commits (see Listener)."""
+        with self._lock:
+            if self._listener is None and not self._closed:
+                self._listener = Listener(
+                    self._connect, self._channel, self.origin, on_change, self._pg
+                )
+
+    def _on_reader(self, read: Callable[[psycopg.Connection[Any]], _T], what: str) -> _T:
+        with self._read_lock:
+            for attempt in (1, 2):
+                try:
+                    return read(self._reader_conn())
+                except self._pg.Error as exc:
+                    if attempt == 1 and self._reader is not None and self._reader.broken:
+                        continue
+                    raise self._failures.error(
+                        f"{what} failed: {exc}", exc, where=self.where
+                    ) from exc
+            raise AssertionError("unreachable")  # pragma: no cover
 
     # -- erasure -----------------------------------------------------------------------------------
 
@@ -381,20 +473,8 @@ class PostgresStorage:
     # -- lineage and audit reads -------------------------------------------------------------------
 
     def _read(self, sql: str, params: tuple[Any, ...] | dict[str, Any]) -> list[tuple[Any, ...]]:
-        """Run a read on the reader connection; once more on a fresh connection when the old
-        one turns out to be gone (reads are safe to repeat)."""
-        with self._read_lock:
-            for attempt in (1, 2):
-                try:
-                    cur = self._reader_conn().execute(sql, params)  # type: ignore[arg-type]
-                    return cur.fetchall()
-                except self._pg.Error as exc:
-                    if attempt == 1 and self._reader is not None and self._reader.broken:
-                        continue
-                    raise self._failures.error(
-                        f"read failed: {exc}", exc, where=self.where
-                    ) from exc
-            raise AssertionError("unreachable")  # pragma: no cover
+        """Run a read on the reader connection (once more on a fresh one if it was gone)."""
+        return self._on_reader(lambda conn: conn.execute(sql, params).fetchall(), "read")
 
     def read_queries(self, ns: str, ids: list[str]) -> list[tuple[Any, ...]]:
         """Logged queries by id: (id, sys_us, agent, text, request JSON, hits JSON)."""
@@ -509,6 +589,9 @@ class PostgresStorage:
 
     def close(self) -> None:
         """Close every connection (a last try at a pending erasure first). Idempotent."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
         with self._lock:
             if self._closed:
                 return

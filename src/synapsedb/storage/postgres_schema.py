@@ -146,6 +146,20 @@ MIGRATIONS: list[str] = [
         value BYTEA NOT NULL CHECK (length(value) = 32)
     );
     """,
+    # 3: several processes on one schema (postgres_follow.py): each follows the others' commits
+    # by rowid (commits are serialized, so rowid order is commit order across processes), and
+    # reloads a namespace named in ``reloads`` (its rows changed in place: an erasure, a tier
+    # move, a new configuration or vector space)
+    """
+    CREATE INDEX memory_versions_log ON memory_versions (rowid);
+    CREATE INDEX fact_versions_log ON fact_versions (rowid);
+    CREATE INDEX events_log ON events (rowid);
+    CREATE TABLE reloads (
+        seq    BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        ns     TEXT COLLATE "C" NOT NULL,
+        sys_us BIGINT NOT NULL
+    );
+    """,
 ]
 
 # tables of one row or a few, the same for every namespace (Citus: create_reference_table)
@@ -154,7 +168,7 @@ REFERENCE_TABLES = ("schema_migrations", "secret")
 # must clear: tests scan them for an erased name)
 SCHEMA_TABLES = (
     "namespaces", "memory_versions", "fact_versions", "events", "queries", "answers",
-    "erasures", "tiers", "access",
+    "erasures", "tiers", "access", "reloads",
 )  # fmt: skip
 TEXT_COLUMNS: dict[str, tuple[str, ...]] = {
     "namespaces": ("name", "embedder", "config"),
@@ -166,4 +180,5 @@ TEXT_COLUMNS: dict[str, tuple[str, ...]] = {
     "erasures": ("ns", "agent", "subject", "counts"),
     "tiers": ("ns", "id", "tier", "reason"),
     "access": ("ns", "id"),
+    "reloads": ("ns",),
 }
