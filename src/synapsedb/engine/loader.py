@@ -275,24 +275,42 @@ class _Loader:
             self.bad(name, "namespaces", where, str(exc))
             return
         state = NamespaceState(name, created_us, dim, embedder)
+        state.catalog.defer_keywords()  # built on first need, not for every namespace at open
         state.config = cfg
         self.out.states[name] = state
 
     def memories(self, rows: LoadedRows, cold: set[tuple[str, str]]) -> None:
-        """Memory versions in commit order, applied to the catalog in per-namespace runs."""
+        """Memory versions in commit order, applied to the catalog in per-namespace runs.
+
+        A row whose columns all have the everyday form (checked in one expression) becomes a
+        record at once; any other row takes :meth:`memory`, which checks every column and
+        says what is wrong. Repeated strings (entities, types, agents) are shared."""
         batch: list[MemRec] = []
         tips: dict[str, MemRec] = {}  # the batch's latest version of each id
         batch_ns: str | None = None
+        state: NamespaceState | None = None
         keys = ("id", "version")
+        shared: dict[str, str] = {}
+        share = shared.setdefault
+        horizon = min(self.horizon, LATEST_US)
+        vec_bytes = -1  # a vector's size in the namespace of the run
+        top = 0  # the latest system time taken by the quick path in the run
+        frombuffer, f32 = np.frombuffer, np.float32
         for row in rows.memories:
-            ns, mid = row[0], row[1]
-            state = self.state("memory_versions", row, keys)
-            if state is None:
-                continue
+            ns = row[0]
             if ns != batch_ns or len(batch) >= 4096:
                 self.flush(batch_ns, batch)
+                if batch_ns is not None and top > self.last.get(batch_ns, 0):
+                    self.last[batch_ns] = top
+                top = 0
                 batch, batch_ns = [], ns
                 tips.clear()
+                state = self.state("memory_versions", row, keys)
+                vec_bytes = -1 if state is None or state.dim is None else 4 * state.dim
+            if state is None:
+                continue
+            (_, mid, version, sys_us, created_us, entity, type_, content, meta, emb, sal, ts_us,
+             agent, pinned, ttl, expires_us, deleted, erased) = row  # fmt: skip
             try:
                 if cold and (ns, mid) in cold:  # on disk only: remember its id and entity
                     self.cold_row(state, row)
@@ -301,14 +319,52 @@ class _Loader:
                 if prev is None:
                     chain = state.mems.get(mid)
                     prev = chain[-1] if chain else None
-                rec = self.memory(state, row, prev)
+                if (
+                    type(mid) is str
+                    and type(version) is int
+                    and 1 <= version <= MAX_STORED_INT
+                    and type(sys_us) is int
+                    and 0 <= sys_us <= horizon
+                    and type(created_us) is int
+                    and 0 <= created_us <= LATEST_US
+                    and type(entity) is str
+                    and type(type_) is str
+                    and type(content) is str
+                    and meta == "{}"
+                    and (emb is None or (type(emb) is bytes and len(emb) == vec_bytes))
+                    and type(sal) is float
+                    and sal - sal == 0.0  # finite
+                    and type(ts_us) is int
+                    and EARLIEST_US <= ts_us <= LATEST_US
+                    and (agent is None or type(agent) is str)
+                    and type(pinned) is int
+                    and (pinned == 0 or pinned == 1)
+                    and ttl is None
+                    and expires_us is None
+                    and deleted == 0
+                    and type(deleted) is int
+                    and erased == 0
+                    and type(erased) is int
+                    and (prev is None or (version > prev.version and entity == prev.entity))
+                ):
+                    if sys_us > top:
+                        top = sys_us
+                    rec = MemRec(mid, version, sys_us, created_us, share(entity, entity),
+                                 share(type_, type_), content, "{}",
+                                 None if emb is None else frombuffer(emb, f32), sal, ts_us,
+                                 None if agent is None else share(agent, agent), pinned == 1,
+                                 None, None, False)  # fmt: skip
+                else:
+                    rec = self.memory(state, row, prev)
             except _Bad as exc:
                 self.bad(ns, "memory_versions", _row_where(row, keys), str(exc))
-                batch = []
+                batch, state = [], None
                 continue
             batch.append(rec)
             tips[mid] = rec
         self.flush(batch_ns, batch)
+        if batch_ns is not None and top > self.last.get(batch_ns, 0):
+            self.last[batch_ns] = top
 
     def flush(self, ns: str | None, batch: list[MemRec]) -> None:
         state = self.out.states.get(ns) if ns is not None else None

@@ -95,19 +95,28 @@ class NamespaceState:
         reaches a record through its chain finds it fully indexed)."""
         tips: dict[str, MemRec] = {}
         items = []
+        live, hot_bytes = 0, 0
+        mems = self.mems
         for rec in recs:
             prev = tips.get(rec.id)
             if prev is None:
-                chain = self.mems.get(rec.id)
+                chain = mems.get(rec.id)
                 prev = chain[-1] if chain else None
             items.append((rec, prev))
             tips[rec.id] = rec
+            # sizes before the catalog takes the vector: a pending record holds its own
+            if not rec.deleted and not rec.erased:
+                live += 1
+                vec = rec.vec
+                hot_bytes += (
+                    len(rec.content) + len(rec.meta_json) + (0 if vec is None else vec.nbytes)
+                )
+            if prev is not None and not prev.deleted and not prev.erased:
+                live -= 1
+                hot_bytes -= prev.nbytes
         self.catalog.add_many(items)
-        for rec, prev in items:
-            was = prev is not None and not prev.deleted and not prev.erased
-            now = not rec.deleted and not rec.erased
-            self.live += int(now) - int(was)
-            self.hot_bytes += (rec.nbytes if now else 0) - (prev.nbytes if was and prev else 0)
+        self.live += live
+        self.hot_bytes += hot_bytes
         for rec in recs:
             chain = self.mems.get(rec.id)
             if chain is None:

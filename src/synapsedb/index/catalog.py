@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
-from .keyword import STOPWORDS, KeywordIndex, analyze
+from .keyword import STOPWORDS, KeywordIndex
 from .postings import grow
 from .timeline import Timelines
 
@@ -206,6 +206,12 @@ class Catalog:
         if self.vectors is not None:
             self.vectors = self.vectors[: self.n].copy()
 
+    def defer_keywords(self) -> None:
+        """Build the keyword index on first need instead of row by row (a namespace loaded at
+        open: see :meth:`KeywordIndex.defer`)."""
+        recs = self.recs  # only ever appended to; rows below n have their record
+        self.keywords.defer(lambda start, stop: [rec.content for rec in recs[start:stop]])
+
     def _ensure_vectors(self, dim: int) -> None:
         if self.vectors is None:
             self.dim = dim
@@ -259,13 +265,16 @@ class Catalog:
                         bucket[key] = array("i", (r,))
                     elif (grown := grow(posting, r)) is not posting:  # a reader holds it
                         bucket[key] = grown
-            self.keywords.add(r, analyze(rec.content))
-            self.timelines.add(int(self.entity[r]), r, rec.ts_us)
             self.recs.append(rec)
             rec.row = r
             rec.cat = self
             rec.vec = None
             r += 1
+        if new:
+            self.keywords.add_texts(r0, [rec.content for rec in new])
+            self.timelines.add_many(
+                self.entity[r0:r1].tolist(), range(r0, r1), [rec.ts_us for rec in new]
+            )
         self.n = r1  # publish last
 
     def _columns_one(self, rec: MemRec, r: int) -> None:
@@ -324,6 +333,8 @@ class Catalog:
             self.has_vec[rows] = True
 
     def _label(self, content: str) -> int:
+        if content.find(":", 1, 41) < 0:  # no "Name:" prefix can match (a cheap test first)
+            return -1
         m = _LABEL.match(content)
         if m is None:
             return -1

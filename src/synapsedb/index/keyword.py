@@ -4,21 +4,28 @@ Postings are compact ``array`` objects (row ids and term frequencies) that only 
 writer never resizes one a reader is copying (:func:`synapsedb.index.postings.grow`). Corpus
 statistics (document count, average length, document frequencies) are computed over the rows a
 query may see, so a query ``as_of`` T ranks exactly as BM25 over the memories visible at T.
+
+A namespace loaded at open defers its index (:meth:`KeywordIndex.defer`): rows are analyzed
+not at load but on first need, in bulk, from the catalog's texts: by the first search (every
+row it may see, before ranking), by the background indexer, or by the first write once the
+index is in use. The postings built are the ones adding the rows one by one builds.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import threading
 from array import array
 from collections import Counter
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import Stemmer
 
-from .postings import grow
+from .postings import extend, grow
 
 __all__ = ["KeywordIndex", "analyze"]
 
@@ -45,16 +52,85 @@ def analyze(text: str) -> list[str]:
     return [_stem(w) for w in _TOKEN.findall(text.lower()) if w not in STOPWORDS]
 
 
+# rows analyzed per step of a deferred index's catch-up (the lock is released between steps)
+_CHUNK = 4096
+
+
 class KeywordIndex:
-    __slots__ = ("b", "doclen", "k1", "postings")
+    __slots__ = ("_lazy", "_lock", "_source", "b", "doclen", "k1", "postings")
 
     def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
         self.postings: dict[str, tuple[array[int], array[int]]] = {}
         self.doclen = array("i")
+        # rows [len(doclen), catalog count) not indexed yet are read from the source
+        self._source: Callable[[int, int], Sequence[str]] | None = None
+        self._lazy = False  # rows are left to the source as they arrive
+        self._lock = threading.Lock()  # one indexer at a time (the writer or a catch-up)
+
+    # -- deferred indexing -----------------------------------------------------------------------
+
+    def defer(self, source: Callable[[int, int], Sequence[str]]) -> None:
+        """Index rows on first need rather than as they are added: ``source(start, stop)``
+        gives the texts of rows ``[start, stop)`` (any rows the catalog has)."""
+        with self._lock:
+            self._source, self._lazy = source, True
+
+    @property
+    def indexed(self) -> int:
+        """Rows indexed so far."""
+        return len(self.doclen)
+
+    @property
+    def lazy(self) -> bool:
+        """True until the index is first needed (rows are then indexed as they arrive)."""
+        return self._lazy
+
+    def catch_up(self, n: int, chunk: int | None = None) -> int:
+        """Index the rows below ``n`` not indexed yet (at most ``chunk`` of them, else all, in
+        steps that release the lock); returns how many. Once every row below ``n`` is in, the
+        index is in use: later rows are indexed as they are added."""
+        done = 0
+        while chunk is None or done < chunk:
+            with self._lock:
+                start = len(self.doclen)
+                if start >= n or self._source is None:
+                    if start >= n:
+                        self._lazy = False
+                    break
+                step = _CHUNK if chunk is None else min(_CHUNK, chunk - done)
+                stop = min(n, start + step)
+                self._add_texts(start, self._source(start, stop))
+                done += stop - start
+        return done
+
+    def add_text(self, row: int, text: str) -> None:
+        """Index catalog row ``row`` (rows arrive in order); a lazy index leaves it to its
+        source."""
+        self.add_texts(row, (text,))
+
+    def add_texts(self, start: int, texts: Sequence[str]) -> None:
+        """Index catalog rows ``start, start + 1, ...`` (see :meth:`add_text`)."""
+        if self._lazy or not texts:
+            return
+        with self._lock:
+            if self._lazy:
+                return
+            have = len(self.doclen)
+            if have < start and self._source is not None:  # rows left while lazy
+                self._add_texts(have, self._source(have, start))
+            self._add_texts(start, texts)
 
     def add(self, row: int, terms: list[str]) -> None:
         """Index catalog row ``row`` (rows arrive in order, 0, 1, 2, ...)."""
+        with self._lock:
+            self._lazy = False
+            self._add(row, terms)
+
+    def _add(self, row: int, terms: list[str]) -> None:
+        start = len(self.doclen)
+        if start < row and self._source is not None:  # rows left while lazy: theirs first
+            self._add_texts(start, self._source(start, row))
         assert row == len(self.doclen), "rows must be added in order"
         counts: dict[str, int] = {}
         for term in terms:
@@ -74,6 +150,43 @@ class KeywordIndex:
                 self.postings[term] = (rows, tfs)
         self.doclen = grow(self.doclen, len(terms))
 
+    def _add_texts(self, start: int, texts: Sequence[str]) -> None:
+        """Index rows ``start, start + 1, ...`` in one pass: what adding them one by one
+        builds (the caller holds the lock)."""
+        assert start == len(self.doclen), "rows must be added in order"
+        fresh: dict[str, tuple[list[int], list[int]]] = {}
+        lens = []
+        row = start
+        for text in texts:
+            terms = analyze(text)
+            lens.append(len(terms))
+            counts: dict[str, int] = {}
+            for term in terms:
+                counts[term] = counts.get(term, 0) + 1
+            for term, tf in counts.items():
+                acc = fresh.get(term)
+                if acc is None:
+                    fresh[term] = ([row], [tf])
+                else:
+                    acc[0].append(row)
+                    acc[1].append(tf)
+            row += 1
+        postings = self.postings
+        for term, (rows, tfs) in fresh.items():
+            post = postings.get(term)
+            if post is None:
+                postings[term] = (array("i", rows), array("i", tfs))
+                continue
+            new_tfs = extend(post[1], tfs)  # tfs first: a reader's tfs never shorter than rows
+            if new_tfs is post[1]:
+                new_rows = extend(post[0], rows)
+            else:  # a reader holds the old pair: leave it whole
+                new_rows = post[0][:]
+                new_rows.extend(rows)
+            if new_rows is not post[0]:
+                postings[term] = (new_rows, new_tfs)
+        self.doclen = extend(self.doclen, lens)
+
     def search(self, terms: list[str], allowed: np.ndarray, k: int, *, full: bool = False) -> Any:
         """Top ``k`` rows by BM25 among ``allowed`` (a mask over the first ``len(allowed)`` rows).
 
@@ -81,6 +194,8 @@ class KeywordIndex:
         ``full=True`` also the score of every row (0 where no query term occurs).
         """
         n = allowed.shape[0]
+        if len(self.doclen) < n:  # rows left to the source: in before ranking
+            self.catch_up(n)
         empty: tuple[np.ndarray, ...] = (np.zeros(0, np.int64), np.zeros(0, np.float32))
         if full:
             empty = (*empty, np.zeros(n, np.float64))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from array import array
 
-__all__ = ["grow"]
+__all__ = ["extend", "grow"]
 
 
 def grow(values: array[int], value: int) -> array[int]:
@@ -24,4 +24,14 @@ def grow(values: array[int], value: int) -> array[int]:
     except BufferError:  # exported to a reader right now: copy on write
         values = values[:]
         values.append(value)
+    return values
+
+
+def extend(values: array[int], more: list[int]) -> array[int]:
+    """``values`` with ``more`` appended (see :func:`grow`)."""
+    try:
+        values.extend(more)
+    except BufferError:  # exported to a reader right now: copy on write
+        values = values[:]
+        values.extend(more)
     return values

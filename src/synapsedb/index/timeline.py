@@ -9,10 +9,11 @@ extended cheaply while event times keep increasing.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 
 import numpy as np
 
-from .postings import grow
+from .postings import extend, grow
 
 __all__ = ["Timelines", "neighbours"]
 
@@ -42,6 +43,30 @@ class Timelines:
         # is copying (see synapsedb.index.postings)
         line.ts = grow(line.ts, ts_us)
         line.rows = grow(line.rows, row)
+
+    def add_many(self, entities: list[int], rows: Sequence[int], ts: list[int]) -> None:
+        """``add`` for each (entity, row, ts), in one pass per entity."""
+        if not entities:
+            return
+        first = entities[0]
+        groups: dict[int, tuple[list[int], list[int]]]
+        if entities.count(first) == len(entities):  # one entity (the usual batch)
+            groups = {first: (list(rows), ts)}
+        else:
+            groups = {}
+            for e, r, t in zip(entities, rows, ts, strict=True):
+                acc = groups.get(e)
+                if acc is None:
+                    groups[e] = ([r], [t])
+                else:
+                    acc[0].append(r)
+                    acc[1].append(t)
+        for e, (e_rows, e_ts) in groups.items():
+            line = self.lines.get(e)
+            if line is None:
+                line = self.lines[e] = _Line()
+            line.ts = extend(line.ts, e_ts)  # ts first (see add)
+            line.rows = extend(line.rows, e_rows)
 
     def ordered(self, entity: int) -> np.ndarray:
         """The entity's rows ordered by (event time, row)."""
