@@ -299,14 +299,16 @@ class _Reads(NamespaceHandle):
         state = self._core.state(self.name)
         if state is None:
             return []
-        streams = dict(state.streams)  # a copy: an append may add a stream meanwhile
+        streams = state.streams
+        names = list(streams)  # a copy: an append may add a stream meanwhile
+        if prefix:  # a name below the prefix sorts below it: the cheap test first
+            names = [n for n in names if n >= prefix and n.startswith(prefix)]
+        if after is not None:
+            names = [n for n in names if n > after]
+        names.sort()
         out: list[str] = []
-        for name in sorted(
-            n
-            for n in streams
-            if (prefix is None or n.startswith(prefix)) and (after is None or n > after)
-        ):
-            evs = streams[name]
+        for name in names:
+            evs = streams.get(name)
             if evs and evs[0].sys_us <= t and not all(e.erased for e in evs):
                 out.append(name)
                 if limit is not None and len(out) >= limit:
