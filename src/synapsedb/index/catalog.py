@@ -117,6 +117,7 @@ class Catalog:
         "labels",
         "latest_us",
         "live",
+        "masks",
         "meta_order",
         "meta_post",
         "n",
@@ -157,6 +158,9 @@ class Catalog:
         self.meta_order: dict[
             tuple[tuple[str, ...], str, str], tuple[int, list[Any], list[Any]]
         ] = {}
+        # repeated queries' allowed-row masks at the present (query/executor.py allowed_rows):
+        # key -> (epoch, rows, valid until, mask)
+        self.masks: dict[Any, tuple[int, int, int, np.ndarray]] = {}
         # path -> (rows covered, float64 column or None): see index/numcol.py
         self.num_cols: dict[tuple[str, ...], tuple[int, np.ndarray | None]] = {}
         self.n_ttl = 0

@@ -67,10 +67,50 @@ class QuerySpec:
     fusion: Fusion = field(default_factory=Fusion)
 
 
+MASK_CACHE = 8  # allowed-row masks kept per catalog, for filters asked again at the present
+_NEVER = np.iinfo(np.int64).max
+
+
 def allowed_rows(
     cat: Catalog, spec: QuerySpec, n: int, id_rows: Callable[[str], Iterable[int]]
 ) -> np.ndarray:
-    """The mask of rows the query may return: visible at T and passing every filter."""
+    """The mask of rows the query may return: visible at T and passing every filter (read
+    only: it may be shared with later queries).
+
+    A query at the present (T at or after the catalog's last change) with the same entity,
+    types, time bounds and filter as a recent one reuses its mask while the catalog is
+    unchanged (same seqlock epoch and rows) and no row in it has expired since: as time
+    passes, a present mask only loses rows, when their TTL runs out.
+    """
+    if not MASK_CACHE or spec.t_us < cat.latest_us:
+        return _allowed_rows(cat, spec, n, id_rows)
+    key = (spec.entity, spec.types, spec.since_us, spec.until_us, repr(spec.filter))
+    epoch = cat.epoch
+    cached = cat.masks.get(key)
+    if cached is not None and cached[0] == epoch and cached[1] == n and spec.t_us < cached[2]:
+        return cached[3]
+    mask = _allowed_rows(cat, spec, n, id_rows)
+    if epoch & 1 or cat.epoch != epoch:  # a writer changed the catalog meanwhile: not kept
+        return mask
+    until = _NEVER
+    if cat.n_ttl:
+        expiring = cat.exp_us[:n][mask]
+        until = int(expiring.min()) if expiring.shape[0] else _NEVER
+    mask.setflags(write=False)
+    masks = cat.masks
+    masks.pop(key, None)
+    try:
+        while len(masks) >= MASK_CACHE:  # the oldest first
+            masks.pop(next(iter(masks)), None)
+    except (RuntimeError, StopIteration):  # another query changed the dict meanwhile
+        pass
+    masks[key] = (epoch, n, until, mask)
+    return mask
+
+
+def _allowed_rows(
+    cat: Catalog, spec: QuerySpec, n: int, id_rows: Callable[[str], Iterable[int]]
+) -> np.ndarray:
     mask = cat.visible(spec.t_us, n)
     if spec.entity is not None:
         code = cat.entities.codes.get(spec.entity)
@@ -197,7 +237,7 @@ def _ranked(
         return _finish(cat, spec, rows, zeros, {"score": zeros}), False
     hybrid = spec.mode == "hybrid"
     # two lists to fuse need deep candidate lists; one list needs k plus slack for dedup
-    pool = fz.candidates if use_v and use_k else spec.k + 10
+    pool = fz.candidates if use_v and use_k else spec.k + (10 if spec.dedup else 0)
     cand_parts = []
     q = None
     if use_v:
@@ -206,6 +246,8 @@ def _ranked(
         t0 = time.perf_counter()
         v_rows, _ = vector_candidates(cat, spec.qvec, allowed, pool, hnsw, need)
         spec.timings["vector"] = spec.timings.get("vector", 0.0) + time.perf_counter() - t0
+        if not use_k and not fz.recency and not fz.salience:  # cosine alone ranks
+            return _by_cosine(cat, spec, np.unique(v_rows), q, pool, need)
         cand_parts.append(v_rows)
     bm = None
     if use_k:
@@ -272,6 +314,29 @@ def _ranked(
     hits = _finish(cat, spec, rows[order], score[order], comp)
     spec.timings["fuse"] = spec.timings.get("fuse", 0.0) + time.perf_counter() - t_fuse
     short = need is not None and cand.shape[0] < pool and len(hits) < spec.k and not cut
+    return hits, short
+
+
+def _by_cosine(
+    cat: Catalog, spec: QuerySpec, rows: np.ndarray, q: np.ndarray, pool: int, need: int | None
+) -> tuple[list[Hit], bool]:
+    """What the fusion below computes when the only list is the vector one and no recency or
+    salience weight applies (the score is the cosine), without its merging steps."""
+    t_fuse = time.perf_counter()
+    cos = np.zeros(rows.shape[0])
+    if cat.vectors is not None and rows.shape[0]:
+        cos = (cat.vectors[rows] @ q).astype(np.float64) * cat.inv_norm[rows]
+    cut = False
+    if spec.min_score is not None:
+        keep = cos >= spec.min_score
+        cut = not keep.all()
+        rows, cos = rows[keep], cos[keep]
+    order = np.lexsort((rows, -cos))
+    rows, cos = rows[order], cos[order]
+    comp = {"cosine": cos, "bm25": np.zeros(rows.shape[0]), "base": cos, "score": cos}
+    hits = _finish(cat, spec, rows, cos, comp)
+    spec.timings["fuse"] = spec.timings.get("fuse", 0.0) + time.perf_counter() - t_fuse
+    short = need is not None and rows.shape[0] < pool and len(hits) < spec.k and not cut
     return hits, short
 
 
