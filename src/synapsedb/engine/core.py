@@ -30,9 +30,10 @@ from ..clock import Clock
 from ..config import Settings
 from ..errors import ClosedError
 from ..query.executor import Fusion
-from ..storage.base import LoadedRows, Storage
+from ..storage.base import LoadedRows, SharedStorage, Storage
 from ..storage.files import restrict_tree
 from .embedding import EmbeddingService
+from .follower import CatchUp, Follower
 from .indexer import Indexer
 from .lifecycle import RateLimiter
 from .lineage import Flush, QueryLog, changes_of
@@ -99,7 +100,14 @@ class EngineCore:
         self.states: dict[str, NamespaceState] = {}
         # namespaces with a stored row that cannot be loaded: unavailable, the others serve
         self.unavailable: dict[str, Unloadable] = {}
+        # several processes on one storage (PostgreSQL): follow the others' commits from
+        # where the rows ended before loading them (follower.py)
+        self._shared = storage if isinstance(storage, SharedStorage) else None
+        marks = self._shared.follow_marks() if self._shared is not None else None
         last_us = self._apply_rows(storage.load(), self.states, clock.now_us())
+        self._follower = (
+            Follower(self._shared, self.states, marks) if self._shared is not None else None
+        )
         self.observers = Observers()
         embedding.on_batch = lambda n: self.observers.emit(self.observers.embed, n)
         self.query_log = QueryLog()
@@ -121,12 +129,24 @@ class EngineCore:
             log=self.query_log,
             reload=self._reload_namespace,
             unavailable=self.unavailable,
+            serialize=self._shared.exclusive if self._shared is not None else None,
+            follow=self._follower.catch_up if self._follower is not None else None,
         )
 
     def start(self) -> None:
         """Load the saved vector graphs and start background indexing (and with it the
-        ``maintain`` calls): once whoever calls ``maintain`` is ready for them."""
+        ``maintain`` calls): once whoever calls ``maintain`` is ready for them. On a shared
+        storage, start following the other processes' commits as they are notified."""
         self._indexer.start()
+        if self._shared is not None:
+            self._shared.listen(self.catch_up)
+
+    def catch_up(self) -> None:
+        """Apply the other processes' commits now (on a shared storage; a no-op otherwise).
+        The storage's listener calls this when another process commits."""
+        if self._follower is not None and not self.closed:
+            with contextlib.suppress(ClosedError):
+                self._writer.submit(CatchUp())
 
     # -- what namespace handles call -------------------------------------------------------------
 
@@ -260,3 +280,5 @@ class EngineCore:
         if self.observers.change:
             for ns, entries in changes_of(tx).items():
                 self.observers.emit(self.observers.change, ns, entries)
+        if self._follower is not None:
+            self._indexer.wake()  # another process's rows, applied without a commit here

@@ -16,6 +16,9 @@ leadership on once its own op is done. So:
   without it); a failed commit fails every op of that batch and
   changes nothing in memory; an op marked ``exclusive`` (an import) commits in a batch of
   its own, so nothing it brings can fail another tenant's write;
+* on a storage several processes write (PostgreSQL), the leader holds the storage's commit
+  lock while it applies the other processes' commits (``follow``), plans and commits, so
+  every plan sees every committed version;
 * acknowledged == durable == visible: once the commit returns, every op in it succeeded.
   Applying the batch to memory checks nothing (the plans did); should it raise all the same,
   the namespaces it touched are rebuilt from storage, the error is logged, and the ops still
@@ -30,6 +33,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
 from ..clock import Clock
@@ -208,7 +212,11 @@ class Writer:
         log: PendingRows | None = None,
         reload: Callable[[str], NamespaceState | None] | None = None,
         unavailable: dict[str, Unloadable] | None = None,
+        serialize: Callable[[], AbstractContextManager[Any]] | None = None,
+        follow: Callable[[], Tx | None] | None = None,
     ) -> None:
+        self._serialize = serialize  # the storage's commit lock (shared storage only)
+        self._follow = follow  # other processes' commits since the last call, as a Tx
         self._log = log
         self._reload = reload
         # namespaces that could not be loaded: ops on them fail (shared with the database)
@@ -290,6 +298,26 @@ class Writer:
                 self._cv.notify_all()
 
     def _process(self, ops: list[Op]) -> None:
+        if self._serialize is None:
+            self._process_batch(ops)
+            return
+        planned = False
+        try:
+            with self._serialize():
+                remote = self._follow() if self._follow is not None else None
+                if remote is not None:  # other processes' commits, before planning on them
+                    self._last_us = max(self._last_us, remote.now_us)
+                    self._apply(remote)
+                planned = True
+                self._process_batch(ops)
+        except SynapseError as exc:
+            if planned:  # the ops have their outcomes; releasing the lock failed after them
+                log.exception("releasing the storage's commit lock failed")
+                return
+            for op in ops:  # the lock or catching up failed: nothing was planned
+                op.error, op.result = exc, None
+
+    def _process_batch(self, ops: list[Op]) -> None:
         now = max(self._clock.now_us(), self._last_us)
         self._last_us = now
         logged = self._drop_unstorable(self._log.drain()) if self._log is not None else []

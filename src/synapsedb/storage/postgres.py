@@ -358,9 +358,8 @@ class PostgresStorage:
         reloads = reloads_of(batch)
         if reloads:
             cur.executemany(
-                "INSERT INTO reloads (ns, sys_us) VALUES (%s, (extract(epoch from "
-                "clock_timestamp()) * 1000000)::bigint)",
-                [(ns,) for ns in reloads],
+                "INSERT INTO reloads (ns, origin) VALUES (%s, %s)",
+                [(ns, self.origin) for ns in reloads],
             )
         cur.execute("SELECT pg_notify(%s, %s)", (self._channel, self.origin))
 
@@ -385,7 +384,9 @@ class PostgresStorage:
 
     def changes_since(self, marks: Marks) -> Changes:
         """Every row other processes (and this one) committed after ``marks``."""
-        return self._on_reader(lambda conn: read_changes(conn, marks), "following commits")
+        return self._on_reader(
+            lambda conn: read_changes(conn, marks, self.origin), "following commits"
+        )
 
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:

@@ -68,16 +68,17 @@ def read_marks(conn: psycopg.Connection[Any]) -> Marks:
     return Marks(*(int(v) for v in row)) if row else Marks()
 
 
-def read_changes(conn: psycopg.Connection[Any], since: Marks) -> Changes:
-    """The rows committed after ``since``, from one snapshot (``conn`` in autocommit)."""
+def read_changes(conn: psycopg.Connection[Any], since: Marks, origin: str) -> Changes:
+    """The rows committed after ``since``, from one snapshot (``conn`` in autocommit); the
+    reloads of ``origin`` (the caller's own, applied when it committed them) left out."""
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         top = read_marks(conn)
         if top == since:
             return Changes(top, 0, [], [], [], [])
         reloads = conn.execute(
-            "SELECT ns, sys_us FROM reloads WHERE seq > %s AND seq <= %s ORDER BY seq",
-            (since.reloads, top.reloads),
+            "SELECT ns FROM reloads WHERE seq > %s AND seq <= %s AND origin <> %s ORDER BY seq",
+            (since.reloads, top.reloads, origin),
         ).fetchall()
         rows = {}
         for name, table, columns, lo, hi in (
@@ -94,8 +95,7 @@ def read_changes(conn: psycopg.Connection[Any], since: Marks) -> Changes:
                 if hi > lo
                 else []
             )
-    times = [int(r[1]) for r in reloads]
-    times += [int(r[3]) for r in rows["memories"]] + [int(r[4]) for r in rows["facts"]]
+    times = [int(r[3]) for r in rows["memories"]] + [int(r[4]) for r in rows["facts"]]
     times += [int(r[4]) for r in rows["events"]]
     return Changes(
         top,

@@ -157,7 +157,8 @@ MIGRATIONS: list[str] = [
     CREATE TABLE reloads (
         seq    BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         ns     TEXT COLLATE "C" NOT NULL,
-        sys_us BIGINT NOT NULL
+        origin TEXT COLLATE "C" NOT NULL,  -- the process that committed it (skips its own)
+        at     TIMESTAMPTZ NOT NULL DEFAULT now()
     );
     """,
 ]
@@ -180,5 +181,5 @@ TEXT_COLUMNS: dict[str, tuple[str, ...]] = {
     "erasures": ("ns", "agent", "subject", "counts"),
     "tiers": ("ns", "id", "tier", "reason"),
     "access": ("ns", "id"),
-    "reloads": ("ns",),
+    "reloads": ("ns", "origin"),
 }

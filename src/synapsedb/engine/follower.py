@@ -1,0 +1,108 @@
+"""Following the other processes on a shared storage (PostgreSQL, docs/deploy.md).
+
+Each SynapseDB process keeps every namespace in memory. On a storage that several processes
+write (:class:`~synapsedb.storage.base.SharedStorage`), each one applies the others' commits
+to its own state, in the writer's thread like its own commits:
+
+- before the writer plans a batch, under the storage's commit lock (so the plan sees every
+  committed version, whoever wrote it), and
+- when the storage reports another process's commit (PostgreSQL NOTIFY), through a
+  :class:`CatchUp` op that plans nothing.
+
+:meth:`Follower.catch_up` turns the rows committed since its marks into a :class:`Tx` that the
+writer applies as it applies its own (so the change feed and SSE followers see them too).
+Applying is idempotent: a version this process already holds (its own commit, or one a load
+already brought) is skipped. A namespace whose rows changed in place (an erasure, a tier move,
+a configuration) or that this process does not know yet is reloaded from storage instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..storage.base import SharedStorage
+from .records import EventRec, FactRec, MemRec
+from .state import NamespaceState
+from .writer import Op, Tx
+
+__all__ = ["CatchUp", "Follower"]
+
+
+class CatchUp(Op):
+    """Plans nothing: submitting it makes the writer catch up with other processes now."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+    def plan(self, tx: Tx) -> None:
+        return None
+
+
+class Follower:
+    """Applies what other processes committed to ``storage`` since ``marks`` (taken before
+    the states were loaded) to ``states``. Called by the writer's leader only."""
+
+    def __init__(
+        self, storage: SharedStorage, states: dict[str, NamespaceState], marks: Any
+    ) -> None:
+        self._storage = storage
+        self._states = states
+        self._marks = marks
+
+    def catch_up(self) -> Tx | None:
+        """The rows committed since the last call, as a Tx to apply (None: nothing new).
+        Raises StorageError when the storage cannot be read (nothing is applied then)."""
+        changes = self._storage.changes_since(self._marks)
+        self._marks = changes.marks
+        if not (changes.reloads or changes.memories or changes.facts or changes.events):
+            return None
+        states = self._states
+        tx = Tx(states, changes.last_us)
+        reload = set(changes.reloads)
+        mem_tips: dict[tuple[str, str], int] = {}
+        for row in changes.memories:
+            ns, mid, version = row[0], row[1], row[2]
+            state = states.get(ns)
+            if ns in reload or state is None or mid in state.cold:
+                reload.add(ns)  # unknown here, or on disk only: load it afresh
+                continue
+            tip = mem_tips.get((ns, mid))
+            if tip is None:
+                chain = state.mems.get(mid)
+                tip = chain[-1].version if chain else 0
+            if version > tip:
+                mem_tips[(ns, mid)] = version
+                tx.mems.append((ns, MemRec.from_row(row[1:])))
+        fact_tips: dict[tuple[str, str, str], int] = {}
+        for row in changes.facts:
+            ns, entity, key, version = row[0], row[1], row[2], row[3]
+            state = states.get(ns)
+            if ns in reload or state is None:
+                reload.add(ns)
+                continue
+            ftip = fact_tips.get((ns, entity, key))
+            if ftip is None:
+                fchain = state.facts.get((entity, key))
+                ftip = fchain[-1].version if fchain else 0
+            if version > ftip:
+                fact_tips[(ns, entity, key)] = version
+                tx.facts.append((ns, FactRec.from_row(row[1:])))
+        tails: dict[tuple[str, str], tuple[int, int]] = {}
+        for row in changes.events:
+            ns, stream, event_key = row[0], row[1], (row[2], row[3])
+            state = states.get(ns)
+            if ns in reload or state is None:
+                reload.add(ns)
+                continue
+            tail = tails.get((ns, stream)) or state.stream_tail(stream) or (-1, -1)
+            if event_key > tail:
+                tails[(ns, stream)] = event_key
+                tx.events.append((ns, EventRec.from_row(row[1:])))
+        if reload:  # their rows come with the reload
+            tx.mems = [(ns, rec) for ns, rec in tx.mems if ns not in reload]
+            tx.facts = [(ns, rec) for ns, rec in tx.facts if ns not in reload]
+            tx.events = [(ns, rec) for ns, rec in tx.events if ns not in reload]
+            tx.reloads = sorted(reload)
+        return tx
