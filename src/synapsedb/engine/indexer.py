@@ -67,11 +67,15 @@ class Indexer:
                 )
 
     def pending(self) -> int:
-        """Rows of eligible namespaces not yet in their graph."""
+        """Rows of eligible namespaces not yet in their graph, or in their keyword index when
+        that was deferred at open (small namespaces build theirs on first search)."""
         total = 0
         for state in list(self._states.values()):
             if self._eligible(state):
-                total += state.catalog.n - (state.hnsw.count if state.hnsw else 0)
+                cat = state.catalog
+                total += cat.n - (state.hnsw.count if state.hnsw else 0)
+                if cat.keywords.lazy:
+                    total += max(0, cat.n - cat.keywords.indexed)
         return total
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -97,6 +101,9 @@ class Indexer:
                                        ef_search=s.hnsw_ef_search)  # fmt: skip
             if state.hnsw.count < cat.n:
                 state.hnsw.extend(cat, cat.n)
+                return True
+            if cat.keywords.lazy:  # a large namespace loaded at open: its first search is near
+                cat.keywords.catch_up(cat.n, chunk=4096)
                 return True
         return False
 

@@ -66,7 +66,13 @@ class HnswIndex:
     """Cosine HNSW over catalog rows ``[0, count)``."""
 
     def __init__(
-        self, dim: int, *, m: int = 16, ef_construction: int = 200, ef_search: int = 100
+        self,
+        dim: int,
+        *,
+        m: int = 16,
+        ef_construction: int = 200,
+        ef_search: int = 100,
+        _loaded: tuple[hnswlib.Index, int] | None = None,
     ) -> None:
         self.dim = dim
         self.m = m
@@ -74,8 +80,11 @@ class HnswIndex:
         self.ef_search = ef_search
         self.count = 0
         self.searches = 0  # graph searches served (an observable for tests and metrics)
-        self._index = hnswlib.Index(space="ip", dim=dim)
-        self._index.init_index(max_elements=1024, ef_construction=ef_construction, M=m)
+        if _loaded is None:
+            self._index = hnswlib.Index(space="ip", dim=dim)
+            self._index.init_index(max_elements=1024, ef_construction=ef_construction, M=m)
+        else:  # a graph read from a file (load): not initialized empty first
+            self._index, self.count = _loaded
         self._index.set_num_threads(1)
         self._lock = _RWLock()
 
@@ -172,14 +181,13 @@ class HnswIndex:
             if cls._checksum(path) != (meta["size"], meta["crc32"]):
                 log.warning("ignoring saved HNSW index %s: checksum mismatch", path)
                 return None
-            idx = cls(int(meta["dim"]), m=int(meta["m"]),
-                      ef_construction=int(meta["ef_construction"]), ef_search=ef_search)  # fmt: skip
-            idx._index.load_index(str(path), max_elements=max(count, 1024))
-            idx._index.set_num_threads(1)
-            if idx._index.get_current_count() != count:
+            graph = hnswlib.Index(space="ip", dim=int(meta["dim"]))
+            graph.load_index(str(path), max_elements=max(count, 1024))
+            if graph.get_current_count() != count:
                 return None
-            idx.count = count
-            return idx
+            return cls(int(meta["dim"]), m=int(meta["m"]),
+                       ef_construction=int(meta["ef_construction"]), ef_search=ef_search,
+                       _loaded=(graph, count))  # fmt: skip
         except (OSError, ValueError, KeyError, RuntimeError, TypeError) as exc:
             log.warning("ignoring saved HNSW index %s: %s", path, exc)
             return None

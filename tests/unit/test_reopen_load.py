@@ -1,0 +1,191 @@
+"""Reopening loads lean and answers as before (issue 18: the reopen hot path).
+
+A loaded namespace builds its keyword index on first need, in bulk; memory rows of the
+everyday form take a quick check; a saved graph is read without an empty one made first. None
+of that may change an answer: these tests compare the deferred index with the one built row by
+row, and queries before a close with the same queries after the reopen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import synapsedb
+from synapsedb import ManualClock
+from synapsedb.engine.records import MemRec
+from synapsedb.index.catalog import Catalog
+from synapsedb.index.hnsw import HnswIndex
+from synapsedb.index.keyword import KeywordIndex, analyze
+
+TEXTS = [
+    "Ava: the parcel to Hamburg is late again",
+    "Ben asked about the refund for the blue kettle",
+    "parcel parcel parcel arrived damaged",
+    "",
+    "the and of",  # stopwords only: a row with no terms
+    "Chloe: refund issued, parcel returned",
+    "Hamburg weather is rainy; the parcel waits",
+    "a kettle, a tent and a camera",
+]
+
+
+def _rec(i: int, content: str, vec: np.ndarray | None = None) -> MemRec:
+    return MemRec(f"m{i}", 1, 10 + i, 10 + i, "u", "fact", content, "{}", vec, 0.5, 1000 - i,
+                  None, False, None, None, False)  # fmt: skip
+
+
+def _postings(index: KeywordIndex) -> dict[str, tuple[list[int], list[int]]]:
+    return {t: (list(r), list(f)) for t, (r, f) in index.postings.items()}
+
+
+def test_a_deferred_keyword_index_builds_what_adding_row_by_row_builds() -> None:
+    eager = KeywordIndex()
+    for row, text in enumerate(TEXTS):
+        eager.add(row, analyze(text))
+    lazy = KeywordIndex()
+    lazy.defer(lambda start, stop: TEXTS[start:stop])
+    for row, text in enumerate(TEXTS):
+        lazy.add_text(row, text)  # left to the source
+    assert lazy.lazy and lazy.indexed == 0
+    assert lazy.catch_up(3) == 3 and not lazy.lazy  # in use from here on
+    lazy.add_texts(len(TEXTS), ["late parcel to Hamburg"])  # rows 3..7 first, then this one
+    eager.add(len(TEXTS), analyze("late parcel to Hamburg"))
+    assert _postings(lazy) == _postings(eager)
+    assert list(lazy.doclen) == list(eager.doclen)
+
+
+def test_a_deferred_index_catches_up_in_steps_and_ranks_as_the_eager_one() -> None:
+    texts = [f"note {i} about topic {i % 7} and parcel {i % 3}" for i in range(10_000)]
+    eager = KeywordIndex()
+    eager.add_texts(0, texts)
+    lazy = KeywordIndex()
+    lazy.defer(lambda start, stop: texts[start:stop])
+    assert lazy.catch_up(len(texts), chunk=5000) == 5000 and lazy.lazy  # half: still deferred
+    allowed = np.ones(len(texts), bool)
+    allowed[::5] = False
+    terms = analyze("parcel 2 topic 4")
+    got = lazy.search(terms, allowed, 20, full=True)  # the search indexes the rest first
+    want = eager.search(terms, allowed, 20, full=True)
+    assert not lazy.lazy and lazy.indexed == len(texts)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert _postings(lazy) == _postings(eager)
+
+
+def test_a_deferred_catalog_indexes_rows_written_before_its_first_search() -> None:
+    cat = Catalog()
+    cat.defer_keywords()
+    cat.add_many([(_rec(i, t), None) for i, t in enumerate(TEXTS[:4])])
+    cat.add(_rec(4, TEXTS[4]), None)
+    assert cat.keywords.indexed == 0
+    rows, _scores = cat.keywords.search(analyze("parcel"), np.ones(cat.n, bool), 10)
+    assert sorted(rows.tolist()) == [0, 2]
+    cat.add_many([(_rec(i, t), None) for i, t in enumerate(TEXTS[5:], start=5)])
+    assert cat.keywords.indexed == len(TEXTS)  # in use: indexed as rows arrive
+    rows, _scores = cat.keywords.search(analyze("parcel"), np.ones(cat.n, bool), 10)
+    assert sorted(rows.tolist()) == [0, 2, 5, 6]
+    assert cat.labels.names == ["Ava", "Chloe"]
+    assert cat.timelines.ordered(0).tolist() == list(range(len(TEXTS)))[::-1]
+
+
+def _open(path: Path, clock: ManualClock, hnsw_threshold: int = 20_000) -> synapsedb.Database:
+    return synapsedb.open(path, clock=clock, durability="os", background_maintenance=False,
+                          embedder=None, hnsw_threshold=hnsw_threshold)  # fmt: skip
+
+
+def _answers(db: synapsedb.Database) -> list[object]:
+    out: list[object] = []
+    for ns in ("a", "b"):
+        mem = db.namespace(ns)
+        for text in ("parcel Hamburg", "refund kettle", "Ava late", "camera tent"):
+            for flt in (None, {"tag": "x"}, {"n": {"$gte": 3}}):
+                res = mem.query(text, embedding=[1.0, 0.5, 0.0], filter=flt, k=5)
+                out.append([(h.id, round(h.score, 4), h.content) for h in res])
+                res = mem.query(text, filter=flt, k=5, mode="keyword")
+                out.append([(h.id, round(h.score, 4)) for h in res])
+        out.append(sorted((m.id, m.content, m.agent, m.pinned, m.salience, repr(m.metadata),
+                           m.ttl, m.expires_at) for m in mem.memories(limit=100)))  # fmt: skip
+    out.append(db.namespaces())
+    return out
+
+
+def test_queries_after_a_reopen_answer_as_before_it(tmp_path: Path) -> None:
+    clock = ManualClock()
+    with _open(tmp_path / "d", clock) as db:
+        for ns in ("a", "b"):
+            mem = db.namespace(ns)
+            ids = []
+            for i, text in enumerate(TEXTS * 3):
+                vec = [1.0, float(i % 5), float(i % 3)]
+                spec: dict[str, object] = {"content": f"{text} {ns}{i}", "embedding": vec}
+                if i % 4 == 0:
+                    spec["metadata"] = {"tag": "x", "n": i % 6, "tags": ["p", i]}
+                if i % 5 == 1:
+                    spec["agent"] = "agent-7"
+                if i % 6 == 2:
+                    spec["pinned"] = True
+                if i % 7 == 3:
+                    spec["ttl"] = 86_400.0 * 30
+                if i % 3 == 0:
+                    spec["salience"] = 1  # an integer salience: stored as given
+                ids.append(mem.write(f"user-{i % 3}", spec).id)
+                clock.advance(1)
+            mem.update(ids[2], {"content": "parcel moved to Bremen"})
+            mem.delete(ids[5])
+            clock.advance(1)
+        before = _answers(db)
+    with _open(tmp_path / "d", clock) as db:
+        state = db._state("a")
+        assert state is not None and state.catalog.keywords.lazy  # not built at open
+        assert _answers(db) == before
+        assert not state.catalog.keywords.lazy  # built by the first text query
+        assert state.live == 23 and state.hot_bytes > 0
+        live, hot = state.live, state.hot_bytes
+        db.namespace("a").write("user-1", {"content": "parcel late", "embedding": [1, 0, 0]})
+        assert state.live == live + 1 and state.hot_bytes > hot
+
+
+def test_the_indexer_builds_a_large_namespace_keyword_index_after_a_reopen(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    rows = [{"entity": "u", "content": f"memo {i} topic {i % 9}", "embedding": [1.0, i, 2.0]}
+            for i in range(600)]  # fmt: skip
+    with _open(tmp_path / "d", clock, hnsw_threshold=500) as db:
+        db.namespace("big").write_many(rows)
+        db.namespace("small").write_many(rows[:10])
+        assert db.wait_for_indexes(timeout=120)
+        before = [h.id for h in db.namespace("big").query("topic 4", k=5, mode="keyword")]
+    with _open(tmp_path / "d", clock, hnsw_threshold=500) as db:
+        assert db.wait_for_indexes(timeout=120)
+        big, small = db._state("big"), db._state("small")
+        assert big is not None and small is not None
+        assert not big.catalog.keywords.lazy and big.catalog.keywords.indexed == 600
+        assert small.catalog.keywords.lazy  # small: on its first search
+        hits = db.namespace("big").query("topic 4", k=5, mode="keyword")
+        assert [h.id for h in hits] == before and all("topic 4" in h.content for h in hits)
+
+
+def test_a_saved_graph_is_read_without_an_empty_one_made_first(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    vecs = np.random.default_rng(0).standard_normal((300, 8)).astype(np.float32)
+    cat = Catalog()
+    recs = [_rec(i, f"m{i}", vec=v) for i, v in enumerate(vecs)]
+    cat.add_many([(rec, None) for rec in recs])
+    idx = HnswIndex(8, m=8, ef_construction=50)
+    while idx.extend(cat, cat.n):
+        pass
+    idx.save(tmp_path / "g.hnsw", cat)
+    capfd.readouterr()
+    loaded = HnswIndex.load(tmp_path / "g.hnsw", cat)
+    assert loaded is not None and loaded.count == 300
+    assert "already inited" not in "".join(capfd.readouterr())
+    q = vecs[7] / np.linalg.norm(vecs[7])
+    labels, _sims = loaded.search(q, 1, 50)
+    assert labels.tolist() == [7]
+    loaded.extend(cat, cat.n)  # nothing new: the loaded graph already covers the rows
+    assert loaded.count == 300
