@@ -57,6 +57,7 @@ from .postgres_follow import (
     reloads_of,
 )
 from .postgres_load import EVENT_COLUMNS, FACT_COLUMNS, MEM_COLUMNS, LoadSession
+from .postgres_reads import AuditReads
 from .postgres_schema import MIGRATIONS
 
 if TYPE_CHECKING:
@@ -68,7 +69,6 @@ log = logging.getLogger("synapsedb.storage")
 
 _T = TypeVar("_T")
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-_MEM_READ = MEM_COLUMNS.split(", ", 1)[1] + ", erased"  # a chain row: without ns
 
 
 def _insert(table: str, columns: str) -> str:
@@ -115,7 +115,7 @@ def _psycopg() -> Any:
     return psycopg
 
 
-class PostgresStorage:
+class PostgresStorage(AuditReads):
     """The tables of one schema in one PostgreSQL database (``dsn``: a libpq URI or
     ``key=value`` string). :meth:`commit` is called from one writer thread at a time.
 
@@ -160,6 +160,10 @@ class PostgresStorage:
         self._channel = channel_of(schema)
         self._commit_lock = COMMIT_LOCK + schema
         self._listener: Listener | None = None
+        # the marks just before and just after this process's latest commit: commits are
+        # serialized, so every row between them is this process's own (not read back)
+        self._own: tuple[Marks, Marks] | None = None
+        self._own_pending: tuple[Marks, Marks] | None = None
         self.where = self._describe(dsn)
         self._writer: psycopg.Connection[Any] | None = None
         self._reader: psycopg.Connection[Any] | None = None
@@ -299,6 +303,7 @@ class PostgresStorage:
                             row = cur.fetchone()
                             xid = int(row[0]) if row else 0
                         committing = True  # leaving the block sends COMMIT
+                    self._own = self._own_pending
                     break
                 except self._pg.Error as exc:
                     lost = self._writer is not None and self._writer.broken
@@ -329,6 +334,7 @@ class PostgresStorage:
         # commits are serialized across processes: rowid order is commit order (followers
         # read by rowid); re-entrant when exclusive() holds the same lock for the session
         cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._commit_lock,))
+        before = read_marks(cur)
         for sql, rows in (
             (_NS_UPSERT, batch.namespaces),
             (_MEM_INSERT, batch.memories),
@@ -362,6 +368,7 @@ class PostgresStorage:
                 [(ns, self.origin) for ns in reloads],
             )
         cur.execute("SELECT pg_notify(%s, %s)", (self._channel, self.origin))
+        self._own_pending = (before, read_marks(cur))
 
     def _prune_query_log(self, cur: psycopg.Cursor[Any], rows: list[tuple[Any, ...]]) -> None:
         """Keep each namespace's query log near ``query_log_max_rows`` (pruned once every
@@ -383,7 +390,11 @@ class PostgresStorage:
         return self._on_reader(read_marks, "reading the log marks")
 
     def changes_since(self, marks: Marks) -> Changes:
-        """Every row other processes (and this one) committed after ``marks``."""
+        """Every row committed after ``marks`` (those of this process's latest commit are
+        skipped when ``marks`` end just before it: the caller has them)."""
+        own = self._own
+        if own is not None and marks == own[0]:
+            marks = own[1]
         return self._on_reader(
             lambda conn: read_changes(conn, marks, self.origin), "following commits"
         )
@@ -393,17 +404,12 @@ class PostgresStorage:
         """Hold the commit lock for this process's session: no other process commits until
         the block ends (the writer catches up, plans and commits inside)."""
         with self._lock:
-            for attempt in (1, 2):
-                try:
-                    conn = self._writer_conn()
-                    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (self._commit_lock,))
-                    break
-                except self._pg.Error as exc:
-                    if attempt == 1 and self._writer is not None and self._writer.broken:
-                        continue
-                    raise self._failures.error(
-                        f"cannot take the commit lock: {exc}", exc, where=self.where
-                    ) from exc
+            self._on_writer(
+                lambda conn: conn.execute(
+                    "SELECT pg_advisory_lock(hashtext(%s))", (self._commit_lock,)
+                ),
+                "taking the commit lock",
+            )
             try:
                 yield
             finally:
@@ -424,6 +430,19 @@ class PostgresStorage:
                 self._listener = Listener(
                     self._connect, self._channel, self.origin, on_change, self._pg
                 )
+
+    def _on_writer(self, run: Callable[[psycopg.Connection[Any]], _T], what: str) -> _T:
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    return run(self._writer_conn())
+                except self._pg.Error as exc:
+                    if attempt == 1 and self._writer is not None and self._writer.broken:
+                        continue
+                    raise self._failures.error(
+                        f"{what} failed: {exc}", exc, where=self.where
+                    ) from exc
+            raise AssertionError("unreachable")  # pragma: no cover
 
     def _on_reader(self, read: Callable[[psycopg.Connection[Any]], _T], what: str) -> _T:
         with self._read_lock:
@@ -477,93 +496,18 @@ class PostgresStorage:
         """Run a read on the reader connection (once more on a fresh one if it was gone)."""
         return self._on_reader(lambda conn: conn.execute(sql, params).fetchall(), "read")
 
-    def read_queries(self, ns: str, ids: list[str]) -> list[tuple[Any, ...]]:
-        """Logged queries by id: (id, sys_us, agent, text, request JSON, hits JSON)."""
-        if not ids:
-            return []
-        return self._read(
-            "SELECT id, sys_us, agent, text, request, hits FROM queries "
-            "WHERE ns = %s AND id = ANY(%s)",
-            (ns, ids),
-        )
-
-    def read_memory_chain(self, ns: str, mid: str) -> list[tuple[Any, ...]]:
-        return self._read(
-            f"SELECT {_MEM_READ} FROM memory_versions WHERE ns = %s AND id = %s ORDER BY version",
-            (ns, mid),
-        )
-
-    def read_memory_chains(self, ns: str, ids: list[str]) -> list[tuple[Any, ...]]:
-        out: list[tuple[Any, ...]] = []
-        for i in range(0, len(ids), 5000):
-            out.extend(
-                self._read(
-                    f"SELECT {_MEM_READ} FROM memory_versions WHERE ns = %s AND id = ANY(%s) "
-                    "ORDER BY rowid",
-                    (ns, ids[i : i + 5000]),
-                )
-            )
-        return out
-
-    def scan_queries(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
-        return self._read(
-            "SELECT id, sys_us, agent, text, request, hits FROM queries "
-            "WHERE ns = %s AND sys_us >= %s AND sys_us < %s ORDER BY sys_us, id",
-            (ns, since_us, until_us),
-        )
-
-    def read_answer(self, ns: str, answer_id: str) -> tuple[Any, ...] | None:
-        """(id, sys_us, agent, text, query_ids JSON, cited JSON, memories JSON, erased) or
-        None; ``erased`` is 1 when a purge took the text."""
-        rows = self._read(
-            "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
-            "WHERE ns = %s AND id = %s",
-            (ns, answer_id),
-        )
-        return rows[0] if rows else None
-
-    def scan_answers(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
-        """(id, sys_us, agent, text, query_ids JSON, cited JSON, memories JSON, erased)."""
-        return self._read(
-            "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
-            "WHERE ns = %s AND sys_us >= %s AND sys_us < %s ORDER BY sys_us, id",
-            (ns, since_us, until_us),
-        )
-
-    def scan_tiers(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
-        """Tier moves: (id, sys_us, tier, score, reason)."""
-        return self._read(
-            "SELECT id, sys_us, tier, score, reason FROM tiers "
-            "WHERE ns = %s AND sys_us >= %s AND sys_us < %s ORDER BY rowid",
-            (ns, since_us, until_us),
-        )
-
-    def scan_erasures(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
-        return self._read(
-            "SELECT sys_us, agent, subject, counts FROM erasures "
-            "WHERE ns = %s AND sys_us >= %s AND sys_us < %s ORDER BY sys_us, rowid",
-            (ns, since_us, until_us),
-        )
-
     def secret(self) -> bytes:
         """The key for hashing erased names, shared by every process on this schema: created
         once (the first caller's random key wins; the others read it), then read."""
-        with self._lock:
-            for attempt in (1, 2):
-                try:
-                    conn = self._writer_conn()
-                    conn.execute(
-                        "INSERT INTO secret (id, value) VALUES (1, %s) ON CONFLICT (id) DO NOTHING",
-                        (os.urandom(32),),
-                    )
-                    row = conn.execute("SELECT value FROM secret WHERE id = 1").fetchone()
-                    break
-                except self._pg.Error as exc:
-                    if attempt == 1 and self._writer is not None and self._writer.broken:
-                        continue
-                    raise self._failures.error(
-                        f"cannot read the secret: {exc}", exc, where=self.where
-                    ) from exc
+
+        def read(conn: psycopg.Connection[Any]) -> Any:
+            conn.execute(
+                "INSERT INTO secret (id, value) VALUES (1, %s) ON CONFLICT (id) DO NOTHING",
+                (os.urandom(32),),
+            )
+            return conn.execute("SELECT value FROM secret WHERE id = 1").fetchone()
+
+        row = self._on_writer(read, "reading the secret")
         if row is None:  # pragma: no cover - the INSERT above made it
             raise StorageError(f"PostgreSQL storage {self.where} has no secret", where=self.where)
         return bytes(row[0])
@@ -579,14 +523,6 @@ class PostgresStorage:
             dsn = "<your connection string>"
         script = f"SET search_path = {self.schema}; {statement}"
         return f"psql {shlex.quote(dsn)} -c {shlex.quote(script)}"
-
-    def count_rows(self) -> dict[str, int]:
-        """Row counts per table (for checks that memory agrees with the database)."""
-        tables = ("namespaces", "memory_versions", "fact_versions", "events")
-        rows = self._read(
-            " UNION ALL ".join(f"SELECT '{t}', count(*) FROM {t}" for t in tables), ()
-        )
-        return {t: int(n) for t, n in rows}
 
     def close(self) -> None:
         """Close every connection (a last try at a pending erasure first). Idempotent."""

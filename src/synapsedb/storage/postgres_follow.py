@@ -34,7 +34,15 @@ from .postgres_load import EVENT_COLUMNS, FACT_COLUMNS, MEM_COLUMNS
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["COMMIT_LOCK", "Listener", "Marks", "channel_of", "read_changes", "reloads_of"]
+__all__ = [
+    "COMMIT_LOCK",
+    "Listener",
+    "Marks",
+    "channel_of",
+    "read_changes",
+    "read_marks",
+    "reloads_of",
+]
 
 log = logging.getLogger("synapsedb.storage")
 
@@ -63,7 +71,7 @@ def channel_of(schema: str) -> str:
     return ("synapsedb_" + schema)[:63]
 
 
-def read_marks(conn: psycopg.Connection[Any]) -> Marks:
+def read_marks(conn: psycopg.Connection[Any] | psycopg.Cursor[Any]) -> Marks:
     row = conn.execute(_TOPS).fetchone()
     return Marks(*(int(v) for v in row)) if row else Marks()
 
