@@ -95,6 +95,14 @@ class Codes:
             self.names.append(name)
         return c
 
+    def codes_of(self, names: list[str]) -> list[int]:
+        """``code`` of each name (one dictionary lookup each when all are known)."""
+        get = self.codes.get
+        out = [get(name) for name in names]
+        if None in out:
+            return [self.code(name) for name in names]
+        return out  # type: ignore[return-value]
+
 
 _INT32_MAX = 2**31 - 1
 
@@ -131,6 +139,7 @@ class Catalog:
         "ts_us",
         "type",
         "types",
+        "vec_views",
         "vectors",
     )
 
@@ -161,6 +170,8 @@ class Catalog:
         # repeated queries' allowed-row masks at the present (query/executor.py allowed_rows):
         # key -> (epoch, rows, valid until, mask)
         self.masks: dict[Any, tuple[int, int, int, np.ndarray]] = {}
+        # a cached mask's rows with a vector and its share of the graph (executor)
+        self.vec_views: dict[int, tuple[np.ndarray, int, np.ndarray, int]] = {}
         # path -> (rows covered, float64 column or None): see index/numcol.py
         self.num_cols: dict[tuple[str, ...], tuple[int, np.ndarray | None]] = {}
         self.n_ttl = 0
@@ -315,8 +326,8 @@ class Catalog:
         self.n_ttl += sum(1 for e in exp if e != INF)
         self.ts_us[sl] = [rec.ts_us for rec in new]
         self.salience[sl] = [rec.salience for rec in new]
-        self.entity[sl] = [self.entities.code(rec.entity) for rec in new]
-        self.type[sl] = [self.types.code(rec.type) for rec in new]
+        self.entity[sl] = self.entities.codes_of([rec.entity for rec in new])
+        self.type[sl] = self.types.codes_of([rec.type for rec in new])
         self.agent[sl] = [
             _NO_AGENT if rec.agent is None else self.agents.code(rec.agent) for rec in new
         ]

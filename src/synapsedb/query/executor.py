@@ -146,6 +146,23 @@ def _exact(cat: Catalog, q: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.nd
     return _top(sims, rows, k)
 
 
+def _with_vectors(cat: Catalog, allowed: np.ndarray, n: int, h: int) -> tuple[np.ndarray, int]:
+    """The allowed rows that have a vector, and how many of them the graph's first ``h`` rows
+    hold; kept with a cached (read-only) mask, whose rows cannot change while it is cached."""
+    views = cat.vec_views
+    seen = views.get(id(allowed))
+    if seen is not None and seen[0] is allowed and seen[1] == h:
+        return seen[2], seen[3]
+    ok = allowed & cat.has_vec[:n]
+    in_graph = int(np.count_nonzero(ok[:h])) if h else 0
+    if not allowed.flags.writeable:
+        ok.setflags(write=False)
+        if len(views) >= MASK_CACHE:
+            views.clear()
+        views[id(allowed)] = (allowed, h, ok, in_graph)  # holding `allowed` keeps its id
+    return ok, in_graph
+
+
 def vector_candidates(
     cat: Catalog,
     qvec: np.ndarray,
@@ -165,11 +182,10 @@ def vector_candidates(
     n = allowed.shape[0]
     if cat.vectors is None:
         return np.zeros(0, np.int64), np.zeros(0, np.float32)
-    ok = allowed & cat.has_vec[:n]
     qn = float(np.linalg.norm(qvec)) or 1.0
     q = (qvec / qn).astype(np.float32)
     h = min(hnsw.count, n) if hnsw is not None else 0
-    allowed_in_graph = int(np.count_nonzero(ok[:h])) if h else 0
+    ok, allowed_in_graph = _with_vectors(cat, allowed, n, h)
     if allowed_in_graph <= EXACT_GATHER:
         rows = np.flatnonzero(ok)
         if rows.shape[0] == 0:
