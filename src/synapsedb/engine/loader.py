@@ -286,6 +286,7 @@ class _Loader:
         record at once; any other row takes :meth:`memory`, which checks every column and
         says what is wrong. Repeated strings (entities, types, agents) are shared."""
         batch: list[MemRec] = []
+        prevs: list[MemRec | None] = []  # the version each one of the batch supersedes
         tips: dict[str, MemRec] = {}  # the batch's latest version of each id
         batch_ns: str | None = None
         state: NamespaceState | None = None
@@ -299,11 +300,11 @@ class _Loader:
         for row in rows.memories:
             ns = row[0]
             if ns != batch_ns or len(batch) >= 4096:
-                self.flush(batch_ns, batch)
+                self.flush(batch_ns, batch, prevs)
                 if batch_ns is not None and top > self.last.get(batch_ns, 0):
                     self.last[batch_ns] = top
                 top = 0
-                batch, batch_ns = [], ns
+                batch, prevs, batch_ns = [], [], ns
                 tips.clear()
                 state = self.state("memory_versions", row, keys)
                 vec_bytes = -1 if state is None or state.dim is None else 4 * state.dim
@@ -358,20 +359,21 @@ class _Loader:
                     rec = self.memory(state, row, prev)
             except _Bad as exc:
                 self.bad(ns, "memory_versions", _row_where(row, keys), str(exc))
-                batch, state = [], None
+                batch, prevs, state = [], [], None
                 continue
             batch.append(rec)
+            prevs.append(prev)
             tips[mid] = rec
-        self.flush(batch_ns, batch)
+        self.flush(batch_ns, batch, prevs)
         if batch_ns is not None and top > self.last.get(batch_ns, 0):
             self.last[batch_ns] = top
 
-    def flush(self, ns: str | None, batch: list[MemRec]) -> None:
+    def flush(self, ns: str | None, batch: list[MemRec], prevs: list[MemRec | None]) -> None:
         state = self.out.states.get(ns) if ns is not None else None
         if state is None or not batch:
             return
         try:
-            state.add_memories(batch)
+            state.add_memories(batch, prevs)
         except Exception as exc:  # checked rows should not fail; if one does, say where
             first, last = batch[0], batch[-1]
             self.bad(ns, "memory_versions",

@@ -90,20 +90,24 @@ class NamespaceState:
     def add_memory(self, rec: MemRec) -> None:
         self.add_memories([rec])
 
-    def add_memories(self, recs: list[MemRec]) -> None:
+    def add_memories(self, recs: list[MemRec], prevs: list[MemRec | None] | None = None) -> None:
         """Apply committed memory versions in commit order (catalog first, so a reader that
-        reaches a record through its chain finds it fully indexed)."""
+        reaches a record through its chain finds it fully indexed). ``prevs``: the version
+        each one supersedes, when the caller knows them already (the loader does)."""
         tips: dict[str, MemRec] = {}
-        items = []
+        items: list[tuple[MemRec, MemRec | None]] = []
         live, hot_bytes = 0, 0
         mems = self.mems
-        for rec in recs:
-            prev = tips.get(rec.id)
-            if prev is None:
-                chain = mems.get(rec.id)
-                prev = chain[-1] if chain else None
+        for i, rec in enumerate(recs):
+            if prevs is not None:
+                prev = prevs[i]
+            else:
+                prev = tips.get(rec.id)
+                if prev is None:
+                    chain = mems.get(rec.id)
+                    prev = chain[-1] if chain else None
+                tips[rec.id] = rec
             items.append((rec, prev))
-            tips[rec.id] = rec
             # sizes before the catalog takes the vector: a pending record holds its own
             if not rec.deleted and not rec.erased:
                 live += 1
