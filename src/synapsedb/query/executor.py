@@ -177,7 +177,7 @@ def vector_candidates(
     its prefix of rows and the rows after the prefix are scanned exactly. A filter over-fetches
     from the graph by the inverse of its share of the graph's rows, sized for ``need`` rows
     (default ``k``: fewer than ``k`` may come back when ``need`` is smaller): 1.3 times first,
-    then 3 times for ``k`` if that found fewer than ``need``, then a filtered graph search.
+    2.5 times if that found fewer than ``need``, then a filtered graph search.
     """
     n = allowed.shape[0]
     if cat.vectors is None:
@@ -203,10 +203,10 @@ def vector_candidates(
     labels, sims = hnsw.search(q, want, max(hnsw.ef_search, want))
     keep = (labels < h) & ok[np.minimum(labels, n - 1)]
     if int(np.count_nonzero(keep)) < min(need, allowed_in_graph) and want < h:
-        want = min(h, int(k / share * 3) + 16)
+        want = min(h, int(need / share * 2.5) + 16)
         labels, sims = hnsw.search(q, want, max(hnsw.ef_search, want))
         keep = (labels < h) & ok[np.minimum(labels, n - 1)]
-        if int(np.count_nonzero(keep)) < min(k, allowed_in_graph) and want < h:
+        if int(np.count_nonzero(keep)) < min(need, allowed_in_graph) and want < h:
             labels, sims = hnsw.search(
                 q, k, max(hnsw.ef_search, k), allowed=lambda label: label < h and bool(ok[label])
             )
