@@ -198,3 +198,35 @@ def _serve(url: str, data: Path) -> tuple[str, subprocess.Popen[bytes]]:
     proc.terminate()
     proc.wait(20)
     pytest.fail(f"synapsedb serve did not start within 60 s: {log.read_text()}")
+
+
+def test_the_change_observers_of_one_see_the_writes_of_the_other(pair: Any) -> None:
+    """What the change feed and SSE followers of a server are fed (observers.change), and
+    the erase signal that makes the feed drop a namespace an erasure elsewhere rewrote."""
+    a, b = pair
+    seen: list[tuple[str, str]] = []
+    erased: list[str] = []
+    b.observers.change.append(lambda ns, entries: seen.extend((ns, e.action) for e in entries))
+    b.observers.erase.append(lambda ns, _entity: erased.append(ns))
+    ma = a.namespace("acme")
+    ma.write("user:1", "hello")
+    ma.set("user:1", "k", 1)
+    ma.append("user:1", "called", searchable=False)
+    eventually(lambda: list(seen), lambda s: len(s) == 3)
+    assert [action for _, action in seen] == ["write", "set", "append"]
+    assert {ns for ns, _ in seen} == {"acme"}
+    ma.forget(entity="user:1", purge=True)
+    assert eventually(lambda: list(erased), lambda e: "acme" in e)
+
+
+def test_a_configuration_and_a_vector_space_set_on_one_hold_on_the_other(pair: Any) -> None:
+    a, b = pair
+    ma, mb = a.namespace("acme"), b.namespace("acme")
+    ma.configure(max_hot=3)
+    assert eventually(lambda: mb.config.max_hot, lambda v: v == 3) == 3
+    m = ma.write("u", {"content": "north", "embedding": [1.0, 0.0, 0.0]})
+    ma.write("u", {"content": "east", "embedding": [0.0, 1.0, 0.0]})
+    hits = eventually(lambda: mb.query(embedding=[1.0, 0.1, 0.0], k=1).hits, bool)
+    assert hits[0].id == m.id
+    mb.configure(max_hot=5)  # and back
+    assert eventually(lambda: ma.config.max_hot, lambda v: v == 5) == 5

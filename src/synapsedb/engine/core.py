@@ -130,7 +130,7 @@ class EngineCore:
             reload=self._reload_namespace,
             unavailable=self.unavailable,
             serialize=self._shared.exclusive if self._shared is not None else None,
-            follow=self._follower.catch_up if self._follower is not None else None,
+            follow=self._follow if self._follower is not None else None,
         )
 
     def start(self) -> None:
@@ -140,6 +140,16 @@ class EngineCore:
         self._indexer.start()
         if self._shared is not None:
             self._shared.listen(self.catch_up)
+
+    def _follow(self) -> Tx | None:
+        """Other processes' commits as a Tx for the writer to apply (writer thread)."""
+        assert self._follower is not None
+        tx = self._follower.catch_up()
+        for ns in tx.reloads if tx is not None else ():
+            # rows there changed in place (perhaps a purge): listeners drop what they keep
+            # of the namespace (the change feed replays it from the rewritten history)
+            self.observers.emit(self.observers.erase, ns, "")
+        return tx
 
     def catch_up(self) -> None:
         """Apply the other processes' commits now (on a shared storage; a no-op otherwise).

@@ -12,15 +12,18 @@ to its own state, in the writer's thread like its own commits:
 :meth:`Follower.catch_up` turns the rows committed since its marks into a :class:`Tx` that the
 writer applies as it applies its own (so the change feed and SSE followers see them too).
 Applying is idempotent: a version this process already holds (its own commit, or one a load
-already brought) is skipped. A namespace whose rows changed in place (an erasure, a tier move,
-a configuration) or that this process does not know yet is reloaded from storage instead.
+already brought) is skipped. A namespace new to this process starts from its namespaces row
+(so the change feed reports its first writes too), whose vector space and configuration are
+also taken over when another process changes them. A namespace whose rows changed in place
+(an erasure, a tier move), or whose namespaces row cannot be read, is reloaded from storage.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..storage.base import SharedStorage
+from ..storage.base import Row, SharedStorage
+from .lifecycle import parse_config
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
 from .writer import Op, Tx
@@ -56,15 +59,20 @@ class Follower:
         Raises StorageError when the storage cannot be read (nothing is applied then)."""
         changes = self._storage.changes_since(self._marks)
         self._marks = changes.marks
-        if not (changes.reloads or changes.memories or changes.facts or changes.events):
+        if not (changes.reloads or changes.namespaces or changes.memories or changes.facts
+                or changes.events):  # fmt: skip
             return None
         states = self._states
         tx = Tx(states, changes.last_us)
         reload = set(changes.reloads)
+        for row in changes.namespaces:
+            if row[0] not in reload:
+                self._namespace(tx, row, reload)
+        new = tx.new_ns  # namespaces the rows below may belong to, besides the known ones
         mem_tips: dict[tuple[str, str], int] = {}
         for row in changes.memories:
             ns, mid, version = row[0], row[1], row[2]
-            state = states.get(ns)
+            state = states.get(ns, new.get(ns))
             if ns in reload or state is None or mid in state.cold:
                 reload.add(ns)  # unknown here, or on disk only: load it afresh
                 continue
@@ -78,7 +86,7 @@ class Follower:
         fact_tips: dict[tuple[str, str, str], int] = {}
         for row in changes.facts:
             ns, entity, key, version = row[0], row[1], row[2], row[3]
-            state = states.get(ns)
+            state = states.get(ns, new.get(ns))
             if ns in reload or state is None:
                 reload.add(ns)
                 continue
@@ -92,7 +100,7 @@ class Follower:
         tails: dict[tuple[str, str], tuple[int, int]] = {}
         for row in changes.events:
             ns, stream, event_key = row[0], row[1], (row[2], row[3])
-            state = states.get(ns)
+            state = states.get(ns, new.get(ns))
             if ns in reload or state is None:
                 reload.add(ns)
                 continue
@@ -106,3 +114,22 @@ class Follower:
             tx.events = [(ns, rec) for ns, rec in tx.events if ns not in reload]
             tx.reloads = sorted(reload)
         return tx
+
+    def _namespace(self, tx: Tx, row: Row, reload: set[str]) -> None:
+        """A namespace new here, or its vector space or configuration changed elsewhere."""
+        name, created_us, dim, embedder, config = row
+        try:
+            cfg = parse_config(config)
+        except Exception:  # the loader says what is wrong with it, and how to repair it
+            reload.add(name)
+            return
+        state = self._states.get(name)
+        if state is None:
+            fresh = NamespaceState(name, created_us, dim, embedder)
+            fresh.config = cfg
+            tx.new_ns[name] = fresh
+            return
+        if dim is not None and (state.dim, state.embedder) != (dim, embedder):
+            tx.spaces[name] = (dim, embedder)
+        if cfg != state.config:
+            tx.configs.append((name, cfg))

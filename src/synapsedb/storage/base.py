@@ -176,11 +176,14 @@ class Storage(Protocol):
 class Changes:
     """What other processes committed to a shared storage since ``marks`` were taken: rows as
     :meth:`Storage.load` gives them, in commit order; ``reloads``: namespaces whose stored rows
-    changed in place (an erasure, a tier move, a configuration), to be loaded afresh."""
+    changed in place (an erasure, a tier move), to be loaded afresh; ``namespaces``: the
+    namespaces rows (name, created_us, dim, embedder, config) of every other namespace named
+    by these changes (new ones, a new vector space or configuration)."""
 
     marks: Any  # pass to the next changes_since
     last_us: int  # the latest system time among them (0: none)
     reloads: list[str]
+    namespaces: list[Row]
     memories: list[Row]
     facts: list[Row]
     events: list[Row]

@@ -364,8 +364,8 @@ class PostgresStorage(AuditReads):
         reloads = reloads_of(batch)
         if reloads:
             cur.executemany(
-                "INSERT INTO reloads (ns, origin) VALUES (%s, %s)",
-                [(ns, self.origin) for ns in reloads],
+                "INSERT INTO reloads (ns, origin, rows) VALUES (%s, %s, %s)",
+                [(ns, self.origin, full) for ns, full in reloads],
             )
         cur.execute("SELECT pg_notify(%s, %s)", (self._channel, self.origin))
         self._own_pending = (before, read_marks(cur))

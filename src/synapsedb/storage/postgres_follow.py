@@ -6,8 +6,10 @@
   in each log table (memory_versions, fact_versions, events), and "the rows after rowid N" is
   a prefix-closed set. A follower keeps one mark per table and reads the rows above it.
 - **In-place changes.** A batch that changes stored rows in place (an erasure, expired rows,
-  a tier move, a namespace's configuration or vector space) also inserts one ``reloads`` row
-  per namespace; a follower loads those namespaces afresh.
+  a tier move) also inserts one ``reloads`` row per namespace, and a follower loads those
+  namespaces afresh; one that changes a namespaces row (a configuration; a new namespace or
+  vector space comes with rows of it anyway) inserts one with ``rows = false``, and the
+  follower is given the namespaces row.
 - **Notification.** The transaction ends with ``pg_notify(channel, origin)``: PostgreSQL
   delivers it to every listening session once the commit is durable, in commit order.
   :class:`Listener` holds one connection per process on ``LISTEN channel`` and calls back for
@@ -83,9 +85,10 @@ def read_changes(conn: psycopg.Connection[Any], since: Marks, origin: str) -> Ch
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         top = read_marks(conn)
         if top == since:
-            return Changes(top, 0, [], [], [], [])
+            return Changes(top, 0, [], [], [], [], [])
         reloads = conn.execute(
-            "SELECT ns FROM reloads WHERE seq > %s AND seq <= %s AND origin <> %s ORDER BY seq",
+            "SELECT ns, rows FROM reloads WHERE seq > %s AND seq <= %s AND origin <> %s "
+            "ORDER BY seq",
             (since.reloads, top.reloads, origin),
         ).fetchall()
         rows = {}
@@ -103,25 +106,39 @@ def read_changes(conn: psycopg.Connection[Any], since: Marks, origin: str) -> Ch
                 if hi > lo
                 else []
             )
+        named = {ns for ns, full in reloads if not full}
+        named.update(row[0] for kind in ("memories", "facts", "events") for row in rows[kind])
+        spaces = (
+            conn.execute(
+                "SELECT name, created_us, dim, embedder, config FROM namespaces "
+                "WHERE name = ANY(%s)",
+                (sorted(named),),
+            ).fetchall()
+            if named
+            else []
+        )
     times = [int(r[3]) for r in rows["memories"]] + [int(r[4]) for r in rows["facts"]]
     times += [int(r[4]) for r in rows["events"]]
     return Changes(
         top,
         max(times, default=0),
-        list(dict.fromkeys(r[0] for r in reloads)),
+        list(dict.fromkeys(ns for ns, full in reloads if full)),
+        spaces,
         rows["memories"],
         rows["facts"],
         rows["events"],
     )
 
 
-def reloads_of(batch: Batch) -> list[str]:
-    """The namespaces whose stored rows ``batch`` changes in place (followers reload them)."""
+def reloads_of(batch: Batch) -> list[tuple[str, bool]]:
+    """(namespace, rows) for each namespace whose stored rows ``batch`` changes in place
+    (True: followers reload it) or whose configuration it changes (False: followers re-read
+    its namespaces row)."""
     names = [p.ns for p in batch.purges]
     names += [ns for ns, _ in batch.expired_memories] + [ns for ns, *_ in batch.expired_facts]
-    names += [ns for ns, *_ in batch.erased_events] + [row[1] for row in batch.configs]
-    names += [row[0] for row in batch.tiers] + [row[0] for row in batch.namespaces]
-    return list(dict.fromkeys(names))
+    names += [ns for ns, *_ in batch.erased_events] + [row[0] for row in batch.tiers]
+    full = dict.fromkeys(names, True)
+    return [*full.items(), *((row[1], False) for row in batch.configs if row[1] not in full)]
 
 
 class Listener:

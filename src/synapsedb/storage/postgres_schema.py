@@ -147,9 +147,9 @@ MIGRATIONS: list[str] = [
     );
     """,
     # 3: several processes on one schema (postgres_follow.py): each follows the others' commits
-    # by rowid (commits are serialized, so rowid order is commit order across processes), and
-    # reloads a namespace named in ``reloads`` (its rows changed in place: an erasure, a tier
-    # move, a new configuration or vector space)
+    # by rowid (commits are serialized, so rowid order is commit order across processes);
+    # ``reloads`` names a namespace whose rows changed in place (``rows``: an erasure, a tier
+    # move; a follower loads it afresh) or whose namespaces row changed (a configuration)
     """
     CREATE INDEX memory_versions_log ON memory_versions (rowid);
     CREATE INDEX fact_versions_log ON fact_versions (rowid);
@@ -158,6 +158,7 @@ MIGRATIONS: list[str] = [
         seq    BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
         ns     TEXT COLLATE "C" NOT NULL,
         origin TEXT COLLATE "C" NOT NULL,  -- the process that committed it (skips its own)
+        rows   BOOLEAN NOT NULL,  -- true: reload its rows; false: re-read its namespaces row
         at     TIMESTAMPTZ NOT NULL DEFAULT now()
     );
     """,
