@@ -127,6 +127,14 @@ bench-conversation: install
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_conversation.py $(BENCH_CONVERSATION_ARGS)
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_tokens.py
 
+# Issue 18's hot paths, each with a floor measured in the same run (docs/benchmarks.md; not part of
+# make bench, ~5 min): caller-vector query p50 across filter selectivity 0.1%-100% at 100,000
+# memories against raw hnswlib; KV GET over HTTP (64 connections) against redis-server.
+.PHONY: bench-hot
+bench-hot: install wrk redis-server
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_selectivity.py --report
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_kv_http.py --runs 3 --report
+
 # The HTTP benchmark's load generator, from Debian's packages (installed when we are root).
 wrk:
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq wrk >/dev/null; } \
