@@ -161,11 +161,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2
-    try:
-        db = open_db(args.data, storage=args.storage, settings=settings, llm=llm)
-    except ValidationError as exc:
-        print(f"error: {exc.message}", file=sys.stderr)
-        return 2
+    db = open_db(args.data, storage=args.storage, settings=settings, llm=llm)
     try:
         mode = "API keys required" if auth == "keys" else "open access (--auth none)"
         scheme = "https" if args.tls_cert else "http"

@@ -5,6 +5,9 @@ forget purge (checked in the tables) and reopen, opened the ways a user opens it
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -139,3 +142,27 @@ def test_a_bad_row_is_repaired_with_psql_on_the_schema(pg: PostgresBackend, tmp_
         assert db.namespace("good").get("u", "k").value == 1
     assert "psql " in shown and f"SET search_path = {pg.schema}; DELETE FROM fact_versions" in shown
     assert "password" not in shown
+
+
+@pytest.mark.parametrize(
+    ("storage", "said"),
+    [
+        ("mysql://db/x", "error [validation]: storage: mysql:// is not a storage"),
+        (
+            "postgresql://nobody@127.0.0.1:9/x?connect_timeout=2",
+            "error [storage]: cannot open PostgreSQL storage database x on 127.0.0.1:9",
+        ),
+    ],
+)
+def test_serve_with_a_storage_it_cannot_use_says_so(
+    tmp_path: Path, storage: str, said: str
+) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "synapsedb", "serve", "--data", str(tmp_path / "d"),
+         "--storage", storage, "--port", "9"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "SYNAPSEDB_EMBEDDER": "none"},
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    # one line for the operator (the JSON log records the cause before it)
+    assert any(line.startswith(said) for line in out.stderr.splitlines()), out.stderr
