@@ -99,8 +99,10 @@ class Codes:
         """``code`` of each name (one dictionary lookup each when all are known)."""
         get = self.codes.get
         out = [get(name) for name in names]
-        if None in out:
-            return [self.code(name) for name in names]
+        if None in out:  # new names get their codes in order of appearance, then look up again
+            for name in dict.fromkeys(n for n, c in zip(names, out, strict=True) if c is None):
+                self.code(name)
+            out = [get(name) for name in names]
         return out  # type: ignore[return-value]
 
 
@@ -340,7 +342,9 @@ class Catalog:
             assert first is not None
             self._ensure_vectors(int(first.shape[0]))
             assert self.vectors is not None
-            rows = np.asarray(with_vec, dtype=np.int64) + r0
+            rows: slice | np.ndarray = (
+                sl if len(with_vec) == len(new) else np.asarray(with_vec, dtype=np.int64) + r0
+            )
             block = np.stack([new[i].vec for i in with_vec])  # type: ignore[misc]
             self.vectors[rows] = block
             sq = np.einsum("ij,ij->i", block, block)
