@@ -161,3 +161,33 @@ def test_open_storage_chooses_the_backend_by_location(postgres_dsn: str, tmp_pat
         open_storage(f"{postgres_dsn}{joiner}schema=a&schema=b")
     with pytest.raises(ValidationError, match="durability"):
         open_storage(tmp_path, durability="never")
+
+
+def test_two_storages_on_one_schema_follow_each_other(pg: PostgresBackend) -> None:
+    """SharedStorage: what one commits, the other reads by marks (in commit order, with the
+    namespaces row of each namespace named); its own latest commit it does not read back;
+    in-place changes come as reloads of the other origin only."""
+    from synapsedb.storage.base import SharedStorage
+
+    a, b = pg.open(), pg.open()
+    assert isinstance(a, SharedStorage) and a.origin != b.origin
+    marks = b.follow_marks()
+    a.commit(Batch(namespaces=[namespace("acme")], memories=[memory("acme", "m1", 1, 1_000)]))
+    a.commit(Batch(memories=[memory("acme", "m1", 2, 2_000)], configs=[('{"max_hot": 3}', "acme")]))
+    seen = b.changes_since(marks)
+    assert [(r[1], r[2]) for r in seen.memories] == [("m1", 1), ("m1", 2)]
+    assert seen.last_us == 2_000 and seen.reloads == []
+    assert [r[0] for r in seen.namespaces] == ["acme"] and seen.namespaces[0][4] == '{"max_hot": 3}'
+    assert b.changes_since(seen.marks).memories == []
+    b.commit(
+        Batch(
+            memories=[memory("acme", "m1", 3, 3_000)],
+            tiers=[("acme", "m1", 3_000, "cold", 0.1, "test")],
+        )
+    )
+    mine = b.changes_since(seen.marks)  # its own commit: the caller applied it already
+    assert mine.memories == [] and mine.reloads == []
+    theirs = a.changes_since(a.follow_marks())
+    assert theirs.memories == []  # marks taken now: nothing after them
+    other = pg.open().changes_since(seen.marks)  # a third process: b's tier move is a reload
+    assert other.reloads == ["acme"] and [r[2] for r in other.memories] == [3]
