@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -191,3 +192,30 @@ def test_two_storages_on_one_schema_follow_each_other(pg: PostgresBackend) -> No
     assert theirs.memories == []  # marks taken now: nothing after them
     other = pg.open().changes_since(seen.marks)  # a third process: b's tier move is a reload
     assert other.reloads == ["acme"] and [r[2] for r in other.memories] == [3]
+
+
+def test_an_erasure_inside_the_commit_lock_vacuums_once_it_is_released(pg: PostgresBackend) -> None:
+    """A process waiting for the commit lock holds a snapshot from before the purge; VACUUM
+    inside the lock would wait for it while it waits for the lock. So the erasure finishes
+    when the lock is released, and is then not pending."""
+    a, b = pg.open(erasure_wait_ms=2_000), pg.open()
+    a.commit(Batch(namespaces=[namespace("n")],
+                   memories=[memory("n", "m", entity="zed", content="zed secret")]))  # fmt: skip
+    entered, release = threading.Event(), threading.Event()
+
+    def wait_for_the_lock() -> None:
+        with b.exclusive():
+            entered.set()
+            release.wait(10)
+
+    with a.exclusive():
+        waiter = threading.Thread(target=wait_for_the_lock)
+        waiter.start()
+        while not pg.sql("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"):
+            time.sleep(0.01)  # b is waiting for the lock a holds
+        a.commit(Batch(purges=[Purge("n", "zed", "alias:1")]))
+        assert a.erasure_pending  # not yet: b's snapshot still sees the rows
+    assert entered.wait(10)
+    assert not a.erasure_pending  # vacuumed as the lock was released
+    release.set()
+    waiter.join(10)

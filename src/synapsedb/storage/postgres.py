@@ -164,6 +164,10 @@ class PostgresStorage(AuditReads):
         # serialized, so every row between them is this process's own (not read back)
         self._own: tuple[Marks, Marks] | None = None
         self._own_pending: tuple[Marks, Marks] | None = None
+        # inside exclusive(), an erasure's VACUUM waits until the commit lock is released:
+        # other processes waiting for it hold snapshots that would keep VACUUM waiting
+        self._exclusive = False
+        self._erase_on_release = False
         self.where = self._describe(dsn)
         self._writer: psycopg.Connection[Any] | None = None
         self._reader: psycopg.Connection[Any] | None = None
@@ -328,7 +332,10 @@ class PostgresStorage(AuditReads):
                 if batch.expired_facts:
                     self._pending.add("fact_versions")
                 self._pending_xid = max(self._pending_xid, xid)
-                self._finish_erasure(self._erasure_wait_ms)
+                if self._exclusive:
+                    self._erase_on_release = True
+                else:
+                    self._finish_erasure(self._erasure_wait_ms)
 
     def _write(self, cur: psycopg.Cursor[Any], batch: Batch) -> None:
         # commits are serialized across processes: rowid order is commit order (followers
@@ -410,9 +417,11 @@ class PostgresStorage(AuditReads):
                 ),
                 "taking the commit lock",
             )
+            self._exclusive = True
             try:
                 yield
             finally:
+                self._exclusive = False
                 writer = self._writer
                 if writer is not None and not writer.broken and not writer.closed:
                     try:  # a lost connection released it already
@@ -422,6 +431,9 @@ class PostgresStorage(AuditReads):
                     except self._pg.Error as exc:
                         log.warning("could not release the commit lock (%s); closing", exc)
                         writer.close()  # the session ends, and its lock with it
+                if self._erase_on_release:  # an erasure committed inside: VACUUM now
+                    self._erase_on_release = False
+                    self._finish_erasure(self._erasure_wait_ms)
 
     def listen(self, on_change: Callable[[], None]) -> None:
         """Call ``on_change`` soon after another process commits (see Listener)."""
