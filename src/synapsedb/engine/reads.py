@@ -8,7 +8,7 @@ always in memory. ``entities``, ``streams`` and ``stats`` give the overview.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, overload
 
 from ..errors import NotFoundError, ValidationError
@@ -248,28 +248,15 @@ class _Reads(NamespaceHandle):
         strictly after it (pass the last name of one page to get the next), ``limit`` at most
         that many (1 to 10,000; all of them when None)."""
         t = self._time(as_of)
-        if limit is not None:
-            limit = check_limit(limit)
-        if prefix is not None and not isinstance(prefix, str):
-            raise ValidationError(f"prefix: expected a string, got {prefix!r}", field="prefix")
-        if after is not None and not isinstance(after, str):
-            raise ValidationError(f"after: expected an entity name, got {after!r}", field="after")
+        limit = _page_args(prefix, after, limit, "an entity name")
         state = self._core.state(self.name)
         if state is None:
             return []
         names = set(state.entity_mems) | set(state.entity_facts) | set(state.cold_by_entity)
-        picked = sorted(
-            n
-            for n in names
-            if (prefix is None or n.startswith(prefix)) and (after is None or n > after)
-        )
-        out: list[str] = []
-        for name in picked:
-            if state.entity_exists_at(name, t) or self._cold_entity_at(state, name, t):
-                out.append(name)
-                if limit is not None and len(out) >= limit:
-                    break
-        return out
+        return _page(
+            names, prefix, after, limit,
+            lambda name: state.entity_exists_at(name, t) or self._cold_entity_at(state, name, t),
+        )  # fmt: skip
 
     def _cold_entity_at(self, state: NamespaceState, entity: str, t: int) -> bool:
         """Whether one of ``entity``'s cold memories is visible at ``t`` (read from storage)."""
@@ -300,20 +287,18 @@ class _Reads(NamespaceHandle):
         if state is None:
             return []
         streams = state.streams
-        names = list(streams)  # a copy: an append may add a stream meanwhile
-        if prefix:  # a name below the prefix sorts below it: the cheap test first
-            names = [n for n in names if n >= prefix and n.startswith(prefix)]
-        if after is not None:
-            names = [n for n in names if n > after]
-        names.sort()
-        out: list[str] = []
-        for name in names:
+
+        def committed(name: str) -> bool:
             evs = streams.get(name)
-            if evs and evs[0].sys_us <= t and not all(e.erased for e in evs):
-                out.append(name)
-                if limit is not None and len(out) >= limit:
-                    break
-        return out
+            return (
+                evs is not None
+                and bool(evs)
+                and evs[0].sys_us <= t
+                and not all(e.erased for e in evs)
+            )
+
+        # list(): a copy, since an append may add a stream meanwhile
+        return _page(list(streams), prefix, after, limit, committed)
 
     def stats(self) -> Stats:
         """Counts by type, versions, bytes (content, metadata, vectors, values, events)."""
@@ -371,6 +356,29 @@ def _chains(rows: list[tuple[Any, ...]]) -> list[list[MemRec]]:
     for chain in by_id.values():
         chain.sort(key=lambda r: r.version)
     return list(by_id.values())
+
+
+def _page(
+    names: Iterable[str],
+    prefix: str | None,
+    after: str | None,
+    limit: int | None,
+    keep: Callable[[str], bool],
+) -> list[str]:
+    """A page of ``names``: those starting with ``prefix`` and sorting after ``after``, in
+    order, for which ``keep`` holds (it is asked only until ``limit`` are kept)."""
+    picked = sorted(
+        n
+        for n in names
+        if (prefix is None or n.startswith(prefix)) and (after is None or n > after)
+    )
+    out: list[str] = []
+    for name in picked:
+        if keep(name):
+            out.append(name)
+            if limit is not None and len(out) >= limit:
+                break
+    return out
 
 
 def _page_args(prefix: Any, after: Any, limit: Any, what: str) -> int | None:
