@@ -65,16 +65,12 @@ def workloads(data: Path, n: int) -> dict[str, list[str]]:
     }
 
 
-def session(model: Path, threads: int) -> ort.InferenceSession:
-    """A session with OnnxMiniLM's options (threads aside)."""
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
+def session(emb: OnnxMiniLM, threads: int) -> ort.InferenceSession:
+    """A session on ``emb``'s model with its options (threads aside)."""
+    opts = emb.session_options(threads)
+    return ort.InferenceSession(
+        str(emb.model_path), sess_options=opts, providers=["CPUExecutionProvider"]
+    )
 
 
 def batches(tokens: list[list[int]], batch_size: int, max_tokens: int) -> list[Batch]:
@@ -135,14 +131,15 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=128, help="texts per workload")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--precision", choices=("float32", "uint8"), default="float32")
     args = ap.parse_args()
     load0 = os.getloadavg()[0]
-    emb = OnnxMiniLM()
-    whole = OnnxMiniLM(emb.model_dir, prefix_chars=1 << 30)
+    emb = OnnxMiniLM(precision=args.precision)
+    whole = OnnxMiniLM(emb.model_dir, precision=args.precision, prefix_chars=1 << 30)
     ref_tok = Tokenizer.from_file(str(emb.tokenizer_path))
     ref_tok.no_padding()
     ref_tok.enable_truncation(emb.max_seq_length)
-    layout = [session(emb.model_path, emb.intra_op_num_threads)]
+    layout = [session(emb, emb.intra_op_num_threads)]
     rows = []
     for name, texts in workloads(args.data, args.messages).items():
         tokens = emb.tokenize(texts)
@@ -169,8 +166,9 @@ def main() -> None:
         )
         print(rows[-1], flush=True)
         if args.sweep:
-            sweep(emb.model_path, tokens, name, args.rounds)
-    print(f"\nMachine: {machine()}. Commit {git_rev()}. Load average {load0:.1f} at start, "
+            sweep(emb, tokens, name, args.rounds)
+    print(f"\nMachine: {machine()}. Commit {git_rev()}. Precision {emb.precision} ({emb.name}). "
+          f"Load average {load0:.1f} at start, "
           f"{os.getloadavg()[0]:.1f} at end. Best of {args.rounds} interleaved rounds.")  # fmt: skip
     print("Command: `python bench/bench_embed.py " + " ".join(sys.argv[1:]) + "`\n")
     print("| workload | messages | mean word-pieces | tokenize whole (msg/s) | tokenize (msg/s) "
@@ -180,10 +178,10 @@ def main() -> None:
     print("\n".join(rows))
 
 
-def sweep(model: Path, tokens: list[list[int]], name: str, rounds: int) -> None:
+def sweep(emb: OnnxMiniLM, tokens: list[list[int]], name: str, rounds: int) -> None:
     """The raw ceiling under other layouts: sessions x intra-op threads, batch token budgets."""
-    layouts = {"1 session x 2 threads": [session(model, 2)],
-               "2 sessions x 1 thread": [session(model, 1), session(model, 1)]}  # fmt: skip
+    layouts = {"1 session x 2 threads": [session(emb, 2)],
+               "2 sessions x 1 thread": [session(emb, 1), session(emb, 1)]}  # fmt: skip
     variants: dict[str, Callable[[], object]] = {}
     for lname, sessions in layouts.items():
         for max_tokens in (1024, 2048, 4096):

@@ -23,6 +23,7 @@ __all__ = ["LLMSettings", "Settings"]
 
 Durability = Literal["fsync", "os"]
 EMBEDDERS = ("minilm", "openai", "sentence-transformers", "none")
+MINILM_PRECISIONS = ("float32", "uint8")  # synapsedb.embed.export.PRECISIONS' keys
 MAX_DIM = 1 << 20  # the largest embedding dimension any namespace may have (max_dim's bound)
 # max_content_bytes' bound: far under SQLite's 1 GB string limit and the 256 MiB default import
 # file, and a memory is a unit of recall, not a file store (split documents into passages).
@@ -40,6 +41,23 @@ class Settings:
         metadata={
             "doc": "minilm (local all-MiniLM-L6-v2, 384-d), openai (an OpenAI-compatible "
             "endpoint), sentence-transformers (optional extra) or none (caller vectors only)"
+        },
+    )
+    minilm_precision: str = field(
+        default="float32",
+        metadata={
+            "doc": "minilm weights: float32 (faster without VNNI int8 instructions) or uint8 "
+            "(a quarter of the memory); both write vectors of one space"
+        },
+    )
+    embed_threads: int = field(
+        default=2, metadata={"doc": "onnxruntime threads one minilm call uses"}
+    )
+    embed_spin: bool = field(
+        default=False,
+        metadata={
+            "doc": "let minilm's threads spin between the steps of one call: a quarter "
+            "faster on idle cores, twice slower when other work wants them"
         },
     )
     openai_base_url: str = field(
@@ -133,6 +151,12 @@ class Settings:
             raise ValidationError(
                 f"embedder: expected one of {', '.join(EMBEDDERS)}, got {self.embedder!r}",
                 field="embedder",
+            )
+        if self.minilm_precision not in MINILM_PRECISIONS:
+            raise ValidationError(
+                f"minilm_precision: expected one of {', '.join(MINILM_PRECISIONS)}, "
+                f"got {self.minilm_precision!r}",
+                field="minilm_precision",
             )
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)

