@@ -378,53 +378,58 @@ def _dedup(cat: Catalog, rows: np.ndarray, k: int, threshold: float) -> list[tup
     """Walk ``rows`` in rank order, keeping a row unless it repeats a kept one (same text, or
     cosine >= threshold); returns (position, duplicate ids) of up to ``k`` kept rows.
 
-    Works in chunks: one matrix product per chunk against the kept rows and within the chunk.
+    Works in chunks: one matrix product per chunk against the kept rows and one within the
+    chunk; the close pairs they find are turned into Python lists once, so the walk itself
+    only looks rows up (a row that repeats one is most often close to one kept row).
     """
     kept: list[tuple[int, list[str]]] = []
     kept_text: dict[str, int] = {}
-    dim = cat.vectors.shape[1] if cat.vectors is not None else 0
-    kept_vecs = np.zeros((0, dim), np.float32)
+    vectors, recs, has_vec = cat.vectors, cat.recs, cat.has_vec
+    kept_vecs: np.ndarray | None = None
     chunk = max(2 * k, 32)
     pos = 0
     total = rows.shape[0]
     while len(kept) < k and pos < total:
         part = rows[pos : pos + chunk]
-        near_any = False
-        if dim:
-            vecs = cat.vectors[part] * cat.inv_norm[part, None]  # type: ignore[index]
-            vs_kept = vecs @ kept_vecs.T
-            vs_self = vecs @ vecs.T
-            # the usual case, no two vectors that close: only same texts can be duplicates,
-            # and the per-row checks below are skipped (a rowless vector scores 0 here)
-            # off the diagonal, either triangle (a superset of the pairs the rows check below;
-            # cheaper than np.triu, which builds a mask per chunk)
-            close = int(np.count_nonzero(vs_self >= threshold))
-            diag = int(np.count_nonzero(vs_self.diagonal() >= threshold))
-            near_any = bool((vs_kept >= threshold).any()) or close > diag
-        local: list[int] = []  # chunk offsets kept so far
+        # per chunk offset: the first earlier-chunk kept row it is close to (index in kept),
+        # and the earlier offsets of this chunk it is close to (ascending)
+        close_kept: list[int] | None = None
+        close_self: dict[int, list[int]] = {}
+        if vectors is not None:
+            vecs = vectors[part] * cat.inv_norm[part, None]
+            if kept_vecs is not None:
+                near = (vecs @ kept_vecs.T) >= threshold
+                if near.any():
+                    close_kept = np.where(near.any(axis=1), near.argmax(axis=1), -1).tolist()
+            ii, jj = np.nonzero((vecs @ vecs.T) >= threshold)
+            below = ii > jj  # row-major order: each offset's earlier offsets come ascending
+            if below.any():
+                for i, j in zip(ii[below].tolist(), jj[below].tolist(), strict=True):
+                    close_self.setdefault(i, []).append(j)
+        local: dict[int, int] = {}  # chunk offset -> index in kept, for rows kept here
         for i, r in enumerate(part.tolist()):
-            rec = cat.recs[r]
+            rec = recs[r]
             text = _text_key(rec)
             j = kept_text.get(text)  # the best-ranked kept hit it repeats, by either rule
-            if near_any and cat.has_vec[r]:
-                hit = np.flatnonzero(vs_kept[i] >= threshold)
-                if hit.shape[0]:
-                    j = int(hit[0]) if j is None else min(j, int(hit[0]))
-                elif local:
-                    near = vs_self[i, local] >= threshold
-                    if near.any():
-                        jj = len(kept) - len(local) + int(np.argmax(near))
-                        j = jj if j is None else min(j, jj)
+            first = close_kept[i] if close_kept is not None else -1
+            if first >= 0 and has_vec[r]:  # earlier chunks' kept rows rank before this one's
+                j = first if j is None else min(j, first)
+            elif i in close_self and has_vec[r]:
+                for o in close_self[i]:
+                    at = local.get(o)
+                    if at is not None:
+                        j = at if j is None else min(j, at)
+                        break
             if j is not None:
                 kept[j][1].append(rec.id)
                 continue
-            kept_text[text] = len(kept)
+            kept_text[text] = local[i] = len(kept)
             kept.append((pos + i, []))
-            local.append(i)
             if len(kept) == k:
                 break
-        if dim and local:
-            kept_vecs = np.concatenate([kept_vecs, vecs[local]])
+        if vectors is not None and local:
+            new = vecs[list(local)]
+            kept_vecs = new if kept_vecs is None else np.concatenate([kept_vecs, new])
         pos += chunk
     return kept
 
