@@ -164,15 +164,20 @@ def run_query(
             hits = hits + cold[: k - len(hits)]
         else:
             hits = cold
-    touch(state, (h.id for h in hits), core.now_us())
-    core.observers.emit(core.observers.query, mode, spec.timings)
-    _log(core, ns, qid, t, agent, asked, filter, entity, k, mode, hits, valid_us)
+    now = core.now_us()
+    touch(state, [h.id for h in hits], now)
+    if core.observers.query:
+        core.observers.emit(core.observers.query, mode, spec.timings)
+    _log(core, ns, qid, t, now, agent, asked, filter, entity, k, mode, hits, valid_us)
     return QueryResult(qid, hits, entity)
+
+
+_HOT = frozenset(("hot",))
 
 
 def _tiers(value: Sequence[str] | None) -> frozenset[str]:
     if value is None:
-        return frozenset(("hot",))
+        return _HOT
     if isinstance(value, str):
         value = (value,)
     if isinstance(value, Mapping) or not isinstance(value, Iterable):
@@ -219,6 +224,7 @@ def _log(
     ns: str,
     qid: str,
     t: int,
+    now: int,
     agent: str | None,
     text: str | None,
     flt: Mapping[str, Any] | None,
@@ -236,7 +242,7 @@ def _log(
         request["valid_at"] = format_us(valid_us)
     logged = hits[: core.settings.query_log_max_hits]
     core.log_query(
-        (ns, qid, core.now_us(), agent, text,
+        (ns, qid, now, agent, text,
          orjson.dumps(request, default=str).decode(),
          orjson.dumps([[h.id, h.version, h.score] for h in logged]).decode())
     )  # fmt: skip

@@ -172,8 +172,9 @@ class Catalog:
         # repeated queries' allowed-row masks at the present (query/executor.py allowed_rows):
         # key -> (epoch, rows, valid until, mask)
         self.masks: dict[Any, tuple[int, int, int, np.ndarray]] = {}
-        # a cached mask's rows with a vector and its share of the graph (executor)
-        self.vec_views: dict[int, tuple[np.ndarray, int, np.ndarray, int]] = {}
+        # a cached mask's rows with a vector, its share of the graph and, when few, their row
+        # numbers (executor)
+        self.vec_views: dict[int, tuple[np.ndarray, int, np.ndarray, int, np.ndarray | None]] = {}
         # path -> (rows covered, float64 column or None): see index/numcol.py
         self.num_cols: dict[tuple[str, ...], tuple[int, np.ndarray | None]] = {}
         self.n_ttl = 0

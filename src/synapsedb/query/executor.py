@@ -140,27 +140,38 @@ def _top(scores: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.n
 EXACT_GATHER = 4096  # up to this many allowed rows, exact search beats the graph
 
 
+def unit_vector(qvec: np.ndarray) -> np.ndarray:
+    """The query vector scaled to length 1, as float32 (a zero vector stays zero)."""
+    return (qvec / (float(np.linalg.norm(qvec)) or 1.0)).astype(np.float32)
+
+
 def _exact(cat: Catalog, q: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     assert cat.vectors is not None
     sims = (cat.vectors[rows] @ q) * cat.inv_norm[rows]
     return _top(sims, rows, k)
 
 
-def _with_vectors(cat: Catalog, allowed: np.ndarray, n: int, h: int) -> tuple[np.ndarray, int]:
-    """The allowed rows that have a vector, and how many of them the graph's first ``h`` rows
-    hold; kept with a cached (read-only) mask, whose rows cannot change while it is cached."""
+def _with_vectors(
+    cat: Catalog, allowed: np.ndarray, n: int, h: int
+) -> tuple[np.ndarray, int, np.ndarray | None]:
+    """The allowed rows that have a vector, how many of them the graph's first ``h`` rows hold,
+    and (when few enough to be searched exactly) their row numbers; kept with a cached
+    (read-only) mask, whose rows cannot change while it is cached."""
     views = cat.vec_views
     seen = views.get(id(allowed))
     if seen is not None and seen[0] is allowed and seen[1] == h:
-        return seen[2], seen[3]
+        return seen[2], seen[3], seen[4]
     ok = allowed & cat.has_vec[:n]
     in_graph = int(np.count_nonzero(ok[:h])) if h else 0
+    rows = np.flatnonzero(ok) if in_graph <= EXACT_GATHER else None
     if not allowed.flags.writeable:
         ok.setflags(write=False)
+        if rows is not None:
+            rows.setflags(write=False)
         if len(views) >= MASK_CACHE:
             views.clear()
-        views[id(allowed)] = (allowed, h, ok, in_graph)  # holding `allowed` keeps its id
-    return ok, in_graph
+        views[id(allowed)] = (allowed, h, ok, in_graph, rows)  # holding `allowed` keeps its id
+    return ok, in_graph, rows
 
 
 def vector_candidates(
@@ -170,8 +181,11 @@ def vector_candidates(
     k: int,
     hnsw: HnswIndex | None = None,
     need: int | None = None,
+    *,
+    unit: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Cosine top ``k`` among allowed rows that have a vector.
+    """Cosine top ``k`` among allowed rows that have a vector (``unit``: ``qvec`` is already
+    :func:`unit_vector`'s result).
 
     Exact while the namespace is small or the filter selective; otherwise the HNSW graph covers
     its prefix of rows and the rows after the prefix are scanned exactly. A filter over-fetches
@@ -182,12 +196,10 @@ def vector_candidates(
     n = allowed.shape[0]
     if cat.vectors is None:
         return np.zeros(0, np.int64), np.zeros(0, np.float32)
-    qn = float(np.linalg.norm(qvec)) or 1.0
-    q = (qvec / qn).astype(np.float32)
+    q = qvec if unit else unit_vector(qvec)
     h = min(hnsw.count, n) if hnsw is not None else 0
-    ok, allowed_in_graph = _with_vectors(cat, allowed, n, h)
-    if allowed_in_graph <= EXACT_GATHER:
-        rows = np.flatnonzero(ok)
+    ok, allowed_in_graph, rows = _with_vectors(cat, allowed, n, h)
+    if rows is not None:
         if rows.shape[0] == 0:
             return rows, np.zeros(0, np.float32)
         if rows.shape[0] * 4 < n:  # selective: gather the allowed rows
@@ -212,8 +224,8 @@ def vector_candidates(
             )
             keep = np.ones(labels.shape[0], bool)
     g_rows, g_sims = labels[keep], sims[keep]
-    tail = np.flatnonzero(ok[h:]) + h
-    if tail.shape[0]:
+    tail = np.flatnonzero(ok[h:]) + h if h < n else None
+    if tail is not None and tail.shape[0]:
         t_rows, t_sims = _exact(cat, q, tail, k)
         g_rows, g_sims = np.concatenate([g_rows, t_rows]), np.concatenate([g_sims, t_sims])
     return _top(g_sims, g_rows, k)
@@ -258,12 +270,13 @@ def _ranked(
     q = None
     if use_v:
         assert spec.qvec is not None
-        q = (spec.qvec / (float(np.linalg.norm(spec.qvec)) or 1.0)).astype(np.float32)
+        q = unit_vector(spec.qvec)
         t0 = time.perf_counter()
-        v_rows, _ = vector_candidates(cat, spec.qvec, allowed, pool, hnsw, need)
+        v_rows, _ = vector_candidates(cat, q, allowed, pool, hnsw, need, unit=True)
         spec.timings["vector"] = spec.timings.get("vector", 0.0) + time.perf_counter() - t0
         if not use_k and not fz.recency and not fz.salience:  # cosine alone ranks
-            return _by_cosine(cat, spec, np.unique(v_rows), q, pool, need)
+            # (vector_candidates' rows are distinct: graph labels, then rows past the graph)
+            return _by_cosine(cat, spec, v_rows, q, pool, need)
         cand_parts.append(v_rows)
     bm = None
     if use_k:
@@ -409,7 +422,9 @@ def _dedup(cat: Catalog, rows: np.ndarray, k: int, threshold: float) -> list[tup
         local: dict[int, int] = {}  # chunk offset -> index in kept, for rows kept here
         for i, r in enumerate(part.tolist()):
             rec = recs[r]
-            text = _text_key(rec)
+            text = rec.norm_key
+            if text is None:
+                text = _text_key(rec)
             j = kept_text.get(text)  # the best-ranked kept hit it repeats, by either rule
             first = close_kept[i] if close_kept is not None else -1
             if first >= 0 and has_vec[r]:  # earlier chunks' kept rows rank before this one's
@@ -446,26 +461,30 @@ def _finish(
         kept = _dedup(cat, rows, spec.k, spec.dedup_threshold)
     else:
         kept = [(i, []) for i in range(min(spec.k, rows.shape[0]))]
+    if not kept:
+        return []
+    recs, loads = cat.recs, orjson.loads
+    at, score = rows.tolist(), scores.tolist()  # Python numbers once, not per hit
+    parts = {k: v.tolist() for k, v in comp.items()} if spec.explain else None
     hits = []
     for pos, dups in kept:
-        r = int(rows[pos])
-        rec = cat.recs[r]
+        rec = recs[at[pos]]
+        # positional, in Hit's field order (tests/unit/test_query_hits.py holds it): a frozen
+        # dataclass's keyword call costs about twice as much, and a query builds k of them
         hits.append(
             Hit(
-                id=rec.id,
-                entity=rec.entity,
-                content=rec.content,
-                type=rec.type,
-                metadata=orjson.loads(rec.meta_json),
-                ts=to_datetime(rec.ts_us),
-                version=rec.version,
-                score=round(float(scores[pos]), 6),
-                agent=rec.agent,
-                salience=rec.salience,
-                duplicates=tuple(dups),
-                explanation={k: round(float(v[pos]), 6) for k, v in comp.items()}
-                if spec.explain
-                else None,
+                rec.id,
+                rec.entity,
+                rec.content,
+                rec.type,
+                loads(rec.meta_json),
+                to_datetime(rec.ts_us),
+                rec.version,
+                round(float(score[pos]), 6),
+                rec.agent,
+                rec.salience,
+                tuple(dups),
+                None if parts is None else {k: round(float(v[pos]), 6) for k, v in parts.items()},
             )
         )
     return hits
