@@ -135,6 +135,14 @@ bench-hot: install wrk redis-server
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_selectivity.py --report
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_kv_http.py --runs 3 --report
 
+# Issue 16's PostgreSQL benchmarks (docs/benchmarks.md; not part of make bench): the PostgreSQL
+# backend (pgserver) against SQLite at 100,000 memories in one run, one vs two `synapsedb serve
+# --storage postgresql://...` processes, visibility lag, and a large namespace on PostgreSQL.
+# BENCH_PG_ARGS=--quick for a smoke run, e.g. "--pg-1m-size 1000000" for the large part's size.
+.PHONY: bench-pg
+bench-pg: install
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_pg.py $(BENCH_PG_ARGS)
+
 # The HTTP benchmark's load generator, from Debian's packages (installed when we are root).
 wrk:
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq wrk >/dev/null; } \
