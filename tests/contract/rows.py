@@ -1,5 +1,5 @@
-"""Rows as the engine builds them (the positional tuples of storage.base.Batch), for the contract
-suite: small builders with defaults, so each test names only the columns it is about."""
+"""Rows as the engine builds them (the named rows of storage.base.Batch), for the contract suite:
+small builders with defaults, so each test names only the columns it is about."""
 
 from __future__ import annotations
 
@@ -9,6 +9,15 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+
+from synapsedb.storage.base import (
+    AnswerInsert,
+    EventInsert,
+    FactInsert,
+    MemoryInsert,
+    NamespaceUpsert,
+    QueryInsert,
+)
 
 Row = tuple[Any, ...]
 
@@ -21,8 +30,10 @@ def vector(seed: int, dim: int = 4) -> bytes:
     return np.random.default_rng(seed).standard_normal(dim).astype(np.float32).tobytes()
 
 
-def namespace(name: str, created_us: int = 1, dim: int | None = 4, embedder: str = "caller") -> Row:
-    return (name, created_us, dim, embedder)
+def namespace(
+    name: str, created_us: int = 1, dim: int | None = 4, embedder: str = "caller"
+) -> NamespaceUpsert:
+    return NamespaceUpsert(name, created_us, dim, embedder)
 
 
 def memory(
@@ -44,8 +55,8 @@ def memory(
     ttl: float | None = None,
     expires_us: int | None = None,
     deleted: int = 0,
-) -> Row:
-    return (ns, mid, version, sys_us, sys_us if created_us is None else created_us, entity,
+) -> MemoryInsert:
+    return MemoryInsert(ns, mid, version, sys_us, sys_us if created_us is None else created_us, entity,
             mtype, content, metadata, vector(zlib.crc32(mid.encode())) if embedding is None else embedding,
             salience, sys_us if ts_us is None else ts_us, agent, pinned, ttl, expires_us,
             deleted)  # fmt: skip
@@ -63,8 +74,9 @@ def fact(
     ttl: float | None = None,
     expires_us: int | None = None,
     deleted: int = 0,
-) -> Row:
-    return (ns, entity, key, version, sys_us, sys_us, value, agent, ttl, expires_us, deleted)
+) -> FactInsert:
+    return FactInsert(ns, entity, key, version, sys_us, sys_us, value, agent, ttl, expires_us,
+                      deleted)  # fmt: skip
 
 
 def event(
@@ -78,18 +90,20 @@ def event(
     data: str | None = '{"cups":2}',
     memory_id: str | None = None,
     agent: str | None = "intake",
-) -> Row:
-    return (ns, stream, ms, seq, ms * 1000, entity, ms * 1000, agent, content, data, memory_id)
+) -> EventInsert:
+    return EventInsert(
+        ns, stream, ms, seq, ms * 1000, entity, ms * 1000, agent, content, data, memory_id
+    )
 
 
 def query(ns: str, qid: str, sys_us: int, *, text: str | None = "what does alice drink",
-          hits: str = "[]", request: str = '{"text":"what does alice drink"}') -> Row:  # fmt: skip
-    return (ns, qid, sys_us, "reader", text, request, hits)
+          hits: str = "[]", request: str = '{"text":"what does alice drink"}') -> QueryInsert:  # fmt: skip
+    return QueryInsert(ns, qid, sys_us, "reader", text, request, hits)
 
 
 def answer(ns: str, aid: str, sys_us: int, *, text: str | None = "Alice drinks tea.",
-           query_ids: str = "[]", memories: str = "[]") -> Row:  # fmt: skip
-    return (ns, aid, sys_us, "writer", text, query_ids, "[]", memories)
+           query_ids: str = "[]", memories: str = "[]") -> AnswerInsert:  # fmt: skip
+    return AnswerInsert(ns, aid, sys_us, "writer", text, query_ids, "[]", memories)
 
 
 def loaded(row: Row, erased: int = 0) -> Row:

@@ -75,15 +75,15 @@ def test_a_lost_connection_is_replaced(pg: PostgresBackend) -> None:
         "AND backend_type = 'client backend'"
     )
     storage.commit(Batch(memories=[memory("n", "b")]))  # rolled back by the loss: sent again
-    assert [r[0] for r in storage.read_memory_chains("n", ["a", "b"])] == ["a", "b"]
+    assert [r.id for r in storage.read_memory_chains("n", ["a", "b"])] == ["a", "b"]
 
 
 def test_two_storages_share_one_schema(pg: PostgresBackend) -> None:
     one, two = pg.open(), pg.open()
     one.commit(Batch(namespaces=[namespace("n")], memories=[memory("n", "from-one")]))
     two.commit(Batch(memories=[memory("n", "from-two", sys_us=2_000)]))
-    assert [r[1] for r in one.load("n").memories] == ["from-one", "from-two"]
-    assert [r[0] for r in two.read_memory_chains("n", ["from-one"])] == ["from-one"]
+    assert [r.id for r in one.load("n").memories] == ["from-one", "from-two"]
+    assert [r.id for r in two.read_memory_chains("n", ["from-one"])] == ["from-one"]
 
 
 def test_concurrent_opens_migrate_once(pg: PostgresBackend) -> None:

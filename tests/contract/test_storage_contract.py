@@ -10,7 +10,21 @@ from typing import Any
 import pytest
 
 from synapsedb.errors import StorageError
-from synapsedb.storage.base import Batch, Purge
+from synapsedb.storage.base import (
+    AccessRow,
+    AnswerRefs,
+    AnswerRow,
+    Batch,
+    ErasureRow,
+    EventRow,
+    FactRow,
+    MemoryRow,
+    NamespaceRow,
+    Purge,
+    QueryRow,
+    TierMark,
+    TierRow,
+)
 
 from .conftest import Backend
 from .rows import (
@@ -98,6 +112,32 @@ def test_round_trip_of_every_row_kind(storage: Any) -> None:
                                                       '{"memories":0}')]  # fmt: skip
 
 
+def test_rows_come_back_as_the_named_rows_of_the_protocol(storage: Any) -> None:
+    """Each backend builds the named rows of storage.base itself: the engine reads them by
+    field name, and a SELECT that lists another number of columns would shift every name."""
+    storage.commit(full_batch())
+    rows = storage.load()
+    streams = [(rows.namespaces, NamespaceRow), (rows.tiers, TierMark),
+               (rows.access, AccessRow), (rows.memories, MemoryRow), (rows.facts, FactRow),
+               (rows.events, EventRow), (rows.answers, AnswerRefs)]  # fmt: skip
+    reads = [
+        (storage.read_queries("acme", ["q1"]), QueryRow),
+        (storage.scan_queries("acme", 0, INF), QueryRow),
+        ([storage.read_answer("acme", "a1")], AnswerRow),
+        (storage.scan_answers("acme", 0, INF), AnswerRow),
+        (storage.scan_tiers("acme", 0, INF), TierRow),
+        (storage.scan_erasures("acme", 0, INF), ErasureRow),
+        (storage.read_memory_chain("acme", "m1"), MemoryRow),
+        (storage.read_memory_chains("acme", ["m1", "m2"]), MemoryRow),
+    ]
+    for got, cls in [(list(stream), cls) for stream, cls in streams] + reads:
+        assert got, cls.__name__
+        for row in got:
+            assert type(row) is cls and len(row) == len(cls._fields), (cls.__name__, row)
+    assert storage.read_memory_chain("acme", "m2")[0].entity == "bob"
+    assert storage.read_answer("acme", "a1").query_ids == '["q1"]'
+
+
 def test_values_at_the_edges_come_back_exactly(storage: Any) -> None:
     """as_of reads sys_us/created_us/ts_us/expires_us; vectors, floats and text must not drift."""
     text = "naïve café ☕ 𝄞 'quoted' \"double\" back\\slash %s ?"
@@ -148,14 +188,16 @@ def test_memory_chains_oldest_first(storage: Any) -> None:
     storage.commit(batch)
     storage.commit(Batch(memories=[memory("acme", "m2", 2, 4_000, entity="bob")]))
     chain = storage.read_memory_chain("acme", "m1")
-    assert chain == [loaded(r)[1:] for r in batch.memories[:3]]
+    assert chain == [loaded(r) for r in batch.memories[:3]]
     assert storage.read_memory_chain("acme", "nope") == []
     assert storage.read_memory_chain("other", "m1") == []
     chains = storage.read_memory_chains("acme", ["m2", "m1", "nope"])
-    assert [(r[0], r[1]) for r in chains] == [("m1", 1), ("m1", 2), ("m1", 3), ("m2", 1), ("m2", 2)]
+    assert [(r.id, r.version) for r in chains] == [
+        ("m1", 1), ("m1", 2), ("m1", 3), ("m2", 1), ("m2", 2)
+    ]  # fmt: skip
     many = [f"id{i}" for i in range(1_200)]  # more ids than one statement takes on SQLite
     storage.commit(Batch(memories=[memory("acme", m, 1, 5_000) for m in many]))
-    assert [r[0] for r in storage.read_memory_chains("acme", many)] == many
+    assert [r.id for r in storage.read_memory_chains("acme", many)] == many
 
 
 def test_scans_are_half_open_time_ranges(storage: Any) -> None:
@@ -169,12 +211,12 @@ def test_scans_are_half_open_time_ranges(storage: Any) -> None:
             erasures=[(ns, t, None, f"s{t}", "{}") for t in (100, 200, 300)],
         )
     )
-    assert [r[0] for r in storage.scan_queries(ns, 100, 300)] == ["q100", "q200"]
-    assert [r[0] for r in storage.scan_answers(ns, 101, 301)] == ["a200", "a300"]
+    assert [r.id for r in storage.scan_queries(ns, 100, 300)] == ["q100", "q200"]
+    assert [r.id for r in storage.scan_answers(ns, 101, 301)] == ["a200", "a300"]
     assert storage.scan_tiers(ns, 200, 201) == [("m200", 200, "cold", 0.5, "policy")]
-    assert [r[2] for r in storage.scan_erasures(ns, 0, INF)] == ["s100", "s200", "s300"]
+    assert [r.subject for r in storage.scan_erasures(ns, 0, INF)] == ["s100", "s200", "s300"]
     assert storage.scan_queries(ns, 300, 300) == []
-    assert storage.scan_queries("z", 0, INF)[0][0] == "q0"
+    assert storage.scan_queries("z", 0, INF)[0].id == "q0"
 
 
 def test_export_rows_is_read_before_it_returns(storage: Any) -> None:

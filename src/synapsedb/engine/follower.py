@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..storage.base import Row, SharedStorage
+from ..storage.base import NamespaceRow, SharedStorage
 from .lifecycle import parse_config
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
@@ -66,12 +66,12 @@ class Follower:
         tx = Tx(states, changes.last_us)
         reload = set(changes.reloads)
         for row in changes.namespaces:
-            if row[0] not in reload:
+            if row.name not in reload:
                 self._namespace(tx, row, reload)
         new = tx.new_ns  # namespaces the rows below may belong to, besides the known ones
         mem_tips: dict[tuple[str, str], int] = {}
-        for row in changes.memories:
-            ns, mid, version = row[0], row[1], row[2]
+        for mem in changes.memories:
+            ns, mid, version = mem.ns, mem.id, mem.version
             state = states.get(ns, new.get(ns))
             if ns in reload or state is None or mid in state.cold:
                 reload.add(ns)  # unknown here, or on disk only: load it afresh
@@ -82,10 +82,10 @@ class Follower:
                 tip = chain[-1].version if chain else 0
             if version > tip:
                 mem_tips[(ns, mid)] = version
-                tx.mems.append((ns, MemRec.from_row(row[1:])))
+                tx.mems.append((ns, MemRec.from_row(mem)))
         fact_tips: dict[tuple[str, str, str], int] = {}
-        for row in changes.facts:
-            ns, entity, key, version = row[0], row[1], row[2], row[3]
+        for fact in changes.facts:
+            ns, entity, key, version = fact.ns, fact.entity, fact.key, fact.version
             state = states.get(ns, new.get(ns))
             if ns in reload or state is None:
                 reload.add(ns)
@@ -96,10 +96,10 @@ class Follower:
                 ftip = fchain[-1].version if fchain else 0
             if version > ftip:
                 fact_tips[(ns, entity, key)] = version
-                tx.facts.append((ns, FactRec.from_row(row[1:])))
+                tx.facts.append((ns, FactRec.from_row(fact)))
         tails: dict[tuple[str, str], tuple[int, int]] = {}
-        for row in changes.events:
-            ns, stream, event_key = row[0], row[1], (row[2], row[3])
+        for event in changes.events:
+            ns, stream, event_key = event.ns, event.stream, (event.ms, event.seq)
             state = states.get(ns, new.get(ns))
             if ns in reload or state is None:
                 reload.add(ns)
@@ -107,7 +107,7 @@ class Follower:
             tail = tails.get((ns, stream)) or state.stream_tail(stream) or (-1, -1)
             if event_key > tail:
                 tails[(ns, stream)] = event_key
-                tx.events.append((ns, EventRec.from_row(row[1:])))
+                tx.events.append((ns, EventRec.from_row(event)))
         if reload:  # their rows come with the reload
             tx.mems = [(ns, rec) for ns, rec in tx.mems if ns not in reload]
             tx.facts = [(ns, rec) for ns, rec in tx.facts if ns not in reload]
@@ -115,21 +115,21 @@ class Follower:
             tx.reloads = sorted(reload)
         return tx
 
-    def _namespace(self, tx: Tx, row: Row, reload: set[str]) -> None:
+    def _namespace(self, tx: Tx, row: NamespaceRow, reload: set[str]) -> None:
         """A namespace new here, or its vector space or configuration changed elsewhere."""
-        name, created_us, dim, embedder, config = row
+        name, dim, embedder = row.name, row.dim, row.embedder
         try:
-            cfg = parse_config(config)
+            cfg = parse_config(row.config)
         except Exception:  # the loader says what is wrong with it, and how to repair it
             reload.add(name)
             return
         state = self._states.get(name)
         if state is None:
-            fresh = NamespaceState(name, created_us, dim, embedder)
+            fresh = NamespaceState(name, row.created_us, dim, embedder)
             fresh.config = cfg
             tx.new_ns[name] = fresh
             return
         if dim is not None and (state.dim, state.embedder) != (dim, embedder):
-            tx.spaces[name] = (dim, embedder)
+            tx.spaces[name] = (dim, embedder or "caller")  # (None: a row from before embedders)
         if cfg != state.config:
             tx.configs.append((name, cfg))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..errors import NotFoundError, SynapseError, ValidationError
+from ..storage.base import AnswerInsert, QueryInsert
 from ..storage.erasure import erase_query_row, names_entity
 from ..times import to_datetime, to_us
 from ..types import AuditEntry, Fact, Lineage, LoggedQuery, Memory, MemoryRef, Snapshot
@@ -31,7 +32,7 @@ from .state import NamespaceState
 from .writer import Op, Tx
 
 if TYPE_CHECKING:
-    from ..storage.base import Row, Storage
+    from ..storage.base import QueryRow, Row, Storage
 
 __all__ = ["Flush", "QueryLog", "RecordAnswer", "audit", "lineage", "snapshot"]
 
@@ -52,7 +53,7 @@ class QueryLog:
     :func:`~synapsedb.storage.erasure.erase_query_row`)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._rows: list[Row] = []
+        self._rows: list[QueryInsert] = []
         self._lock = threading.Lock()
         self._clock = clock
         # (namespace, entity, erased memory ids, visible_us, forget at clock())
@@ -65,11 +66,13 @@ class QueryLog:
             self._purges.append((ns, entity, ids, visible_us, self._clock() + PURGE_MEMORY_S))
 
     def add(self, row: Row) -> int:
+        """Buffer one row (a :class:`QueryInsert`, or a tuple of its layout)."""
+        query = QueryInsert._make(row)
         with self._lock:
-            self._rows.append(row)
+            self._rows.append(query)
             return len(self._rows)
 
-    def drain(self) -> list[Row]:
+    def drain(self) -> list[QueryInsert]:
         with self._lock:
             rows, self._rows = self._rows, []
             if self._purges:
@@ -78,15 +81,14 @@ class QueryLog:
                 rows = [self._erased(row) for row in rows]
             return rows
 
-    def _erased(self, row: Row) -> Row:
-        ns, _qid, sys_us, _agent, text, request, hits = row
+    def _erased(self, row: QueryInsert) -> QueryInsert:
         for p_ns, entity, ids, visible_us, _until in self._purges:
-            if (p_ns == ns and names_entity(text, request, hits, entity, ids)
-                    and _started_before(request, sys_us, visible_us)):  # fmt: skip
+            if (p_ns == row.ns and names_entity(row.text, row.request, row.hits, entity, ids)
+                    and _started_before(row.request, row.sys_us, visible_us)):  # fmt: skip
                 return erase_query_row(row)
         return row
 
-    def requeue(self, rows: list[Row]) -> None:
+    def requeue(self, rows: list[QueryInsert]) -> None:
         """Put back rows whose commit failed (they go out with the next one)."""
         with self._lock:
             self._rows[:0] = rows
@@ -119,8 +121,9 @@ class Flush(Op):
         return None
 
 
-def _hits_of(request_rows: Iterable[Row]) -> dict[str, list[list[Any]]]:
-    return {row[0]: orjson.loads(row[5]) for row in request_rows}
+def _hits_of(rows: Iterable[QueryRow | QueryInsert]) -> dict[str, list[list[Any]]]:
+    """Each logged query's hits: [[memory id, version, score], ...] by query id."""
+    return {row.id: orjson.loads(row.hits) for row in rows}
 
 
 class RecordAnswer(Op):
@@ -145,13 +148,12 @@ class RecordAnswer(Op):
     def plan(self, tx: Tx) -> list[tuple[str, int]]:
         ns = self.ns
         if self.storage.read_answer(ns, self.answer_id) is not None or any(
-            r[0] == ns and r[1] == self.answer_id for r in tx.batch.answers
+            r.ns == ns and r.id == self.answer_id for r in tx.batch.answers
         ):
             raise ValidationError(
                 f"answer_id: answer {self.answer_id!r} is already recorded", field="answer_id"
             )
-        pending = _hits_of((r[1], None, None, None, None, r[6]) for r in tx.batch.queries
-                           if r[0] == ns)  # fmt: skip
+        pending = _hits_of(r for r in tx.batch.queries if r.ns == ns)
         stored = _hits_of(self.storage.read_queries(ns, [q for q in self.query_ids
                                                            if q not in pending]))  # fmt: skip
         hits = {**stored, **pending}
@@ -183,9 +185,9 @@ class RecordAnswer(Op):
         memories = [[mid, v] for mid, v in behind.items()]
         tx.impacts.extend((ns, mid) for mid in behind)
         tx.batch.answers.append(
-            (ns, self.answer_id, tx.now_us, self.agent, self.text,
-             orjson.dumps(self.query_ids).decode(), orjson.dumps(cited).decode(),
-             orjson.dumps(memories).decode())
+            AnswerInsert(ns, self.answer_id, tx.now_us, self.agent, self.text,
+                         orjson.dumps(self.query_ids).decode(), orjson.dumps(cited).decode(),
+                         orjson.dumps(memories).decode())
         )  # fmt: skip
         return [(mid, v) for mid, v in behind.items()]
 
@@ -218,15 +220,14 @@ def _ref(
     return MemoryRef(mid, version, rec.entity, rec.content, score)
 
 
-def logged_query(state: NamespaceState | None, row: Row, storage: Storage) -> LoggedQuery:
-    qid, sys_us, agent, text, request, hits = row
+def logged_query(state: NamespaceState | None, row: QueryRow, storage: Storage) -> LoggedQuery:
     return LoggedQuery(
-        query_id=qid,
-        agent=agent,
-        text=text,
-        request=orjson.loads(request),
-        recorded_at=to_datetime(sys_us),
-        hits=[_ref(state, mid, v, s, storage) for mid, v, s in orjson.loads(hits)],
+        query_id=row.id,
+        agent=row.agent,
+        text=row.text,
+        request=orjson.loads(row.request),
+        recorded_at=to_datetime(row.sys_us),
+        hits=[_ref(state, mid, v, s, storage) for mid, v, s in orjson.loads(row.hits)],
     )
 
 
@@ -236,17 +237,16 @@ def lineage(storage: Storage, state: NamespaceState | None, ns: str, answer_id: 
         raise NotFoundError(
             f"answer {answer_id!r} not found in namespace {ns!r}", field="answer_id", id=answer_id
         )
-    aid, sys_us, agent, text, query_ids, cited, _memories, erased = row
-    qids = orjson.loads(query_ids)
-    by_id = {r[0]: r for r in storage.read_queries(ns, qids)}
+    qids = orjson.loads(row.query_ids)
+    by_id = {r.id: r for r in storage.read_queries(ns, qids)}
     return Lineage(
-        answer_id=aid,
-        agent=agent,
-        text=text,
-        recorded_at=to_datetime(sys_us),
+        answer_id=row.id,
+        agent=row.agent,
+        text=row.text,
+        recorded_at=to_datetime(row.sys_us),
         queries=[logged_query(state, by_id[q], storage) for q in qids if q in by_id],
-        cited=[_ref(state, mid, v, None, storage) for mid, v in orjson.loads(cited)],
-        erased=bool(erased),
+        cited=[_ref(state, mid, v, None, storage) for mid, v in orjson.loads(row.cited)],
+        erased=bool(row.erased),
     )
 
 
@@ -318,32 +318,32 @@ def audit(
     def entities_of(pairs: Iterable[list[Any]]) -> set[str | None]:
         return {(_version(state, p[0], p[1]) or _Unknown).entity for p in pairs}
 
-    for qid, sys_us, who, _text, request, hits in storage.scan_queries(ns, since_us, until_us):
-        req = orjson.loads(request)
-        about = entities_of(orjson.loads(hits)) | {req.get("entity")}
-        if keep(sys_us, who, about):
+    for q in storage.scan_queries(ns, since_us, until_us):
+        req = orjson.loads(q.request)
+        about = entities_of(orjson.loads(q.hits)) | {req.get("entity")}
+        if keep(q.sys_us, q.agent, about):
             scoped = req.get("entity")
-            out.append((sys_us, AuditEntry(to_datetime(sys_us), who, "query", scoped, qid)))
-    for aid, sys_us, who, _text, _q, _c, memories, _erased in storage.scan_answers(
-        ns, since_us, until_us
-    ):
-        if keep(sys_us, who, entities_of(orjson.loads(memories))):
-            out.append((sys_us, AuditEntry(to_datetime(sys_us), who, "answer", None, aid)))
-    for mid, sys_us, tier, score, reason in storage.scan_tiers(ns, since_us, until_us):
-        moved = state.cold.get(mid) if state is not None else None
-        if moved is None and state is not None and mid in state.mems:
-            moved = state.mems[mid][-1].entity
-        if keep(sys_us, None, (moved,)):
-            action = "demote" if tier == "cold" else "promote"
-            note = reason if score is None else f"score {score}: {reason}"
-            out.append((sys_us, AuditEntry(to_datetime(sys_us), None, action, moved,
-                                           f"{mid} ({note})")))  # fmt: skip
-    for sys_us, who, subject, counts in storage.scan_erasures(ns, since_us, until_us):
-        if entity is not None and subject != subject_of(entity):
+            out.append((q.sys_us, AuditEntry(to_datetime(q.sys_us), q.agent, "query", scoped,
+                                             q.id)))  # fmt: skip
+    for a in storage.scan_answers(ns, since_us, until_us):
+        if keep(a.sys_us, a.agent, entities_of(orjson.loads(a.memories))):
+            out.append((a.sys_us, AuditEntry(to_datetime(a.sys_us), a.agent, "answer", None,
+                                             a.id)))  # fmt: skip
+    for t in storage.scan_tiers(ns, since_us, until_us):
+        moved = state.cold.get(t.id) if state is not None else None
+        if moved is None and state is not None and t.id in state.mems:
+            moved = state.mems[t.id][-1].entity
+        if keep(t.sys_us, None, (moved,)):
+            action = "demote" if t.tier == "cold" else "promote"
+            note = t.reason if t.score is None else f"score {t.score}: {t.reason}"
+            out.append((t.sys_us, AuditEntry(to_datetime(t.sys_us), None, action, moved,
+                                             f"{t.id} ({note})")))  # fmt: skip
+    for e in storage.scan_erasures(ns, since_us, until_us):
+        if entity is not None and e.subject != subject_of(entity):
             continue
-        if keep(sys_us, who, (entity,)):
-            out.append((sys_us, AuditEntry(to_datetime(sys_us), who, "erase", entity,
-                                           f"subject:{subject} {counts}")))  # fmt: skip
+        if keep(e.sys_us, e.agent, (entity,)):
+            out.append((e.sys_us, AuditEntry(to_datetime(e.sys_us), e.agent, "erase", entity,
+                                             f"subject:{e.subject} {e.counts}")))  # fmt: skip
     out.sort(key=lambda x: x[0])
     return [e for _, e in out[:limit]]
 

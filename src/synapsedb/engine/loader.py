@@ -21,14 +21,14 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import orjson
 
 from ..config import MAX_DIM
 from ..errors import ValidationError
-from ..storage.base import LoadedRows
+from ..storage.base import EventRow, FactRow, LoadedRows, MemoryRow, NamespaceRow
 from ..times import EARLIEST_US, LATEST_US, format_us
 from .lifecycle import parse_config
 from .records import EventRec, FactRec, MemRec
@@ -67,6 +67,9 @@ class Loaded:
     states: dict[str, NamespaceState] = field(default_factory=dict)
     last_us: int = 0  # the latest system time of the namespaces that loaded
     unavailable: dict[str, Unloadable] = field(default_factory=dict)
+
+
+_R = TypeVar("_R", FactRow, EventRow)
 
 
 class _Bad(Exception):
@@ -142,10 +145,13 @@ def _where(**cols: Any) -> str:
     )
 
 
-def _row_where(row: tuple[Any, ...], keys: tuple[str, ...]) -> str:
-    """The condition selecting ``row`` (``ns``, then the columns ``keys``): built only for a row
-    that is reported, not for every row loaded."""
-    return _where(ns=row[0], **dict(zip(keys, row[1:], strict=False)))
+_Keyed = MemoryRow | FactRow | EventRow  # a row of a version log, selected by ns and keys
+
+
+def _row_where(row: _Keyed, keys: tuple[str, ...]) -> str:
+    """The condition selecting ``row`` (``ns``, then its columns ``keys``): built only for a
+    row that is reported, not for every row loaded."""
+    return _where(ns=row.ns, **{key: getattr(row, key) for key in keys})
 
 
 class _Loader:
@@ -174,12 +180,10 @@ class _Loader:
             self.last[ns] = us
         return us
 
-    def state(
-        self, table: str, row: tuple[Any, ...], keys: tuple[str, ...]
-    ) -> NamespaceState | None:
+    def state(self, table: str, row: _Keyed, keys: tuple[str, ...]) -> NamespaceState | None:
         """The namespace of ``row`` (being loaded), or None when it is (or just became)
         unavailable."""
-        ns = row[0]
+        ns = row.ns
         state = self.out.states.get(ns)
         if state is None and ns not in self.out.unavailable:
             self.bad(
@@ -189,10 +193,10 @@ class _Loader:
 
     def apply(
         self,
-        rows: Iterable[tuple[Any, ...]],
+        rows: Iterable[_R],
         table: str,
         keys: tuple[str, ...],
-        check: Callable[[NamespaceState, tuple[Any, ...]], Any],
+        check: Callable[[NamespaceState, _R], Any],
         add: Callable[[NamespaceState, Any], None],
     ) -> None:
         """Each row of ``table`` checked into a record and added to its namespace, one at a
@@ -205,7 +209,7 @@ class _Loader:
             try:
                 rec = check(state, row)
             except _Bad as exc:
-                self.bad(row[0], table, _row_where(row, keys), str(exc))
+                self.bad(row.ns, table, _row_where(row, keys), str(exc))
                 continue
             add(state, rec)
 
@@ -216,21 +220,22 @@ class _Loader:
         for row in rows.namespaces:
             self.namespace(row)
         tiers: dict[tuple[str, str], str] = {}
-        for ns, mid, tier in rows.tiers:  # the last move of a memory decides its tier
-            if tier not in ("hot", "cold"):
-                self.bad(ns, "tiers", _where(ns=ns, id=mid, tier=tier),
-                         f"tier: expected 'hot' or 'cold', got {_show(tier)}")  # fmt: skip
-            tiers[(ns, mid)] = tier
+        for move in rows.tiers:  # the last move of a memory decides its tier
+            if move.tier not in ("hot", "cold"):
+                self.bad(move.ns, "tiers", _where(ns=move.ns, id=move.id, tier=move.tier),
+                         f"tier: expected 'hot' or 'cold', got {_show(move.tier)}")  # fmt: skip
+            tiers[(move.ns, move.id)] = move.tier
         cold = {key for key, tier in tiers.items() if tier == "cold"}
-        for ns, mid, count, last_us in rows.access:
+        for access in rows.access:
+            ns = access.ns
             state = out.states.get(ns)
             if state is None:
                 continue
             try:
-                count = _int(count, "count", 0, MAX_STORED_INT)
-                state.access[mid] = (count, self.sys_time(ns, last_us, "last_us"))
+                count = _int(access.accesses, "count", 0, MAX_STORED_INT)
+                state.access[access.id] = (count, self.sys_time(ns, access.last_us, "last_us"))
             except _Bad as exc:
-                self.bad(ns, "access", _where(ns=ns, id=mid), str(exc))
+                self.bad(ns, "access", _where(ns=ns, id=access.id), str(exc))
         n_cold = Counter(ns for ns, _ in cold)
         for name, state in out.states.items():
             state.catalog.reserve(max(0, rows.memory_rows.get(name, 0) - n_cold[name]))
@@ -239,17 +244,17 @@ class _Loader:
                    NamespaceState.add_fact)  # fmt: skip
         self.apply(rows.events, "events", ("stream", "ms", "seq"), self.event,
                    NamespaceState.add_event)  # fmt: skip
-        for ns, aid, memories in rows.answers:
-            state = out.states.get(ns)
+        for answer in rows.answers:
+            state = out.states.get(answer.ns)
             if state is None:
                 continue
             try:
-                pairs = _json(memories, "memories", list)
+                pairs = _json(answer.memories, "memories", list)
                 mids = [p[0] for p in pairs if _pair(p)]
                 if len(mids) != len(pairs):
                     raise _Bad("memories: expected [[memory id, version], ...]")
             except _Bad as exc:
-                self.bad(ns, "answers", _where(ns=ns, id=aid), str(exc))
+                self.bad(answer.ns, "answers", _where(ns=answer.ns, id=answer.id), str(exc))
                 continue
             for mid in mids:
                 state.impact[mid] = state.impact.get(mid, 0) + 1
@@ -258,23 +263,23 @@ class _Loader:
         out.last_us = max((self.last.get(ns, 0) for ns in out.states), default=0)
         return out
 
-    def namespace(self, row: tuple[Any, ...]) -> None:
-        name, created_us, dim, embedder, config = row
+    def namespace(self, row: NamespaceRow) -> None:
+        name, dim = row.name, row.dim
         where = _where(name=name)
         try:
             _text(name, "name")
-            self.sys_time(name, created_us, "created_us")
+            self.sys_time(name, row.created_us, "created_us")
             if dim is not None:
                 _int(dim, "dim", 1, MAX_DIM)
-            _opt_text(embedder, "embedder")
+            _opt_text(row.embedder, "embedder")
             try:
-                cfg = parse_config(config)
+                cfg = parse_config(row.config)
             except (ValidationError, orjson.JSONDecodeError, TypeError) as exc:
                 raise _Bad(f"config: {getattr(exc, 'message', exc)}") from None
         except _Bad as exc:
             self.bad(name, "namespaces", where, str(exc))
             return
-        state = NamespaceState(name, created_us, dim, embedder)
+        state = NamespaceState(name, row.created_us, dim, row.embedder)
         state.catalog.defer_keywords()  # built on first need, not for every namespace at open
         state.config = cfg
         self.out.states[name] = state
@@ -298,7 +303,7 @@ class _Loader:
         top = 0  # the latest system time taken by the quick path in the run
         frombuffer, f32 = np.frombuffer, np.float32
         for row in rows.memories:
-            ns = row[0]
+            ns = row.ns
             if ns != batch_ns or len(batch) >= 4096:
                 self.flush(batch_ns, batch, prevs)
                 if batch_ns is not None and top > self.last.get(batch_ns, 0):
@@ -310,6 +315,7 @@ class _Loader:
                 vec_bytes = -1 if state is None or state.dim is None else 4 * state.dim
             if state is None:
                 continue
+            # every field at once (the quickest read of a row; mypy checks it against MemoryRow)
             (_, mid, version, sys_us, created_us, entity, type_, content, meta, emb, sal, ts_us,
              agent, pinned, ttl, expires_us, deleted, erased) = row  # fmt: skip
             try:
@@ -383,22 +389,22 @@ class _Loader:
                      f"WHERE {_where(ns=ns, id=last.id, version=last.version)})",
                      f"applying these rows failed: {exc!r}")  # fmt: skip
 
-    def cold_row(self, state: NamespaceState, row: tuple[Any, ...]) -> None:
-        ns, mid, entity = row[0], _text(row[1], "id"), _text(row[5], "entity")
-        self.sys_time(ns, row[3], "sys_us")
+    def cold_row(self, state: NamespaceState, row: MemoryRow) -> None:
+        ns, mid, entity = row.ns, _text(row.id, "id"), _text(row.entity, "entity")
+        self.sys_time(ns, row.sys_us, "sys_us")
         known = state.cold.get(mid)
         if known is None:
             state.cold[mid] = entity
             state.cold_by_entity.setdefault(entity, set()).add(mid)
         elif known != entity:
             raise _Bad(f"entity: {_show(entity)}, but earlier versions are about {_show(known)}")
-        expires_us, erased = row[15], _flag(row[17], "erased")
+        expires_us, erased = row.expires_us, _flag(row.erased, "erased")
         if expires_us is not None and not erased:  # the latest version's expiry wins
             state.cold_expiry[mid] = _int(expires_us, "expires_us")
         else:
             state.cold_expiry.pop(mid, None)
 
-    def memory(self, state: NamespaceState, row: tuple[Any, ...], prev: MemRec | None) -> MemRec:
+    def memory(self, state: NamespaceState, row: MemoryRow, prev: MemRec | None) -> MemRec:
         (ns, mid, version, sys_us, created_us, entity, type_, content, meta, emb, sal, ts_us,
          agent, pinned, ttl, expires_us, deleted, erased) = row  # fmt: skip
         _text(mid, "id")
@@ -441,7 +447,7 @@ class _Loader:
         rec.erased = bool(erased)
         return rec
 
-    def fact(self, state: NamespaceState, row: tuple[Any, ...]) -> FactRec:
+    def fact(self, state: NamespaceState, row: FactRow) -> FactRec:
         (ns, entity, key, version, sys_us, created_us, value, agent, ttl, expires_us, deleted,
          erased) = row  # fmt: skip
         _text(entity, "entity")
@@ -463,7 +469,7 @@ class _Loader:
         rec.erased = bool(_flag(erased, "erased"))
         return rec
 
-    def event(self, state: NamespaceState, row: tuple[Any, ...]) -> EventRec:
+    def event(self, state: NamespaceState, row: EventRow) -> EventRec:
         (ns, stream, ms, seq, sys_us, entity, ts_us, agent, content, data, memory_id,
          erased) = row  # fmt: skip
         _text(stream, "stream")

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import orjson
 
 from ..errors import NotFoundError, QuotaExceededError, ValidationError, VersionConflictError
 from ..ids import format_event_id, new_memory_id
-from ..storage.base import Purge
+from ..storage.base import ErasureInsert, Purge
 from ..validation import MemoryInput
 from .records import EventRec, FactRec, MemRec
 from .writer import Op, Tx
@@ -118,6 +118,14 @@ def _check_version(expected: int | None, actual: int, what: str) -> None:
         )
 
 
+class _Prior(NamedTuple):
+    """The latest version of a memory id as a write of a new version sees it."""
+
+    version: int
+    created_us: int
+    entity: str
+
+
 class WriteMemories(Op):
     """Insert memories (or new versions of given ids) atomically: all or none."""
 
@@ -130,7 +138,7 @@ class WriteMemories(Op):
     def plan(self, tx: Tx) -> list[MemRec]:
         ns, now = self.ns, tx.now_us
         old_space = space = tx.space(ns)
-        seen: dict[str, tuple[int, int, str]] = {}  # id -> (version, created_us, entity)
+        seen: dict[str, _Prior] = {}  # the version each id of the batch takes
         plans: list[tuple[str, int, int]] = []
         for item, prefix in zip(self.items, self.prefixes, strict=True):
             if not _auto_vector_fits(item.vec, item.source, space):
@@ -142,15 +150,15 @@ class WriteMemories(Op):
             prior = seen.get(item.id)
             if prior is None:
                 prev = tx.latest_memory(ns, item.id)
-                prior = (prev.version, prev.created_us, prev.entity) if prev else None
-            if prior is not None and prior[2] != item.entity:
+                prior = _Prior(prev.version, prev.created_us, prev.entity) if prev else None
+            if prior is not None and prior.entity != item.entity:
                 raise ValidationError(
-                    f"{prefix}id: memory {item.id!r} is about entity {prior[2]!r}, "
+                    f"{prefix}id: memory {item.id!r} is about entity {prior.entity!r}, "
                     f"not {item.entity!r}",
                     field=f"{prefix}id",
                 )
-            version, created = (prior[0] + 1, prior[1]) if prior else (1, now)
-            seen[item.id] = (version, created, item.entity)
+            version, created = (prior.version + 1, prior.created_us) if prior else (1, now)
+            seen[item.id] = _Prior(version, created, item.entity)
             plans.append((item.id, version, created))
         new = sum(1 for _mid, version, _c in plans if version == 1)
         _check_quota(tx, ns, new, sum(len(it.content) + len(it.meta_json) for it in self.items))
@@ -418,7 +426,7 @@ class ForgetEntity(Op):
             tx.batch.purges.append(erasure)
             tx.purged.append((ns, entity, self._erased_ids(tx, erasure)))
             tx.batch.erasures.append(
-                (ns, now, self.agent, self.subject, orjson.dumps(counts).decode())
+                ErasureInsert(ns, now, self.agent, self.subject, orjson.dumps(counts).decode())
             )
             tx.reloads.append(ns)
             return counts

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal, overload
 
 from ..errors import NotFoundError, ValidationError
+from ..storage.base import MemoryRow
 from ..times import TimeLike, to_us
 from ..types import Event, Fact, Memory, Snapshot, Stats
 from ..validation import check_entity, check_key, check_types
@@ -347,7 +348,7 @@ class _Reads(NamespaceHandle):
         )
 
 
-def _chains(rows: list[tuple[Any, ...]]) -> list[list[MemRec]]:
+def _chains(rows: list[MemoryRow]) -> list[list[MemRec]]:
     """Group storage rows (any order of ids, versions ascending per id) into version chains."""
     by_id: dict[str, list[MemRec]] = {}
     for row in rows:

@@ -7,12 +7,13 @@ mutable state with the engine.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import orjson
 
 from ..ids import format_event_id
+from ..storage.base import EventInsert, EventRow, FactInsert, FactRow, MemoryInsert, MemoryRow
 from ..times import to_datetime
 from ..types import Event, Fact, Memory
 
@@ -109,8 +110,8 @@ class MemRec:
         vec = self.vector()
         return len(self.content) + len(self.meta_json) + (vec.nbytes if vec is not None else 0)
 
-    def to_row(self, ns: str) -> tuple[Any, ...]:
-        return (
+    def to_row(self, ns: str) -> MemoryInsert:
+        return MemoryInsert(
             ns,
             self.id,
             self.version,
@@ -131,14 +132,13 @@ class MemRec:
         )
 
     @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> MemRec:
-        # row without the leading namespace column
-        (id_, version, sys_us, created_us, entity, type_, content, meta, emb, sal, ts_us, agent,
-         pinned, ttl, expires_us, deleted, erased) = row  # fmt: skip
+    def from_row(cls, row: MemoryRow) -> MemRec:
+        emb = row.embedding
         vec = None if emb is None else np.frombuffer(emb, dtype=np.float32)
-        rec = cls(id_, version, sys_us, created_us, entity, type_, content, meta, vec, sal,
-                  ts_us, agent, bool(pinned), ttl, expires_us, bool(deleted))  # fmt: skip
-        rec.erased = bool(erased)
+        rec = cls(row.id, row.version, row.sys_us, row.created_us, row.entity, row.type,
+                  row.content, row.metadata, vec, row.salience, row.ts_us, row.agent,
+                  bool(row.pinned), row.ttl, row.expires_us, bool(row.deleted))  # fmt: skip
+        rec.erased = bool(row.erased)
         return rec
 
     def to_public(self) -> Memory:
@@ -216,17 +216,16 @@ class FactRec:
             and (self.expires_us is None or t_us < self.expires_us)
         )
 
-    def to_row(self, ns: str) -> tuple[Any, ...]:
-        return (ns, self.entity, self.key, self.version, self.sys_us, self.created_us,
-                self.value_json, self.agent, self.ttl, self.expires_us, int(self.deleted))  # fmt: skip
+    def to_row(self, ns: str) -> FactInsert:
+        return FactInsert(ns, self.entity, self.key, self.version, self.sys_us, self.created_us,
+                          self.value_json, self.agent, self.ttl, self.expires_us,
+                          int(self.deleted))  # fmt: skip
 
     @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> FactRec:
-        (entity, key, version, sys_us, created_us, value, agent, ttl, expires_us, deleted,
-         erased) = row  # fmt: skip
-        rec = cls(entity, key, version, sys_us, created_us, value, agent, ttl, expires_us,
-                  bool(deleted))  # fmt: skip
-        rec.erased = bool(erased)
+    def from_row(cls, row: FactRow) -> FactRec:
+        rec = cls(row.entity, row.key, row.version, row.sys_us, row.created_us, row.value,
+                  row.agent, row.ttl, row.expires_us, bool(row.deleted))  # fmt: skip
+        rec.erased = bool(row.erased)
         return rec
 
     def to_public(self) -> Fact:
@@ -280,14 +279,16 @@ class EventRec:
     def key(self) -> tuple[int, int]:
         return (self.ms, self.seq)
 
-    def to_row(self, ns: str) -> tuple[Any, ...]:
-        return (ns, self.stream, self.ms, self.seq, self.sys_us, self.entity, self.ts_us,
-                self.agent, self.content, self.data_json, self.memory_id)  # fmt: skip
+    def to_row(self, ns: str) -> EventInsert:
+        return EventInsert(ns, self.stream, self.ms, self.seq, self.sys_us, self.entity,
+                           self.ts_us, self.agent, self.content, self.data_json,
+                           self.memory_id)  # fmt: skip
 
     @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> EventRec:
-        rec = cls(*row[:-1])
-        rec.erased = bool(row[-1])
+    def from_row(cls, row: EventRow) -> EventRec:
+        rec = cls(row.stream, row.ms, row.seq, row.sys_us, row.entity, row.ts_us, row.agent,
+                  row.content, row.data, row.memory_id)  # fmt: skip
+        rec.erased = bool(row.erased)
         return rec
 
     def to_public(self) -> Event:

@@ -84,6 +84,7 @@ def _record(kind: str, names: tuple[str, ...], row: tuple[Any, ...]) -> dict[str
 
 def export_records(storage: Storage, ns: str) -> Iterator[dict[str, Any]]:
     rows = storage.export_rows(ns)
+    row: tuple[Any, ...]  # each kind's named row, read by the column lists above
     for _name, created_us, dim, embedder, config in rows.namespaces:
         yield {"kind": "namespace", "format": FORMAT, "created_us": created_us, "dim": dim,
                "embedder": embedder,

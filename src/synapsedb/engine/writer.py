@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Protocol
 
 from ..clock import Clock
 from ..errors import ClosedError, SynapseError, ValidationError
-from ..storage.base import BATCH_COLUMNS, Batch, Row, Storage
+from ..storage.base import BATCH_COLUMNS, Batch, NamespaceUpsert, QueryInsert, Row, Storage
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
 from .unavailable import Unloadable
@@ -53,9 +53,9 @@ class PendingRows(Protocol):
     :class:`~synapsedb.engine.lineage.QueryLog`): taken by each batch, given back when its
     commit fails."""
 
-    def drain(self) -> list[Row]: ...
+    def drain(self) -> list[QueryInsert]: ...
 
-    def requeue(self, rows: list[Row]) -> None: ...
+    def requeue(self, rows: list[QueryInsert]) -> None: ...
 
 
 class Tx:
@@ -119,13 +119,13 @@ class Tx:
     def ensure_namespace(self, ns: str) -> None:
         if ns not in self.states and ns not in self.new_ns:
             self.new_ns[ns] = NamespaceState(ns, self.now_us)
-            self.batch.namespaces.append((ns, self.now_us, None, None))
+            self.batch.namespaces.append(NamespaceUpsert(ns, self.now_us, None, None))
 
     def set_space(self, ns: str, space: tuple[int, str]) -> None:
         self.ensure_namespace(ns)
         self.spaces[ns] = space
         state = self.states.get(ns) or self.new_ns[ns]
-        self.batch.namespaces.append((ns, state.created_us, *space))
+        self.batch.namespaces.append(NamespaceUpsert(ns, state.created_us, *space))
 
     def add_memory(self, ns: str, rec: MemRec) -> None:
         self.ensure_namespace(ns)
@@ -341,7 +341,7 @@ class Writer:
                     log.exception("commit observer failed")
         self._apply(tx)
 
-    def _plan(self, ops: list[Op], now: int, logged: list[Any]) -> Tx:
+    def _plan(self, ops: list[Op], now: int, logged: list[QueryInsert]) -> Tx:
         """Plan every op into one Tx. An op that raises something other than a SynapseError
         (a bug) may have emitted part of its rows: it fails alone, and the others are planned
         again in a fresh Tx without it."""
@@ -376,7 +376,7 @@ class Writer:
             else:
                 return tx
 
-    def _drop_unstorable(self, logged: list[Any]) -> list[Any]:
+    def _drop_unstorable(self, logged: list[QueryInsert]) -> list[QueryInsert]:
         """The logged query rows that can be stored (a row with a NUL character would fail
         every batch it rides along with, again and again: it is dropped and logged)."""
         keep = [row for row in logged if not _has_nul(row)]

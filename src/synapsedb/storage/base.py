@@ -7,37 +7,298 @@ having written nothing of the batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from functools import partial
+from typing import Any, NamedTuple, Protocol, TypeVar, cast, runtime_checkable
 
-__all__ = ["BATCH_COLUMNS", "Batch", "Changes", "LoadedRows", "Purge", "SharedStorage", "Storage"]
+__all__ = [
+    "BATCH_COLUMNS",
+    "AccessRow",
+    "AnswerInsert",
+    "AnswerRefs",
+    "AnswerRow",
+    "Batch",
+    "Changes",
+    "ErasureInsert",
+    "ErasureRow",
+    "EventInsert",
+    "EventRow",
+    "FactInsert",
+    "FactRow",
+    "LoadedRows",
+    "MemoryInsert",
+    "MemoryRow",
+    "NamespaceRow",
+    "NamespaceUpsert",
+    "Purge",
+    "QueryInsert",
+    "QueryRow",
+    "SharedStorage",
+    "Storage",
+    "TierMark",
+    "TierRow",
+    "row_maker",
+]
 
-Row = tuple[Any, ...]
+Row = tuple[Any, ...]  # any row, for code that walks every kind alike (NUL checks, messages)
+
+# -- named rows ----------------------------------------------------------------------------------
+# Every row that crosses the seam has a named type: a NamedTuple, so it costs what a tuple costs
+# and binds positionally to a backend's statement, and the engine reads it by field name. The
+# ``...Insert``/``...Upsert`` rows are what a Batch writes; the ``...Row`` rows are what a
+# backend reads back (the stored columns, ``erased`` included). Times are microseconds; JSON
+# columns hold JSON text; flags are 0 or 1. The field types are those of a well-formed row: a
+# backend returns what is stored, and the engine's loader checks every loaded row before it
+# trusts one.
+
+
+class NamespaceUpsert(NamedTuple):
+    """A namespace, or its vector space (dim, embedder) set; its config goes by ``configs``."""
+
+    name: str
+    created_us: int
+    dim: int | None
+    embedder: str | None
+
+
+class NamespaceRow(NamedTuple):
+    name: str
+    created_us: int
+    dim: int | None
+    embedder: str | None
+    config: str | None  # JSON object, or None: the defaults
+
+
+class MemoryInsert(NamedTuple):
+    """One version of a memory."""
+
+    ns: str
+    id: str
+    version: int
+    sys_us: int
+    created_us: int
+    entity: str
+    type: str
+    content: str
+    metadata: str  # JSON object
+    embedding: bytes | None  # float32, the namespace's dim
+    salience: float
+    ts_us: int
+    agent: str | None
+    pinned: int
+    ttl: float | None
+    expires_us: int | None
+    deleted: int
+
+
+class MemoryRow(NamedTuple):
+    """A stored memory version (loaded, followed, or read as a cold chain)."""
+
+    ns: str
+    id: str
+    version: int
+    sys_us: int
+    created_us: int
+    entity: str
+    type: str
+    content: str
+    metadata: str
+    embedding: bytes | None
+    salience: float
+    ts_us: int
+    agent: str | None
+    pinned: int
+    ttl: float | None
+    expires_us: int | None
+    deleted: int
+    erased: int  # 1: an erasure or expiry took its content
+
+
+class FactInsert(NamedTuple):
+    """One version of a KV fact."""
+
+    ns: str
+    entity: str
+    key: str
+    version: int
+    sys_us: int
+    created_us: int
+    value: str  # JSON value
+    agent: str | None
+    ttl: float | None
+    expires_us: int | None
+    deleted: int
+
+
+class FactRow(NamedTuple):
+    ns: str
+    entity: str
+    key: str
+    version: int
+    sys_us: int
+    created_us: int
+    value: str
+    agent: str | None
+    ttl: float | None
+    expires_us: int | None
+    deleted: int
+    erased: int
+
+
+class EventInsert(NamedTuple):
+    """One stream entry; ``(ms, seq)`` is its id."""
+
+    ns: str
+    stream: str
+    ms: int
+    seq: int
+    sys_us: int
+    entity: str
+    ts_us: int
+    agent: str | None
+    content: str
+    data: str | None  # JSON object
+    memory_id: str | None  # its searchable twin
+
+
+class EventRow(NamedTuple):
+    ns: str
+    stream: str
+    ms: int
+    seq: int
+    sys_us: int
+    entity: str
+    ts_us: int
+    agent: str | None
+    content: str
+    data: str | None
+    memory_id: str | None
+    erased: int
+
+
+class QueryInsert(NamedTuple):
+    """One row of the query log (lineage)."""
+
+    ns: str
+    id: str
+    sys_us: int
+    agent: str | None
+    text: str | None
+    request: str  # JSON object
+    hits: str  # JSON [[memory id, version, score], ...]
+
+
+class QueryRow(NamedTuple):
+    """A logged query as lineage and audit read it (its namespace is the one asked about)."""
+
+    id: str
+    sys_us: int
+    agent: str | None
+    text: str | None
+    request: str
+    hits: str
+
+
+class AnswerInsert(NamedTuple):
+    """A recorded answer: the queries and memories behind it."""
+
+    ns: str
+    id: str
+    sys_us: int
+    agent: str | None
+    text: str | None
+    query_ids: str  # JSON [query id, ...]
+    cited: str  # JSON [[memory id, version], ...]
+    memories: str  # JSON [[memory id, version], ...]: every memory behind it
+
+
+class AnswerRow(NamedTuple):
+    id: str
+    sys_us: int
+    agent: str | None
+    text: str | None
+    query_ids: str
+    cited: str
+    memories: str
+    erased: int  # 1: a purge took its text
+
+
+class AnswerRefs(NamedTuple):
+    """What a load needs of an answer: the memories it was built on (their impact)."""
+
+    ns: str
+    id: str
+    memories: str
+
+
+class TierMark(NamedTuple):
+    """A tier move as a load needs it: the last one of an id is its tier."""
+
+    ns: str
+    id: str
+    tier: str  # "hot" or "cold"
+
+
+class TierRow(NamedTuple):
+    """A tier move as audit reads it."""
+
+    id: str
+    sys_us: int
+    tier: str
+    score: float | None
+    reason: str
+
+
+class AccessRow(NamedTuple):
+    """A memory's access statistics (column ``count``: a field may not shadow tuple.count)."""
+
+    ns: str
+    id: str
+    accesses: int
+    last_us: int
+
+
+class ErasureInsert(NamedTuple):
+    """The audit row of an erasure: a keyed hash of the subject, never its name."""
+
+    ns: str
+    sys_us: int
+    agent: str | None
+    subject: str
+    counts: str  # JSON object
+
+
+class ErasureRow(NamedTuple):
+    sys_us: int
+    agent: str | None
+    subject: str
+    counts: str
+
+
+_R = TypeVar("_R", bound=tuple[Any, ...])
+
+
+def row_maker(cls: type[_R]) -> Callable[[Iterable[Any]], _R]:
+    """Builds a ``cls`` from a backend's result row: ``cls._make`` without its length check,
+    for loads (a tuple's cost per row). The backend's SELECT lists ``cls``'s fields in order."""
+    return cast(Callable[[Iterable[Any]], _R], partial(tuple.__new__, cls))
+
 
 # the column of each position of a Batch's row lists (for messages about a row's values)
 BATCH_COLUMNS: dict[str, tuple[str, ...]] = {
-    "namespaces": ("name", "created_us", "dim", "embedder"),
-    "memories": (
-        "ns", "id", "version", "sys_us", "created_us", "entity", "type", "content", "metadata",
-        "embedding", "salience", "ts_us", "agent", "pinned", "ttl", "expires_us", "deleted",
-    ),
-    "facts": (
-        "ns", "entity", "key", "version", "sys_us", "created_us", "value", "agent", "ttl",
-        "expires_us", "deleted",
-    ),
-    "events": (
-        "ns", "stream", "ms", "seq", "sys_us", "entity", "ts_us", "agent", "content", "data",
-        "memory_id",
-    ),
-    "queries": ("ns", "id", "sys_us", "agent", "text", "request", "hits"),
-    "answers": ("ns", "id", "sys_us", "agent", "text", "query_ids", "cited", "memories"),
+    "namespaces": NamespaceUpsert._fields,
+    "memories": MemoryInsert._fields,
+    "facts": FactInsert._fields,
+    "events": EventInsert._fields,
+    "queries": QueryInsert._fields,
+    "answers": AnswerInsert._fields,
     "configs": ("config", "ns"),
     "tiers": ("ns", "id", "sys_us", "tier", "score", "reason"),
     "access": ("ns", "id", "count", "last_us"),
-    "erasures": ("ns", "sys_us", "agent", "subject", "counts"),
-}  # fmt: skip
+    "erasures": ErasureInsert._fields,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +321,15 @@ class Purge:
 
 @dataclass(slots=True)
 class Batch:
-    """Rows to commit together. Row layouts are the column orders in ``sqlite.SCHEMA``."""
+    """Rows to commit together, as the named rows above (an import brings plain tuples of the
+    same layouts: backends bind every row positionally)."""
 
-    namespaces: list[Row] = field(default_factory=list)  # (name, created_us, dim, embedder)
-    memories: list[Row] = field(default_factory=list)
-    facts: list[Row] = field(default_factory=list)
-    events: list[Row] = field(default_factory=list)
-    queries: list[Row] = field(default_factory=list)  # the query log (lineage)
-    answers: list[Row] = field(default_factory=list)
+    namespaces: list[NamespaceUpsert] = field(default_factory=list)
+    memories: list[MemoryInsert] = field(default_factory=list)
+    facts: list[FactInsert] = field(default_factory=list)
+    events: list[EventInsert] = field(default_factory=list)
+    queries: list[QueryInsert] = field(default_factory=list)  # the query log (lineage)
+    answers: list[AnswerInsert] = field(default_factory=list)
     purges: list[Purge] = field(default_factory=list)  # entities to erase
     # expired past their grace period: (namespace, memory id) and (namespace, entity, key)
     expired_memories: list[tuple[str, str]] = field(default_factory=list)
@@ -75,10 +337,11 @@ class Batch:
     # imported erased skeletons: (namespace, stream, ms, seq) and (namespace, answer id)
     erased_events: list[tuple[str, str, int, int]] = field(default_factory=list)
     erased_answers: list[tuple[str, str]] = field(default_factory=list)
-    configs: list[Row] = field(default_factory=list)  # (config JSON, namespace)
-    tiers: list[Row] = field(default_factory=list)  # (ns, id, sys_us, tier, score, reason)
-    access: list[Row] = field(default_factory=list)  # (ns, id, count, last_us)
-    erasures: list[Row] = field(default_factory=list)  # (ns, sys_us, agent, subject, counts)
+    # (config JSON, namespace); tier moves (ns, id, sys_us, tier, score, reason); access counts
+    configs: list[tuple[str, str]] = field(default_factory=list)
+    tiers: list[tuple[str, str, int, str, float | None, str]] = field(default_factory=list)
+    access: list[tuple[str, str, int, int]] = field(default_factory=list)  # AccessRow layout
+    erasures: list[ErasureInsert] = field(default_factory=list)
 
     def __len__(self) -> int:
         return (
@@ -94,14 +357,14 @@ class Batch:
 class LoadedRows:
     """Everything a backend holds, as row iterators ordered for replay (oldest version first)."""
 
-    namespaces: Iterator[Row]  # (name, created_us, dim, embedder, config JSON)
-    tiers: Iterator[Row]  # (ns, id, tier) in log order: the last row of an id is its tier
-    access: Iterator[Row]  # (ns, id, count, last_us)
+    namespaces: Iterator[NamespaceRow]
+    tiers: Iterator[TierMark]  # in log order: the last row of an id is its tier
+    access: Iterator[AccessRow]
     memory_rows: dict[str, int]  # per namespace: memory versions that are not tombstones
-    memories: Iterator[Row]
-    facts: Iterator[Row]
-    events: Iterator[Row]
-    answers: Iterator[Row]  # (ns, answer id, JSON [[memory id, version], ...]) for impact
+    memories: Iterator[MemoryRow]
+    facts: Iterator[FactRow]
+    events: Iterator[EventRow]
+    answers: Iterator[AnswerRefs]  # for impact
 
 
 class Storage(Protocol):
@@ -132,23 +395,25 @@ class Storage(Protocol):
         ...
 
     # lineage and audit reads (rare, never on the query path)
-    def read_queries(self, ns: str, ids: list[str]) -> list[Row]: ...
+    def read_queries(self, ns: str, ids: list[str]) -> list[QueryRow]: ...
 
-    def scan_queries(self, ns: str, since_us: int, until_us: int) -> list[Row]: ...
+    def scan_queries(self, ns: str, since_us: int, until_us: int) -> list[QueryRow]: ...
 
-    def read_answer(self, ns: str, answer_id: str) -> Row | None: ...
+    def read_answer(self, ns: str, answer_id: str) -> AnswerRow | None: ...
 
-    def read_memory_chain(self, ns: str, mid: str) -> list[Row]:
-        """Every version of one memory (cold reads), oldest first, as load() rows minus ns."""
+    def read_memory_chain(self, ns: str, mid: str) -> list[MemoryRow]:
+        """Every version of one memory (cold reads), oldest first."""
         ...
 
-    def read_memory_chains(self, ns: str, ids: list[str]) -> list[Row]: ...
+    def read_memory_chains(self, ns: str, ids: list[str]) -> list[MemoryRow]:
+        """Every version of each memory of ``ids``, in commit order."""
+        ...
 
-    def scan_answers(self, ns: str, since_us: int, until_us: int) -> list[Row]: ...
+    def scan_answers(self, ns: str, since_us: int, until_us: int) -> list[AnswerRow]: ...
 
-    def scan_erasures(self, ns: str, since_us: int, until_us: int) -> list[Row]: ...
+    def scan_erasures(self, ns: str, since_us: int, until_us: int) -> list[ErasureRow]: ...
 
-    def scan_tiers(self, ns: str, since_us: int, until_us: int) -> list[Row]: ...
+    def scan_tiers(self, ns: str, since_us: int, until_us: int) -> list[TierRow]: ...
 
     # the database itself
     @property
@@ -177,16 +442,16 @@ class Changes:
     """What other processes committed to a shared storage since ``marks`` were taken: rows as
     :meth:`Storage.load` gives them, in commit order; ``reloads``: namespaces whose stored rows
     changed in place (an erasure, a tier move), to be loaded afresh; ``namespaces``: the
-    namespaces rows (name, created_us, dim, embedder, config) of every other namespace named
-    by these changes (new ones, a new vector space or configuration)."""
+    namespaces rows of every other namespace named by these changes (new ones, a new vector
+    space or configuration)."""
 
     marks: Any  # pass to the next changes_since
     last_us: int  # the latest system time among them (0: none)
     reloads: list[str]
-    namespaces: list[Row]
-    memories: list[Row]
-    facts: list[Row]
-    events: list[Row]
+    namespaces: list[NamespaceRow]
+    memories: list[MemoryRow]
+    facts: list[FactRow]
+    events: list[EventRow]
 
 
 @runtime_checkable

@@ -14,7 +14,7 @@ from collections.abc import Collection
 
 import orjson
 
-from .base import Purge, Row
+from .base import Purge, QueryInsert
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -42,11 +42,10 @@ def names_entity(
     return bool(ids) and any(h[0] in ids for h in orjson.loads(hits or "[]"))
 
 
-def erase_query_row(row: Row) -> Row:
-    """A query log row ``(ns, id, sys_us, agent, text, request, hits)`` as a purge leaves it:
-    it keeps its id, time, agent and hits, and loses its text and request."""
-    ns, qid, sys_us, agent, _text, _request, hits = row
-    return (ns, qid, sys_us, agent, None, ERASED_REQUEST, hits)
+def erase_query_row(row: QueryInsert) -> QueryInsert:
+    """A query log row as a purge leaves it: it keeps its id, time, agent and hits, and loses
+    its text and request."""
+    return row._replace(text=None, request=ERASED_REQUEST)
 
 
 def purge(conn: sqlite3.Connection, p: Purge) -> None:

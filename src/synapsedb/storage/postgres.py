@@ -39,13 +39,14 @@ import shlex
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import StorageError, ValidationError
 from .base import Batch, Changes, LoadedRows
 from .erasure import BUSY_TIMEOUT_MS
 from .failures import FailureLog
+from .postgres_copy import BulkInsert
 from .postgres_erasure import PURGED_TABLES, prune_queries, purge, vacuum
 from .postgres_follow import (
     COMMIT_LOCK,
@@ -158,6 +159,9 @@ class PostgresStorage(AuditReads):
         self._closed = False
         self.origin = uuid.uuid4().hex  # this storage's commits, in its NOTIFY payloads
         self._channel = channel_of(schema)
+        self._bulk = BulkInsert({_MEM_INSERT: ("memory_versions", MEM_COLUMNS),
+                                 _FACT_INSERT: ("fact_versions", FACT_COLUMNS),
+                                 _EVENT_INSERT: ("events", EVENT_COLUMNS)})  # fmt: skip
         self._commit_lock = COMMIT_LOCK + schema
         self._listener: Listener | None = None
         # the marks just before and just after this process's latest commit: commits are
@@ -351,10 +355,10 @@ class PostgresStorage(AuditReads):
             (_ANSWER_INSERT, batch.answers),
         ):
             if rows:
-                cur.executemany(sql, rows)
+                self._bulk.insert(cur, sql, rows)  # version logs: one binary COPY
         for p in batch.purges:
             purge(cur, p)
-        for sql, rows in (
+        updates: tuple[tuple[str, Sequence[tuple[Any, ...]]], ...] = (
             (_EXPIRE_MEMORY, batch.expired_memories),
             (_EXPIRE_FACT, batch.expired_facts),
             (_ERASE_EVENT, batch.erased_events),
@@ -363,9 +367,10 @@ class PostgresStorage(AuditReads):
             (_TIER_INSERT, batch.tiers),
             (_ACCESS_UPSERT, batch.access),
             (_ERASURE_INSERT, batch.erasures),
-        ):
-            if rows:
-                cur.executemany(sql, rows)
+        )
+        for sql, params in updates:
+            if params:
+                cur.executemany(sql, params)
         if batch.queries and self._query_log_max_rows is not None:
             self._prune_query_log(cur, batch.queries)
         reloads = reloads_of(batch)
@@ -377,13 +382,13 @@ class PostgresStorage(AuditReads):
         cur.execute("SELECT pg_notify(%s, %s)", (self._channel, self.origin))
         self._own_pending = (before, read_marks(cur))
 
-    def _prune_query_log(self, cur: psycopg.Cursor[Any], rows: list[tuple[Any, ...]]) -> None:
+    def _prune_query_log(self, cur: psycopg.Cursor[Any], rows: Sequence[tuple[Any, ...]]) -> None:
         """Keep each namespace's query log near ``query_log_max_rows`` (pruned once every
         tenth of that many new rows, so the cost is spread thin)."""
         keep = self._query_log_max_rows
         assert keep is not None
         every = max(1, keep // 10)
-        for ns in {row[0] for row in rows}:
+        for ns in {row[0] for row in rows}:  # (an import's rows are plain tuples)
             n = self._logged.get(ns, 0) + sum(1 for row in rows if row[0] == ns)
             if n >= every:
                 prune_queries(cur, ns, keep)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .base import Batch, Changes
+from .base import Batch, Changes, EventRow, FactRow, MemoryRow, NamespaceRow, row_maker
 from .postgres_load import EVENT_COLUMNS, FACT_COLUMNS, MEM_COLUMNS
 
 if TYPE_CHECKING:
@@ -68,6 +68,12 @@ class Marks:
     reloads: int = 0
 
 
+_MEMORY_ROW = row_maker(MemoryRow)
+_FACT_ROW = row_maker(FactRow)
+_EVENT_ROW = row_maker(EventRow)
+_NAMESPACE_ROW = row_maker(NamespaceRow)
+
+
 def channel_of(schema: str) -> str:
     """The NOTIFY channel of a schema (an identifier: at most 63 bytes)."""
     return ("synapsedb_" + schema)[:63]
@@ -91,23 +97,24 @@ def read_changes(conn: psycopg.Connection[Any], since: Marks, origin: str) -> Ch
             "ORDER BY seq",
             (since.reloads, top.reloads, origin),
         ).fetchall()
-        rows = {}
-        for name, table, columns, lo, hi in (
-            ("memories", "memory_versions", MEM_COLUMNS, since.memories, top.memories),
-            ("facts", "fact_versions", FACT_COLUMNS, since.facts, top.facts),
-            ("events", "events", EVENT_COLUMNS, since.events, top.events),
-        ):
-            rows[name] = (
-                conn.execute(
-                    f"SELECT {columns}, erased FROM {table} "
-                    "WHERE rowid > %s AND rowid <= %s ORDER BY rowid",
-                    (lo, hi),
-                ).fetchall()
-                if hi > lo
-                else []
-            )
+
+        def after(table: str, columns: str, lo: int, hi: int) -> list[tuple[Any, ...]]:
+            if hi <= lo:
+                return []
+            return conn.execute(
+                f"SELECT {columns}, erased FROM {table} "
+                "WHERE rowid > %s AND rowid <= %s ORDER BY rowid",
+                (lo, hi),
+            ).fetchall()
+
+        memories = list(map(_MEMORY_ROW, after("memory_versions", MEM_COLUMNS, since.memories,
+                                               top.memories)))  # fmt: skip
+        facts = list(map(_FACT_ROW, after("fact_versions", FACT_COLUMNS, since.facts, top.facts)))
+        events = list(map(_EVENT_ROW, after("events", EVENT_COLUMNS, since.events, top.events)))
         named = {ns for ns, full in reloads if not full}
-        named.update(row[0] for kind in ("memories", "facts", "events") for row in rows[kind])
+        named.update(row.ns for row in memories)
+        named.update(row.ns for row in facts)
+        named.update(row.ns for row in events)
         spaces = (
             conn.execute(
                 "SELECT name, created_us, dim, embedder, config FROM namespaces "
@@ -117,16 +124,16 @@ def read_changes(conn: psycopg.Connection[Any], since: Marks, origin: str) -> Ch
             if named
             else []
         )
-    times = [int(r[3]) for r in rows["memories"]] + [int(r[4]) for r in rows["facts"]]
-    times += [int(r[4]) for r in rows["events"]]
+    times = [int(r.sys_us) for r in memories] + [int(r.sys_us) for r in facts]
+    times += [int(r.sys_us) for r in events]
     return Changes(
         top,
         max(times, default=0),
         list(dict.fromkeys(ns for ns, full in reloads if full)),
-        spaces,
-        rows["memories"],
-        rows["facts"],
-        rows["events"],
+        list(map(_NAMESPACE_ROW, spaces)),
+        memories,
+        facts,
+        events,
     )
 
 

@@ -6,16 +6,26 @@ from __future__ import annotations
 import contextlib
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StorageError
-from .base import LoadedRows
+from .base import (
+    AccessRow,
+    AnswerRefs,
+    EventRow,
+    FactRow,
+    LoadedRows,
+    MemoryRow,
+    NamespaceRow,
+    TierMark,
+    row_maker,
+)
 
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["EVENT_COLUMNS", "FACT_COLUMNS", "LOAD_SQL", "MEM_COLUMNS", "LoadSession"]
+__all__ = ["EVENT_COLUMNS", "FACT_COLUMNS", "LOAD_ROWS", "LOAD_SQL", "MEM_COLUMNS", "LoadSession"]
 
 MEM_COLUMNS = (
     "ns, id, version, sys_us, created_us, entity, type, content, metadata, embedding, salience, "
@@ -35,6 +45,16 @@ LOAD_SQL: dict[str, str] = {
     "facts": f"SELECT {FACT_COLUMNS}, erased FROM fact_versions{{where}} ORDER BY ns, rowid",
     "events": f"SELECT {EVENT_COLUMNS}, erased FROM events{{where}} ORDER BY ns, rowid",
     "answers": "SELECT ns, id, memories FROM answers{where} ORDER BY ns, id",
+}
+# the named row each stream yields, built by the cursor (LOAD_SQL lists its fields in order)
+LOAD_ROWS: dict[str, Callable[[Sequence[Any]], Any]] = {
+    "namespaces": row_maker(NamespaceRow),
+    "tiers": row_maker(TierMark),
+    "access": row_maker(AccessRow),
+    "memories": row_maker(MemoryRow),
+    "facts": row_maker(FactRow),
+    "events": row_maker(EventRow),
+    "answers": row_maker(AnswerRefs),
 }
 
 
@@ -69,7 +89,7 @@ class LoadSession:
         except BaseException:
             self.close()
             raise
-        streams = {
+        streams: dict[str, Any] = {  # each yields its LOAD_ROWS row
             kind: self._stream(kind, sql.format(where=where, name_where=name_where), args)
             for kind, sql in LOAD_SQL.items()
         }
@@ -80,7 +100,8 @@ class LoadSession:
         return _Stream(self, name, sql, args)
 
     def cursor(self, name: str, sql: str, args: tuple[Any, ...]) -> psycopg.ServerCursor[Any]:
-        cur = self._conn.cursor(name=f"load_{name}", binary=True)
+        make = LOAD_ROWS[name]
+        cur = self._conn.cursor(name=f"load_{name}", binary=True, row_factory=lambda _cur: make)
         cur.itersize = self.ITERSIZE
         cur.execute(sql, args)  # type: ignore[arg-type]
         return cur

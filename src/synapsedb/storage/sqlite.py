@@ -12,11 +12,26 @@ import logging
 import shlex
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from .base import Batch, LoadedRows
+from .base import (
+    AccessRow,
+    AnswerRefs,
+    AnswerRow,
+    Batch,
+    ErasureRow,
+    EventRow,
+    FactRow,
+    LoadedRows,
+    MemoryRow,
+    NamespaceRow,
+    QueryRow,
+    TierMark,
+    TierRow,
+    row_maker,
+)
 from .erasure import BUSY_TIMEOUT_MS, checkpoint, prune_queries, purge
 from .failures import FailureLog
 from .files import check_writable, create_private_file, read_or_create_secret
@@ -179,6 +194,15 @@ def _insert(table: str, columns: str) -> str:
 _MEM_INSERT = _insert("memory_versions", _MEM_COLUMNS)
 _FACT_INSERT = _insert("fact_versions", _FACT_COLUMNS)
 _EVENT_INSERT = _insert("events", _EVENT_COLUMNS)
+_R = TypeVar("_R", bound=tuple[Any, ...])
+# each load builds its named rows at a tuple's cost (the SELECTs list their fields in order)
+_NAMESPACE_ROW = row_maker(NamespaceRow)
+_TIER_MARK = row_maker(TierMark)
+_ACCESS_ROW = row_maker(AccessRow)
+_MEMORY_ROW = row_maker(MemoryRow)
+_FACT_ROW = row_maker(FactRow)
+_EVENT_ROW = row_maker(EventRow)
+_ANSWER_REFS = row_maker(AnswerRefs)
 _QUERY_INSERT = _insert("queries", "ns, id, sys_us, agent, text, request, hits")
 _ANSWER_INSERT = _insert("answers", "ns, id, sys_us, agent, text, query_ids, cited, memories")
 
@@ -251,20 +275,27 @@ class SQLiteStorage:
                 f"BEGIN; {MIGRATIONS[version]}; PRAGMA user_version = {version + 1}; COMMIT;"
             )
 
-    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    def _rows(self, make: Callable[[Iterable[Any]], _R], sql: str, args: tuple[Any, ...] = ()
+              ) -> Iterator[_R]:  # fmt: skip
         cur = self._conn.execute(sql, args)
         while rows := cur.fetchmany(4096):
-            yield from rows
+            yield from map(make, rows)
 
     def load(self, ns: str | None = None) -> LoadedRows:
         where, args = ("", ()) if ns is None else (" WHERE ns = ?", (ns,))
         name_where = "" if ns is None else " WHERE name = ?"
         return LoadedRows(
             namespaces=self._rows(
-                f"SELECT name, created_us, dim, embedder, config FROM namespaces{name_where}", args
+                _NAMESPACE_ROW,
+                f"SELECT name, created_us, dim, embedder, config FROM namespaces{name_where}",
+                args,
             ),
-            tiers=self._rows(f"SELECT ns, id, tier FROM tiers{where} ORDER BY rowid", args),
-            access=self._rows(f"SELECT ns, id, count, last_us FROM access{where}", args),
+            tiers=self._rows(
+                _TIER_MARK, f"SELECT ns, id, tier FROM tiers{where} ORDER BY rowid", args
+            ),
+            access=self._rows(
+                _ACCESS_ROW, f"SELECT ns, id, count, last_us FROM access{where}", args
+            ),
             memory_rows=dict(
                 self._conn.execute(
                     "SELECT ns, count(*) FROM memory_versions WHERE deleted = 0 AND erased = 0"
@@ -274,15 +305,21 @@ class SQLiteStorage:
                 ).fetchall()
             ),
             memories=self._rows(
-                f"SELECT {_MEM_COLUMNS}, erased FROM memory_versions{where} ORDER BY rowid", args
+                _MEMORY_ROW,
+                f"SELECT {_MEM_COLUMNS}, erased FROM memory_versions{where} ORDER BY rowid",
+                args,
             ),
             facts=self._rows(
-                f"SELECT {_FACT_COLUMNS}, erased FROM fact_versions{where} ORDER BY rowid", args
+                _FACT_ROW,
+                f"SELECT {_FACT_COLUMNS}, erased FROM fact_versions{where} ORDER BY rowid",
+                args,
             ),
             events=self._rows(
-                f"SELECT {_EVENT_COLUMNS}, erased FROM events{where} ORDER BY rowid", args
+                _EVENT_ROW,
+                f"SELECT {_EVENT_COLUMNS}, erased FROM events{where} ORDER BY rowid",
+                args,
             ),
-            answers=self._rows(f"SELECT ns, id, memories FROM answers{where}", args),
+            answers=self._rows(_ANSWER_REFS, f"SELECT ns, id, memories FROM answers{where}", args),
         )
 
     def export_rows(self, ns: str) -> LoadedRows:
@@ -383,7 +420,7 @@ class SQLiteStorage:
                 self._erasure_pending = True
                 self._finish_erasure(self._erasure_wait_ms)
 
-    def _prune_query_log(self, rows: list[tuple[Any, ...]]) -> None:
+    def _prune_query_log(self, rows: Sequence[tuple[Any, ...]]) -> None:
         """Keep each namespace's query log near ``query_log_max_rows`` (pruned once every
         tenth of that many new rows, so the cost is spread thin)."""
         keep = self._query_log_max_rows
@@ -430,79 +467,85 @@ class SQLiteStorage:
         except FileNotFoundError:
             return 0
 
-    def _read(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    def _read(
+        self, make: Callable[[Iterable[Any]], _R], sql: str, params: tuple[Any, ...]
+    ) -> list[_R]:
         with self._lock:
             try:
-                return self._conn.execute(sql, params).fetchall()
+                return list(map(make, self._conn.execute(sql, params).fetchall()))
             except sqlite3.Error as exc:
                 raise self._failures.error(f"read failed: {exc}", exc, path=str(self.path)) from exc
 
-    def read_queries(self, ns: str, ids: list[str]) -> list[tuple[Any, ...]]:
-        """Logged queries by id: (id, sys_us, agent, text, request JSON, hits JSON)."""
+    def read_queries(self, ns: str, ids: list[str]) -> list[QueryRow]:
+        """Logged queries by id."""
         if not ids:
             return []
         marks = ", ".join("?" * len(ids))
         return self._read(
+            QueryRow._make,
             f"SELECT id, sys_us, agent, text, request, hits FROM queries "
             f"WHERE ns = ? AND id IN ({marks})",
             (ns, *ids),
         )
 
-    def read_memory_chain(self, ns: str, mid: str) -> list[tuple[Any, ...]]:
+    def read_memory_chain(self, ns: str, mid: str) -> list[MemoryRow]:
         return self._read(
-            f"SELECT {_MEM_COLUMNS.split(', ', 1)[1]}, erased FROM memory_versions "
+            MemoryRow._make,
+            f"SELECT {_MEM_COLUMNS}, erased FROM memory_versions "
             "WHERE ns = ? AND id = ? ORDER BY version",
             (ns, mid),
         )
 
-    def read_memory_chains(self, ns: str, ids: list[str]) -> list[tuple[Any, ...]]:
-        out: list[tuple[Any, ...]] = []
+    def read_memory_chains(self, ns: str, ids: list[str]) -> list[MemoryRow]:
+        out: list[MemoryRow] = []
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
             out.extend(
                 self._read(
-                    f"SELECT {_MEM_COLUMNS.split(', ', 1)[1]}, erased FROM memory_versions "
+                    _MEMORY_ROW,
+                    f"SELECT {_MEM_COLUMNS}, erased FROM memory_versions "
                     f"WHERE ns = ? AND id IN ({', '.join('?' * len(part))}) ORDER BY rowid",
                     (ns, *part),
                 )
             )
         return out
 
-    def scan_queries(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
+    def scan_queries(self, ns: str, since_us: int, until_us: int) -> list[QueryRow]:
         return self._read(
+            QueryRow._make,
             "SELECT id, sys_us, agent, text, request, hits FROM queries "
             "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY sys_us",
             (ns, since_us, until_us),
         )
 
-    def read_answer(self, ns: str, answer_id: str) -> tuple[Any, ...] | None:
-        """(id, sys_us, agent, text, query_ids JSON, cited JSON, memories JSON, erased) or
-        None; ``erased`` is 1 when a purge took the text."""
+    def read_answer(self, ns: str, answer_id: str) -> AnswerRow | None:
         rows = self._read(
+            AnswerRow._make,
             "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
             "WHERE ns = ? AND id = ?",
             (ns, answer_id),
         )
         return rows[0] if rows else None
 
-    def scan_answers(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
-        """(id, sys_us, agent, text, query_ids JSON, cited JSON, memories JSON, erased)."""
+    def scan_answers(self, ns: str, since_us: int, until_us: int) -> list[AnswerRow]:
         return self._read(
+            AnswerRow._make,
             "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
             "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY sys_us",
             (ns, since_us, until_us),
         )
 
-    def scan_tiers(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
-        """Tier moves: (id, sys_us, tier, score, reason)."""
+    def scan_tiers(self, ns: str, since_us: int, until_us: int) -> list[TierRow]:
         return self._read(
+            TierRow._make,
             "SELECT id, sys_us, tier, score, reason FROM tiers "
             "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY rowid",
             (ns, since_us, until_us),
         )
 
-    def scan_erasures(self, ns: str, since_us: int, until_us: int) -> list[tuple[Any, ...]]:
+    def scan_erasures(self, ns: str, since_us: int, until_us: int) -> list[ErasureRow]:
         return self._read(
+            ErasureRow._make,
             "SELECT sys_us, agent, subject, counts FROM erasures "
             "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY sys_us",
             (ns, since_us, until_us),
