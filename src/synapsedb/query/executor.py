@@ -416,9 +416,8 @@ def _dedup(cat: Catalog, rows: np.ndarray, k: int, threshold: float) -> list[tup
                     close_kept = np.where(near.any(axis=1), near.argmax(axis=1), -1).tolist()
             ii, jj = np.nonzero((vecs @ vecs.T) >= threshold)
             below = ii > jj  # row-major order: each offset's earlier offsets come ascending
-            if below.any():
-                for i, j in zip(ii[below].tolist(), jj[below].tolist(), strict=True):
-                    close_self.setdefault(i, []).append(j)
+            for i, j in zip(ii[below].tolist(), jj[below].tolist(), strict=True):
+                close_self.setdefault(i, []).append(j)
         local: dict[int, int] = {}  # chunk offset -> index in kept, for rows kept here
         for i, r in enumerate(part.tolist()):
             rec = recs[r]
@@ -442,10 +441,10 @@ def _dedup(cat: Catalog, rows: np.ndarray, k: int, threshold: float) -> list[tup
             kept.append((pos + i, []))
             if len(kept) == k:
                 break
-        if vectors is not None and local:
+        pos += chunk
+        if vectors is not None and local and len(kept) < k and pos < total:  # a next chunk
             new = vecs[list(local)]
             kept_vecs = new if kept_vecs is None else np.concatenate([kept_vecs, new])
-        pos += chunk
     return kept
 
 
