@@ -579,8 +579,8 @@ def main() -> None:
     a.pg_1m_size = a.pg_1m_size or (20_000 if q else 1_000_000)
     a.http_seconds = a.http_seconds or (2.0 if q else 10.0)
     a.lag_writes = a.lag_writes or (50 if q else 500)
-    a.thread_writes = 100 if q else 2500
-    a.facts = 500 if q else 10_000
+    a.thread_writes = 100 if q else 1000
+    a.facts = 500 if q else 4_000
     if min(a.n, a.reps, a.batch, a.pg_1m_size, a.http_threads, a.lag_writes) < 1 or a.n < a.batch:
         ap.error("sizes must be positive, and --n at least --batch")
     from tests.support.backend_servers import postgres_server
