@@ -7,6 +7,7 @@ import pytest
 
 import synapsedb
 from synapsedb import Database, ManualClock, Namespace
+from tests.support.backend_servers import postgres_server
 
 
 @pytest.fixture
@@ -27,3 +28,10 @@ def db(tmp_path: Path, clock: ManualClock) -> Iterator[Database]:
 @pytest.fixture
 def mem(db: Database) -> Namespace:
     return db.namespace("acme-support", agent="intake")
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """One PostgreSQL server (pgserver) for the whole test session; tests take a schema each."""
+    with postgres_server() as dsn:
+        yield dsn

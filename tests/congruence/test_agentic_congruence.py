@@ -26,6 +26,7 @@ from synapsedb.errors import SynapseError, UpstreamError
 from synapsedb.llm import ChatClient, LLMSettings
 from synapsedb.server import create_app
 from synapsedb.types import Recalled, Remembered
+from tests.congruence.conftest import ServedStorage
 from tests.congruence.lean import as_served
 from tests.support.scripted_upstream import Request, ScriptedUpstream
 
@@ -89,13 +90,13 @@ def upstream() -> Iterator[ScriptedUpstream]:
 
 
 def open_pair(
-    tmp_path: Path, model: OnnxMiniLM, llm: ChatClient | None
+    tmp_path: Path, model: OnnxMiniLM, llm: ChatClient | None, storage: str | None
 ) -> Iterator[tuple[Any, Any]]:
     dbs = []
     for name in ("local", "served"):
         db = synapsedb.open(tmp_path / name, clock=synapsedb.ManualClock(START_US),
                             durability="os", background_maintenance=False, embedder=model,
-                            llm=None)  # fmt: skip
+                            llm=None, storage=storage if name == "served" else None)  # fmt: skip
         assert db.memory_loop is not None
         db.memory_loop.close()  # no worker: jobs stay queued, both sides alike
         db.memory_loop = MemoryLoop(llm, LoopSettings())
@@ -114,21 +115,21 @@ def open_pair(
 
 @pytest.fixture
 def pair(
-    tmp_path: Path, model: OnnxMiniLM, upstream: ScriptedUpstream
+    tmp_path: Path, model: OnnxMiniLM, upstream: ScriptedUpstream, served_storage: ServedStorage
 ) -> Iterator[tuple[Any, Any]]:
     llm = ChatClient(LLMSettings(base_url=upstream.base_url, model="scripted", max_retries=0))
     try:
-        yield from open_pair(tmp_path, model, llm)
+        yield from open_pair(tmp_path, model, llm, served_storage())
     finally:
         llm.close()
 
 
 @pytest.fixture(scope="module")
 def pair_without_llm(
-    tmp_path_factory: pytest.TempPathFactory, model: OnnxMiniLM
+    tmp_path_factory: pytest.TempPathFactory, model: OnnxMiniLM, served_storage: ServedStorage
 ) -> Iterator[tuple[Any, Any]]:
     """Shared by the error tests: each checks that it stored nothing in namespace acme."""
-    yield from open_pair(tmp_path_factory.mktemp("no-llm"), model, None)
+    yield from open_pair(tmp_path_factory.mktemp("no-llm"), model, None, served_storage())
 
 
 HAWAII = "The user's budget for the Hawaii trip is $3000"

@@ -26,6 +26,7 @@ from starlette.testclient import TestClient
 import synapsedb
 from synapsedb.client import AsyncRemoteDatabase, RemoteDatabase
 from synapsedb.server import create_app
+from tests.congruence.conftest import ServedStorage
 
 from .test_embedded_vs_http import normalize
 
@@ -158,13 +159,16 @@ def _timeline(db: Any, clock: synapsedb.ManualClock) -> None:
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]]:
+def pair(
+    tmp_path_factory: pytest.TempPathFactory, served_storage: ServedStorage
+) -> Iterator[tuple[Any, Any]]:
     tmp = tmp_path_factory.mktemp("as_of")
     opened = []
     for name in ("embedded", "served"):
         clock = synapsedb.ManualClock()
+        storage = served_storage() if name == "served" else None
         db = synapsedb.open(tmp / name, clock=clock, durability="os", embedder=None,
-                            background_maintenance=False)  # fmt: skip
+                            background_maintenance=False, storage=storage)  # fmt: skip
         _timeline(db, clock)
         opened.append(db)
     http = TestClient(create_app(opened[1]))

@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 import synapsedb
 from synapsedb.client import RemoteDatabase
 from synapsedb.server import create_app
+from tests.congruence.conftest import ServedStorage
 from tests.congruence.lean import as_served
 
 
@@ -31,14 +32,18 @@ def normalize(value: Any) -> Any:
 
 
 @pytest.fixture(params=["lean", "embedding"])
-def pair(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any]]:
-    """An embedded database and a client of a served one: lean (vectors left out of answers,
-    the default) or made with ``include="embedding"`` (answers as embedded, vectors too)."""
+def pair(
+    tmp_path: Path, request: pytest.FixtureRequest, served_storage: ServedStorage
+) -> Iterator[tuple[Any, Any]]:
+    """An embedded database and a client of a served one (on SQLite or PostgreSQL): lean
+    (vectors left out of answers, the default) or made with ``include="embedding"`` (answers as
+    embedded, vectors too)."""
     start = 1_760_000_000_000_000
     local = synapsedb.open(tmp_path / "a", clock=synapsedb.ManualClock(start), durability="os",
                            embedder=None, background_maintenance=False)  # fmt: skip
     served = synapsedb.open(tmp_path / "b", clock=synapsedb.ManualClock(start), durability="os",
-                            embedder=None, background_maintenance=False)  # fmt: skip
+                            embedder=None, background_maintenance=False,
+                            storage=served_storage())  # fmt: skip
     http = TestClient(create_app(served))
     include = "embedding" if request.param == "embedding" else None
     remote = RemoteDatabase("http://testserver", client=http, include=include)

@@ -18,6 +18,7 @@ import synapsedb
 from synapsedb.client import RemoteDatabase
 from synapsedb.embed import OnnxMiniLM
 from synapsedb.server import create_app
+from tests.congruence.conftest import ServedStorage
 
 from .test_embedded_vs_http import normalize
 
@@ -72,13 +73,16 @@ def model() -> OnnxMiniLM:
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory, model: OnnxMiniLM) -> Iterator[tuple[Any, Any]]:
+def pair(
+    tmp_path_factory: pytest.TempPathFactory, model: OnnxMiniLM, served_storage: ServedStorage
+) -> Iterator[tuple[Any, Any]]:
     tmp = tmp_path_factory.mktemp("hybrid")
     opened = []
     for name in ("embedded", "served"):
         clock = synapsedb.ManualClock(START_US)
+        storage = served_storage() if name == "served" else None
         db = synapsedb.open(tmp / name, clock=clock, durability="os", embedder=model,
-                            background_maintenance=False)  # fmt: skip
+                            background_maintenance=False, storage=storage)  # fmt: skip
         mem = db.namespace("desk", agent="support")
         mem.write_many([{"entity": e, "id": f"m{i:02d}", "content": c, "type": t, "metadata": md,
                          "ts": ts} for i, (e, c, t, md, ts) in enumerate(CORPUS)])  # fmt: skip

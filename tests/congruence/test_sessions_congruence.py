@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from synapsedb.errors import ForbiddenError, UnauthorizedError
 from synapsedb.llm import ChatClient, LLMSettings
 from synapsedb.server import create_app
 from synapsedb.server.keys import KeyStore
+from tests.congruence.conftest import ServedStorage
 from tests.support.live_server import serve
 from tests.support.scripted_upstream import Request, ScriptedUpstream
 
@@ -65,16 +66,28 @@ class Side:
     url: str | None = None
 
 
-def _open(path: Path, llm: Any = None) -> synapsedb.Database:
+def _open(path: Path, llm: Any = None, storage: str | None = None) -> synapsedb.Database:
     return synapsedb.open(path, clock=ManualClock(START), durability="os", embedder=None,
-                          background_maintenance=False, llm=llm)  # fmt: skip
+                          background_maintenance=False, llm=llm, storage=storage)  # fmt: skip
+
+
+_served: list[ServedStorage] = []  # this module's served_storage (the remote sides' backend)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remote_sides_backend(served_storage: ServedStorage) -> Iterator[None]:
+    """Every test of this module runs with the remote sides' database on SQLite, then on
+    PostgreSQL (the embedded side stays on SQLite)."""
+    _served.append(served_storage)
+    yield
+    _served.remove(served_storage)
 
 
 @contextlib.asynccontextmanager
 async def side(kind: str, path: Path, llm: Any = None, agent: str = "concierge",
                keys: KeyStore | None = None, api_key: str | None = None,
                ) -> AsyncIterator[Side]:  # fmt: skip
-    db = _open(path, llm)
+    db = _open(path, llm, storage=_served[-1]() if kind != "embedded" and _served else None)
     clock = db.clock
     assert isinstance(clock, ManualClock)
     try:

@@ -21,6 +21,7 @@ from synapsedb.client import AsyncRemoteDatabase, RemoteDatabase
 from synapsedb.client.sync import RemoteNamespace
 from synapsedb.engine import Namespace
 from synapsedb.server import create_app
+from tests.congruence.conftest import ServedStorage
 
 from .test_as_of_forms import ACCEPTED, DAY, FRACTION, NOON, REFUSED, US, _ids
 from .test_embedded_vs_http import normalize
@@ -55,14 +56,18 @@ def _timeline(mem: Any, clock: synapsedb.ManualClock) -> list[Any]:
 
 
 @pytest.fixture(scope="module")
-def sides(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def sides(
+    tmp_path_factory: pytest.TempPathFactory, served_storage: ServedStorage
+) -> Iterator[dict[str, Any]]:
     """The embedded database and a remote one (its writes made over HTTP), each with the
     timeline written, and what the writes returned."""
     tmp = tmp_path_factory.mktemp("valid_time")
     clocks = [synapsedb.ManualClock(START), synapsedb.ManualClock(START)]
+    storages = [None, served_storage()]
     local, served = (synapsedb.open(tmp / name, clock=clock, durability="os", embedder=None,
-                                    background_maintenance=False)
-                     for name, clock in zip(("embedded", "served"), clocks, strict=True))  # fmt: skip
+                                    background_maintenance=False, storage=storage)
+                     for name, clock, storage in zip(("embedded", "served"), clocks, storages,
+                                                     strict=True))  # fmt: skip
     http = TestClient(create_app(served))
     remote = RemoteDatabase("http://testserver", client=http)
     dbs = (local, remote)

@@ -22,17 +22,19 @@ from starlette.testclient import TestClient
 import synapsedb
 from synapsedb.client import RemoteDatabase
 from synapsedb.server import create_app
+from tests.congruence.conftest import ServedStorage
 
 from .test_embedded_vs_http import normalize
 
 
 @pytest.fixture
-def pair(tmp_path: Path) -> Iterator[tuple[Any, Any]]:
+def pair(tmp_path: Path, served_storage: ServedStorage) -> Iterator[tuple[Any, Any]]:
     start = 1_761_264_000_000_000
     local = synapsedb.open(tmp_path / "a", clock=synapsedb.ManualClock(start), durability="os",
                            embedder=None, background_maintenance=False)  # fmt: skip
     served = synapsedb.open(tmp_path / "b", clock=synapsedb.ManualClock(start), durability="os",
-                            embedder=None, background_maintenance=False)  # fmt: skip
+                            embedder=None, background_maintenance=False,
+                            storage=served_storage())  # fmt: skip
     http = TestClient(create_app(served))
     remote = RemoteDatabase("http://testserver", client=http)
     yield local.namespace("acme"), remote.namespace("acme")
