@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import repeat
 from typing import Any, NamedTuple, Protocol, TypeVar, cast, runtime_checkable
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "Storage",
     "TierMark",
     "TierRow",
+    "named_rows",
     "row_maker",
 ]
 
@@ -278,6 +280,12 @@ class ErasureRow(NamedTuple):
 
 
 _R = TypeVar("_R", bound=tuple[Any, ...])
+
+
+def named_rows(cls: type[_R], rows: Iterable[Iterable[Any]]) -> Iterator[_R]:
+    """``rows`` (a backend's result rows) as ``cls`` rows: a tuple copy each, no Python call
+    per row (loads). The backend's SELECT lists ``cls``'s fields in order."""
+    return cast(Iterator[_R], map(tuple.__new__, repeat(cls), rows))
 
 
 def row_maker(cls: type[_R]) -> Callable[[Iterable[Any]], _R]:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .base import Batch, Changes, EventRow, FactRow, MemoryRow, NamespaceRow, row_maker
+from .base import Batch, Changes, EventRow, FactRow, MemoryRow, NamespaceRow, named_rows
 from .postgres_load import EVENT_COLUMNS, FACT_COLUMNS, MEM_COLUMNS
 
 if TYPE_CHECKING:
@@ -68,12 +68,6 @@ class Marks:
     reloads: int = 0
 
 
-_MEMORY_ROW = row_maker(MemoryRow)
-_FACT_ROW = row_maker(FactRow)
-_EVENT_ROW = row_maker(EventRow)
-_NAMESPACE_ROW = row_maker(NamespaceRow)
-
-
 def channel_of(schema: str) -> str:
     """The NOTIFY channel of a schema (an identifier: at most 63 bytes)."""
     return ("synapsedb_" + schema)[:63]
@@ -107,10 +101,14 @@ def read_changes(conn: psycopg.Connection[Any], since: Marks, origin: str) -> Ch
                 (lo, hi),
             ).fetchall()
 
-        memories = list(map(_MEMORY_ROW, after("memory_versions", MEM_COLUMNS, since.memories,
+        memories = list(named_rows(MemoryRow, after("memory_versions", MEM_COLUMNS, since.memories,
                                                top.memories)))  # fmt: skip
-        facts = list(map(_FACT_ROW, after("fact_versions", FACT_COLUMNS, since.facts, top.facts)))
-        events = list(map(_EVENT_ROW, after("events", EVENT_COLUMNS, since.events, top.events)))
+        facts = list(
+            named_rows(FactRow, after("fact_versions", FACT_COLUMNS, since.facts, top.facts))
+        )
+        events = list(
+            named_rows(EventRow, after("events", EVENT_COLUMNS, since.events, top.events))
+        )
         named = {ns for ns, full in reloads if not full}
         named.update(row.ns for row in memories)
         named.update(row.ns for row in facts)
@@ -130,7 +128,7 @@ def read_changes(conn: psycopg.Connection[Any], since: Marks, origin: str) -> Ch
         top,
         max(times, default=0),
         list(dict.fromkeys(ns for ns, full in reloads if full)),
-        list(map(_NAMESPACE_ROW, spaces)),
+        list(named_rows(NamespaceRow, spaces)),
         memories,
         facts,
         events,

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from .base import AnswerRow, ErasureRow, MemoryRow, QueryRow, TierRow, row_maker
+from .base import AnswerRow, ErasureRow, MemoryRow, QueryRow, TierRow, named_rows
 from .postgres_load import MEM_COLUMNS
 
 __all__ = ["AuditReads"]
 
 _MEM_READ = MEM_COLUMNS + ", erased"
-_MEMORY_ROW = row_maker(MemoryRow)
 
 
 class AuditReads:
@@ -47,8 +46,8 @@ class AuditReads:
         out: list[MemoryRow] = []
         for i in range(0, len(ids), 5000):
             out.extend(
-                map(
-                    _MEMORY_ROW,
+                named_rows(
+                    MemoryRow,
                     self._read(
                         f"SELECT {_MEM_READ} FROM memory_versions WHERE ns = %s AND id = ANY(%s) "
                         "ORDER BY rowid",
@@ -123,4 +122,4 @@ _T = TypeVar("_T", bound=tuple[Any, ...])
 
 def _as(cls: type[_T], rows: list[tuple[Any, ...]]) -> list[_T]:
     """``rows`` as ``cls`` rows (their SELECT lists its fields in order)."""
-    return list(map(row_maker(cls), rows))
+    return list(named_rows(cls, rows))

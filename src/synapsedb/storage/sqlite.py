@@ -12,7 +12,7 @@ import logging
 import shlex
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,7 +30,7 @@ from .base import (
     QueryRow,
     TierMark,
     TierRow,
-    row_maker,
+    named_rows,
 )
 from .erasure import BUSY_TIMEOUT_MS, checkpoint, prune_queries, purge
 from .failures import FailureLog
@@ -194,15 +194,7 @@ def _insert(table: str, columns: str) -> str:
 _MEM_INSERT = _insert("memory_versions", _MEM_COLUMNS)
 _FACT_INSERT = _insert("fact_versions", _FACT_COLUMNS)
 _EVENT_INSERT = _insert("events", _EVENT_COLUMNS)
-_R = TypeVar("_R", bound=tuple[Any, ...])
-# each load builds its named rows at a tuple's cost (the SELECTs list their fields in order)
-_NAMESPACE_ROW = row_maker(NamespaceRow)
-_TIER_MARK = row_maker(TierMark)
-_ACCESS_ROW = row_maker(AccessRow)
-_MEMORY_ROW = row_maker(MemoryRow)
-_FACT_ROW = row_maker(FactRow)
-_EVENT_ROW = row_maker(EventRow)
-_ANSWER_REFS = row_maker(AnswerRefs)
+_R = TypeVar("_R", bound=tuple[Any, ...])  # a named row of storage.base
 _QUERY_INSERT = _insert("queries", "ns, id, sys_us, agent, text, request, hits")
 _ANSWER_INSERT = _insert("answers", "ns, id, sys_us, agent, text, query_ids, cited, memories")
 
@@ -275,27 +267,24 @@ class SQLiteStorage:
                 f"BEGIN; {MIGRATIONS[version]}; PRAGMA user_version = {version + 1}; COMMIT;"
             )
 
-    def _rows(self, make: Callable[[Iterable[Any]], _R], sql: str, args: tuple[Any, ...] = ()
-              ) -> Iterator[_R]:  # fmt: skip
+    def _rows(self, cls: type[_R], sql: str, args: tuple[Any, ...] = ()) -> Iterator[_R]:
         cur = self._conn.execute(sql, args)
         while rows := cur.fetchmany(4096):
-            yield from map(make, rows)
+            yield from named_rows(cls, rows)
 
     def load(self, ns: str | None = None) -> LoadedRows:
         where, args = ("", ()) if ns is None else (" WHERE ns = ?", (ns,))
         name_where = "" if ns is None else " WHERE name = ?"
         return LoadedRows(
             namespaces=self._rows(
-                _NAMESPACE_ROW,
+                NamespaceRow,
                 f"SELECT name, created_us, dim, embedder, config FROM namespaces{name_where}",
                 args,
             ),
             tiers=self._rows(
-                _TIER_MARK, f"SELECT ns, id, tier FROM tiers{where} ORDER BY rowid", args
+                TierMark, f"SELECT ns, id, tier FROM tiers{where} ORDER BY rowid", args
             ),
-            access=self._rows(
-                _ACCESS_ROW, f"SELECT ns, id, count, last_us FROM access{where}", args
-            ),
+            access=self._rows(AccessRow, f"SELECT ns, id, count, last_us FROM access{where}", args),
             memory_rows=dict(
                 self._conn.execute(
                     "SELECT ns, count(*) FROM memory_versions WHERE deleted = 0 AND erased = 0"
@@ -305,21 +294,21 @@ class SQLiteStorage:
                 ).fetchall()
             ),
             memories=self._rows(
-                _MEMORY_ROW,
+                MemoryRow,
                 f"SELECT {_MEM_COLUMNS}, erased FROM memory_versions{where} ORDER BY rowid",
                 args,
             ),
             facts=self._rows(
-                _FACT_ROW,
+                FactRow,
                 f"SELECT {_FACT_COLUMNS}, erased FROM fact_versions{where} ORDER BY rowid",
                 args,
             ),
             events=self._rows(
-                _EVENT_ROW,
+                EventRow,
                 f"SELECT {_EVENT_COLUMNS}, erased FROM events{where} ORDER BY rowid",
                 args,
             ),
-            answers=self._rows(_ANSWER_REFS, f"SELECT ns, id, memories FROM answers{where}", args),
+            answers=self._rows(AnswerRefs, f"SELECT ns, id, memories FROM answers{where}", args),
         )
 
     def export_rows(self, ns: str) -> LoadedRows:
@@ -467,12 +456,10 @@ class SQLiteStorage:
         except FileNotFoundError:
             return 0
 
-    def _read(
-        self, make: Callable[[Iterable[Any]], _R], sql: str, params: tuple[Any, ...]
-    ) -> list[_R]:
+    def _read(self, cls: type[_R], sql: str, params: tuple[Any, ...]) -> list[_R]:
         with self._lock:
             try:
-                return list(map(make, self._conn.execute(sql, params).fetchall()))
+                return list(named_rows(cls, self._conn.execute(sql, params).fetchall()))
             except sqlite3.Error as exc:
                 raise self._failures.error(f"read failed: {exc}", exc, path=str(self.path)) from exc
 
@@ -482,7 +469,7 @@ class SQLiteStorage:
             return []
         marks = ", ".join("?" * len(ids))
         return self._read(
-            QueryRow._make,
+            QueryRow,
             f"SELECT id, sys_us, agent, text, request, hits FROM queries "
             f"WHERE ns = ? AND id IN ({marks})",
             (ns, *ids),
@@ -490,7 +477,7 @@ class SQLiteStorage:
 
     def read_memory_chain(self, ns: str, mid: str) -> list[MemoryRow]:
         return self._read(
-            MemoryRow._make,
+            MemoryRow,
             f"SELECT {_MEM_COLUMNS}, erased FROM memory_versions "
             "WHERE ns = ? AND id = ? ORDER BY version",
             (ns, mid),
@@ -502,7 +489,7 @@ class SQLiteStorage:
             part = ids[i : i + 500]
             out.extend(
                 self._read(
-                    _MEMORY_ROW,
+                    MemoryRow,
                     f"SELECT {_MEM_COLUMNS}, erased FROM memory_versions "
                     f"WHERE ns = ? AND id IN ({', '.join('?' * len(part))}) ORDER BY rowid",
                     (ns, *part),
@@ -512,7 +499,7 @@ class SQLiteStorage:
 
     def scan_queries(self, ns: str, since_us: int, until_us: int) -> list[QueryRow]:
         return self._read(
-            QueryRow._make,
+            QueryRow,
             "SELECT id, sys_us, agent, text, request, hits FROM queries "
             "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY sys_us",
             (ns, since_us, until_us),
@@ -520,7 +507,7 @@ class SQLiteStorage:
 
     def read_answer(self, ns: str, answer_id: str) -> AnswerRow | None:
         rows = self._read(
-            AnswerRow._make,
+            AnswerRow,
             "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
             "WHERE ns = ? AND id = ?",
             (ns, answer_id),
@@ -529,7 +516,7 @@ class SQLiteStorage:
 
     def scan_answers(self, ns: str, since_us: int, until_us: int) -> list[AnswerRow]:
         return self._read(
-            AnswerRow._make,
+            AnswerRow,
             "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
             "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY sys_us",
             (ns, since_us, until_us),
@@ -537,7 +524,7 @@ class SQLiteStorage:
 
     def scan_tiers(self, ns: str, since_us: int, until_us: int) -> list[TierRow]:
         return self._read(
-            TierRow._make,
+            TierRow,
             "SELECT id, sys_us, tier, score, reason FROM tiers "
             "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY rowid",
             (ns, since_us, until_us),
@@ -545,7 +532,7 @@ class SQLiteStorage:
 
     def scan_erasures(self, ns: str, since_us: int, until_us: int) -> list[ErasureRow]:
         return self._read(
-            ErasureRow._make,
+            ErasureRow,
             "SELECT sys_us, agent, subject, counts FROM erasures "
             "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY sys_us",
             (ns, since_us, until_us),
