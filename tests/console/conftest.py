@@ -59,8 +59,8 @@ def seed(env: ConsoleEnv) -> None:
         {"entity": f"user:{1000 + i}", "content": f"customer {i} bought a kettle"}
         for i in range(60)]}))  # fmt: skip
     ok(env.ns("POST", "/memories", json={"entity": "user:4321", "content":
-              "Prefers email over phone calls.", "type": "preference"},
-              headers={"X-Agent": "intake"}))  # a near-duplicate: a dedup group  # fmt: skip
+              "prefers emails over phone calls", "type": "preference"},
+              headers={"X-Agent": "intake"}))  # a near-duplicate (cosine 0.987): a dedup group  # fmt: skip
     q = ok(env.ns("POST", "/query", json={"text": "refund status for order 1458", "k": 3,
                   "entity": "user:4321"}, headers={"X-Agent": "knowledge"}))  # fmt: skip
     ok(env.ns("POST", "/answers", json={"answer_id": "ans-771", "query_ids": [q["query_id"]],
