@@ -1,6 +1,6 @@
 """The storage contract suite's backends: every test takes ``backend`` and runs once on SQLite
-(a fresh data directory) and once on PostgreSQL (a fresh schema in one pgserver started per test
-session). Without pgserver the PostgreSQL cases skip on a developer's machine and fail under
+(a fresh data directory) and once on PostgreSQL (a fresh schema in the one pgserver that
+tests/conftest.py starts per test session). Without pgserver the PostgreSQL cases skip on a developer's machine and fail under
 CI=true (tests/support/backend_servers.py).
 
 A :class:`Backend` opens the storage (again, for reopen tests) and reads its tables with raw SQL,
@@ -20,7 +20,6 @@ import pytest
 
 from synapsedb.storage.base import Storage
 from synapsedb.storage.sqlite import SQLiteStorage
-from tests.support.backend_servers import postgres_server
 
 
 class Backend:
@@ -116,13 +115,6 @@ class PostgresBackend(Backend):
         ):
             out.setdefault(table, []).append(column)
         return out
-
-
-@pytest.fixture(scope="session")
-def postgres_dsn() -> Iterator[str]:
-    """One PostgreSQL server (pgserver) for the whole test session; tests get a schema each."""
-    with postgres_server() as dsn:
-        yield dsn
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
