@@ -131,8 +131,8 @@ def embed_cached(texts: list[str], embedder: object) -> np.ndarray:
     return vecs
 
 
-def timed(fn, reps: int) -> list[float]:  # type: ignore[no-untyped-def]
-    for i in range(min(30, reps)):  # warm-up, not timed
+def timed(fn, reps: int, warm: int = 30) -> list[float]:  # type: ignore[no-untyped-def]
+    for i in range(min(warm, reps)):  # warm-up, not timed
         fn(i)
     samples = []
     for i in range(reps):
@@ -142,12 +142,37 @@ def timed(fn, reps: int) -> list[float]:  # type: ignore[no-untyped-def]
     return samples
 
 
+class Precomputed:
+    """``model``, answering from vectors computed beforehand for known texts (the corpus) and
+    asking the model for any other text (the query texts). The corpus is written WITHOUT
+    vectors, so the namespace is the embedder's own and a text query embeds its text, as in
+    production; the ingest just does not spend 100,000 embeddings again."""
+
+    def __init__(self, model: Any, texts: list[str], vecs: np.ndarray) -> None:
+        self.model, self.name, self.dim = model, model.name, model.dim
+        self._known = dict(zip(texts, vecs, strict=True))
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), np.float32)
+        todo = []
+        for i, text in enumerate(texts):
+            vec = self._known.get(text)
+            if vec is None:
+                todo.append(i)
+            else:
+                out[i] = vec
+        if todo:
+            out[todo] = self.model.embed([texts[i] for i in todo])
+        return out
+
+
 def bench_big(root: Path, n: int, reps: int, embedder: object) -> dict:
     texts = sentences(n + reps, seed=1)
     vecs = embed_cached(texts, embedder)
     corpus, queries = vecs[:n], vecs[n:]
     out: dict = {"n": n, "reps": reps}
-    with synapsedb.open(root / "big", durability="os", embedder=embedder) as db:
+    model = Precomputed(embedder, texts[:n], corpus)
+    with synapsedb.open(root / "big", durability="os", embedder=model) as db:
         mem = db.namespace("big")
         t0 = time.perf_counter()
         for i in range(0, n, 5000):
@@ -156,7 +181,6 @@ def bench_big(root: Path, n: int, reps: int, embedder: object) -> dict:
                     {
                         "entity": f"user:{j % 5000}",
                         "content": texts[j],
-                        "embedding": corpus[j],
                         "metadata": {"bucket": j % 100, "channel": ("email", "chat")[j % 2]},
                     }
                     for j in range(i, min(n, i + 5000))
@@ -243,8 +267,16 @@ def bench_big(root: Path, n: int, reps: int, embedder: object) -> dict:
                     out["ef_sweep"][ef, label] = (pct(s, 50), pct(s, 99), recall(keep, flt))
             finally:
                 graph.ef_search = out["hnsw"]["ef"]
+        assert mem.stats().embedder == embedder.name  # type: ignore[attr-defined]
         qtexts = texts[n:]
-        s = timed(lambda i: mem.query(qtexts[i], k=10), reps)
+        s = timed(lambda i: mem.query(qtexts[i], k=10, mode="keyword"), reps)
+        out["text_keyword"] = (pct(s, 50), pct(s, 99))
+        # every timed text query embeds its text: warm up on other texts (the engine caches
+        # query embeddings by text)
+        warm = sentences(30, seed=2)
+        for text in warm:
+            mem.query(text, k=10)
+        s = timed(lambda i: mem.query(qtexts[i], k=10), reps, warm=0)
         out["text_hybrid"] = (pct(s, 50), pct(s, 99))
         s = timed(lambda i: mem.query(qtexts[i], k=10, filter={"bucket": {"$lt": 10}}), reps)
         out["text_hybrid_10"] = (pct(s, 50), pct(s, 99))
@@ -487,7 +519,7 @@ def main() -> None:
 
     n = big["n"]
     lines = [
-        f"{n:,} memories in one namespace (generated support sentences, real MiniLM vectors), "
+        f"{n:,} memories in one namespace (generated support sentences written as text, embedded by the database's MiniLM: vectors computed once and cached), "
         f"ingest {big['ingest_s']:.1f} s, HNSW catch-up after ingest {big['index_s']:.1f} s.",
         "",
         "| query (k=10) | filter keeps | p50 ms | p99 ms | p50 / floor | recall@10 vs exact "
@@ -521,10 +553,16 @@ def main() -> None:
             f"| {p50 / 1000:.3f} | {p99 / 1000:.3f} | {p50 / f50:.2f}x | {rec:.3f} "
             f"| p50 <= 1: {ok(p50, 1000)} |"
         )
+    if "text_keyword" in big:
+        p50, p99 = big["text_keyword"]
+        lines.append(
+            f"| text, mode=keyword (BM25 alone, no embedding) | all | {p50 / 1000:.2f} "
+            f"| {p99 / 1000:.2f} | | | |"
+        )
     p50, p99 = big["text_hybrid"]
     lines.append(
-        f"| text, hybrid, embedding included | all | {p50 / 1000:.2f} | {p99 / 1000:.2f} "
-        f"| | | p50 <= 5 {ok(p50, 5000)} |"
+        f"| text, hybrid, embedding included (each text new to the query cache) | all "
+        f"| {p50 / 1000:.2f} | {p99 / 1000:.2f} | | | p50 <= 5 {ok(p50, 5000)} |"
     )
     t50 = p50
     p50, p99 = big["text_hybrid_10"]
