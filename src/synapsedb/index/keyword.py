@@ -57,12 +57,14 @@ _CHUNK = 4096
 
 
 class KeywordIndex:
-    __slots__ = ("_lazy", "_lock", "_source", "b", "doclen", "k1", "postings")
+    __slots__ = ("_doclen_f32", "_lazy", "_lock", "_source", "b", "doclen", "k1", "postings")
 
     def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
         self.postings: dict[str, tuple[array[int], array[int]]] = {}
         self.doclen = array("i")
+        # doclen as float32 for ranking, extended as rows arrive (a row's length never changes)
+        self._doclen_f32 = np.zeros(0, np.float32)
         # rows [len(doclen), catalog count) not indexed yet are read from the source
         self._source: Callable[[int, int], Sequence[str]] | None = None
         self._lazy = False  # rows are left to the source as they arrive
@@ -201,7 +203,11 @@ class KeywordIndex:
             empty = (*empty, np.zeros(n, np.float64))
         if not terms or n == 0:
             return empty
-        doclen = np.array(self.doclen[:n], dtype=np.float32)
+        doclen = self._doclen_f32
+        if doclen.shape[0] < n:  # only the new rows are converted (readers may race: both fine)
+            more = np.array(self.doclen[doclen.shape[0] : n], dtype=np.float32)
+            doclen = self._doclen_f32 = np.concatenate([doclen, more])
+        doclen = doclen[:n]
         visible = int(allowed.sum())
         if visible == 0:
             return empty

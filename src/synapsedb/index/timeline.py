@@ -73,11 +73,11 @@ class Timelines:
         line = self.lines.get(entity)
         if line is None:
             return np.zeros(0, np.int64)
+        cached, done, last = line.cache
+        if done == len(line.rows):  # rows only grow: the cache covers them all (no copy)
+            return cached
         rows = np.array(line.rows, dtype=np.int64)
         m = rows.shape[0]
-        cached, done, last = line.cache
-        if done == m:
-            return cached
         ts = np.array(line.ts[:m], dtype=np.int64)
         fresh = ts[done:]
         if (done == 0 or fresh[0] >= last) and bool(np.all(fresh[1:] >= fresh[:-1])):
