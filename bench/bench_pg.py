@@ -141,6 +141,17 @@ def threaded_writes(mem: Any, texts: list[str], vecs: np.ndarray, threads: int, 
     return threads * per / took
 
 
+def index_then_filters(db: Any, mem: Any, queries: np.ndarray, reps: int, out: dict) -> None:
+    """Wait for the vector graph (``index_s``), then time a caller-vector query per filter."""
+    t0 = time.perf_counter()
+    db.wait_for_indexes()
+    out["index_s"] = time.perf_counter() - t0
+    for label, flt in FILTERS:
+        run = lambda i, f=flt: mem.query(embedding=queries[i], filter=f, k=10, mode="vector")  # noqa: E731
+        run(0)
+        out[f"query_{label}"] = p50_p99_ms(timed(run, reps))
+
+
 def bench_backend(path: Path, storage: str | None, texts: list[str], corpus: np.ndarray,
                   queries: np.ndarray, a: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
     n, reps = len(corpus), len(queries)
@@ -159,13 +170,7 @@ def bench_backend(path: Path, storage: str | None, texts: list[str], corpus: np.
             mem.write_many([item(texts, corpus, j) for j in range(lo, min(n, lo + a.batch))])
         out["ingest_s"] = time.perf_counter() - t0
         out["ingest_rate"] = n / out["ingest_s"]
-        t0 = time.perf_counter()
-        db.wait_for_indexes()
-        out["index_s"] = time.perf_counter() - t0
-        for label, flt in FILTERS:
-            run = lambda i, f=flt: mem.query(embedding=queries[i], filter=f, k=10, mode="vector")  # noqa: E731
-            run(0)
-            out[f"query_{label}"] = p50_p99_ms(timed(run, reps))
+        index_then_filters(db, mem, queries, reps, out)
         run = lambda i: mem.query(embedding=queries[i], k=10)  # noqa: E731
         out["query_hybrid"] = p50_p99_ms(timed(run, reps))
         moment = out["as_of"]
@@ -403,13 +408,7 @@ def bench_large(root: Path, url: str, size: int, a: argparse.Namespace) -> dict[
             if lo % 100_000 == 0:
                 print(f"  large: {lo:,}/{size:,} in {time.perf_counter() - t0:.0f} s", flush=True)
         out["ingest_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        db.wait_for_indexes()
-        out["index_s"] = time.perf_counter() - t0
-        for label, flt in FILTERS:
-            run = lambda i, f=flt: mem.query(embedding=queries[i], filter=f, k=10, mode="vector")  # noqa: E731
-            run(0)
-            out[f"query_{label}"] = p50_p99_ms(timed(run, reps))
+        index_then_filters(db, mem, queries, reps, out)
     finally:
         db.close()  # saves the vector graph under data/indexes for the server below
     del corpus
