@@ -22,6 +22,8 @@ from .errors import ValidationError
 __all__ = ["LLMSettings", "Settings"]
 
 Durability = Literal["fsync", "os"]
+Load = Literal["lazy", "eager"]
+LOADS = ("lazy", "eager")
 EMBEDDERS = ("minilm", "openai", "sentence-transformers", "none")
 MINILM_PRECISIONS = ("float32", "uint8")  # synapsedb.embed.export.PRECISIONS' keys
 MAX_DIM = 1 << 20  # the largest embedding dimension any namespace may have (max_dim's bound)
@@ -140,12 +142,24 @@ class Settings:
     group_commit_max: int = field(
         default=2_000, metadata={"doc": "most rows the writer thread puts in one transaction"}
     )
+    load: Load = field(
+        default="lazy",
+        metadata={
+            "doc": "lazy: an open reads the namespace names only, each namespace loads at its "
+            "first use and a background thread loads the rest; eager: an open loads every "
+            "namespace before it returns"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.durability not in ("fsync", "os"):
             raise ValidationError(
                 f"durability: expected 'fsync' or 'os', got {self.durability!r}",
                 field="durability",
+            )
+        if self.load not in LOADS:
+            raise ValidationError(
+                f"load: expected one of {', '.join(LOADS)}, got {self.load!r}", field="load"
             )
         if self.embedder not in EMBEDDERS:
             raise ValidationError(

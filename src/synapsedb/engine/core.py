@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,9 +36,10 @@ from ..storage.files import restrict_tree
 from .embedding import EmbeddingService
 from .follower import CatchUp, Follower
 from .indexer import Indexer
+from .lazy import Loader, States
 from .lifecycle import RateLimiter
 from .lineage import Flush, QueryLog, changes_of
-from .loader import load_states
+from .loader import MAX_LEAD_US, load_states
 from .observers import Observers
 from .state import NamespaceState
 from .unavailable import Unloadable
@@ -70,10 +72,12 @@ class MemoryLoopSeam(Protocol):
 class EngineCore:
     """The engine's state, writer and indexer over one storage.
 
-    Building it loads every namespace from ``storage`` (a namespace with a bad row is made
-    unavailable and logged with the repair); :meth:`start` then starts background indexing,
-    whose thread calls ``maintain`` when it is idle (the database runs namespace maintenance
-    there). Thread-safe as the database is.
+    Building it reads the stored namespace names (``settings.load == "lazy"``: each
+    namespace loads at its first need, :mod:`.lazy`) or loads every namespace (``"eager"``);
+    a namespace with a bad row is made unavailable and logged with the repair when it loads.
+    :meth:`start` then starts loading the rest and background indexing, whose thread calls
+    ``maintain`` when it is idle (the database runs namespace maintenance there).
+    Thread-safe as the database is.
     """
 
     def __init__(
@@ -96,15 +100,27 @@ class EngineCore:
         self._secret = secret
         self.closed = False
         self._close_lock = threading.Lock()
-        # every namespace that holds anything; the writer adds and replaces entries
-        self.states: dict[str, NamespaceState] = {}
+        # every namespace that holds anything; the writer adds and replaces entries. A lookup
+        # of a namespace not loaded yet loads it (lazy.py)
+        self.states = States()
         # namespaces with a stored row that cannot be loaded: unavailable, the others serve
         self.unavailable: dict[str, Unloadable] = {}
         # several processes on one storage (PostgreSQL): follow the others' commits from
         # where the rows ended before loading them (follower.py)
         self._shared = storage if isinstance(storage, SharedStorage) else None
         marks = self._shared.follow_marks() if self._shared is not None else None
-        last_us = self._apply_rows(storage.load(), self.states, clock.now_us())
+        open_us = clock.now_us()
+        # stored times are checked against the present, never before the open's
+        self._loader = Loader(storage, self.states, self.unavailable,
+                              now_us=lambda: max(clock.now_us(), open_us),
+                              adopt=self._adopt, report=self._report)  # fmt: skip
+        if settings.load == "lazy" and _loads_lazily(storage):
+            self._loader.begin(storage.namespace_names())
+            # the commit clock starts after every stored time (one a day or more ahead of
+            # this clock makes its namespace unavailable, as an eager open did)
+            last_us = storage.last_sys_us(open_us + MAX_LEAD_US)
+        else:
+            last_us = self._apply_rows(storage.load(), self.states, open_us)
         self._follower = (
             Follower(self._shared, self.states, marks) if self._shared is not None else None
         )
@@ -134,10 +150,12 @@ class EngineCore:
         )
 
     def start(self) -> None:
-        """Load the saved vector graphs and start background indexing (and with it the
-        ``maintain`` calls): once whoever calls ``maintain`` is ready for them. On a shared
-        storage, start following the other processes' commits as they are notified."""
+        """Load the saved vector graphs, start loading the namespaces not loaded yet, and
+        start background indexing (and with it the ``maintain`` calls): once whoever calls
+        ``maintain`` is ready for them. On a shared storage, start following the other
+        processes' commits as they are notified."""
         self._indexer.start()
+        self._loader.start()
         if self._shared is not None:
             self._shared.listen(self.catch_up)
 
@@ -179,7 +197,21 @@ class EngineCore:
         result once it is durable, or raise its error."""
         if self.closed:
             raise ClosedError("the database is closed")
+        ns = getattr(op, "ns", None)
+        if ns is not None and ns in self.states.pending:
+            self._loader.load(ns)  # here, not in the writer's thread while others wait
         return self._writer.submit(op)
+
+    def load_all(self, timeout: float | None = None) -> bool:
+        """Load every namespace not loaded yet (what lists them all needs this first); False
+        when ``timeout`` ran out first."""
+        self.check_open()
+        return self._loader.load_all(timeout)
+
+    @property
+    def loading_pending(self) -> int:
+        """Stored namespaces not loaded yet (the background thread loads them)."""
+        return 0 if self.closed else self._loader.pending
 
     def now_us(self) -> int:
         """The present for reads: never before the last committed change."""
@@ -214,8 +246,12 @@ class EngineCore:
     # -- background indexing ---------------------------------------------------------------------
 
     def wait_for_indexes(self, timeout: float | None = None) -> bool:
-        """Block until background indexing has caught up with every write (False on timeout)."""
-        return self._indexer.wait(timeout)
+        """Block until every namespace is loaded and background indexing has caught up with
+        every write (False on timeout)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._loader.load_all(timeout):
+            return False
+        return self._indexer.wait(None if deadline is None else deadline - time.monotonic())
 
     def indexing_pending(self) -> int:
         """Rows written but not yet in their namespace's HNSW graph."""
@@ -230,6 +266,7 @@ class EngineCore:
             if self.closed:
                 return
             self.closed = True
+        self._loader.close()  # after the chunk it is reading
         if self.memory_loop is not None:
             self.memory_loop.close()  # its worker writes through this core
         self.flush_log()
@@ -248,6 +285,9 @@ class EngineCore:
         unavailable). Never raises."""
         states: dict[str, NamespaceState] = {}
         try:
+            # one never loaded here is loaded first (under its lock, so that no background
+            # load of an older snapshot lands after this one), then read afresh below
+            self.states.get(ns)
             self._apply_rows(self.storage.load(ns), states, self.now_us())
         except Exception as exc:  # a storage read failed: memory can no longer match the disk
             log.exception("could not reload namespace %r from storage", ns)
@@ -271,9 +311,17 @@ class EngineCore:
         states.update(loaded.states)
         for ns, problem in loaded.unavailable.items():
             if ns not in self.unavailable:
-                log.error("%s", problem.describe(self.storage))
+                self._report(problem)
             self.unavailable[ns] = problem
         return loaded.last_us
+
+    def _report(self, problem: Unloadable) -> None:
+        """A namespace found unavailable: the operator's log says what and how to repair."""
+        log.error("%s", problem.describe(self.storage))
+
+    def _adopt(self, ns: str, state: NamespaceState) -> None:
+        """A namespace just loaded: it takes its saved vector graph (before it serves)."""
+        self._indexer.adopt(ns, state)
 
     # -- writer callbacks ------------------------------------------------------------------------
 
@@ -292,3 +340,10 @@ class EngineCore:
                 self.observers.emit(self.observers.change, ns, entries)
         if self._follower is not None:
             self._indexer.wake()  # another process's rows, applied without a commit here
+
+
+def _loads_lazily(storage: Storage) -> bool:
+    """Whether ``storage`` has what loading on first need reads (a storage of another kind,
+    passed to the database as an object, may not: it loads eagerly)."""
+    return all(callable(getattr(storage, name, None))
+               for name in ("namespace_names", "last_sys_us", "load_namespaces"))  # fmt: skip

@@ -164,19 +164,21 @@ class Database:
         return Namespace(self, check_namespace(name), check_agent(agent))
 
     def namespaces(self) -> list[str]:
-        """Names of the namespaces that hold anything, sorted."""
-        self.core.check_open()
+        """Names of the namespaces that hold anything, sorted (every namespace not loaded
+        yet is loaded first: one whose stored rows are bad is not listed)."""
+        self.core.load_all()
         return sorted(self.core.states)
 
     def tier_counts(self) -> dict[str, tuple[int, int]]:
         """Per namespace: (live memories in the hot tier, memories in the cold tier)."""
-        self.core.check_open()
+        self.core.load_all()
         return {name: (st.live, len(st.cold)) for name, st in list(self.core.states.items())}
 
     def unavailable_namespaces(self) -> dict[str, str]:
         """Namespaces that could not be loaded (a stored row is bad), with what is wrong and the
-        repair; their requests answer StorageError while every other namespace serves."""
-        self.core.check_open()
+        repair; their requests answer StorageError while every other namespace serves. Every
+        namespace not loaded yet is loaded first (a bad row is found when its namespace loads)."""
+        self.core.load_all()
         storage = self.core.storage
         return {ns: problem.describe(storage) for ns, problem in self.core.unavailable.items()}
 
@@ -194,7 +196,7 @@ class Database:
     def maintain(self, *, dry_run: bool = False) -> list[MaintenanceReport]:
         """Run maintenance in every namespace (see :meth:`Namespace.maintain`), and retry a
         pending erasure (see :attr:`erasure_pending`)."""
-        self.core.check_open()
+        self.core.load_all()
         reports = [self.namespace(ns).maintain(dry_run=dry_run) for ns in sorted(self.core.states)]
         if not dry_run and self.core.storage.erasure_pending:
             self.core.storage.finish_erasure(0)  # no waiting here: writers share the connection

@@ -59,12 +59,19 @@ class Indexer:
     def _load_saved(self) -> None:
         if not self._dir.exists():
             return
-        for ns, state in self._states.items():
-            path = self._path(ns)
-            if path.exists() and self._eligible(state):
-                state.hnsw = HnswIndex.load(
-                    path, state.catalog, ef_search=self._settings.hnsw_ef_search
-                )
+        for ns, state in list(self._states.items()):
+            self.adopt(ns, state)
+
+    def adopt(self, ns: str, state: NamespaceState) -> None:
+        """Give a namespace just loaded its saved graph (``indexes/<ns>.hnsw``), when it has
+        one and is large enough to use it; call before the state serves."""
+        if state.hnsw is not None or not self._eligible(state):
+            return
+        path = self._path(ns)
+        if path.exists():
+            state.hnsw = HnswIndex.load(
+                path, state.catalog, ef_search=self._settings.hnsw_ef_search
+            )
 
     def pending(self) -> int:
         """Rows of eligible namespaces not yet in their graph, or in their keyword index when

@@ -354,7 +354,14 @@ class Writer:
                     continue
                 op.error = op.result = None
                 ns = getattr(op, "ns", None)
-                problem = self._unavailable.get(ns) if isinstance(ns, str) else None
+                problem = None
+                if isinstance(ns, str):
+                    try:
+                        self._states.get(ns)  # one not loaded yet is loaded before its checks
+                    except SynapseError as exc:  # its rows could not be read
+                        op.error = exc
+                        continue
+                    problem = self._unavailable.get(ns)
                 if problem is not None:
                     op.error = problem.error()
                     continue

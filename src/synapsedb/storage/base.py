@@ -7,7 +7,7 @@ having written nothing of the batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import partial
@@ -384,6 +384,26 @@ class Storage(Protocol):
 
     def export_rows(self, ns: str) -> LoadedRows:
         """Like ``load(ns)``, read completely before returning (safe next to commits)."""
+        ...
+
+    # what an open reads when it loads namespaces on first need (engine/lazy.py)
+    def namespace_names(self) -> list[Any]:
+        """Every namespace with a stored row: the names in table namespaces, then any other
+        ``ns`` of memory_versions, fact_versions or events (rows without a namespaces row,
+        which loading reports). Values as stored: a damaged row may hold a name that is not
+        text."""
+        ...
+
+    def last_sys_us(self, until_us: int) -> int:
+        """The latest system time stored at or before ``until_us`` (namespaces.created_us,
+        the sys_us of memory and fact versions and events, access.last_us); 0 when none.
+        Cheap: the commit clock of an open starts after it without loading any row."""
+        ...
+
+    def load_namespaces(self, names: Sequence[Any]) -> LoadedRows:
+        """Like ``load(ns)`` for every namespace of ``names`` at once (each one's rows in
+        commit order), read completely from one snapshot before returning: safe from any
+        thread while commits run."""
         ...
 
     def commit(self, batch: Batch) -> None:

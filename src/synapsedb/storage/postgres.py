@@ -46,6 +46,7 @@ from ..errors import StorageError, ValidationError
 from .base import Batch, Changes, LoadedRows
 from .erasure import BUSY_TIMEOUT_MS
 from .failures import FailureLog
+from .lazy_reads import last_sys_us, load_on_postgres, namespace_names
 from .postgres_copy import BulkInsert
 from .postgres_erasure import PURGED_TABLES, prune_queries, purge, vacuum
 from .postgres_follow import (
@@ -293,6 +294,20 @@ class PostgresStorage(AuditReads):
             )
         except self._pg.Error as exc:
             raise self._failures.error(f"export failed: {exc}", exc, where=self.where) from exc
+
+    def namespace_names(self) -> list[Any]:
+        return self._on_reader(namespace_names, "reading the namespace names")
+
+    def last_sys_us(self, until_us: int) -> int:
+        """(Without an index on sys_us, each version table is scanned once.)"""
+        return self._on_reader(
+            lambda conn: last_sys_us(conn, until_us, "%s"), "reading the latest system time"
+        )
+
+    def load_namespaces(self, names: Sequence[Any]) -> LoadedRows:
+        """Read on the reader connection, in one REPEATABLE READ read-only transaction."""
+        names = list(names)
+        return self._on_reader(lambda conn: load_on_postgres(conn, names), "load")
 
     # -- commit ------------------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from .base import (
 from .erasure import BUSY_TIMEOUT_MS, checkpoint, prune_queries, purge
 from .failures import FailureLog
 from .files import check_writable, create_private_file, read_or_create_secret
+from .lazy_reads import LoadReaders, last_sys_us, namespace_names
 
 __all__ = ["MIGRATIONS", "SQLiteStorage"]
 
@@ -171,6 +172,14 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE answers ADD COLUMN erased INTEGER NOT NULL DEFAULT 0;
     """,
+    # 7: an open starts its commit clock after the latest stored system time without reading
+    # every row (namespaces load on first need): one index seek per table. The rows of a
+    # batch share one time, so each commit adds to the end of these indexes only.
+    """
+    CREATE INDEX memory_versions_sys ON memory_versions (sys_us);
+    CREATE INDEX fact_versions_sys ON fact_versions (sys_us);
+    CREATE INDEX events_sys ON events (sys_us);
+    """,
 ]
 
 _NS_UPSERT = (
@@ -247,6 +256,11 @@ class SQLiteStorage:
             raise self._failures.error(
                 f"cannot open {self.path}: {exc}", exc, path=str(self.path)
             ) from exc
+        self._readers = LoadReaders(
+            self.path, BUSY_TIMEOUT_MS,
+            lambda message, exc: self._failures.error(message, exc, path=str(self.path)),
+            _MEM_COLUMNS, _FACT_COLUMNS, _EVENT_COLUMNS,
+        )  # fmt: skip
 
     @property
     def schema_version(self) -> int:
@@ -326,6 +340,17 @@ class SQLiteStorage:
                 events=iter(list(rows.events)),
                 answers=iter(list(rows.answers)),
             )
+
+    def namespace_names(self) -> list[Any]:
+        return self._readers.read("reading the namespace names", namespace_names)  # type: ignore[no-any-return]
+
+    def last_sys_us(self, until_us: int) -> int:
+        return self._readers.read(  # type: ignore[no-any-return]
+            "reading the latest system time", lambda conn: last_sys_us(conn, until_us)
+        )
+
+    def load_namespaces(self, names: Sequence[Any]) -> LoadedRows:
+        return self._readers.load(names)
 
     def commit(self, batch: Batch) -> None:
         conn = self._conn
@@ -556,6 +581,7 @@ class SQLiteStorage:
             }
 
     def close(self) -> None:
+        self._readers.close()
         with self._lock:
             try:
                 if self._erasure_pending:  # a last try; the next open tries again

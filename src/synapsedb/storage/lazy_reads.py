@@ -1,0 +1,209 @@
+"""What an open reads when it loads namespaces on first need (engine/lazy.py): the stored
+namespace names and the latest stored system time (queries both backends run as they are),
+and, for SQLite, the rows of a few namespaces at a time, read from one snapshot on reader
+connections of their own.
+
+SQLite's storage connection is shared with the writer: a read there in the middle of a commit
+would see its uncommitted rows. Loads of namespaces come from any thread while commits run, so
+they read on reader connections (WAL: a reader sees the last commit and never blocks the
+writer), each in a read transaction so that every table is read from the same snapshot. Idle
+readers are kept for the next load; all are closed with the storage.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..errors import StorageError
+from .base import (
+    AccessRow,
+    AnswerRefs,
+    EventRow,
+    FactRow,
+    LoadedRows,
+    MemoryRow,
+    NamespaceRow,
+    TierMark,
+    named_rows,
+)
+
+__all__ = ["LAST_SYS_US", "LoadReaders", "last_sys_us", "load_on_postgres", "namespace_names"]
+
+# where a system time is stored (the columns the loader checks against the clock), each read
+# newest first: through an index on SQLite (sys_us: its migration 7), or from a small table
+LAST_SYS_US = (
+    ("namespaces", "created_us"),
+    ("memory_versions", "sys_us"),
+    ("fact_versions", "sys_us"),
+    ("events", "sys_us"),
+    ("access", "last_us"),
+)
+# the version logs whose rows name their namespace (their unique keys start with ns)
+_LOGS = ("memory_versions", "fact_versions", "events")
+
+
+def last_sys_us(conn: Any, until_us: int, mark: str = "?") -> int:
+    """The latest stored system time at or before ``until_us`` (0: none), on ``conn`` (a
+    SQLite or psycopg connection; ``mark``: its parameter placeholder). A value that is not an
+    integer (a damaged row) is no time: text sorts after every number in SQLite, so it is
+    never at or before ``until_us``."""
+    latest = 0
+    for table, column in LAST_SYS_US:
+        row = conn.execute(
+            f"SELECT {column} FROM {table} WHERE {column} <= {mark} ORDER BY {column} DESC LIMIT 1",
+            (until_us,),
+        ).fetchone()
+        if row is not None and isinstance(row[0], int | float):
+            latest = max(latest, int(row[0]))
+    return latest
+
+
+def namespace_names(conn: Any) -> list[Any]:
+    """Names in table namespaces, then every other ``ns`` of the version logs (found with one
+    index seek per distinct name, not a scan of the rows)."""
+    names = [row[0] for row in conn.execute("SELECT name FROM namespaces").fetchall()]
+    known = set(names)
+    for table in _LOGS:
+        for (ns,) in conn.execute(
+            f"WITH RECURSIVE d(ns) AS (SELECT (SELECT min(ns) FROM {table}) UNION ALL "
+            f"SELECT (SELECT min(ns) FROM {table} WHERE ns > d.ns) FROM d "
+            f"WHERE d.ns IS NOT NULL) SELECT ns FROM d WHERE ns IS NOT NULL"
+        ).fetchall():
+            if ns not in known:
+                known.add(ns)
+                names.append(ns)
+    return names
+
+
+def load_on_postgres(conn: Any, names: list[Any]) -> LoadedRows:
+    """:meth:`PostgresStorage.load_namespaces` on ``conn`` (psycopg, autocommit): every table
+    read in one REPEATABLE READ read-only transaction, completely."""
+    from .postgres_load import LOAD_ROWS, LOAD_SQL
+
+    args = (names,)
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        counts = conn.execute(
+            "SELECT ns, count(*) FROM memory_versions WHERE deleted = 0 AND erased = 0 "
+            "AND ns = ANY(%s) GROUP BY ns",
+            args,
+        ).fetchall()
+        streams: dict[str, Any] = {}
+        for kind, sql in LOAD_SQL.items():
+            make = LOAD_ROWS[kind]
+            with conn.cursor(binary=True, row_factory=lambda _cur, m=make: m) as cur:
+                cur.execute(
+                    sql.format(where=" WHERE ns = ANY(%s)", name_where=" WHERE name = ANY(%s)"),
+                    args,
+                )
+                streams[kind] = iter(cur.fetchall())
+    return LoadedRows(memory_rows={n: int(c) for n, c in counts}, **streams)
+
+
+class LoadReaders:
+    """Reader connections on one SQLite file, for loads of a few namespaces at a time."""
+
+    def __init__(
+        self,
+        path: Path,
+        busy_timeout_ms: int,
+        failed: Callable[[str, BaseException], StorageError],
+        mem_columns: str,
+        fact_columns: str,
+        event_columns: str,
+    ) -> None:
+        self._path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self._failed = failed  # the StorageError for a failed read (logged)
+        self._idle: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._sql = {
+            "namespaces": "SELECT name, created_us, dim, embedder, config FROM namespaces "
+            "WHERE name IN ({marks})",
+            "tiers": "SELECT ns, id, tier FROM tiers WHERE ns IN ({marks}) ORDER BY ns, rowid",
+            "access": "SELECT ns, id, count, last_us FROM access WHERE ns IN ({marks})",
+            "memories": f"SELECT {mem_columns}, erased FROM memory_versions "
+            "WHERE ns IN ({marks}) ORDER BY ns, rowid",
+            "facts": f"SELECT {fact_columns}, erased FROM fact_versions "
+            "WHERE ns IN ({marks}) ORDER BY ns, rowid",
+            "events": f"SELECT {event_columns}, erased FROM events "
+            "WHERE ns IN ({marks}) ORDER BY ns, rowid",
+            "answers": "SELECT ns, id, memories FROM answers WHERE ns IN ({marks})",
+        }
+        self._rows: dict[str, type[tuple[Any, ...]]] = {
+            "namespaces": NamespaceRow,
+            "tiers": TierMark,
+            "access": AccessRow,
+            "memories": MemoryRow,
+            "facts": FactRow,
+            "events": EventRow,
+            "answers": AnswerRefs,
+        }
+
+    @contextmanager
+    def _reader(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._closed:
+                raise StorageError(f"{self._path} is closed", path=str(self._path))
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+            conn.execute("PRAGMA query_only=ON")
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                else:
+                    self._idle.append(conn)
+
+    def read(self, what: str, run: Callable[[sqlite3.Connection], Any]) -> Any:
+        """``run(conn)`` on a reader, its reads in one snapshot; StorageError when it fails."""
+        try:
+            with self._reader() as conn:
+                conn.execute("BEGIN")
+                return run(conn)
+        except sqlite3.Error as exc:
+            raise self._failed(f"{what} failed: {exc}", exc) from exc
+
+    def load(self, names: Sequence[Any]) -> LoadedRows:
+        names = list(names)
+        if not names:
+            return LoadedRows(iter(()), iter(()), iter(()), {}, iter(()), iter(()), iter(()),
+                              iter(()))  # fmt: skip
+
+        def run(conn: sqlite3.Connection) -> LoadedRows:
+            marks = ", ".join("?" * len(names))
+            counts = dict(
+                conn.execute(
+                    "SELECT ns, count(*) FROM memory_versions WHERE deleted = 0 AND erased = 0 "
+                    f"AND ns IN ({marks}) GROUP BY ns",
+                    names,
+                ).fetchall()
+            )
+            read: dict[str, Any] = {
+                kind: iter(list(named_rows(self._rows[kind],
+                                           conn.execute(sql.format(marks=marks), names))))
+                for kind, sql in self._sql.items()
+            }  # fmt: skip
+            return LoadedRows(memory_rows=counts, **read)
+
+        return self.read("load", run)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Close the idle readers now, the busy ones when their read ends."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
