@@ -115,7 +115,11 @@ class EngineCore:
                               now_us=lambda: max(clock.now_us(), open_us),
                               adopt=self._adopt, report=self._report)  # fmt: skip
         if settings.load == "lazy" and _loads_lazily(storage):
-            self._loader.begin(storage.namespace_names())
+            named, unnamed = storage.namespace_names()
+            self._loader.begin([*named, *unnamed])
+            # rows without a namespaces row: unavailable, reported now as an eager open did
+            # (and so never listed by namespaces())
+            self._loader.load_all_of(unnamed)
             # the commit clock starts after every stored time (one a day or more ahead of
             # this clock makes its namespace unavailable, as an eager open did)
             last_us = storage.last_sys_us(open_us + MAX_LEAD_US)
@@ -207,6 +211,14 @@ class EngineCore:
         when ``timeout`` ran out first."""
         self.check_open()
         return self._loader.load_all(timeout)
+
+    def names(self) -> list[str]:
+        """Every namespace that holds anything and is not known to be unavailable, loaded or
+        not (one whose stored rows turn out bad when it loads then drops out), sorted."""
+        self.check_open()
+        pending = [ns for ns in list(self.states.pending) if type(ns) is str]
+        unavailable = self.unavailable
+        return sorted({*self.states.keys(), *(ns for ns in pending if ns not in unavailable)})
 
     @property
     def loading_pending(self) -> int:

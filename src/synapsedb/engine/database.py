@@ -164,10 +164,10 @@ class Database:
         return Namespace(self, check_namespace(name), check_agent(agent))
 
     def namespaces(self) -> list[str]:
-        """Names of the namespaces that hold anything, sorted (every namespace not loaded
-        yet is loaded first: one whose stored rows are bad is not listed)."""
-        self.core.load_all()
-        return sorted(self.core.states)
+        """Names of the namespaces that hold anything, sorted, loaded or not: one not loaded
+        yet is listed from its stored name; one whose stored rows are bad is not listed once it
+        has loaded (:meth:`unavailable_namespaces` loads every namespace and says which)."""
+        return self.core.names()
 
     def tier_counts(self) -> dict[str, tuple[int, int]]:
         """Per namespace: (live memories in the hot tier, memories in the cold tier)."""

@@ -41,7 +41,7 @@ __all__ = ["CHUNK", "Loader", "States"]
 
 log = logging.getLogger("synapsedb.database")
 
-CHUNK = 128  # namespaces the background thread reads in one snapshot
+CHUNK = 32  # namespaces read in one snapshot (a first need waits for at most one chunk)
 RETRY_S = 5.0  # after a failed background read, before the next try
 
 
@@ -168,6 +168,11 @@ class Loader:
                     return False
                 self.load(ns)
         return True
+
+    def load_all_of(self, names: Sequence[Any]) -> None:
+        """Load ``names`` (those still pending) now, a chunk at a time."""
+        for i in range(0, len(names), CHUNK):
+            self._load_chunk([ns for ns in names[i : i + CHUNK] if ns in self._states.pending])
 
     def _take(self, n: int) -> list[Any]:
         """Claim up to ``n`` names no thread has claimed, still pending."""

@@ -361,6 +361,14 @@ class Batch:
         )  # fmt: skip
 
 
+class StoredNames(NamedTuple):
+    """The namespaces a storage holds rows of (values as stored: a damaged row may hold a name
+    that is not text)."""
+
+    named: list[Any]  # table namespaces
+    unnamed: list[Any]  # an ns of memory_versions, fact_versions or events, and not named
+
+
 @dataclass(slots=True)
 class LoadedRows:
     """Everything a backend holds, as row iterators ordered for replay (oldest version first)."""
@@ -387,11 +395,10 @@ class Storage(Protocol):
         ...
 
     # what an open reads when it loads namespaces on first need (engine/lazy.py)
-    def namespace_names(self) -> list[Any]:
-        """Every namespace with a stored row: the names in table namespaces, then any other
+    def namespace_names(self) -> StoredNames:
+        """Every namespace with a stored row: the names in table namespaces, and any other
         ``ns`` of memory_versions, fact_versions or events (rows without a namespaces row,
-        which loading reports). Values as stored: a damaged row may hold a name that is not
-        text."""
+        which loading reports)."""
         ...
 
     def last_sys_us(self, until_us: int) -> int:

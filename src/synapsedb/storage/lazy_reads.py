@@ -28,6 +28,7 @@ from .base import (
     LoadedRows,
     MemoryRow,
     NamespaceRow,
+    StoredNames,
     TierMark,
     named_rows,
 )
@@ -63,11 +64,12 @@ def last_sys_us(conn: Any, until_us: int, mark: str = "?") -> int:
     return latest
 
 
-def namespace_names(conn: Any) -> list[Any]:
-    """Names in table namespaces, then every other ``ns`` of the version logs (found with one
+def namespace_names(conn: Any) -> StoredNames:
+    """Names in table namespaces, and every other ``ns`` of the version logs (found with one
     index seek per distinct name, not a scan of the rows)."""
     names = [row[0] for row in conn.execute("SELECT name FROM namespaces").fetchall()]
     known = set(names)
+    unnamed: list[Any] = []
     for table in _LOGS:
         for (ns,) in conn.execute(
             f"WITH RECURSIVE d(ns) AS (SELECT (SELECT min(ns) FROM {table}) UNION ALL "
@@ -76,8 +78,8 @@ def namespace_names(conn: Any) -> list[Any]:
         ).fetchall():
             if ns not in known:
                 known.add(ns)
-                names.append(ns)
-    return names
+                unnamed.append(ns)
+    return StoredNames(names, unnamed)
 
 
 def load_on_postgres(conn: Any, names: list[Any]) -> LoadedRows:

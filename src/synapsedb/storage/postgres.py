@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import StorageError, ValidationError
-from .base import Batch, Changes, LoadedRows
+from .base import Batch, Changes, LoadedRows, StoredNames
 from .erasure import BUSY_TIMEOUT_MS
 from .failures import FailureLog
 from .lazy_reads import last_sys_us, load_on_postgres, namespace_names
@@ -295,7 +295,7 @@ class PostgresStorage(AuditReads):
         except self._pg.Error as exc:
             raise self._failures.error(f"export failed: {exc}", exc, where=self.where) from exc
 
-    def namespace_names(self) -> list[Any]:
+    def namespace_names(self) -> StoredNames:
         return self._on_reader(namespace_names, "reading the namespace names")
 
     def last_sys_us(self, until_us: int) -> int:

@@ -28,6 +28,7 @@ from .base import (
     MemoryRow,
     NamespaceRow,
     QueryRow,
+    StoredNames,
     TierMark,
     TierRow,
     named_rows,
@@ -341,7 +342,7 @@ class SQLiteStorage:
                 answers=iter(list(rows.answers)),
             )
 
-    def namespace_names(self) -> list[Any]:
+    def namespace_names(self) -> StoredNames:
         return self._readers.read("reading the namespace names", namespace_names)  # type: ignore[no-any-return]
 
     def last_sys_us(self, until_us: int) -> int:
