@@ -417,3 +417,70 @@ def test_a_repair_command_names_the_storage_and_the_statement(storage: Any) -> N
     words = shlex.split(storage.repair_command("DELETE FROM events WHERE ns = 'x'"))
     assert words[0] in ("sqlite3", "psql")
     assert words[-1].endswith("DELETE FROM events WHERE ns = 'x'")
+
+
+# -- what a lazy open reads (engine/lazy.py) -------------------------------------------------------
+
+
+def test_namespace_names_include_rows_without_a_namespaces_row(backend: Backend) -> None:
+    storage = backend.open()
+    assert storage.namespace_names() == ([], [])
+    storage.commit(Batch(namespaces=[namespace("a"), namespace("b")],
+                         memories=[memory("a", "x", 1, 10)]))  # fmt: skip
+    # an orphan in each version log (as a hand edit could leave), and one named twice
+    storage.commit(Batch(memories=[memory("m", "x", 1, 20)], facts=[fact("f", "e", "k", 1, 20)],
+                         events=[event("e", "s", 1), event("a", "s", 1)]))  # fmt: skip
+    named, unnamed = storage.namespace_names()
+    assert sorted(named) == ["a", "b"]
+    assert sorted(unnamed) == ["e", "f", "m"]
+
+
+def test_last_sys_us_is_the_latest_stored_time_up_to_a_bound(backend: Backend) -> None:
+    storage = backend.open()
+    assert storage.last_sys_us(INF) == 0
+    storage.commit(Batch(namespaces=[namespace("a", created_us=5)],
+                         memories=[memory("a", "x", 1, 100)],
+                         facts=[fact("a", "e", "k", 1, 300)]))  # fmt: skip
+    assert storage.last_sys_us(INF) == 300
+    assert storage.last_sys_us(299) == 100  # a later time (say, a day ahead) is left out
+    assert storage.last_sys_us(99) == 5
+    assert storage.last_sys_us(4) == 0
+    storage.commit(Batch(events=[event("a", "s", 1)], access=[("a", "x", 1, 1_500)]))  # 1_000
+    assert storage.last_sys_us(INF) == 1_500
+    assert storage.last_sys_us(1_499) == 1_000
+    assert backend.open().last_sys_us(INF) == 1_500  # stored, not remembered
+
+
+def test_load_namespaces_reads_what_load_reads_for_each(storage: Any) -> None:
+    for i in range(3):  # interleaved batches: each namespace's rows in their commit order
+        storage.commit(
+            Batch(
+                namespaces=[namespace("a"), namespace("b"), namespace("c")] if i == 0 else [],
+                memories=[memory("b", "x", i + 1, 10 * i + 1), memory("a", "x", i + 1, 10 * i),
+                          memory("c", "y", i + 1, 10 * i)],
+                facts=[fact("a", "e", "k", i + 1, 10 * i), fact("b", "e", "k", i + 1, 10 * i)],
+                events=[event("a", "s", i), event("b", "s", i)],
+                answers=[answer("a", f"a{i}", 10 * i, memories='[["x", 1]]')],
+                tiers=[("a", "x", 10 * i, "cold" if i % 2 else "hot", None, "t")],
+                access=[("b", "x", i, 10 * i)],
+            )
+        )  # fmt: skip
+    both = storage.load_namespaces(["a", "b", "missing"])
+    got = {
+        "namespaces": sorted(both.namespaces),
+        "tiers": list(both.tiers),
+        "access": sorted(both.access),
+        "memory_rows": dict(both.memory_rows),
+        "memories": list(both.memories),
+        "facts": list(both.facts),
+        "events": list(both.events),
+        "answers": sorted(both.answers),
+    }
+    a, b = everything(storage, "a"), everything(storage, "b")
+    for kind in ("memories", "facts", "events", "tiers", "access", "answers", "namespaces"):
+        # each namespace's rows as load(ns) gives them, in commit order within it
+        assert by_namespace(got[kind]) == {
+            ns: rows for ns, rows in (("a", a[kind]), ("b", b[kind])) if rows
+        }, kind
+    assert got["memory_rows"] == {"a": 3, "b": 3}
+    assert list(storage.load_namespaces([]).memories) == []
