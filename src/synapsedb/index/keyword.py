@@ -194,6 +194,13 @@ class KeywordIndex:
 
         Returns (rows, scores), best first; rows with no query term are not returned. With
         ``full=True`` also the score of every row (0 where no query term occurs).
+
+        Each term's postings are read in place (a numpy view of the compact list, held only
+        for this call: the writer copies a list a reader holds rather than resize it) and its
+        scores are added into one dense accumulator, term by term in the order of ``terms``:
+        the same float32 term scores summed in the same order as concatenating them and
+        counting with weights, without the copies. With no row filtered out, the rows and
+        frequencies are not compressed at all.
         """
         n = allowed.shape[0]
         if len(self.doclen) < n:  # rows left to the source: in before ranking
@@ -208,38 +215,75 @@ class KeywordIndex:
             more = np.array(self.doclen[doclen.shape[0] : n], dtype=np.float32)
             doclen = self._doclen_f32 = np.concatenate([doclen, more])
         doclen = doclen[:n]
-        visible = int(allowed.sum())
+        visible = int(np.count_nonzero(allowed))
         if visible == 0:
             return empty
-        avgdl = float(doclen[allowed].mean()) or 1.0
+        every = visible == n  # no row filtered out: no per-posting mask
+        avgdl = (float(doclen.mean()) if every else float(doclen[allowed].mean())) or 1.0
         k1, b = self.k1, self.b
-        row_parts, score_parts = [], []
+        scores = np.zeros(n, np.float64)
+        found = False
         for term, qtf in Counter(terms).items():
             post = self.postings.get(term)
             if post is None:
                 continue
-            rows = np.array(post[0], dtype=np.int64)  # rows first: tfs are never shorter
-            tfs = np.array(post[1][: rows.shape[0]], dtype=np.float32)
-            keep = rows < n
-            rows, tfs = rows[keep], tfs[keep]
-            keep = allowed[rows]
-            rows, tfs = rows[keep], tfs[keep]
+            held = np.frombuffer(post[0], dtype=np.int32)  # rows first: tfs are never shorter
+            tfs = np.frombuffer(post[1], dtype=np.int32)[: held.shape[0]]
+            if held.shape[0] and held[-1] >= n:  # rows arrive in order: a prefix is below n
+                cut = int(np.searchsorted(held, n))
+                held, tfs = held[:cut], tfs[:cut]
+            rows = held.astype(np.intp)
+            if not every:
+                keep = allowed.take(rows)
+                rows, tfs = rows[keep], tfs[keep]
             df = rows.shape[0]
             if df == 0:
                 continue
+            found = True
+            tf = tfs.astype(np.float32)
             idf = math.log(1.0 + (visible - df + 0.5) / (df + 0.5))
-            norm = k1 * (1.0 - b + b * doclen[rows] / avgdl)
-            row_parts.append(rows)
-            score_parts.append(qtf * idf * tfs * (k1 + 1.0) / (tfs + norm))
-        if not row_parts:
+            # k1 * (1 - b + b * dl / avgdl) + tf, and qtf * idf * tf * (k1 + 1) / that, in
+            # float32, each operation in this order
+            norm = doclen.take(rows)
+            norm *= b
+            norm /= avgdl
+            norm += 1.0 - b
+            norm *= k1
+            norm += tf
+            part = tf * (qtf * idf)
+            part *= k1 + 1.0
+            part /= norm
+            scores[rows] += part  # a term's rows are distinct
+        if not found:
             return empty
-        rows = np.concatenate(row_parts)
-        scores = np.bincount(rows, weights=np.concatenate(score_parts), minlength=n)
-        hit = np.flatnonzero(scores)
-        if hit.shape[0] > k:
-            hit = hit[np.argpartition(-scores[hit], k - 1)[:k]]
-        order = np.argsort(-scores[hit], kind="stable")
-        hit = hit[order]
+        hit = _top_rows(scores, k)
         if full:
             return hit, scores[hit].astype(np.float32), scores
         return hit, scores[hit].astype(np.float32)
+
+
+def _top_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """The rows of the ``k`` best positive scores, best first (ties in row order).
+
+    A sample of every 16th score gives a threshold that about twice ``k`` scores reach; only
+    those are partitioned, unless fewer than ``k`` (or no positive score) reach it.
+    """
+    n = scores.shape[0]
+    hit = None
+    if n >= 64 * k:
+        sample = scores[::16]
+        m = min(sample.shape[0], 2 * (k // 16) + 4)
+        thr = float(np.partition(sample, sample.shape[0] - m)[sample.shape[0] - m])
+        if thr > 0:
+            hit = np.flatnonzero(scores >= thr)
+            if hit.shape[0] < k:
+                hit = None
+    if hit is None:
+        hit = np.flatnonzero(scores)
+    if hit.shape[0] > k:  # the scores above the k-th best, then its ties in row order
+        values = scores[hit]
+        kth = values[np.argpartition(values, hit.shape[0] - k)[hit.shape[0] - k]]
+        above = hit[values > kth]
+        hit = np.concatenate([above, hit[values == kth][: k - above.shape[0]]])
+        hit.sort()
+    return hit[np.argsort(-scores[hit], kind="stable")]

@@ -15,7 +15,7 @@ import numpy as np
 
 from .postings import extend, grow
 
-__all__ = ["Timelines", "neighbours"]
+__all__ = ["Timelines", "context", "distinct", "neighbours"]
 
 
 class _Line:
@@ -30,10 +30,14 @@ class _Line:
 
 
 class Timelines:
-    __slots__ = ("lines",)
+    __slots__ = ("_combined", "changes", "lines")
 
     def __init__(self) -> None:
         self.lines: dict[int, _Line] = {}
+        self.changes = 0  # counts adds; counted after the rows are in (see combined)
+        # (changes when built, rows of every timeline end to end, segment of each, position of
+        # each row in it): one tuple, so a reader always sees a consistent set
+        self._combined: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def add(self, entity: int, row: int, ts_us: int) -> None:
         line = self.lines.get(entity)
@@ -43,6 +47,7 @@ class Timelines:
         # is copying (see synapsedb.index.postings)
         line.ts = grow(line.ts, ts_us)
         line.rows = grow(line.rows, row)
+        self.changes += 1
 
     def add_many(self, entities: list[int], rows: Sequence[int], ts: list[int]) -> None:
         """``add`` for each (entity, row, ts), in one pass per entity."""
@@ -67,6 +72,7 @@ class Timelines:
                 line = self.lines[e] = _Line()
             line.ts = extend(line.ts, e_ts)  # ts first (see add)
             line.rows = extend(line.rows, e_rows)
+        self.changes += 1
 
     def ordered(self, entity: int) -> np.ndarray:
         """The entity's rows ordered by (event time, row)."""
@@ -89,6 +95,36 @@ class Timelines:
         line.cache = (out, m, last)
         return out
 
+    def combined(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every timeline end to end (each in order), the segment (timeline) of each entry,
+        and each row's position in it (-1 for a row no timeline holds). Built by a reader
+        when the timelines changed since the last build, else shared.
+
+        The count of changes is read before building and bumped by the writer after its rows
+        are in, so a build marked with the current count holds every row added before it (a
+        query's rows are in the timelines before the catalog publishes them)."""
+        changes = self.changes
+        built = self._combined
+        if built is not None and built[0] == changes:
+            return built[1], built[2], built[3]
+        lines = [self.ordered(e) for e in list(self.lines)]
+        if lines:
+            line = np.concatenate(lines)
+            seg = np.repeat(np.arange(len(lines), dtype=np.int64), [x.shape[0] for x in lines])
+        else:
+            line = seg = np.zeros(0, np.int64)
+        pos = np.full(int(line.max()) + 1 if line.shape[0] else 0, -1, np.int64)
+        pos[line] = np.arange(line.shape[0])
+        for part in (line, seg, pos):
+            part.setflags(write=False)
+        self._combined = (changes, line, seg, pos)
+        return line, seg, pos
+
+
+# how far past the window a neighbour is looked for among the entries next to a row (rows
+# filtered out are skipped); a row whose neighbours lie further is found the exact way
+_REACH = 6
+
 
 def neighbours(
     timelines: Timelines,
@@ -100,12 +136,102 @@ def neighbours(
     """For each of ``rows``, the rows at offsets -window..-1, +1..+window in its entity's
     timeline of *allowed* rows; -1 past the timeline's ends. Shape (len(rows), 2 * window).
 
-    All entities at once: their timelines are concatenated into one array with a segment id per
-    entity, so the work is a few array operations whatever the number of entities.
+    Each row's neighbours are looked for among the ``window + _REACH`` entries on either side
+    of it in :meth:`Timelines.combined` (a few array operations on a small matrix); a row
+    with too many of those filtered out is found by :func:`_neighbours_exact`.
     """
     out = np.full((rows.shape[0], 2 * window), -1, np.int64)
     if rows.shape[0] == 0 or window == 0:
         return out
+    n = allowed.shape[0]
+    line, seg, pos = timelines.combined()
+    m = line.shape[0]
+    visible = rows < n
+    visible[visible] = allowed[rows[visible]]
+    p = np.full(rows.shape[0], -1, np.int64)
+    inside = rows < pos.shape[0]
+    p[inside] = pos[rows[inside]]
+    valid = visible & (p >= 0)
+    pc = np.maximum(p, 0)
+    if m:
+        valid &= line[pc] == rows
+    exact = ~valid
+    if m:
+        reach = window + _REACH
+        steps = np.arange(1, reach + 1)
+        at = np.arange(rows.shape[0])
+        for sign in (-1, 1):
+            q = pc[:, None] + sign * steps[None, :]
+            qc = np.clip(q, 0, m - 1)
+            same = (q >= 0) & (q < m) & (seg[qc] == seg[pc][:, None])
+            near = line[qc]
+            ok = same & (near < n)
+            ok[ok] = allowed[near[ok]]
+            count = np.cumsum(ok, axis=1)
+            for d in range(1, window + 1):
+                nth = ok & (count == d)
+                has = valid & nth.any(axis=1)
+                col = window - d if sign < 0 else window + d - 1
+                out[has, col] = near[at, nth.argmax(axis=1)][has]
+            # fewer than `window` found and the timeline goes on: look further, exactly
+            exact |= valid & (count[:, -1] < window) & same[:, -1]
+    exact &= visible
+    if exact.any():
+        out[exact] = _neighbours_exact(timelines, entity_col, allowed, rows[exact], window)
+    return out
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of an integer array, ascending (``np.unique``, by sorting: numpy's
+    hash-based unique costs several times more on the few thousand rows a query handles)."""
+    ordered = np.sort(values)
+    if ordered.shape[0] < 2:
+        return ordered
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
+
+
+def context(
+    timelines: Timelines,
+    entity_col: np.ndarray,
+    allowed: np.ndarray,
+    cand: np.ndarray,
+    window: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the candidate rows ``cand``: ``rows``, the candidates and their neighbours within
+    ``window`` (distinct, ascending); ``nb``, the :func:`neighbours` of each of ``rows``; and
+    ``near``, ``rows`` and all those neighbours (distinct, ascending).
+
+    One :func:`neighbours` call at twice the window does it: in a timeline (of allowed rows)
+    the neighbour at offset d of the row at offset e from a candidate is the row at offset
+    e + d from it, so every row and neighbour lies in the candidate's span of -2w..2w.
+    """
+    if window == 0 or cand.shape[0] == 0:
+        return cand, np.full((cand.shape[0], 2 * window), -1, np.int64), cand
+    wide = neighbours(timelines, entity_col, allowed, cand, 2 * window)
+    span = np.concatenate([wide[:, : 2 * window], cand[:, None], wide[:, 2 * window :]], axis=1)
+    inner = span[:, window : 3 * window + 1].ravel()  # offsets -w..w of each candidate
+    at = np.flatnonzero(inner >= 0)
+    order = np.argsort(inner[at], kind="stable")
+    ordered = inner[at][order]
+    first = np.concatenate(([True], ordered[1:] != ordered[:-1]))
+    rows = ordered[first]
+    c, e = np.divmod(at[order][first], 2 * window + 1)  # each row's candidate and offset
+    offsets = np.array([d for d in range(-window, window + 1) if d])
+    nb = span[c[:, None], (e + window)[:, None] + offsets[None, :]]
+    return rows, nb, distinct(span[span >= 0])
+
+
+def _neighbours_exact(
+    timelines: Timelines,
+    entity_col: np.ndarray,
+    allowed: np.ndarray,
+    rows: np.ndarray,
+    window: int,
+) -> np.ndarray:
+    """:func:`neighbours` over whole timelines: those of the rows' entities are concatenated
+    into one array with a segment id per entity (a few array operations whatever the number
+    of entities), filtered by ``allowed``, and each row is found in it."""
+    out = np.full((rows.shape[0], 2 * window), -1, np.int64)
     n = allowed.shape[0]
     lines = [timelines.ordered(e) for e in np.unique(entity_col[rows]).tolist()]
     line = np.concatenate(lines)

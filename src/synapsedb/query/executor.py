@@ -18,7 +18,7 @@ import orjson
 
 from ..index.catalog import Catalog
 from ..index.hnsw import HnswIndex
-from ..index.timeline import neighbours
+from ..index.timeline import context, distinct
 from ..times import to_datetime
 from ..types import Hit
 from .filters import Node
@@ -285,15 +285,12 @@ def _ranked(
         spec.timings["keyword"] = spec.timings.get("keyword", 0.0) + time.perf_counter() - t0
         cand_parts.append(k_rows)
     t_fuse = time.perf_counter()
-    cand = np.unique(np.concatenate(cand_parts)) if cand_parts else np.zeros(0, np.int64)
+    cand = distinct(np.concatenate(cand_parts)) if cand_parts else np.zeros(0, np.int64)
     rich = hybrid and spec.has_text
     window = fz.window if rich and fz.context > 0 else 0
     nb = None
-    if window:
-        first = neighbours(cat.timelines, cat.entity, allowed, cand, window)
-        rows = np.unique(np.concatenate([cand, first[first >= 0]]))
-        nb = neighbours(cat.timelines, cat.entity, allowed, rows, window)
-        near = np.unique(np.concatenate([rows, nb[nb >= 0]]))
+    if window:  # the rows near candidates, each one's neighbours, every row whose s0 is read
+        rows, nb, near = context(cat.timelines, cat.entity, allowed, cand, window)
     else:
         rows = near = cand
     comp: dict[str, np.ndarray] = {}
