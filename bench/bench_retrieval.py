@@ -362,9 +362,14 @@ def build_many(path: Path, namespaces: int, per: int, reps: int) -> dict:
 
 def reopen_many(path: Path, namespaces: int, reps: int) -> dict:
     """A restart, in a fresh process (resident memory is not blurred by what this one freed):
-    the time to open, resident memory after it, and the first queries after it (a namespace's
-    keyword index is built on its first text query); the floor is read in the same process
-    first (which also leaves the file in the page cache for the open)."""
+    the time until open returns (load = lazy: it reads the namespace names only), the first
+    query of namespaces right after it (each its namespace's first: loaded on that need unless
+    the background thread got there first), the time until the background has loaded every
+    namespace, resident memory then, and an open with load = eager for comparison. The floor
+    is read in the same process first (which also leaves the file in the page cache). A data
+    directory of an older schema is upgraded by a first open, not timed."""
+    subprocess.run([sys.executable, __file__, "--reopen-child", str(path), "0", "0"],
+                   capture_output=True, text=True, check=True)  # fmt: skip
     out = subprocess.run(
         [sys.executable, __file__, "--reopen-child", str(path), str(namespaces), str(reps)],
         capture_output=True,
@@ -375,6 +380,9 @@ def reopen_many(path: Path, namespaces: int, reps: int) -> dict:
 
 
 def reopen_child(path: Path, namespaces: int, reps: int) -> dict:
+    if not namespaces:  # the untimed first open (a schema upgrade, when one is due)
+        synapsedb.open(path, durability="os", embedder=None, load="lazy").close()
+        return {}
     floor_s, floor_cpu = raw_read(path)
     dim = 384
     rng = np.random.default_rng(4)
@@ -383,25 +391,44 @@ def reopen_child(path: Path, namespaces: int, reps: int) -> dict:
     gc.collect()
     rss1 = rss_mib()
     t0, c0 = time.perf_counter(), time.process_time()
-    with synapsedb.open(path, durability="os", embedder=None) as db:
+    with synapsedb.open(path, durability="os", embedder=None, load="lazy") as db:
         reopen_s, reopen_cpu = time.perf_counter() - t0, time.process_time() - c0
-        gc.collect()
-        rss_reopened = rss_mib() - rss1
+        pending_at_open = db.core.loading_pending
         handles = [db.namespace(f"user-{p}") for p in picks]
-        first_vec = timed(lambda i: handles[i].query(embedding=q[i], k=10, mode="vector"), reps)
+        not_loaded = 0
+
+        def first(i: int) -> Any:
+            nonlocal not_loaded
+            not_loaded += f"user-{picks[i]}" in db.core.states.pending
+            return handles[i].query(embedding=q[i], k=10, mode="vector")
+
+        first_vec = timed(first, reps)
+        while db.core.loading_pending:  # the background thread (and the memory loop) load
+            time.sleep(0.01)
+        loaded_s = time.perf_counter() - t0
+        gc.collect()
+        rss_loaded = rss_mib() - rss1
         first_text = timed(lambda i: handles[i].query(f"memory about topic {i % 7}", k=10), reps)
         again_text = timed(lambda i: handles[i].query(f"topic {i % 5} memory", k=10), reps)
         gc.collect()
         rss_queried = rss_mib() - rss1
+    gc.collect()
+    t0 = time.perf_counter()
+    with synapsedb.open(path, durability="os", embedder=None, load="eager"):
+        eager_s = time.perf_counter() - t0
     return {
         "floor_s": floor_s,
         "floor_cpu": floor_cpu,
         "reopen_s": reopen_s,
         "reopen_cpu": reopen_cpu,
+        "pending_at_open": pending_at_open,
+        "loaded_s": loaded_s,
+        "eager_s": eager_s,
         "load": os.getloadavg()[0],
-        "rss_reopened_mib": rss_reopened,
+        "rss_loaded_mib": rss_loaded,
         "rss_queried_mib": rss_queried,
         "first_vec": (pct(first_vec, 50), pct(first_vec, 99)),
+        "first_vec_not_loaded": not_loaded,
         "first_text": (pct(first_text, 50), pct(first_text, 99)),
         "again_text": (pct(again_text, 50), pct(again_text, 99)),
         "queried": reps,
@@ -437,30 +464,38 @@ def many_lines(many: dict, ok) -> list[str]:  # type: ignore[no-untyped-def]
             f"{raw:.0f} MiB of raw vectors = {many['rss_mib'] / raw:.2f}x "
             f"(target <= 2x: {ok(many['rss_mib'] / raw, 2.0)}); "
         )
+    floor = many["floor_s"]
     return [
-        head + f"after a reopen +{many['rss_reopened_mib']:.0f} MiB "
-        f"({many['rss_reopened_mib'] / raw:.2f}x the raw vectors), reopen "
-        f"{many['reopen_s']:.1f} s.",
+        head + f"after a reopen, once every namespace is loaded, +{many['rss_loaded_mib']:.0f} MiB "
+        f"({many['rss_loaded_mib'] / raw:.2f}x the raw vectors); open returns in "
+        f"{many['reopen_s']:.2f} s (target <= 5: {ok(many['reopen_s'], 5.0)}).",
         "",
-        "| reopen of the namespaces | value | floor in the same run | ratio |",
+        "| reopen of the namespaces (load = lazy) | value | floor in the same run | ratio |",
         "|---|---|---|---|",
-        f"| open (load every namespace), wall | {many['reopen_s']:.1f} s | reading the same rows "
-        f"from SQLite: {many['floor_s']:.1f} s | {many['reopen_s'] / many['floor_s']:.2f}x |",
-        f"| open, CPU time | {many['reopen_cpu']:.1f} s | {many['floor_cpu']:.1f} s | "
+        f"| open returns (reads {many['pending_at_open']:,} namespace names and the latest "
+        f"stored time), wall | {many['reopen_s']:.2f} s | reading every memory row from SQLite: "
+        f"{floor:.1f} s | {many['reopen_s'] / floor:.2f}x |",
+        f"| open, CPU time | {many['reopen_cpu']:.2f} s | {many['floor_cpu']:.1f} s | "
         f"{many['reopen_cpu'] / many['floor_cpu']:.2f}x |",
-        f"| resident memory after the open (fresh process) | +{many['rss_reopened_mib']:.0f} MiB "
-        f"| raw vectors: "
-        f"{raw:.0f} MiB | {many['rss_reopened_mib'] / raw:.2f}x |",
-        f"| resident memory after the queries below | +{many['rss_queried_mib']:.0f} MiB | | "
-        f"{many['rss_queried_mib'] / raw:.2f}x |",
-        f"| first vector query of a namespace (p50 / p99, {many['queried']:,} namespaces) | "
-        f"{many['first_vec'][0] / 1000:.3f} / {many['first_vec'][1] / 1000:.3f} ms | | |",
+        f"| first vector query of a namespace right after the open (p50 / p99, "
+        f"{many['queried']:,} namespaces, {many['first_vec_not_loaded']:,} of them not loaded "
+        f"yet when asked) | {many['first_vec'][0] / 1000:.3f} / "
+        f"{many['first_vec'][1] / 1000:.3f} ms | | |",
+        f"| every namespace loaded by the background thread, since the open began | "
+        f"{many['loaded_s']:.1f} s | {floor:.1f} s | {many['loaded_s'] / floor:.2f}x |",
+        f"| resident memory once every namespace is loaded (fresh process) | "
+        f"+{many['rss_loaded_mib']:.0f} MiB | raw vectors: {raw:.0f} MiB | "
+        f"{many['rss_loaded_mib'] / raw:.2f}x |",
+        f"| resident memory after the text queries below | +{many['rss_queried_mib']:.0f} MiB "
+        f"| | {many['rss_queried_mib'] / raw:.2f}x |",
         f"| first text query of a namespace (builds its keyword index) | "
         f"{many['first_text'][0] / 1000:.3f} / {many['first_text'][1] / 1000:.3f} ms | | |",
         f"| next text query of the namespace | {many['again_text'][0] / 1000:.3f} / "
         f"{many['again_text'][1] / 1000:.3f} ms | | |",
+        f"| open with load = eager (every namespace loaded before it returns) | "
+        f"{many['eager_s']:.1f} s | {floor:.1f} s | {many['eager_s'] / floor:.2f}x |",
         "",
-        f"Load average (1 min) at the end of the open: {many['load']:.2f}.",
+        f"Load average (1 min) at the end: {many['load']:.2f}.",
     ]
 
 
