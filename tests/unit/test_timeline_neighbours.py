@@ -93,3 +93,29 @@ def test_distinct_is_unique() -> None:
     for size in (0, 1, 2, 50, 3000):
         values = rnd.integers(0, 40, size)
         assert distinct(values).tolist() == np.unique(values).tolist()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_interleaved_adds_and_lookups_match_the_exact_ones(seed: int) -> None:
+    """Rows keep arriving (in order and back-filled, to big and small timelines) between
+    lookups: a lookup in a timeline changed since the shared view was built is answered the
+    exact way, or the view is rebuilt, and the answers never differ."""
+    rnd = random.Random(seed)
+    lines = Timelines()
+    entity: list[int] = []
+    ts = 0
+    for step in range(60):
+        for _ in range(rnd.choice([1, 1, 3, 40])):
+            e = 0 if rnd.random() < 0.5 else rnd.randrange(1, 25)  # one big timeline
+            ts += rnd.randint(0, 2)
+            lines.add(e, len(entity), ts if rnd.random() > 0.1 else rnd.randint(0, ts))
+            entity.append(e)
+        col = np.array(entity)
+        n = len(entity)
+        allowed = np.random.default_rng(step).random(n) < rnd.choice([1.0, 0.7])
+        rows = np.unique(np.random.default_rng(seed * 100 + step).integers(0, n, 30))
+        window = rnd.choice([1, 2])
+        assert (
+            neighbours(lines, col, allowed, rows, window).tolist()
+            == _neighbours_exact(lines, col, allowed, rows, window).tolist()
+        )

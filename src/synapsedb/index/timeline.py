@@ -30,14 +30,28 @@ class _Line:
 
 
 class Timelines:
-    __slots__ = ("_combined", "changes", "lines")
+    __slots__ = ("_combined", "_touched", "changes", "lines")
 
     def __init__(self) -> None:
         self.lines: dict[int, _Line] = {}
-        self.changes = 0  # counts adds; counted after the rows are in (see combined)
+        self.changes = 0  # counts adds; counted after the rows are in (see view)
+        # per entity code, the count of changes at its timeline's last add (see view)
+        self._touched = np.zeros(0, np.int64)
         # (changes when built, rows of every timeline end to end, segment of each, position of
         # each row in it): one tuple, so a reader always sees a consistent set
         self._combined: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _mark(self, entity: int) -> None:
+        """Count a change to ``entity``'s timeline, after its rows are in."""
+        self.changes += 1
+        touched = self._touched
+        if entity >= touched.shape[0]:  # a fresh array: a reader may hold the old one
+            touched = np.zeros(max(entity + 1, 2 * touched.shape[0], 64), np.int64)
+            touched[: self._touched.shape[0]] = self._touched
+            touched[entity] = self.changes
+            self._touched = touched
+        else:
+            touched[entity] = self.changes
 
     def add(self, entity: int, row: int, ts_us: int) -> None:
         line = self.lines.get(entity)
@@ -47,7 +61,7 @@ class Timelines:
         # is copying (see synapsedb.index.postings)
         line.ts = grow(line.ts, ts_us)
         line.rows = grow(line.rows, row)
-        self.changes += 1
+        self._mark(entity)
 
     def add_many(self, entities: list[int], rows: Sequence[int], ts: list[int]) -> None:
         """``add`` for each (entity, row, ts), in one pass per entity."""
@@ -72,7 +86,7 @@ class Timelines:
                 line = self.lines[e] = _Line()
             line.ts = extend(line.ts, e_ts)  # ts first (see add)
             line.rows = extend(line.rows, e_rows)
-        self.changes += 1
+            self._mark(e)
 
     def ordered(self, entity: int) -> np.ndarray:
         """The entity's rows ordered by (event time, row)."""
@@ -95,18 +109,44 @@ class Timelines:
         line.cache = (out, m, last)
         return out
 
-    def combined(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def view(self, entities: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every timeline end to end (each in order), the segment (timeline) of each entry,
-        and each row's position in it (-1 for a row no timeline holds). Built by a reader
-        when the timelines changed since the last build, else shared.
+        each row's position in it (-1 for a row it does not hold), and for each of
+        ``entities`` whether the view holds that entity's timeline as it is now.
 
-        The count of changes is read before building and bumped by the writer after its rows
-        are in, so a build marked with the current count holds every row added before it (a
-        query's rows are in the timelines before the catalog publishes them)."""
-        changes = self.changes
+        The view is built by a reader and shared until rebuilt; it goes stale entity by entity
+        as rows are added. It is rebuilt (one pass over every row) when the stale timelines
+        asked about hold more than a quarter of the rows, so a busy namespace does not pay a
+        rebuild per write, and a caller looks the stale ones up the exact way.
+
+        Why a stale answer is never taken for a fresh one: the writer counts a change (and
+        records it for its entity) after the change's rows are in, and a build reads the count
+        before it reads any timeline; so every change up to a view's count is in the view, and
+        an entity changed since has a later count. A query's rows are in the timelines before
+        the catalog publishes them, so their changes are counted by the time it asks.
+        """
         built = self._combined
-        if built is not None and built[0] == changes:
-            return built[1], built[2], built[3]
+        if built is None:
+            built = self._build()
+        fresh = self._fresh(entities, built[0])
+        if not fresh.all():
+            stale = distinct(entities[~fresh]).tolist()
+            lines = self.lines
+            cost = sum(len(lines[e].rows) for e in stale if e in lines)
+            if 4 * cost > built[1].shape[0]:
+                built = self._build()
+                fresh = self._fresh(entities, built[0])
+        return built[1], built[2], built[3], fresh
+
+    def _fresh(self, entities: np.ndarray, built_at: int) -> np.ndarray:
+        touched = self._touched
+        fresh = np.zeros(entities.shape[0], bool)
+        inside = entities < touched.shape[0]
+        fresh[inside] = touched[entities[inside]] <= built_at
+        return fresh
+
+    def _build(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        changes = self.changes  # first: see view
         lines = [self.ordered(e) for e in list(self.lines)]
         if lines:
             line = np.concatenate(lines)
@@ -117,8 +157,8 @@ class Timelines:
         pos[line] = np.arange(line.shape[0])
         for part in (line, seg, pos):
             part.setflags(write=False)
-        self._combined = (changes, line, seg, pos)
-        return line, seg, pos
+        built = self._combined = (changes, line, seg, pos)
+        return built
 
 
 # how far past the window a neighbour is looked for among the entries next to a row (rows
@@ -137,21 +177,22 @@ def neighbours(
     timeline of *allowed* rows; -1 past the timeline's ends. Shape (len(rows), 2 * window).
 
     Each row's neighbours are looked for among the ``window + _REACH`` entries on either side
-    of it in :meth:`Timelines.combined` (a few array operations on a small matrix); a row
-    with too many of those filtered out is found by :func:`_neighbours_exact`.
+    of it in :meth:`Timelines.view` (a few array operations on a small matrix); a row with too
+    many of those filtered out, or whose timeline changed since the view was built, is found
+    by :func:`_neighbours_exact`.
     """
     out = np.full((rows.shape[0], 2 * window), -1, np.int64)
     if rows.shape[0] == 0 or window == 0:
         return out
     n = allowed.shape[0]
-    line, seg, pos = timelines.combined()
-    m = line.shape[0]
     visible = rows < n
     visible[visible] = allowed[rows[visible]]
+    line, seg, pos, fresh = timelines.view(entity_col[np.where(visible, rows, 0)])
+    m = line.shape[0]
     p = np.full(rows.shape[0], -1, np.int64)
     inside = rows < pos.shape[0]
     p[inside] = pos[rows[inside]]
-    valid = visible & (p >= 0)
+    valid = visible & fresh & (p >= 0)
     pc = np.maximum(p, 0)
     if m:
         valid &= line[pc] == rows
