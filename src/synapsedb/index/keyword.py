@@ -227,20 +227,22 @@ class KeywordIndex:
             post = self.postings.get(term)
             if post is None:
                 continue
-            held = np.frombuffer(post[0], dtype=np.int32)  # rows first: tfs are never shorter
-            tfs = np.frombuffer(post[1], dtype=np.int32)[: held.shape[0]]
-            if held.shape[0] and held[-1] >= n:  # rows arrive in order: a prefix is below n
+            # rows first: tfs are never shorter. The views are dropped once copied, so the
+            # writer is kept from growing these lists in place only for that long
+            held = np.frombuffer(post[0], dtype=np.int32)
+            cut = held.shape[0]
+            if cut and held[-1] >= n:  # rows arrive in order: a prefix is below n
                 cut = int(np.searchsorted(held, n))
-                held, tfs = held[:cut], tfs[:cut]
-            rows = held.astype(np.intp)
+            rows = held[:cut].astype(np.intp)
+            tf = np.frombuffer(post[1], dtype=np.int32)[:cut].astype(np.float32)
+            del held
             if not every:
                 keep = allowed.take(rows)
-                rows, tfs = rows[keep], tfs[keep]
+                rows, tf = rows[keep], tf[keep]
             df = rows.shape[0]
             if df == 0:
                 continue
             found = True
-            tf = tfs.astype(np.float32)
             idf = math.log(1.0 + (visible - df + 0.5) / (df + 0.5))
             # k1 * (1 - b + b * dl / avgdl) + tf, and qtf * idf * tf * (k1 + 1) / that, in
             # float32, each operation in this order
