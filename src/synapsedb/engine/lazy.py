@@ -206,10 +206,15 @@ class Loader:
             if key not in unavailable:
                 self._report(problem)
             unavailable[key] = problem
+        pending = states.pending
         for ns, state in loaded.states.items():
-            self._adopt(ns, state)
+            try:
+                self._adopt(ns, state)
+            except Exception:  # the saved graph is a cache: the indexer builds a new one
+                log.exception("could not take the saved vector graph of namespace %r", ns)
             dict.__setitem__(states, ns, state)  # the state first, then no longer pending
-        states.pending.difference_update(names)
+            pending.discard(ns)
+        pending.difference_update(names)  # unavailable ones (reported above), or gone
         with self._done:
             self._done.notify_all()
 
