@@ -520,11 +520,11 @@ def rerank(l6: Any, convs: list[locomo.Conversation], stride: int,
 # BEAM 100K (a subset of chats): R@10 of hybrid and vector per embedder; MaxSim on L6's top-N
 
 
-def beam_quality(models: dict[str, Any], n_chats: int, depth: int) -> list[str]:
+def beam_quality(models: dict[str, Any], n_chats: int, skip: int, depth: int) -> list[str]:
     import beam
     from bench_beam import ingest
 
-    chats = beam.load_dataset(beam.DEFAULT_DATA)[:n_chats]
+    chats = beam.load_dataset(beam.DEFAULT_DATA)[skip : skip + n_chats]
     rec: dict[str, list[float]] = {}
     ability: list[str] = []
     mh: list[tuple[str, frozenset[int], list[int], np.ndarray]] = []  # for the rerank
@@ -572,7 +572,7 @@ def beam_quality(models: dict[str, Any], n_chats: int, depth: int) -> list[str]:
     rec[f"minilm-l6 hybrid + MaxSim top-{depth} (pure)"] = list(r10[1.0])
     base = np.array(rec["minilm-l6 hybrid"])
     abil = np.array(ability)
-    lines = [f"BEAM 100K, first {len(chats)} chats ({', '.join(c.name for c in chats)}), "
+    lines = [f"BEAM 100K, {len(chats)} chats ({', '.join(c.name for c in chats)}), "
              f"{len(base)} scorable questions; message-level R@10. LOCO weights (chat w): "
              + ", ".join(f"{c} {w}" for c, w in sorted(picked.items())), "",
              "| retriever | R@10 | - minilm-l6 hybrid (95% CI) | " + " | ".join(sorted(set(ability))) + " |",
@@ -601,7 +601,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=locomo.DEFAULT_DATA)
     ap.add_argument("--quick", action="store_true", help="every 4th question")
     ap.add_argument("--convs", nargs="+", help="only these LoCoMo conversations (file stems)")
-    ap.add_argument("--chats", type=int, default=5, help="BEAM: the first N chats")
+    ap.add_argument("--chats", type=int, default=5, help="BEAM: N chats ...")
+    ap.add_argument("--skip", type=int, default=0, help="BEAM: ... after the first SKIP")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--depth", type=int, nargs="+", default=[20, 50])
@@ -614,7 +615,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.command == "fetch":
         lines = fetch(args.models_dir)
     elif args.command == "beam":
-        lines = beam_quality(build(args.models, args.models_dir), args.chats, args.depth[0])
+        lines = beam_quality(
+            build(args.models, args.models_dir), args.chats, args.skip, args.depth[0]
+        )
     elif args.command == "latency":
         lines = latency(build(args.models, args.models_dir), args.rounds, args.calls)
     else:
