@@ -23,7 +23,8 @@ Steps (each cached under ``--out``, default /tmp/static-query):
    writes with MiniLM and, once the questions start, the query texts with the encoder under
    test, so the engine embeds exactly the text it always does (the question minus the speaker
    names it strips for the dense side). The query-vector cache is off so variants never share
-   vectors. A variant is chosen by leave-one-conversation-out over the 5 conversations.
+   vectors (the cache keeps one text of one namespace; each variant starts
+   in the first namespace after ending in the last). A variant is chosen by leave-one-conversation-out over the 5 conversations.
 
 Usage::
 
@@ -60,7 +61,8 @@ from synapsedb.embed import OnnxMiniLM
 
 OUT = Path("/tmp/static-query")
 CLS, SEP = 101, 102
-TABLES = ("cls", "ctx", "bare")
+TABLES = ("cls", "ctx", "bare")  # built; "cls-c" = cls minus its mean row is derived
+EVAL_TABLES = ("cls", "cls-c", "ctx", "bare")
 WEIGHTS = ("uniform", "idf", "sif-3", "sif-4")
 
 # ---------------------------------------------------------------------------------------------
@@ -216,12 +218,27 @@ class StaticEncoder:
 
 
 def fit_map(enc: StaticEncoder, texts: Sequence[str], target: np.ndarray,
-            ridge: float = 1e-2) -> np.ndarray:  # fmt: skip
+            ridges: Sequence[float] = (1e-6, 1e-5, 1e-4, 1e-3)) -> tuple[np.ndarray, float]:  # fmt: skip
+    """Affine map (385 x 384) by ridge least squares; the ridge is the one whose fit on the
+    even training rows gives the best mean cosine on the odd ones, then refitted on all rows."""
     x = np.stack([enc.pooled(ids) for ids in (enc.tok.encode(t).ids for t in texts)])
     x = np.hstack([x, np.ones((len(x), 1), np.float32)]).astype(np.float64)
-    reg = ridge * len(x) * np.eye(x.shape[1])
-    reg[-1, -1] = 0.0
-    return np.linalg.solve(x.T @ x + reg, x.T @ target.astype(np.float64)).astype(np.float32)
+    y = target.astype(np.float64)
+
+    def solve(rows: np.ndarray, ridge: float) -> np.ndarray:
+        a = x[rows]
+        reg = ridge * len(a) * np.eye(a.shape[1])
+        reg[-1, -1] = 0.0
+        return np.linalg.solve(a.T @ a + reg, a.T @ y[rows])
+
+    even = np.arange(len(x)) % 2 == 0
+
+    def held_out_cos(ridge: float) -> float:
+        p = x[~even] @ solve(even, ridge)
+        return float(((p / np.linalg.norm(p, axis=1, keepdims=True)) * y[~even]).sum(1).mean())
+
+    best = max(ridges, key=held_out_cos)
+    return solve(np.ones(len(x), bool), best).astype(np.float32), best
 
 
 def cached_minilm(model: OnnxMiniLM, texts: Sequence[str], out: Path, tag: str) -> np.ndarray:
@@ -269,7 +286,7 @@ class Engine:
     def __init__(self, root: Path, emb: SwitchEmbedder, convs: Sequence[locomo.Conversation]):
         self.emb = emb
         self.db = synapsedb.open(root / "locomo", durability="os", embedder=emb, llm=None,
-                                 query_cache_size=0)  # fmt: skip
+                                 query_cache_size=1)  # fmt: skip
         self.ids: dict[str, dict[str, str]] = {}
         for conv in convs:
             items = []
@@ -302,7 +319,8 @@ class Engine:
 def dense_retriever(vec: Callable[[str], np.ndarray]) -> Any:
     def retrieve(conv: locomo.Conversation, question: str, k: int) -> list[int]:
         s = locomo.doc_vectors(conv) @ vec(question)
-        return locomo._top(s, k)  # noqa: SLF001 - the benchmark's own helper
+        order = np.argsort(-s, kind="stable")[:k]
+        return [int(i) for i in order]
 
     return retrieve
 
@@ -324,6 +342,7 @@ def loo(results: dict[str, locomo.Result], names: Sequence[str], convs: Sequence
     out = locomo.Result()
     chosen = []
     for held in convs:
+
         def train(n: str, held: str = held) -> float:
             r = results[n]
             return r.mean("r@10", np.asarray(r.conv) != held)
@@ -350,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="folder where wordfreq is installed (pip install --target)")  # fmt: skip
     ap.add_argument("--train", type=int, default=12_000, help="training sentences for W")
     ap.add_argument("--quick", action="store_true", help="every 4th question")
-    ap.add_argument("--tables", default=",".join(TABLES))
+    ap.add_argument("--tables", default=",".join(EVAL_TABLES))
     ap.add_argument("--weights", default=",".join(WEIGHTS))
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -361,6 +380,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     questions = [q.text for c in convs for q in c.questions[::stride]]
 
     tables = build_tables(model, args.out)
+    # every [CLS] t [SEP] row shares the [CLS]/[SEP] part: take the mean row (ids from 1000 on,
+    # past [PAD], [unused*] and the specials) out of each
+    tables["cls-c"] = tables["cls"] - tables["cls"][1000:].mean(axis=0)
+    bare = tables["bare"][1000:] / np.linalg.norm(tables["bare"][1000:], axis=1, keepdims=True)
+    print(
+        f"  bare rows: norm of their mean direction {np.linalg.norm(bare.mean(0)):.4f} (1 = all alike)"
+    )
     prose, generated = training_sentences(args.train)
     train = prose + generated
     print(f"  {len(train):,} training sentences, e.g. {train[0]!r} / {train[-1]!r}")
@@ -370,11 +396,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     encoders: dict[str, Callable[[Sequence[str]], np.ndarray]] = {}
     one: dict[str, Callable[[str], np.ndarray]] = {}
+    ridges: dict[str, float] = {}
     with threadpool_limits(1):
         for tname in args.tables.split(","):
             for wname in args.weights.split(","):
+                if tname == "bare" and wname != "uniform":
+                    continue  # its rows all point the same way: weights change nothing
                 enc = StaticEncoder(model, tables[tname], weights[wname])
-                w_map = fit_map(enc, train, y_train)
+                w_map, ridge = fit_map(enc, train, y_train)
+                ridges[f"{tname}/{wname}+W"] = ridge
                 mapped = StaticEncoder(model, tables[tname], weights[wname], w_map)
                 for name, e in ((f"{tname}/{wname}", enc), (f"{tname}/{wname}+W", mapped)):
                     encoders[name] = e.embed
@@ -399,7 +429,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows["MiniLM"] = {"lat": lat, "cos": (1.0, 1.0)}
             for name, fn in one.items():
                 cos = np.array([float(fn(q) @ q_true[q]) for q in questions])
-                rows[name] = {"lat": latency(fn, questions), "cos": (cos.mean(), np.percentile(cos, 10))}
+                rows[name] = {
+                    "lat": latency(fn, questions),
+                    "cos": (cos.mean(), np.percentile(cos, 10)),
+                }
                 dense[name] = locomo.evaluate(dense_retriever(fn), convs, stride)
                 emb.query = encoders[name]
                 hybrid[name] = locomo.evaluate(engine.retriever(), convs, stride)
@@ -413,7 +446,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "MiniLM, embedding= of the whole question": q_true.__getitem__,
                 f"{best}, embedding= of the whole question": one[best],
             }
-            given_res = {n: locomo.evaluate(engine.retriever(f), convs, stride) for n, f in given.items()}
+            given_res = {
+                n: locomo.evaluate(engine.retriever(f), convs, stride) for n, f in given.items()
+            }
     finally:
         engine.db.close()
         shutil.rmtree(root, ignore_errors=True)
@@ -448,6 +483,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"| hybrid, MiniLM queries | {hybrid['MiniLM'].mean('r@10'):.3f} | {cat_cells(hybrid['MiniLM'])} |",
         f"| dense, LOO-picked static | {loo_d.mean('r@10'):.3f} | {cat_cells(loo_d)} |",
         f"| dense, MiniLM queries | {dense['MiniLM'].mean('r@10'):.3f} | {cat_cells(dense['MiniLM'])} |",
+        "",
+        "Ridge picked on held-out training sentences: "
+        + ", ".join(f"{n} {r:g}" for n, r in ridges.items()),
         "",
         "Picked (hybrid): " + "; ".join(chosen_h),
         "",
