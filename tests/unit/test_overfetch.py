@@ -40,3 +40,39 @@ def test_duplicates_in_a_filtered_graph_search_still_fill_k_distinct_hits(tmp_pa
             overlap.append(len({h.content for h in res.hits} & exact) / 10)
         assert np.mean(overlap) >= 0.95
         assert second_passes > 0  # the first pass (k allowed rows) was short after dedup
+
+
+def test_hybrid_with_a_vector_and_no_text_searches_as_vector_mode(tmp_path: Path) -> None:
+    """Cosine alone ranks both, so both ask the graph for k allowed rows first (hybrid used to
+    ask for k plus the dedup slack, twice the graph work under a 10% filter) and answer alike."""
+    vecs = spread(8000, seed=5)
+    with synapsedb.open(tmp_path / "d", durability="os", hnsw_threshold=500) as db:
+        mem = db.namespace("h")
+        mem.write_many([
+            {"entity": "u", "content": f"row {i}", "embedding": vecs[i],
+             "metadata": {"b": i % 10}}
+            for i in range(8000)
+        ])  # fmt: skip
+        assert db.wait_for_indexes(timeout=120)
+        state = db.core.state("h")
+        assert state is not None and state.hnsw is not None
+        asked: list[int] = []
+        search = state.hnsw.search
+
+        def spy(q: np.ndarray, k: int, ef: int, allowed: object = None) -> object:
+            asked.append(k)
+            return search(q, k, ef, allowed)  # type: ignore[arg-type]
+
+        state.hnsw.search = spy  # type: ignore[method-assign,assignment]
+        for q in spread(20, seed=9):
+            for flt in (None, {"b": {"$lt": 6}}):  # all rows; 4,800 rows (over the exact cut)
+                sizes, answers = [], []
+                for mode in ("vector", "hybrid"):
+                    asked.clear()
+                    res = mem.query(embedding=q, filter=flt, k=10, mode=mode)
+                    sizes.append(list(asked))
+                    answers.append([(h.id, h.score) for h in res.hits])
+                assert answers[0] == answers[1] and len(answers[0]) == 10
+                assert sizes[0] == sizes[1] and sizes[0]
+                if flt is not None:  # 60% kept: about 1.3 * 10 / 0.6 + 8 rows, not 20 / 0.6
+                    assert sizes[0][0] < 1.3 * 20 / 0.6

@@ -238,7 +238,14 @@ def execute(
     hnsw: HnswIndex | None = None,
 ) -> list[Hit]:
     allowed = allowed_rows(cat, spec, cat.n, id_rows)
-    if spec.mode != "vector" or spec.qvec is None:
+    fz = spec.fusion
+    # cosine alone ranks: vector mode, or hybrid with a vector and nothing to search by keyword
+    # (and no recency or salience weight), which _ranked scores exactly as vector mode
+    by_cosine = spec.qvec is not None and (
+        spec.mode == "vector"
+        or (spec.mode == "hybrid" and not spec.terms and not fz.recency and not fz.salience)
+    )
+    if not by_cosine:
         return _ranked(cat, spec, allowed, hnsw, None)[0]
     # vector only: the graph is first asked for k allowed rows, not k plus the dedup slack;
     # only if dedup then leaves fewer than k hits is it asked again for the slack too
