@@ -49,7 +49,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import locomo
-from bench_quality import ENTITY, session_ts
+from bench_quality import EngineRetriever
 from common import git_rev, machine
 
 import synapsedb
@@ -295,34 +295,13 @@ class _EmbeddingsOf(locomo.Embeddings):
         self._model = model
 
 
-class Engine:
-    """The default query through the public API, one namespace per conversation."""
+class Engine(EngineRetriever):
+    """bench_quality's default query through the public API, with the given embedder."""
 
     def __init__(self, root: Path, embedder: Any) -> None:
         self.db = synapsedb.open(root, durability="os", embedder=embedder, llm=None)
         self.ids: dict[str, dict[str, str]] = {}
-
-    def prepare(self, conv: locomo.Conversation, questions: list[str]) -> None:
-        if conv.name in self.ids:
-            return
-        items = []
-        for t in conv.turns:
-            item = {"entity": ENTITY, "content": t.content, "type": "interaction"}
-            if (ts := session_ts(t.date)) is not None:
-                item["ts"] = ts
-            items.append(item)
-        written = self.db.namespace(f"locomo-{conv.name}").write_many(items)
-        self.ids[conv.name] = {m.id: t.dia_id for m, t in zip(written, conv.turns, strict=True)}
-
-    def __call__(self, conv: locomo.Conversation, question: str, k: int) -> list[str]:
-        ids, out = self.ids[conv.name], []
-        for h in self.db.namespace(f"locomo-{conv.name}").query(question, k=k):
-            out.append(ids[h.id])
-            out.extend(ids[d] for d in h.duplicates)
-        return out
-
-    def close(self) -> None:
-        self.db.close()
+        self.ingest_s = 0.0
 
 
 def locomo_quality(models: dict[str, Any], convs: list[locomo.Conversation],
