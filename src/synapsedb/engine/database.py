@@ -169,16 +169,21 @@ class Database:
         has loaded (:meth:`unavailable_namespaces` loads every namespace and says which)."""
         return self.core.names()
 
-    def tier_counts(self) -> dict[str, tuple[int, int]]:
-        """Per namespace: (live memories in the hot tier, memories in the cold tier)."""
-        self.core.load_all()
+    def tier_counts(self, *, load: bool = True) -> dict[str, tuple[int, int]]:
+        """Per namespace: (live memories in the hot tier, memories in the cold tier). Every
+        namespace not loaded yet is loaded first; with ``load=False`` only the namespaces
+        loaded so far are counted, at once (what a metrics scrape asks right after an open)."""
+        if load:
+            self.core.load_all()
         return {name: (st.live, len(st.cold)) for name, st in list(self.core.states.items())}
 
-    def unavailable_namespaces(self) -> dict[str, str]:
+    def unavailable_namespaces(self, *, load: bool = True) -> dict[str, str]:
         """Namespaces that could not be loaded (a stored row is bad), with what is wrong and the
         repair; their requests answer StorageError while every other namespace serves. Every
-        namespace not loaded yet is loaded first (a bad row is found when its namespace loads)."""
-        self.core.load_all()
+        namespace not loaded yet is loaded first (a bad row is found when its namespace loads);
+        with ``load=False`` those found so far, at once (see :attr:`loading_pending`)."""
+        if load:
+            self.core.load_all()
         storage = self.core.storage
         return {ns: problem.describe(storage) for ns, problem in self.core.unavailable.items()}
 
@@ -241,6 +246,12 @@ class Database:
     def last_commit_us(self) -> int:
         """System time of the latest commit (never decreases; later commits are >= it)."""
         return self.core.last_commit_us
+
+    @property
+    def loading_pending(self) -> int:
+        """Stored namespaces not loaded yet: each loads at its first use, and a background
+        thread loads the rest after the open (``load = "lazy"``, the default)."""
+        return self.core.loading_pending
 
     @property
     def indexing_pending(self) -> int:

@@ -35,8 +35,8 @@ class _Tiers(Collector):
         family = GaugeMetricFamily(
             "synapsedb_memories", "Memories per namespace and tier", labels=["namespace", "tier"]
         )
-        if not self.db.closed:
-            counts = self.db.tier_counts()
+        if not self.db.closed:  # the namespaces loaded so far (a scrape never waits for more)
+            counts = self.db.tier_counts(load=False)
             shown = {n: n for n in counts} if self.names is None else self.names(list(counts))
             for name, public in sorted(shown.items(), key=lambda item: item[1]):
                 hot, cold = counts[name]
@@ -105,6 +105,22 @@ class _Loop(Collector):
         yield done
 
 
+class _Loading(Collector):
+    """``synapsedb_namespaces_loading`` (server-wide): stored namespaces not loaded yet."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "synapsedb_namespaces_loading",
+            "Stored namespaces not loaded yet (each loads at its first request; a background "
+            "thread loads the rest after the open)",
+        )
+        family.add_metric([], 0 if self.db.closed else self.db.loading_pending)
+        yield family
+
+
 class Metrics:
     CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -130,6 +146,7 @@ class Metrics:
             registry=r, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096),
         )  # fmt: skip
         r.register(_Loop(db))
+        r.register(_Loading(db))
         self.moves = Counter(
             "synapsedb_tier_moves", "Memories demoted (evicted) or promoted", ["direction"],
             registry=r,
