@@ -1,13 +1,18 @@
 from __future__ import annotations
 
+import logging
 import sqlite3
 from pathlib import Path
+
+import pytest
 
 import synapsedb
 from synapsedb.storage.sqlite import MIGRATIONS
 
 
-def test_a_version_1_data_directory_is_upgraded_in_place(tmp_path: Path) -> None:
+def test_a_version_1_data_directory_is_upgraded_in_place(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     d = tmp_path / "d"
     d.mkdir()
     conn = sqlite3.connect(d / "synapse.db")
@@ -21,7 +26,10 @@ def test_a_version_1_data_directory_is_upgraded_in_place(tmp_path: Path) -> None
     )
     conn.commit()
     conn.close()
-    with synapsedb.open(d, durability="os") as db:
+    with (
+        caplog.at_level(logging.INFO, logger="synapsedb.storage"),
+        synapsedb.open(d, durability="os") as db,
+    ):
         mem = db.namespace("old")
         m = mem.get("m1")
         assert m.content == "kept across the upgrade"
@@ -32,3 +40,6 @@ def test_a_version_1_data_directory_is_upgraded_in_place(tmp_path: Path) -> None
     cols = [r[1] for r in conn.execute("PRAGMA table_info(namespaces)")]
     assert "embedder" in cols
     conn.close()
+    told = [r.getMessage() for r in caplog.records]  # a long first open is explained
+    assert any(f"from schema version 1 to {len(MIGRATIONS)}" in m for m in told)
+    assert any(f"schema version {len(MIGRATIONS)} done in" in m for m in told)

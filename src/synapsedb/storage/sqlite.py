@@ -12,6 +12,7 @@ import logging
 import shlex
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -276,11 +277,19 @@ class SQLiteStorage:
                 None,
                 path=str(self.path),
             )
+        if 0 < current < len(MIGRATIONS):  # an existing data dir: an index build can be long
+            log.warning(
+                "upgrading %s from schema version %d to %d (once; on a large data dir this "
+                "can take minutes)", self.path, current, len(MIGRATIONS)
+            )
         for version in range(current, len(MIGRATIONS)):
             # executescript commits; run each migration and its version bump as one script
+            t0 = time.monotonic()
             self._conn.executescript(
                 f"BEGIN; {MIGRATIONS[version]}; PRAGMA user_version = {version + 1}; COMMIT;"
             )
+            if current:
+                log.info("schema version %d done in %.1f s", version + 1, time.monotonic() - t0)
 
     def _rows(self, cls: type[_R], sql: str, args: tuple[Any, ...] = ()) -> Iterator[_R]:
         cur = self._conn.execute(sql, args)
