@@ -41,7 +41,7 @@ __all__ = ["CHUNK", "Loader", "States"]
 
 log = logging.getLogger("synapsedb.database")
 
-CHUNK = 32  # namespaces read in one snapshot (a first need waits for at most one chunk)
+CHUNK = 8  # namespaces read in one snapshot (a first need waits for at most one chunk)
 RETRY_S = 5.0  # after a failed background read, before the next try
 
 
