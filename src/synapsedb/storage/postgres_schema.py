@@ -162,6 +162,14 @@ MIGRATIONS: list[str] = [
         at     TIMESTAMPTZ NOT NULL DEFAULT now()
     );
     """,
+    # 4: an open starts its commit clock after the latest stored system time without reading
+    # every row (namespaces load on first need, engine/lazy.py): one index seek per table
+    # instead of a scan of each (as SQLite's migration 7)
+    """
+    CREATE INDEX memory_versions_sys ON memory_versions (sys_us);
+    CREATE INDEX fact_versions_sys ON fact_versions (sys_us);
+    CREATE INDEX events_sys ON events (sys_us);
+    """,
 ]
 
 # tables of one row or a few, the same for every namespace (Citus: create_reference_table)
