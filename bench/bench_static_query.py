@@ -483,6 +483,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     loo_h, chosen_h = loo(hybrid, static, conv_names)
     loo_d, chosen_d = loo(dense, static, conv_names)
     loo_s, chosen_s = loo(dense_s, static, conv_names)
+    base = np.asarray(hybrid["MiniLM"].values["r@10"])
+    diff = np.asarray(loo_h.values["r@10"]) - base  # same questions, same order
+    rng = np.random.default_rng(0)
+    boot = [diff[rng.integers(0, len(diff), len(diff))].mean() for _ in range(2000)]
+    lo, hi = np.percentile(boot, [2.5, 97.5])
+    np.savez(args.out / "per_question.npz", minilm=base, loo_static=base + diff,
+             **{n: np.asarray(r.values["r@10"]) for n, r in hybrid.items()})  # fmt: skip
     cats = " | ".join(f"hybrid R@10 {c} {lab}" for c, lab in locomo.CATEGORIES.items())
     lines = [
         f"Date {dt.date.today()}, machine {machine()}, commit {git_rev()}. "
@@ -512,6 +519,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"| dense names stripped, LOO-picked static | {loo_s.mean('r@10'):.3f} | {cat_cells(loo_s)} |",
         f"| dense names stripped, MiniLM queries | {dense_s['MiniLM'].mean('r@10'):.3f} "
         f"| {cat_cells(dense_s['MiniLM'])} |",
+        "",
+        f"Hybrid R@10, LOO-picked static minus MiniLM queries: {diff.mean():+.3f} "
+        f"(paired bootstrap 95% CI {lo:+.3f} to {hi:+.3f}, {len(diff)} questions).",
         "",
         "Ridge picked on held-out training sentences: "
         + ", ".join(f"{n} {r:g}" for n, r in ridges.items()),
