@@ -280,7 +280,10 @@ class SQLiteStorage:
         if 0 < current < len(MIGRATIONS):  # an existing data dir: an index build can be long
             log.warning(
                 "upgrading %s from schema version %d to %d (once; on a large data dir this "
-                "can take minutes)", self.path, current, len(MIGRATIONS)
+                "can take minutes)",
+                self.path,
+                current,
+                len(MIGRATIONS),
             )
         for version in range(current, len(MIGRATIONS)):
             # executescript commits; run each migration and its version bump as one script
