@@ -539,7 +539,16 @@ def main() -> None:
         finally:
             shutil.rmtree(root, ignore_errors=True)
         print("many", many, flush=True)
-        print("\n".join(many_lines(many, ok)))
+        if args.no_report:
+            print("\n".join(many_lines(many, ok)))
+        else:
+            append_report(
+                "Reopen of many namespaces" + (" (quick)" if q else ""),
+                "python bench/bench_retrieval.py --many-only"
+                + (" --quick" if q else "")
+                + (f" --many-dir {args.many_dir}" if args.many_dir else ""),
+                many_lines(many, ok),
+            )
         return
     from synapsedb.embed import OnnxMiniLM
 
