@@ -239,12 +239,14 @@ def test_serve_refuses_zero_blas_threads(
 
 
 def test_serve_caps_blas_threads_in_its_process(tmp_path: Path) -> None:
-    """The server process runs numpy's BLAS with --blas-threads threads (1 by default)."""
+    """The server process runs numpy's BLAS with --blas-threads threads (1 by default), and
+    hands the GIL to a waiting thread after 1 ms (requests before background work)."""
     code = (
         "import sys, threadpoolctl\n"
         "from synapsedb import cli\n"
         "import uvicorn\n"
         "def fake_run(*a, **k):\n"
+        "    print('switch', sys.getswitchinterval())\n"
         "    print([i['num_threads'] for i in threadpoolctl.threadpool_info()"
         " if i['user_api'] == 'blas'])\n"
         "uvicorn.run = fake_run\n"
@@ -254,3 +256,4 @@ def test_serve_caps_blas_threads_in_its_process(tmp_path: Path) -> None:
                          text=True, timeout=120, env={**os.environ, "OPENBLAS_NUM_THREADS": "2"})  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] in ("[1]", "[1, 1]"), out.stdout
+    assert out.stdout.strip().splitlines()[-2] == "switch 0.001", out.stdout
