@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import beam
 import locomo
 from bench_beam import ingest as ingest_beam
-from bench_quality import ENTITY, session_ts
+from bench_quality import turn_items
 from common import append_report
 
 import synapsedb
@@ -41,14 +41,7 @@ DEFAULT = Fusion()
 
 
 def ingest_locomo(db: synapsedb.Database, conv: locomo.Conversation) -> dict[str, int]:
-    items = []
-    for t in conv.turns:
-        item = {"entity": ENTITY, "content": t.content, "type": "interaction"}
-        ts = session_ts(t.date)
-        if ts is not None:
-            item["ts"] = ts
-        items.append(item)
-    written = db.namespace(f"locomo-{conv.name}").write_many(items)
+    written = db.namespace(f"locomo-{conv.name}").write_many(turn_items(conv))
     return {m.id: i for i, m in enumerate(written)}  # memory id -> row
 
 

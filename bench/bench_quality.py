@@ -36,6 +36,19 @@ def session_ts(date: str) -> str | None:
         return None
 
 
+def turn_items(conv: locomo.Conversation) -> list[dict[str, str]]:
+    """The protocol's memories of a conversation: one per turn, in order, with its session's
+    time when the date parses."""
+    items = []
+    for t in conv.turns:
+        item = {"entity": ENTITY, "content": t.content, "type": "interaction"}
+        ts = session_ts(t.date)
+        if ts is not None:
+            item["ts"] = ts
+        items.append(item)
+    return items
+
+
 class EngineRetriever:
     """The default SynapseDB query over one embedded database, one namespace per conversation."""
 
@@ -49,14 +62,7 @@ class EngineRetriever:
             return
         mem = self.db.namespace(f"locomo-{conv.name}")
         t0 = time.perf_counter()
-        items = []
-        for t in conv.turns:
-            item = {"entity": ENTITY, "content": t.content, "type": "interaction"}
-            ts = session_ts(t.date)
-            if ts is not None:
-                item["ts"] = ts
-            items.append(item)
-        written = mem.write_many(items)
+        written = mem.write_many(turn_items(conv))
         self.ingest_s += time.perf_counter() - t0
         self.ids[conv.name] = {m.id: t.dia_id for m, t in zip(written, conv.turns, strict=True)}
 

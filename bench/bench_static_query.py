@@ -52,7 +52,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import locomo
-from bench_quality import ENTITY, session_ts
+from bench_quality import turn_items
 from common import git_rev, machine
 from threadpoolctl import threadpool_limits
 
@@ -289,14 +289,7 @@ class Engine:
                                  query_cache_size=1)  # fmt: skip
         self.ids: dict[str, dict[str, str]] = {}
         for conv in convs:
-            items = []
-            for t in conv.turns:
-                item = {"entity": ENTITY, "content": t.content, "type": "interaction"}
-                ts = session_ts(t.date)
-                if ts is not None:
-                    item["ts"] = ts
-                items.append(item)
-            written = self.db.namespace(f"locomo-{conv.name}").write_many(items)
+            written = self.db.namespace(f"locomo-{conv.name}").write_many(turn_items(conv))
             self.ids[conv.name] = {m.id: t.dia_id for m, t in zip(written, conv.turns, strict=True)}
 
     def retriever(
