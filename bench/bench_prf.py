@@ -216,9 +216,9 @@ def grid(quick: bool = False) -> list[Point]:
     ms = (3, 5) if quick else (3, 5, 10)
     pts = [Point("rocchio", m, beta=b) for m, b in itertools.product(ms, (0.25, 0.5, 1.0))]
     pts += [Point("rm3", m, terms=t, repeat=r)
-            for m, t, r in itertools.product(ms, (5, 10), (1, 2))]  # fmt: skip
-    pts += [Point("both", m, beta=b, terms=10, repeat=2)
-            for m, b in itertools.product((3, 5), (0.25, 0.5))]  # fmt: skip
+            for m, t, r in itertools.product(ms, (5, 10, 20), (1, 2, 3))]  # fmt: skip
+    pts += [Point("both", m, beta=b, terms=t, repeat=r)
+            for m, b, (t, r) in itertools.product((3, 5), (0.25, 0.5), ((10, 2), (20, 3)))]  # fmt: skip
     return pts
 
 
@@ -374,12 +374,16 @@ def report(convs: list[Conv], points: list[Point], base: list[np.ndarray],
         sel = [i for i, p in enumerate(points) if fam in ("any", p.family)]
         if not sel:
             continue
-        held, picks = loo([scores[i] for i in sel], datasets)
+        cands = [scores[i] for i in sel]
+        names = [points[i].label() for i in sel]
+        if fam == "any":  # feedback may also be left off
+            cands, names = [base, *cands], ["default (no feedback)", *names]
+        held, picks = loo(cands, datasets)
         title = (f"{fam}: each conversation scored with the {fam} point chosen on the others"
-                 if fam != "any" else "any variant: the best of all grid points chosen on the "
-                 "others")  # fmt: skip
+                 if fam != "any" else "any: the best of the default and every grid point, "
+                 "chosen on the others")  # fmt: skip
         lines += family_tables(convs, base, held, title)
-        chosen = Counter(points[sel[p]].label() for p in picks)
+        chosen = Counter(names[p] for p in picks)
         lines += ["", "Chosen: " + "; ".join(f"{k} x{v}" for k, v in chosen.most_common()), ""]
     lines += ["**Every grid point, in sample (all conversations)**", "",
               "| point | LoCoMo R@10 | BEAM R@10 | objective |", "|---|---:|---:|---:|"]  # fmt: skip
