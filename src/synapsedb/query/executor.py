@@ -207,6 +207,11 @@ def vector_candidates(
         sims = ((cat.vectors[:n] @ q) * cat.inv_norm[:n])[rows]
         return _top(sims, rows, k)
     assert hnsw is not None
+    if allowed_in_graph == h == n:  # nothing filtered out, no rows past the graph
+        labels, sims = hnsw.search(q, k, max(hnsw.ef_search, k))
+        if labels.shape[0] < 2 or bool((sims[:-1] >= sims[1:]).all()):
+            return labels, sims  # the graph's order is _top's (a stable sort keeps its ties)
+        return _top(sims, labels, k)
     share = allowed_in_graph / h
     need = k if need is None else min(need, k)
     # nothing filtered out of the graph: k is what we need; else about 1.3 * need allowed rows
@@ -357,17 +362,23 @@ def _by_cosine(
     salience weight applies (the score is the cosine), without its merging steps."""
     t_fuse = time.perf_counter()
     cos = np.zeros(rows.shape[0])
+    units = None  # the rows' unit vectors, in rank order (dedup reads them)
     if cat.vectors is not None and rows.shape[0]:
-        cos = (cat.vectors[rows] @ q).astype(np.float64) * cat.inv_norm[rows]
+        vecs, inv = cat.vectors[rows], cat.inv_norm[rows]
+        cos = (vecs @ q).astype(np.float64) * inv
     cut = False
     if spec.min_score is not None:
         keep = cos >= spec.min_score
         cut = not keep.all()
         rows, cos = rows[keep], cos[keep]
+        if cat.vectors is not None and rows.shape[0]:
+            vecs, inv = vecs[keep], inv[keep]
     order = np.lexsort((rows, -cos))
     rows, cos = rows[order], cos[order]
+    if spec.dedup and cat.vectors is not None and rows.shape[0]:
+        units = vecs[order] * inv[order][:, None]
     comp = {"cosine": cos, "bm25": np.zeros(rows.shape[0]), "base": cos, "score": cos}
-    hits = _finish(cat, spec, rows, cos, comp)
+    hits = _finish(cat, spec, rows, cos, comp, units)
     spec.timings["fuse"] = spec.timings.get("fuse", 0.0) + time.perf_counter() - t_fuse
     short = need is not None and rows.shape[0] < pool and len(hits) < spec.k and not cut
     return hits, short
@@ -391,13 +402,16 @@ def _text_key(rec: Any) -> str:
     return key
 
 
-def _dedup(cat: Catalog, rows: np.ndarray, k: int, threshold: float) -> list[tuple[int, list[str]]]:
+def _dedup(
+    cat: Catalog, rows: np.ndarray, k: int, threshold: float, units: np.ndarray | None = None
+) -> list[tuple[int, list[str]]]:
     """Walk ``rows`` in rank order, keeping a row unless it repeats a kept one (same text, or
     cosine >= threshold); returns (position, duplicate ids) of up to ``k`` kept rows.
 
     Works in chunks: one matrix product per chunk against the kept rows and one within the
     chunk; the close pairs they find are turned into Python lists once, so the walk itself
     only looks rows up (a row that repeats one is most often close to one kept row).
+    ``units``: the rows' unit vectors in the same order, when the caller gathered them already.
     """
     kept: list[tuple[int, list[str]]] = []
     kept_text: dict[str, int] = {}
@@ -413,7 +427,10 @@ def _dedup(cat: Catalog, rows: np.ndarray, k: int, threshold: float) -> list[tup
         close_kept: list[int] | None = None
         close_self: dict[int, list[int]] = {}
         if vectors is not None:
-            vecs = vectors[part] * cat.inv_norm[part, None]
+            if units is not None:
+                vecs = units[pos : pos + chunk]
+            else:
+                vecs = vectors[part] * cat.inv_norm[part][:, None]
             if kept_vecs is not None:
                 near = (vecs @ kept_vecs.T) >= threshold
                 if near.any():
@@ -458,10 +475,12 @@ def _finish(
     rows: np.ndarray,
     scores: np.ndarray,
     comp: dict[str, np.ndarray],
+    units: np.ndarray | None = None,
 ) -> list[Hit]:
-    """Dedup in rank order (same text, or cosine >= threshold), then build the top k hits."""
+    """Dedup in rank order (same text, or cosine >= threshold), then build the top k hits
+    (``units``: the rows' unit vectors, in order, if the caller has them)."""
     if spec.dedup:
-        kept = _dedup(cat, rows, spec.k, spec.dedup_threshold)
+        kept = _dedup(cat, rows, spec.k, spec.dedup_threshold, units)
     else:
         kept = [(i, []) for i in range(min(spec.k, rows.shape[0]))]
     if not kept:
@@ -483,7 +502,7 @@ def _finish(
                 loads(rec.meta_json),
                 to_datetime(rec.ts_us),
                 rec.version,
-                round(float(score[pos]), 6),
+                round(score[pos], 6),
                 rec.agent,
                 rec.salience,
                 tuple(dups),
