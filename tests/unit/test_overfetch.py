@@ -76,3 +76,41 @@ def test_hybrid_with_a_vector_and_no_text_searches_as_vector_mode(tmp_path: Path
                 assert sizes[0] == sizes[1] and sizes[0]
                 if flt is not None:  # 60% kept: about 1.3 * 10 / 0.6 + 8 rows, not 20 / 0.6
                     assert sizes[0][0] < 1.3 * 20 / 0.6
+
+
+def test_unfiltered_graph_answer_matches_the_general_path(tmp_path: Path) -> None:
+    """With nothing filtered out and every row in the graph, vector_candidates returns the
+    graph's answer without a mask or re-sort: the rows, their order (ties included) and the
+    similarities are what the general path (mask, keep, stable top k) gives."""
+    from synapsedb.query import executor
+
+    base = spread(5000, seed=7)  # over EXACT_GATHER rows, so the graph answers
+    vecs = np.concatenate([base, base[:300]])  # 300 exact duplicates: tied similarities
+    with synapsedb.open(tmp_path / "d", durability="os", hnsw_threshold=500) as db:
+        mem = db.namespace("t")
+        mem.write_many([
+            {"entity": "u", "content": f"row {i}", "embedding": vecs[i]} for i in range(5300)
+        ])  # fmt: skip
+        assert db.wait_for_indexes(timeout=120)
+        state = db.core.state("t")
+        assert state is not None and state.hnsw is not None and state.hnsw.count == 5300
+        cat, graph = state.catalog, state.hnsw
+        assert cat.n > executor.EXACT_GATHER
+        everything = np.ones(cat.n, bool)
+        ties, before = 0, graph.searches
+        for q in [*base[:20], *spread(20, seed=8)]:
+            q = executor.unit_vector(q)
+            rows, sims = executor.vector_candidates(cat, q, everything, 20, graph, unit=True)
+            labels, g_sims = graph.search(q, 20, max(graph.ef_search, 20))
+            want_rows, want_sims = executor._top(g_sims, labels, 20)
+            assert rows.tolist() == want_rows.tolist()
+            assert sims.tolist() == want_sims.tolist()
+            ties += len(set(sims.tolist())) < len(sims)
+        assert ties  # the duplicated rows were among the answers
+        assert graph.searches - before == 80  # one graph search per call: the graph answered
+        # a filter that keeps everything but one row takes the general path: same ranking
+        # without that row
+        one_out = everything.copy()
+        one_out[int(rows[0])] = False
+        rest, _ = executor.vector_candidates(cat, q, one_out, 20, graph, unit=True)
+        assert int(rows[0]) not in rest.tolist()
