@@ -257,19 +257,23 @@ class Conv:
     questions: list[tuple[str, frozenset[int], str]]  # text, evidence, category
 
 
-def recall(hits: Any, ids: dict[str, int], ev: frozenset[int]) -> float:
+def recall(hits: Any, ids: dict[str, int], ev: frozenset[int], cut: bool = False) -> float:
+    """Share of the evidence in the hits, a collapsed duplicate at its representative's rank
+    (``cut``: only the first K rows count, as bench_beam.py scores the single-list modes)."""
     got: list[int] = []
     for h in hits:
         got.append(ids[h.id])
         got.extend(ids[d] for d in h.duplicates)
-    return len(ev & set(got)) / len(ev)
+    return len(ev & set(got[:K] if cut else got)) / len(ev)
 
 
 def run_conv(c: Conv, emb: CachedEmbedder, points: list[Point], lat: dict[str, list[float]],
-             check: bool) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """R@10 per question: the default (pass 1) and each grid point (pass 2)."""
+             check: bool) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:  # fmt: skip
+    """R@10 per question: the default (pass 1), each grid point (pass 2), and the default's
+    own vector-only and keyword-only modes."""
     base = np.zeros(len(c.questions))
     out = np.zeros((len(points), len(c.questions)))
+    modes = {m: np.zeros(len(c.questions)) for m in ("vector", "keyword")}
     for qi, (text, ev, _cat) in enumerate(c.questions):
         t0 = time.perf_counter()
         hits = list(c.ns.query(text, k=K))
@@ -299,7 +303,9 @@ def run_conv(c: Conv, emb: CachedEmbedder, points: list[Point], lat: dict[str, l
             lat[f"{p.family} feedback"].append(t2 - t1)
             lat[f"{p.family} pass 2"].append(t3 - t2)
             out[pi, qi] = recall(res, c.ids, ev)
-    return base, out
+        for m in modes:  # after the feedback: vector mode embeds the unstripped text
+            modes[m][qi] = recall(c.ns.query(text, k=K, mode=m), c.ids, ev, cut=True)
+    return base, out, modes
 
 
 def load(db: synapsedb.Database, emb: CachedEmbedder, quick: bool, chats_wanted: list[str],
@@ -368,8 +374,33 @@ def family_tables(convs: list[Conv], base: list[np.ndarray], held: list[np.ndarr
     return lines
 
 
+def mode_table(convs: list[Conv], base: list[np.ndarray], held: list[np.ndarray],
+               modes: dict[str, list[np.ndarray]]) -> list[str]:  # fmt: skip
+    """The 'any' LOO PRF against the better of the default's vector-only and keyword-only
+    modes (issue 13: the default should be at least as good as either)."""
+    rng = np.random.default_rng(13)
+    lines = ["**PRF (any, LOO) against the default's own single-list modes**", "",
+             "| dataset | category / ability | questions | default | PRF (LOO) | vector | keyword "
+             "| PRF - better mode (95% CI) |", "|---|---|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+    for ds in ("LoCoMo", "BEAM"):
+        idx = [i for i, c in enumerate(convs) if c.dataset == ds]
+        if not idx:
+            continue
+        cats = np.array([q[2] for i in idx for q in convs[i].questions])
+        b, h = (np.concatenate([a[i] for i in idx]) for a in (base, held))
+        v, kw = (np.concatenate([modes[m][i] for i in idx]) for m in ("vector", "keyword"))
+        for cat in [*sorted(set(cats.tolist())), "**all**"]:
+            sel = cats == cat if cat != "**all**" else np.ones(cats.size, bool)
+            better = v[sel] if v[sel].mean() >= kw[sel].mean() else kw[sel]
+            lines.append(f"| {ds} | {cat} | {int(sel.sum())} | {b[sel].mean():.3f} | "
+                         f"{h[sel].mean():.3f} | {v[sel].mean():.3f} | {kw[sel].mean():.3f} | "
+                         f"{ci_cell(h[sel] - better, rng)} |")  # fmt: skip
+    return [*lines, ""]
+
+
 def report(convs: list[Conv], points: list[Point], base: list[np.ndarray],
-           scores: list[list[np.ndarray]], lat: dict[str, list[float]]) -> list[str]:  # fmt: skip
+           scores: list[list[np.ndarray]], lat: dict[str, list[float]],
+           modes: dict[str, list[np.ndarray]]) -> list[str]:  # fmt: skip
     datasets = [c.dataset for c in convs]
     every = list(range(len(convs)))
     lines: list[str] = []
@@ -389,6 +420,7 @@ def report(convs: list[Conv], points: list[Point], base: list[np.ndarray],
         lines += family_tables(convs, base, held, title)
         chosen = Counter(names[p] for p in picks)
         lines += ["", "Chosen: " + "; ".join(f"{k} x{v}" for k, v in chosen.most_common()), ""]
+    lines += mode_table(convs, base, held, modes)
     lines += ["**Every grid point, in sample (all conversations)**", "",
               "| point | LoCoMo R@10 | BEAM R@10 | objective |", "|---|---:|---:|---:|"]  # fmt: skip
 
@@ -436,10 +468,13 @@ def main() -> None:
         load_s = time.perf_counter() - t0
         base: list[np.ndarray] = []
         per_point: list[list[np.ndarray]] = [[] for _ in points]
+        modes: dict[str, list[np.ndarray]] = defaultdict(list)
         t1 = time.perf_counter()
         for c in convs:
-            b, out = run_conv(c, emb, points, lat, args.check)
+            b, out, ms = run_conv(c, emb, points, lat, args.check)
             base.append(b)
+            for m, v in ms.items():
+                modes[m].append(v)
             for pi in range(len(points)):
                 per_point[pi].append(out[pi])
             print(f"{c.dataset} {c.name}: default {b.mean():.3f}, best point "
@@ -459,7 +494,7 @@ def main() -> None:
         f"{load_s:.0f} s, queries {query_s:.0f} s.",
         "",
     ]
-    print("\n".join(head + report(convs, points, base, per_point, lat)))
+    print("\n".join(head + report(convs, points, base, per_point, lat, modes)))
 
 
 if __name__ == "__main__":
