@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import synapsedb
+from synapsedb.index import dense
 
 
 def spread(n: int, dim: int = 32, seed: int = 0) -> np.ndarray:
@@ -16,7 +18,10 @@ def spread(n: int, dim: int = 32, seed: int = 0) -> np.ndarray:
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
-def test_duplicates_in_a_filtered_graph_search_still_fill_k_distinct_hits(tmp_path: Path) -> None:
+def test_duplicates_in_a_filtered_graph_search_still_fill_k_distinct_hits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dense, "ROWS_PER_EF", 0)  # the graph path, not a filter's block
     pairs = spread(5000)
     with synapsedb.open(tmp_path / "d", durability="os", hnsw_threshold=500) as db:
         mem = db.namespace("dups")
@@ -42,9 +47,12 @@ def test_duplicates_in_a_filtered_graph_search_still_fill_k_distinct_hits(tmp_pa
         assert second_passes > 0  # the first pass (k allowed rows) was short after dedup
 
 
-def test_hybrid_with_a_vector_and_no_text_searches_as_vector_mode(tmp_path: Path) -> None:
+def test_hybrid_with_a_vector_and_no_text_searches_as_vector_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Cosine alone ranks both, so both ask the graph for k allowed rows first (hybrid used to
     ask for k plus the dedup slack, twice the graph work under a 10% filter) and answer alike."""
+    monkeypatch.setattr(dense, "ROWS_PER_EF", 0)  # the graph path, not a filter's block
     vecs = spread(8000, seed=5)
     with synapsedb.open(tmp_path / "d", durability="os", hnsw_threshold=500) as db:
         mem = db.namespace("h")

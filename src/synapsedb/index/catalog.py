@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
+from .dense import DenseViews
 from .keyword import STOPWORDS, KeywordIndex
 from .postings import grow
 from .timeline import Timelines
@@ -113,6 +114,7 @@ class Catalog:
     __slots__ = (
         "agent",
         "agents",
+        "dense",
         "dim",
         "entities",
         "entity",
@@ -175,6 +177,8 @@ class Catalog:
         # a cached mask's rows with a vector, its share of the graph and, when few, their row
         # numbers (executor)
         self.vec_views: dict[int, tuple[np.ndarray, int, np.ndarray, int, np.ndarray | None]] = {}
+        # repeated selective filters' rows' vectors side by side (index/dense.py)
+        self.dense = DenseViews()
         # path -> (rows covered, float64 column or None): see index/numcol.py
         self.num_cols: dict[tuple[str, ...], tuple[int, np.ndarray | None]] = {}
         self.n_ttl = 0

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import orjson
 
+from ..index import dense as dense_views
 from ..index.catalog import Catalog
 from ..index.hnsw import HnswIndex
 from ..index.timeline import context, distinct
@@ -82,9 +83,9 @@ def allowed_rows(
     unchanged (same seqlock epoch and rows) and no row in it has expired since: as time
     passes, a present mask only loses rows, when their TTL runs out.
     """
-    if not MASK_CACHE or spec.t_us < cat.latest_us:
+    key = present_key(cat, spec)
+    if key is None:
         return _allowed_rows(cat, spec, n, id_rows)
-    key = (spec.entity, spec.types, spec.since_us, spec.until_us, repr(spec.filter))
     epoch = cat.epoch
     cached = cat.masks.get(key)
     if cached is not None and cached[0] == epoch and cached[1] == n and spec.t_us < cached[2]:
@@ -106,6 +107,14 @@ def allowed_rows(
         pass
     masks[key] = (epoch, n, until, mask)
     return mask
+
+
+def present_key(cat: Catalog, spec: QuerySpec) -> Hashable | None:
+    """What the query's allowed rows depend on, for a query at the present (T at or after the
+    catalog's last change); None for a query into the past."""
+    if not MASK_CACHE or spec.t_us < cat.latest_us:
+        return None
+    return (spec.entity, spec.types, spec.since_us, spec.until_us, repr(spec.filter))
 
 
 def _allowed_rows(
@@ -183,15 +192,20 @@ def vector_candidates(
     need: int | None = None,
     *,
     unit: bool = False,
+    present: tuple[Hashable, int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Cosine top ``k`` among allowed rows that have a vector (``unit``: ``qvec`` is already
-    :func:`unit_vector`'s result).
+    :func:`unit_vector`'s result; ``present``: the query's :func:`present_key` and time, when
+    it asks at the present).
 
     Exact while the namespace is small or the filter selective; otherwise the HNSW graph covers
     its prefix of rows and the rows after the prefix are scanned exactly. A filter over-fetches
     from the graph by the inverse of its share of the graph's rows, sized for ``need`` rows
     (default ``k``: fewer than ``k`` may come back when ``need`` is smaller): 1.3 times first,
-    2.5 times if that found fewer than ``need``, then a filtered graph search.
+    2.5 times if that found fewer than ``need``, then a filtered graph search. A filter asked
+    again at the present whose rows are too many to gather each time, but few enough to scan in
+    less time than that graph search, is searched exactly in a block of its rows' vectors
+    (index/dense.py).
     """
     n = allowed.shape[0]
     if cat.vectors is None:
@@ -217,6 +231,12 @@ def vector_candidates(
     # nothing filtered out of the graph: k is what we need; else about 1.3 * need allowed rows
     # are expected among the first `want`
     want = k if allowed_in_graph == h else min(h, max(k, int(need / share * 1.3) + 8))
+    if present is not None and allowed_in_graph < h:
+        count = allowed_in_graph + (int(np.count_nonzero(ok[h:])) if h < n else 0)
+        if count <= dense_views.ROWS_PER_EF * max(hnsw.ef_search, want):
+            found = cat.dense.search(cat.vectors, cat.inv_norm, *present, ok, count, q, k)
+            if found is not None:
+                return found
     labels, sims = hnsw.search(q, want, max(hnsw.ef_search, want))
     keep = (labels < h) & ok[np.minimum(labels, n - 1)]
     if int(np.count_nonzero(keep)) < min(need, allowed_in_graph) and want < h:
@@ -284,7 +304,10 @@ def _ranked(
         assert spec.qvec is not None
         q = unit_vector(spec.qvec)
         t0 = time.perf_counter()
-        v_rows, _ = vector_candidates(cat, q, allowed, pool, hnsw, need, unit=True)
+        key = present_key(cat, spec)
+        present = None if key is None else (key, spec.t_us)
+        v_rows, _ = vector_candidates(cat, q, allowed, pool, hnsw, need, unit=True,
+                                      present=present)  # fmt: skip
         spec.timings["vector"] = spec.timings.get("vector", 0.0) + time.perf_counter() - t0
         if not use_k and not fz.recency and not fz.salience:  # cosine alone ranks
             # (vector_candidates' rows are distinct: graph labels, then rows past the graph)
