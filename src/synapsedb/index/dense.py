@@ -52,7 +52,7 @@ class DenseViews:
         self.nbytes = 0
         self.built = 0  # blocks built so far (an observable for tests and benchmarks)
         self._blocks: OrderedDict[Hashable, _Block] = OrderedDict()
-        self._seen: set[Hashable] = set()
+        self._seen: set[int] = set()  # hashes of filters asked once (a key can be long)
         self._lock = threading.Lock()
 
     def search(
@@ -105,10 +105,11 @@ class DenseViews:
     ) -> _Block | None:
         need = allowed_count * (vectors.shape[1] * vectors.itemsize + 12)
         with self._lock:
-            if key not in self._seen:  # the first time: a filter asked once is not worth it
+            seen = hash(key)
+            if seen not in self._seen:  # the first time: a filter asked once is not worth it
                 if len(self._seen) >= _SEEN:
                     self._seen.clear()
-                self._seen.add(key)
+                self._seen.add(seen)
                 return None
         if need > self.max_bytes:
             return None
