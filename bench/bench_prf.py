@@ -352,6 +352,19 @@ def ci_cell(diff: np.ndarray, rng: np.random.Generator) -> str:
     return f"{diff.mean():+.3f} ({lo:+.3f}, {hi:+.3f}) {verdict}"
 
 
+def cluster_bootstrap(diffs: list[np.ndarray], rng: np.random.Generator,
+                      n: int = 2000) -> tuple[float, float]:  # fmt: skip
+    """95% interval of the pooled mean difference when whole conversations are resampled
+    (questions of one conversation are not independent)."""
+    sums = np.array([d.sum() for d in diffs])
+    counts = np.array([d.size for d in diffs], np.float64)
+    if counts.sum() == 0:
+        return 0.0, 0.0
+    pick = rng.integers(0, len(diffs), size=(n, len(diffs)))
+    means = sums[pick].sum(axis=1) / np.maximum(counts[pick].sum(axis=1), 1.0)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
 def family_tables(convs: list[Conv], base: list[np.ndarray], held: list[np.ndarray],
                   title: str) -> list[str]:  # fmt: skip
     rng = np.random.default_rng(13)
@@ -371,7 +384,17 @@ def family_tables(convs: list[Conv], base: list[np.ndarray], held: list[np.ndarr
                          f"{h[sel].mean():.3f} | {ci_cell(h[sel] - b[sel], rng)} |")  # fmt: skip
         lines.append(f"| {ds} | **all** | {b.size} | **{b.mean():.3f}** | **{h.mean():.3f}** | "
                      f"{ci_cell(h - b, rng)} |")  # fmt: skip
-    return lines
+    notes = []
+    for ds in ("LoCoMo", "BEAM"):
+        diffs = [held[i] - base[i] for i, c in enumerate(convs) if c.dataset == ds]
+        if diffs:
+            lo, hi = cluster_bootstrap(diffs, rng)
+            means = np.array([d.mean() for d in diffs])
+            notes.append(f"{ds} ({lo:+.3f}, {hi:+.3f}), conversations better / equal / worse "
+                         f"{int((means > 0).sum())} / {int((means == 0).sum())} / "
+                         f"{int((means < 0).sum())}")  # fmt: skip
+    return [*lines, "", "Resampling whole conversations, 95% CI of the difference: "
+            + "; ".join(notes) + "."]  # fmt: skip
 
 
 def mode_table(convs: list[Conv], base: list[np.ndarray], held: list[np.ndarray],
@@ -486,7 +509,8 @@ def main() -> None:
     n_q = sum(len(c.questions) for c in convs)
     head = [
         f"Machine: {machine()}. Commit {git_rev()}. Command: `nice -n 10 python "
-        f"bench/bench_prf.py --beam-chats {args.beam_chats}{' --quick' if args.quick else ''}`.",
+        f"bench/bench_prf.py --beam-chats {args.beam_chats}{' --quick' if args.quick else ''}"
+        f"{' --check' if args.check else ''}`.",
         "",
         f"{sum(c.dataset == 'LoCoMo' for c in convs)} LoCoMo conversations and "
         f"{sum(c.dataset == 'BEAM' for c in convs)} BEAM chats ({', '.join(chats)}), {n_q:,} "

@@ -109,3 +109,14 @@ def test_loo_picks_by_the_other_conversations_only() -> None:
 def test_objective_weighs_datasets_alike() -> None:
     scores = [np.array([1.0, 1.0, 1.0]), np.array([0.0])]
     assert prf.objective(scores, ["A", "B"], [0, 1]) == 0.5
+
+
+def test_cluster_bootstrap_resamples_whole_conversations() -> None:
+    rng = np.random.default_rng(0)
+    # every conversation has the same mean difference: the interval is that point
+    same = [np.array([0.1, 0.3]), np.array([0.2, 0.2, 0.2])]
+    lo, hi = prf.cluster_bootstrap(same, rng)
+    assert abs(lo - 0.2) < 1e-9 and abs(hi - 0.2) < 1e-9
+    # one conversation up, one down: the interval spans both means
+    lo, hi = prf.cluster_bootstrap([np.full(10, 1.0), np.full(10, -1.0)], rng)
+    assert lo == -1.0 and hi == 1.0
