@@ -128,6 +128,14 @@ class Settings:
     hnsw_ef_search: int = field(
         default=100, metadata={"doc": "HNSW query-time candidate list size (at least k)"}
     )
+    hnsw_build_threads: int = field(
+        default=2,
+        metadata={
+            "doc": "threads that add rows to an HNSW graph in the background (at most the "
+            "cores the process may use); chunks are sized so a query waits about as long "
+            "whatever the count"
+        },
+    )
     ttl_grace_s: int = field(
         default=7 * 86_400,
         metadata={"doc": "seconds after expiry before expired memories and facts are erased"},

@@ -2,7 +2,8 @@
 
 It wakes after commits, finds namespaces whose catalog has rows the graph does not hold yet
 (and that are at least ``hnsw_threshold`` rows big), and adds them a chunk at a time so queries
-are never blocked for long. Graphs are saved at close and reloaded at open when still valid.
+are never blocked for long: ``hnsw_build_threads`` threads add one chunk, sized by the graph
+from its own pace so that one chunk holds the graph's lock about ``hnsw.HOLD_S``. Graphs are saved at close and reloaded at open when still valid.
 """
 
 from __future__ import annotations
@@ -70,7 +71,10 @@ class Indexer:
         path = self._path(ns)
         if path.exists():
             state.hnsw = HnswIndex.load(
-                path, state.catalog, ef_search=self._settings.hnsw_ef_search
+                path,
+                state.catalog,
+                ef_search=self._settings.hnsw_ef_search,
+                threads=self._settings.hnsw_build_threads,
             )
 
     def pending(self) -> int:
@@ -105,7 +109,8 @@ class Indexer:
             if state.hnsw is None:
                 assert cat.dim is not None
                 state.hnsw = HnswIndex(cat.dim, m=s.hnsw_m, ef_construction=s.hnsw_ef_construction,
-                                       ef_search=s.hnsw_ef_search)  # fmt: skip
+                                       ef_search=s.hnsw_ef_search,
+                                       threads=s.hnsw_build_threads)  # fmt: skip
             if state.hnsw.count < cat.n:
                 state.hnsw.extend(cat, cat.n)
                 return True
