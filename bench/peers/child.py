@@ -133,6 +133,11 @@ def w_vector(sys_: System, a: argparse.Namespace, x: np.ndarray, qs: np.ndarray)
         key = "query_filter" if filtered else "query"
         res[key] = {**summary_ms(lat), "recall": recall_at_k(found, truth, K)}
         log(f"  [{tag}] {key} p50 {res[key]['p50']:.2f} ms, recall {res[key]['recall']:.3f}")
+    reopen = sys_.reopen(qs[0])
+    if reopen is not None:
+        res["reopen"] = reopen
+        log(f"  [{tag}] close {reopen['close_s']:.1f} s, open {reopen['open_s']:.2f} s, first "
+            f"query {reopen['first_query_s']:.2f} s, rows left to index {reopen['pending_rows']:,.0f}")  # fmt: skip
     return res
 
 
