@@ -60,8 +60,9 @@ def memory_reopen_table(vec: dict[int, dict[str, dict[str, Any]]]) -> list[str]:
         "Resident memory of the process after ingest and index catch-up (the data, the HNSW "
         "graph, the keyword index); then `close()` (which saves the graph), `synapsedb.open()` "
         "(lazy: namespace names only) and the first query, which loads the namespace and its "
-        "saved graph. *rows to index* is what the graph still lacked after that query (0: the "
-        "saved graph was used, not rebuilt).",
+        "saved graph. *rows to index* is what was still to index after that query: the HNSW "
+        "graph's missing rows (none when the saved graph was loaded) plus the keyword index, "
+        "which a namespace this large builds in the background after it loads.",
         "",
         *table(header, rows),
     ]

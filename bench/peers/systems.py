@@ -142,7 +142,8 @@ class SynapseEmbedded(System):
 
     def reopen(self, vec: np.ndarray) -> dict[str, float] | None:
         """close() (which saves the HNSW graph), synapsedb.open() (lazy: namespace names
-        only), then the first query, which loads the namespace and its saved graph."""
+        only), then the first query, which loads the namespace and its saved graph.
+        pending_rows: rows still to index then (graph and deferred keyword index)."""
         import synapsedb
 
         t0 = time.perf_counter()
@@ -154,7 +155,7 @@ class SynapseEmbedded(System):
         t3 = time.perf_counter()
         assert len(hits) == 10, hits
         return {"close_s": t1 - t0, "open_s": t2 - t1, "first_query_s": t3 - t2,
-                "pending_rows": float(self.db.indexing_pending())}  # fmt: skip
+                "pending_rows": float(self.db.indexing_pending)}  # fmt: skip
 
     def query(
         self, vec: np.ndarray, k: int, where: int | None = None, ns: str = "bench"
