@@ -308,6 +308,51 @@ def run_conv(c: Conv, emb: CachedEmbedder, points: list[Point], lat: dict[str, l
     return base, out, modes
 
 
+def run_engine(db: synapsedb.Database, convs: list[Conv]) -> list[str]:
+    """The engine's own feedback (Fusion.feedback_*, query/feedback.py) against the same
+    default with feedback off and against its single-list modes, per category."""
+    from synapsedb.query.executor import Fusion
+
+    on, off = Fusion(), Fusion(feedback_terms=0)
+    base: list[np.ndarray] = []
+    held: list[np.ndarray] = []
+    modes: dict[str, list[np.ndarray]] = defaultdict(list)
+    lat: dict[str, list[float]] = defaultdict(list)
+    for c in convs:
+        b, h = np.zeros(len(c.questions)), np.zeros(len(c.questions))
+        per_mode = {m: np.zeros(len(c.questions)) for m in ("vector", "keyword")}
+        for qi, (text, ev, _cat) in enumerate(c.questions):
+            c.ns.query(text, k=K)  # the query embedding, cached for both timed runs
+            for fusion, out, label in ((off, b, "feedback off"), (on, h, "feedback on")):
+                db.fusion = fusion
+                t0 = time.perf_counter()
+                hits = list(c.ns.query(text, k=K))
+                lat[label].append(time.perf_counter() - t0)
+                out[qi] = recall(hits, c.ids, ev)
+            for m in per_mode:
+                per_mode[m][qi] = recall(c.ns.query(text, k=K, mode=m), c.ids, ev, cut=True)
+        base.append(b)
+        held.append(h)
+        for m, v in per_mode.items():
+            modes[m].append(v)
+        print(f"{c.dataset} {c.name}: feedback off {b.mean():.3f}, on {h.mean():.3f}", flush=True)
+    db.fusion = on
+    lines = family_tables(convs, base, held, "The engine's feedback (on) against the same "
+                          "default with feedback off")  # fmt: skip
+    lines = [ln.replace("R@10 default", "R@10 off").replace("R@10 PRF (LOO)", "R@10 on")
+             .replace("PRF - default", "on - off") for ln in lines]  # fmt: skip
+    lines += ["", *mode_table(convs, base, held, modes)]
+    lines = [ln.replace("PRF (any, LOO)", "The default with feedback").replace(
+        "| default | PRF (LOO) |", "| feedback off | feedback on (default) |").replace(
+        "PRF - better mode", "default - better mode") for ln in lines]  # fmt: skip
+    lines += ["| query (query embedding cached) | p50 ms | p99 ms |", "|---|---:|---:|"]
+    for label, xs in lat.items():
+        ms = np.asarray(xs) * 1000
+        lines.append(f"| default, {label} | {np.percentile(ms, 50):.2f} | "
+                     f"{np.percentile(ms, 99):.2f} |")  # fmt: skip
+    return lines
+
+
 def load(db: synapsedb.Database, emb: CachedEmbedder, quick: bool, chats_wanted: list[str],
          embed_only: bool) -> list[Conv]:  # fmt: skip
     convs = locomo.load_dataset(locomo.DEFAULT_DATA)
@@ -471,6 +516,8 @@ def main() -> None:
     ap.add_argument("--embed-only", action="store_true", help="fill the vector cache and stop")
     ap.add_argument("--cache", type=Path, default=CACHE)
     ap.add_argument("--check", action="store_true", help="assert pass 2 without feedback = pass 1")
+    ap.add_argument("--engine", action="store_true",
+                    help="measure the engine's own feedback (on vs off), not the grid")  # fmt: skip
     args = ap.parse_args()
     from synapsedb.config import Settings
     from synapsedb.embed import OnnxMiniLM
@@ -489,6 +536,15 @@ def main() -> None:
         if args.embed_only:
             return
         load_s = time.perf_counter() - t0
+        if args.engine:
+            t1 = time.perf_counter()
+            lines = run_engine(db, convs)
+            print(f"Machine: {machine()}. Commit {git_rev()}. Command: `nice -n 10 python "
+                  f"bench/bench_prf.py --engine --beam-chats {args.beam_chats}`. "
+                  f"{len(convs)} conversations, load {load_s:.0f} s, queries "
+                  f"{time.perf_counter() - t1:.0f} s.\n")  # fmt: skip
+            print("\n".join(lines))
+            return
         base: list[np.ndarray] = []
         per_point: list[list[np.ndarray]] = [[] for _ in points]
         modes: dict[str, list[np.ndarray]] = defaultdict(list)

@@ -27,7 +27,7 @@ import Stemmer
 
 from .postings import extend, grow
 
-__all__ = ["KeywordIndex", "analyze"]
+__all__ = ["KeywordIndex", "analyze", "stem"]
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _STEMMER = Stemmer.Stemmer("english")
@@ -45,6 +45,11 @@ STOPWORDS = frozenset(
 @lru_cache(maxsize=200_000)
 def _stem(word: str) -> str:
     return str(_STEMMER.stemWord(word))
+
+
+def stem(word: str) -> str:
+    """The index's stem of one lowercase word (as :func:`analyze` stems it)."""
+    return _stem(word)
 
 
 def analyze(text: str) -> list[str]:

@@ -22,6 +22,7 @@ from ..index.hnsw import HnswIndex
 from ..index.timeline import context, distinct
 from ..times import to_datetime
 from ..types import Hit
+from .feedback import expansion_terms
 from .filters import Node
 from .masks import filter_mask
 
@@ -44,6 +45,19 @@ class Fusion:
     salience: float = 0.0
     half_life_days: float = 30.0
     candidates: int = 100  # per list
+    # pseudo-relevance feedback for hybrid text queries (query/feedback.py): expansion terms
+    # from the best feedback_docs hits, each counted once against the question's terms counted
+    # feedback_repeat times; feedback_terms = 0 turns it off
+    feedback_docs: int = 3
+    feedback_terms: int = 5
+    feedback_repeat: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("feedback_docs", "feedback_terms", "feedback_repeat"):
+            value = getattr(self, name)
+            low = 1 if name == "feedback_repeat" else 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name}: expected an integer >= {low}, got {value!r}")
 
 
 @dataclass(slots=True)
@@ -313,15 +327,70 @@ def _ranked(
             # (vector_candidates' rows are distinct: graph labels, then rows past the graph)
             return _by_cosine(cat, spec, v_rows, q, pool, need)
         cand_parts.append(v_rows)
-    bm = None
+    bm = k_rows = None
     if use_k:
         t0 = time.perf_counter()
         k_rows, _k_scores, bm = cat.keywords.search(spec.terms, allowed, pool, full=True)
         spec.timings["keyword"] = spec.timings.get("keyword", 0.0) + time.perf_counter() - t0
-        cand_parts.append(k_rows)
     t_fuse = time.perf_counter()
-    cand = distinct(np.concatenate(cand_parts)) if cand_parts else np.zeros(0, np.int64)
-    rich = hybrid and spec.has_text
+    v_part = cand_parts[0] if cand_parts else None
+    rows, score, comp, cut, cand = _fuse(cat, spec, allowed, q, v_part, k_rows, bm)
+    if fz.feedback_terms > 0 and use_k and hybrid and spec.has_text and rows.shape[0]:
+        t0 = time.perf_counter()
+        fed = _feedback(cat, spec, allowed, pool, rows, score)
+        if fed is not None:
+            k_rows, bm = fed
+            rows, score, comp, cut, cand = _fuse(cat, spec, allowed, q, v_part, k_rows, bm)
+        spec.timings["feedback"] = spec.timings.get("feedback", 0.0) + time.perf_counter() - t0
+    hits = _finish(cat, spec, rows, score, comp)
+    spec.timings["fuse"] = spec.timings.get("fuse", 0.0) + time.perf_counter() - t_fuse
+    short = need is not None and cand.shape[0] < pool and len(hits) < spec.k and not cut
+    return hits, short
+
+
+def _feedback(
+    cat: Catalog,
+    spec: QuerySpec,
+    allowed: np.ndarray,
+    pool: int,
+    rows: np.ndarray,
+    score: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The keyword list searched again with expansion terms from the best few ranked rows
+    (query/feedback.py), or None when there are none to add."""
+    fz = spec.fusion
+    m = fz.feedback_docs
+    if spec.dedup:  # the best distinct hits, as the caller would see them
+        best = [pos for pos, _ in _dedup(cat, rows, m, spec.dedup_threshold)]
+    else:
+        best = list(range(min(m, rows.shape[0])))
+    extra = expansion_terms(
+        cat, rows[best].tolist(), score[best].tolist(), spec.terms, fz.feedback_terms,
+        allowed.shape[0],
+    )  # fmt: skip
+    if not extra:
+        return None
+    terms = spec.terms * fz.feedback_repeat + extra
+    k_rows, _scores, bm = cat.keywords.search(terms, allowed, pool, full=True)
+    return k_rows, bm
+
+
+def _fuse(
+    cat: Catalog,
+    spec: QuerySpec,
+    allowed: np.ndarray,
+    q: np.ndarray | None,
+    v_rows: np.ndarray | None,
+    k_rows: np.ndarray | None,
+    bm: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], bool, np.ndarray]:
+    """Fuse the vector and keyword candidate lists: the rows in rank order, their scores, the
+    score components (in that order), whether ``min_score`` dropped any, and the candidates."""
+    fz = spec.fusion
+    use_v, use_k = v_rows is not None, k_rows is not None
+    parts = [p for p in (v_rows, k_rows) if p is not None]
+    cand = distinct(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+    rich = spec.mode == "hybrid" and spec.has_text
     window = fz.window if rich and fz.context > 0 else 0
     nb = None
     if window:  # the rows near candidates, each one's neighbours, every row whose s0 is read
@@ -372,10 +441,7 @@ def _ranked(
     order = np.lexsort((rows, -score))
     comp = {k: v[order] for k, v in comp.items()}
     comp["score"] = score[order]
-    hits = _finish(cat, spec, rows[order], score[order], comp)
-    spec.timings["fuse"] = spec.timings.get("fuse", 0.0) + time.perf_counter() - t_fuse
-    short = need is not None and cand.shape[0] < pool and len(hits) < spec.k and not cut
-    return hits, short
+    return rows[order], score[order], comp, cut, cand
 
 
 def _by_cosine(
