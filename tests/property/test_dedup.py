@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import synapsedb
-from synapsedb.query.executor import _dedup, _norm_text
+from synapsedb.query.dedup import dedup, norm_text
 
 
 def reference(cat, rows, k, threshold):  # type: ignore[no-untyped-def]
@@ -19,7 +19,7 @@ def reference(cat, rows, k, threshold):  # type: ignore[no-untyped-def]
         dup = None
         for kpos, dups in kept:
             kr = int(rows[kpos])
-            if _norm_text(rec.content) == _norm_text(cat.recs[kr].content):
+            if norm_text(rec.content) == norm_text(cat.recs[kr].content):
                 dup = dups
                 break
             a, b = cat.vector(r), cat.vector(kr)
@@ -63,4 +63,4 @@ def test_dedup_matches_reference(seed: int, n: int, k: int, threshold: float) ->
         assert state is not None
         cat = state.catalog
         rows = rng.permutation(cat.n).astype(np.int64)
-        assert _dedup(cat, rows, k, threshold) == reference(cat, rows, k, threshold)
+        assert dedup(cat, rows, k, threshold) == reference(cat, rows, k, threshold)

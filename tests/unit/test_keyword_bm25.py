@@ -89,3 +89,43 @@ def test_no_query_term_in_any_allowed_row() -> None:
     allowed = np.zeros(100, bool)
     rows, _scores = index.search(analyze("parcel"), allowed, 5)
     assert rows.shape == (0,)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("share", [1.0, 0.3])
+def test_adding_terms_to_earlier_scores_equals_searching_them_all(seed: int, share: float) -> None:
+    """Feedback's second search: the question's scores doubled, then the expansion terms added,
+    is bit for bit the search of the question twice plus the expansion terms."""
+    rnd = random.Random(100 + seed)
+    n = rnd.choice([80, 900, 4000])
+    docs = corpus(seed, n)
+    index = KeywordIndex()
+    for row, doc in enumerate(docs):
+        index.add(row, doc)
+    allowed = np.array([share == 1.0 or rnd.random() < share for _ in range(n)])
+    allowed[0] = True
+    words = rnd.sample(WORDS, 7)
+    question, extra = analyze(" ".join(words[:3] * 2)), analyze(" ".join(words[3:]))
+    k = rnd.choice([5, 40])
+    _, _, first = index.search(question, allowed, k, full=True)
+    start = first * 2
+    got_rows, got_scores, got_all = index.search(extra, allowed, k, full=True, start=start)
+    rows, scores, every = index.search(question * 2 + extra, allowed, k, full=True)
+    assert got_rows.tolist() == rows.tolist()
+    assert got_scores.tolist() == scores.tolist()
+    assert np.array_equal(got_all, every)
+    assert got_all is start  # added in place
+    assert np.array_equal(first * 2, index.search(question * 2, allowed, k, full=True)[2])
+
+
+def test_start_alone_ranks_its_scores_and_must_fit_the_rows() -> None:
+    index = KeywordIndex()
+    for row, doc in enumerate(corpus(3, 200)):
+        index.add(row, doc)
+    allowed = np.ones(200, bool)
+    _, _, first = index.search(["refund"], allowed, 10, full=True)
+    rows, _scores = index.search([], allowed, 10, start=first.copy())
+    assert rows.tolist() == index.search(["refund"], allowed, 10)[0].tolist()
+    assert index.search([], allowed, 10, start=np.zeros(200))[0].shape == (0,)
+    with pytest.raises(ValueError, match="start: expected 200 scores"):
+        index.search(["refund"], allowed, 10, start=np.zeros(199))

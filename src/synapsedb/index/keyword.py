@@ -194,11 +194,26 @@ class KeywordIndex:
                 postings[term] = (new_rows, new_tfs)
         self.doclen = extend(self.doclen, lens)
 
-    def search(self, terms: list[str], allowed: np.ndarray, k: int, *, full: bool = False) -> Any:
+    def search(
+        self,
+        terms: list[str],
+        allowed: np.ndarray,
+        k: int,
+        *,
+        full: bool = False,
+        start: np.ndarray | None = None,
+    ) -> Any:
         """Top ``k`` rows by BM25 among ``allowed`` (a mask over the first ``len(allowed)`` rows).
 
         Returns (rows, scores), best first; rows with no query term are not returned. With
         ``full=True`` also the score of every row (0 where no query term occurs).
+
+        ``start``: every row's score for earlier terms (a ``full=True`` result over the same
+        ``allowed``, times an integer to count those terms that many times); this search's
+        terms are added to it in place. Searching ``q`` then these terms this way gives what
+        searching ``q * m + terms`` at once gives when no term of ``terms`` is in ``q`` (BM25
+        is linear in each term's query count): exactly for m a power of two (scaling by 2 is
+        exact in floating point), to the last bit of rounding otherwise.
 
         Each term's postings are read in place (a numpy view of the compact list, held only
         for this call: the writer copies a list a reader holds rather than resize it) and its
@@ -213,7 +228,9 @@ class KeywordIndex:
         empty: tuple[np.ndarray, ...] = (np.zeros(0, np.int64), np.zeros(0, np.float32))
         if full:
             empty = (*empty, np.zeros(n, np.float64))
-        if not terms or n == 0:
+        if start is not None and start.shape != (n,):
+            raise ValueError(f"start: expected {n} scores, got shape {start.shape}")
+        if (not terms and start is None) or n == 0:
             return empty
         doclen = self._doclen_f32
         if doclen.shape[0] < n:  # only the new rows are converted (readers may race: both fine)
@@ -226,8 +243,8 @@ class KeywordIndex:
         every = visible == n  # no row filtered out: no per-posting mask
         avgdl = (float(doclen.mean()) if every else float(doclen[allowed].mean())) or 1.0
         k1, b = self.k1, self.b
-        scores = np.zeros(n, np.float64)
-        found = False
+        scores = np.zeros(n, np.float64) if start is None else start
+        found = start is not None  # all zero: _top_rows finds no row, as with no term found
         for term, qtf in Counter(terms).items():
             post = self.postings.get(term)
             if post is None:

@@ -7,11 +7,9 @@ holds the rows.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import orjson
@@ -22,6 +20,7 @@ from ..index.hnsw import HnswIndex
 from ..index.timeline import context, distinct
 from ..times import to_datetime
 from ..types import Hit
+from .dedup import dedup
 from .feedback import expansion_terms
 from .filters import Node
 from .masks import filter_mask
@@ -337,7 +336,8 @@ def _ranked(
     rows, score, comp, cut, cand = _fuse(cat, spec, allowed, q, v_part, k_rows, bm)
     if fz.feedback_terms > 0 and use_k and hybrid and spec.has_text and rows.shape[0]:
         t0 = time.perf_counter()
-        fed = _feedback(cat, spec, allowed, pool, rows, score)
+        assert bm is not None
+        fed = _feedback(cat, spec, allowed, pool, rows, score, bm)
         if fed is not None:
             k_rows, bm = fed
             rows, score, comp, cut, cand = _fuse(cat, spec, allowed, q, v_part, k_rows, bm)
@@ -355,13 +355,17 @@ def _feedback(
     pool: int,
     rows: np.ndarray,
     score: np.ndarray,
+    bm: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The keyword list searched again with expansion terms from the best few ranked rows
-    (query/feedback.py), or None when there are none to add."""
+    (query/feedback.py), or None when there are none to add: the question's terms counted
+    ``feedback_repeat`` times and each expansion term once, the question's part taken from
+    its first search's scores ``bm`` (what searching all the terms again gives: exactly for the
+    default 2, see KeywordIndex.search)."""
     fz = spec.fusion
     m = fz.feedback_docs
     if spec.dedup:  # the best distinct hits, as the caller would see them
-        best = [pos for pos, _ in _dedup(cat, rows, m, spec.dedup_threshold)]
+        best = [pos for pos, _ in dedup(cat, rows, m, spec.dedup_threshold)]
     else:
         best = list(range(min(m, rows.shape[0])))
     extra = expansion_terms(
@@ -370,9 +374,12 @@ def _feedback(
     )  # fmt: skip
     if not extra:
         return None
-    terms = spec.terms * fz.feedback_repeat + extra
-    k_rows, _scores, bm = cat.keywords.search(terms, allowed, pool, full=True)
-    return k_rows, bm
+    asked = set(spec.terms)
+    extra = [term for term in extra if term not in asked]  # (expansion_terms leaves them out)
+    k_rows, _scores, fed = cat.keywords.search(
+        extra, allowed, pool, full=True, start=bm * fz.feedback_repeat
+    )
+    return k_rows, fed
 
 
 def _fuse(
@@ -473,91 +480,6 @@ def _by_cosine(
     return hits, short
 
 
-def _norm_text(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
-SHORT_TEXT = 512  # longer texts are compared by a digest of their normalized form
-
-
-def _text_key(rec: Any) -> str:
-    """What dedup compares for "same text", kept on the record: a long memory (up to
-    max_content_bytes) is normalized once, not on every query that meets it."""
-    key: str | None = rec.norm_key
-    if key is None:
-        norm = _norm_text(rec.content)
-        key = norm if len(norm) <= SHORT_TEXT else "#" + hashlib.blake2b(norm.encode()).hexdigest()
-        rec.norm_key = key
-    return key
-
-
-def _dedup(
-    cat: Catalog, rows: np.ndarray, k: int, threshold: float, units: np.ndarray | None = None
-) -> list[tuple[int, list[str]]]:
-    """Walk ``rows`` in rank order, keeping a row unless it repeats a kept one (same text, or
-    cosine >= threshold); returns (position, duplicate ids) of up to ``k`` kept rows.
-
-    Works in chunks: one matrix product per chunk against the kept rows and one within the
-    chunk; the close pairs they find are turned into Python lists once, so the walk itself
-    only looks rows up (a row that repeats one is most often close to one kept row).
-    ``units``: the rows' unit vectors in the same order, when the caller gathered them already.
-    """
-    kept: list[tuple[int, list[str]]] = []
-    kept_text: dict[str, int] = {}
-    vectors, recs, has_vec = cat.vectors, cat.recs, cat.has_vec
-    kept_vecs: np.ndarray | None = None
-    chunk = max(2 * k, 32)
-    pos = 0
-    total = rows.shape[0]
-    while len(kept) < k and pos < total:
-        part = rows[pos : pos + chunk]
-        # per chunk offset: the first earlier-chunk kept row it is close to (index in kept),
-        # and the earlier offsets of this chunk it is close to (ascending)
-        close_kept: list[int] | None = None
-        close_self: dict[int, list[int]] = {}
-        if vectors is not None:
-            if units is not None:
-                vecs = units[pos : pos + chunk]
-            else:
-                vecs = vectors[part] * cat.inv_norm[part][:, None]
-            if kept_vecs is not None:
-                near = (vecs @ kept_vecs.T) >= threshold
-                if near.any():
-                    close_kept = np.where(near.any(axis=1), near.argmax(axis=1), -1).tolist()
-            ii, jj = np.nonzero((vecs @ vecs.T) >= threshold)
-            below = ii > jj  # row-major order: each offset's earlier offsets come ascending
-            for i, j in zip(ii[below].tolist(), jj[below].tolist(), strict=True):
-                close_self.setdefault(i, []).append(j)
-        local: dict[int, int] = {}  # chunk offset -> index in kept, for rows kept here
-        for i, r in enumerate(part.tolist()):
-            rec = recs[r]
-            text = rec.norm_key
-            if text is None:
-                text = _text_key(rec)
-            j = kept_text.get(text)  # the best-ranked kept hit it repeats, by either rule
-            first = close_kept[i] if close_kept is not None else -1
-            if first >= 0 and has_vec[r]:  # earlier chunks' kept rows rank before this one's
-                j = first if j is None else min(j, first)
-            elif i in close_self and has_vec[r]:
-                for o in close_self[i]:
-                    at = local.get(o)
-                    if at is not None:
-                        j = at if j is None else min(j, at)
-                        break
-            if j is not None:
-                kept[j][1].append(rec.id)
-                continue
-            kept_text[text] = local[i] = len(kept)
-            kept.append((pos + i, []))
-            if len(kept) == k:
-                break
-        pos += chunk
-        if vectors is not None and local and len(kept) < k and pos < total:  # a next chunk
-            new = vecs[list(local)]
-            kept_vecs = new if kept_vecs is None else np.concatenate([kept_vecs, new])
-    return kept
-
-
 def _finish(
     cat: Catalog,
     spec: QuerySpec,
@@ -569,7 +491,7 @@ def _finish(
     """Dedup in rank order (same text, or cosine >= threshold), then build the top k hits
     (``units``: the rows' unit vectors, in order, if the caller has them)."""
     if spec.dedup:
-        kept = _dedup(cat, rows, spec.k, spec.dedup_threshold, units)
+        kept = dedup(cat, rows, spec.k, spec.dedup_threshold, units)
     else:
         kept = [(i, []) for i in range(min(spec.k, rows.shape[0]))]
     if not kept:
