@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .postings import extend, grow
+from .rowmemo import RowMemo, distinct
 
 __all__ = ["Timelines", "context", "distinct", "neighbours"]
 
@@ -222,25 +223,19 @@ def neighbours(
     return out
 
 
-def distinct(values: np.ndarray) -> np.ndarray:
-    """The distinct values of an integer array, ascending (``np.unique``, by sorting: numpy's
-    hash-based unique costs several times more on the few thousand rows a query handles)."""
-    ordered = np.sort(values)
-    if ordered.shape[0] < 2:
-        return ordered
-    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))]
-
-
 def context(
     timelines: Timelines,
     entity_col: np.ndarray,
     allowed: np.ndarray,
     cand: np.ndarray,
     window: int,
+    memo: RowMemo | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For the candidate rows ``cand``: ``rows``, the candidates and their neighbours within
     ``window`` (distinct, ascending); ``nb``, the :func:`neighbours` of each of ``rows``; and
-    ``near``, ``rows`` and all those neighbours (distinct, ascending).
+    ``near``, ``rows`` and all those neighbours (distinct, ascending). ``memo``: a
+    :class:`RowMemo` of ``neighbours(..., 2 * window)`` over the same ``allowed``, kept
+    between calls of one query (a candidate met again is not looked up again).
 
     One :func:`neighbours` call at twice the window does it: in a timeline (of allowed rows)
     the neighbour at offset d of the row at offset e from a candidate is the row at offset
@@ -248,7 +243,10 @@ def context(
     """
     if window == 0 or cand.shape[0] == 0:
         return cand, np.full((cand.shape[0], 2 * window), -1, np.int64), cand
-    wide = neighbours(timelines, entity_col, allowed, cand, 2 * window)
+    if memo is None:
+        wide = neighbours(timelines, entity_col, allowed, cand, 2 * window)
+    else:
+        wide = memo.get(cand)
     span = np.concatenate([wide[:, : 2 * window], cand[:, None], wide[:, 2 * window :]], axis=1)
     inner = span[:, window : 3 * window + 1].ravel()  # offsets -w..w of each candidate
     at = np.flatnonzero(inner >= 0)

@@ -17,7 +17,8 @@ import orjson
 from ..index import dense as dense_views
 from ..index.catalog import Catalog
 from ..index.hnsw import HnswIndex
-from ..index.timeline import context, distinct
+from ..index.rowmemo import RowMemo
+from ..index.timeline import context, distinct, neighbours
 from ..times import to_datetime
 from ..types import Hit
 from .dedup import dedup
@@ -333,14 +334,16 @@ def _ranked(
         spec.timings["keyword"] = spec.timings.get("keyword", 0.0) + time.perf_counter() - t0
     t_fuse = time.perf_counter()
     v_part = cand_parts[0] if cand_parts else None
-    rows, score, comp, cut, cand = _fuse(cat, spec, allowed, q, v_part, k_rows, bm)
-    if fz.feedback_terms > 0 and use_k and hybrid and spec.has_text and rows.shape[0]:
+    again = fz.feedback_terms > 0 and use_k and hybrid and spec.has_text
+    memos = _memos(cat, spec, allowed, q) if again else (None, None)
+    rows, score, comp, cut, cand = _fuse(cat, spec, allowed, q, v_part, k_rows, bm, memos)
+    if again and rows.shape[0]:
         t0 = time.perf_counter()
         assert bm is not None
         fed = _feedback(cat, spec, allowed, pool, rows, score, bm)
         if fed is not None:
             k_rows, bm = fed
-            rows, score, comp, cut, cand = _fuse(cat, spec, allowed, q, v_part, k_rows, bm)
+            rows, score, comp, cut, cand = _fuse(cat, spec, allowed, q, v_part, k_rows, bm, memos)
         spec.timings["feedback"] = spec.timings.get("feedback", 0.0) + time.perf_counter() - t0
     hits = _finish(cat, spec, rows, score, comp)
     spec.timings["fuse"] = spec.timings.get("fuse", 0.0) + time.perf_counter() - t_fuse
@@ -382,6 +385,30 @@ def _feedback(
     return k_rows, fed
 
 
+def _window(spec: QuerySpec) -> int:
+    """How many timeline neighbours on each side a candidate reads (0: no context term)."""
+    fz = spec.fusion
+    return fz.window if spec.mode == "hybrid" and spec.has_text and fz.context > 0 else 0
+
+
+def _memos(
+    cat: Catalog, spec: QuerySpec, allowed: np.ndarray, q: np.ndarray | None
+) -> tuple[RowMemo | None, RowMemo | None]:
+    """For a query that fuses twice (feedback): each row's cosine, and each candidate's
+    timeline neighbours, computed once for both."""
+    vectors = cat.vectors
+    cosines = None
+    if q is not None and vectors is not None:
+        cosines = RowMemo(lambda rows: (vectors[rows] @ q).astype(np.float64) * cat.inv_norm[rows])
+    window = _window(spec)
+    wide = None
+    if window:
+        wide = RowMemo(
+            lambda rows: neighbours(cat.timelines, cat.entity, allowed, rows, 2 * window)
+        )
+    return cosines, wide
+
+
 def _fuse(
     cat: Catalog,
     spec: QuerySpec,
@@ -390,24 +417,28 @@ def _fuse(
     v_rows: np.ndarray | None,
     k_rows: np.ndarray | None,
     bm: np.ndarray | None,
+    memos: tuple[RowMemo | None, RowMemo | None] = (None, None),
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], bool, np.ndarray]:
     """Fuse the vector and keyword candidate lists: the rows in rank order, their scores, the
-    score components (in that order), whether ``min_score`` dropped any, and the candidates."""
+    score components (in that order), whether ``min_score`` dropped any, and the candidates
+    (``memos``: :func:`_memos`' when the query fuses more than once)."""
     fz = spec.fusion
     use_v, use_k = v_rows is not None, k_rows is not None
     parts = [p for p in (v_rows, k_rows) if p is not None]
     cand = distinct(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
-    rich = spec.mode == "hybrid" and spec.has_text
-    window = fz.window if rich and fz.context > 0 else 0
+    window = _window(spec)
     nb = None
     if window:  # the rows near candidates, each one's neighbours, every row whose s0 is read
-        rows, nb, near = context(cat.timelines, cat.entity, allowed, cand, window)
+        rows, nb, near = context(cat.timelines, cat.entity, allowed, cand, window, memos[1])
     else:
         rows = near = cand
     comp: dict[str, np.ndarray] = {}
     cos = np.zeros(near.shape[0])
     if q is not None and cat.vectors is not None and near.shape[0]:
-        cos = (cat.vectors[near] @ q).astype(np.float64) * cat.inv_norm[near]
+        if memos[0] is not None:
+            cos = memos[0].get(near)
+        else:
+            cos = (cat.vectors[near] @ q).astype(np.float64) * cat.inv_norm[near]
     bmn = bm[near].astype(np.float64) if bm is not None else np.zeros(near.shape[0])
     if spec.mode == "vector":
         s0 = cos
@@ -428,7 +459,7 @@ def _fuse(
         nb_s0 = np.where(nb >= 0, s0[np.searchsorted(near, np.maximum(nb, 0))], 0.0)
         comp["context"] = fz.context * nb_s0.max(axis=1)
         score += comp["context"]
-    if rich and spec.named and fz.author:
+    if spec.mode == "hybrid" and spec.has_text and spec.named and fz.author:
         comp["author"] = fz.author * np.isin(cat.label[rows], list(spec.named))
         score += comp["author"]
     if fz.recency:
