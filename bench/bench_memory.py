@@ -100,8 +100,7 @@ def report(n: int, build_s: float, r: dict) -> list[str]:
     rows += parts
     total = sum(v for _, v in rows)
     lines = [
-        f"Machine: {machine()}. Commit {git_rev()}. Command: `python bench/bench_memory.py "
-        f"--n {n}`. Load average at the end {os.getloadavg()[0]:.2f}.",
+        f"Load average at the end {os.getloadavg()[0]:.2f}.",
         "",
         f"{n:,} memories in one namespace (clustered synthetic 384-d vectors, generated texts "
         f"of about 60 characters, one metadata field); written in {build_s:.0f} s, then opened "
@@ -143,10 +142,11 @@ def main() -> None:
         r = measure(data, a.n)
         lines = report(a.n, build_s, r)
         if a.no_report:
+            print(f"Machine: {machine()}. Commit {git_rev()}.")
             print("\n".join(lines))
         else:
-            append_report("Resident memory by part (issue 13)", "python bench/bench_memory.py",
-                          lines)  # fmt: skip
+            command = f"python bench/bench_memory.py --n {a.n}"
+            append_report("Resident memory by part (issue 13)", command, lines)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
