@@ -204,3 +204,26 @@ def test_a_query_queued_behind_a_chunk_goes_before_the_next_chunk() -> None:
     lock.release_write()
     t.join()
     assert order == ["query", "chunk"]
+
+
+def test_a_wide_search_leaves_the_graphs_ef_to_the_narrow_ones(tmp_path: Path) -> None:
+    """hnswlib keeps one ef per graph and searches with max(ef, k): an over-fetching search
+    (k = ef = 400) must not leave ef at 400 for the searches running at the same time, and
+    answers as a graph set to ef 400 does."""
+    vecs = clustered(2000, seed=8)
+    db, cat = _catalog(tmp_path, vecs)
+    try:
+        h = HnswIndex(cat.dim, ef_search=50)
+        while h.extend(cat, cat.n):
+            pass
+        q = clustered(1, seed=9)[0]
+        narrow = h.search(q, 10, 50)
+        wide = h.search(q, 400, 400)
+        assert h._index.ef == 50  # still what the narrow searches asked for
+        assert h.search(q, 10, 50)[0].tolist() == narrow[0].tolist()
+        h._index.set_ef(400)
+        labels, dist = h._index.knn_query(q, k=400)
+        assert wide[0].tolist() == labels[0].tolist()
+        assert np.allclose(wide[1], 1.0 - dist[0])
+    finally:
+        db.close()

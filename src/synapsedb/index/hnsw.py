@@ -143,6 +143,7 @@ class HnswIndex:
         else:  # a graph read from a file (load): not initialized empty first
             self._index, self.count = _loaded
         self._index.set_num_threads(1)
+        self._ef = 0  # the ef last set on the graph (0: hnswlib's default until one is)
         self._lock = _RWLock()
 
     # -- building (the builder thread) --------------------------------------------------------
@@ -184,7 +185,12 @@ class HnswIndex:
     def search(
         self, q: np.ndarray, k: int, ef: int, allowed: Callable[[int], bool] | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Top ``k`` labels in the graph (cosine similarities); ``q`` must be normalized."""
+        """Top ``k`` labels in the graph (cosine similarities); ``q`` must be normalized.
+
+        hnswlib searches with the larger of the graph's ef and ``k``, so the graph's ef is set
+        only when ``ef`` exceeds ``k`` (the executor's calls ask for ``ef_search`` then) and is
+        otherwise left alone: an over-fetching search never widens the ef that concurrent
+        searches read (hnswlib keeps one per graph)."""
         self._lock.acquire_read()
         try:
             count = self.count
@@ -192,7 +198,9 @@ class HnswIndex:
                 return np.zeros(0, np.int64), np.zeros(0, np.float32)
             self.searches += 1
             k = min(k, count)
-            self._index.set_ef(max(ef, k))
+            if ef > k and ef != self._ef:
+                self._index.set_ef(ef)
+                self._ef = ef
             try:
                 labels, dist = self._index.knn_query(q, k=k, filter=allowed)
             except RuntimeError:  # fewer than k reachable (tiny or heavily filtered graph)
