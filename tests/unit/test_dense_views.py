@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import synapsedb
+from synapsedb.index import dense
 from synapsedb.index.dense import DenseViews
 from synapsedb.query import executor
 
@@ -138,20 +139,54 @@ def test_blocks_stay_within_the_budget_least_recently_used_out() -> None:
     def mask(mod: int) -> np.ndarray:
         return np.arange(1000) % 10 == mod
 
-    for key in ("a", "b", "c"):
+    def check(found: tuple[np.ndarray, np.ndarray] | None, ok: np.ndarray) -> None:
+        assert found is not None
+        want = np.flatnonzero(ok)[np.argsort(-(vectors[ok] @ q) * inv[ok], kind="stable")[:5]]
+        assert found[0].tolist() == want.tolist()
+
+    for key in ("a", "b"):
         ok = mask(ord(key) % 10)
         assert views.search(vectors, inv, key, 1, ok, 100, q, 5) is None  # asked once
-        found = views.search(vectors, inv, key, 1, ok, 100, q, 5)
-        assert found is not None
-        rows = found[0]
-        want = np.flatnonzero(ok)[np.argsort(-(vectors[ok] @ q) * inv[ok], kind="stable")[:5]]
-        assert rows.tolist() == want.tolist()
+        check(views.search(vectors, inv, key, 1, ok, 100, q, 5), ok)
         assert views.nbytes <= views.max_bytes
+    assert views.built == 2 and views.nbytes == 2 * 100 * per_row
+    # "c" would push "a" out: it goes in once asked at least twice more often than "a"
+    ok = mask(ord("c") % 10)
+    for _ in range(3):
+        assert views.search(vectors, inv, "c", 1, ok, 100, q, 5) is None
+    assert views.built == 2
+    check(views.search(vectors, inv, "c", 1, ok, 100, q, 5), ok)
     assert views.built == 3 and views.nbytes == 2 * 100 * per_row  # "a" went out
-    assert views.search(vectors, inv, "a", 1, mask(ord("a") % 10), 100, q, 5) is not None
-    assert views.built == 4  # seen before: rebuilt at once
+    ok = mask(ord("a") % 10)
+    assert views.search(vectors, inv, "a", 1, ok, 100, q, 5) is None  # 3 asks, "b" 2
+    check(views.search(vectors, inv, "a", 1, ok, 100, q, 5), ok)
+    assert views.built == 4 and views.nbytes <= views.max_bytes
     # a filter bigger than the whole budget is never built
     big = np.ones(1000, bool)
     assert views.search(vectors, inv, "big", 1, big, 1000, q, 5) is None
     assert views.search(vectors, inv, "big", 1, big, 1000, q, 5) is None
     assert views.built == 4
+
+
+def test_filters_taking_turns_keep_the_blocks_they_have(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ten filters in rotation over a budget of two blocks: two are built and used, the rest are
+    answered by the caller (None) instead of a gather per query; once one filter is asked more
+    often than the others, it takes a block."""
+    monkeypatch.setattr(dense, "AGE_EVERY", 64)
+    rng = np.random.default_rng(6)
+    vectors = rng.standard_normal((1000, 8)).astype(np.float32)
+    inv = (1 / np.linalg.norm(vectors, axis=1)).astype(np.float32)
+    views = DenseViews(max_bytes=250 * (8 * 4 + 12))
+    q = np.ones(8, np.float32) / np.sqrt(8)
+    served = []
+    for turn in range(300):
+        key = turn % 10
+        found = views.search(vectors, inv, key, 1, np.arange(1000) % 10 == key, 100, q, 5)
+        if found is not None:
+            served.append(key)
+    assert views.built <= 4  # not one build per query
+    assert len(set(served)) <= 4 and len(served) >= 2 * 25
+    # one filter turns hot: within a few halvings it has a block
+    for _ in range(200):
+        views.search(vectors, inv, 7, 1, np.arange(1000) % 10 == 7, 100, q, 5)
+    assert views.search(vectors, inv, 7, 1, np.arange(1000) % 10 == 7, 100, q, 5) is not None
