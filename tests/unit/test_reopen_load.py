@@ -189,3 +189,93 @@ def test_a_saved_graph_is_read_without_an_empty_one_made_first(
     assert labels.tolist() == [7]
     loaded.extend(cat, cat.n)  # nothing new: the loaded graph already covers the rows
     assert loaded.count == 300
+
+
+def _row_order(d: synapsedb.Database, ns: str) -> list[tuple[str, int]]:
+    return [(rec.id, rec.version) for rec in d.core.state(ns).catalog.recs]
+
+
+def test_a_reopen_replays_interleaved_namespaces_in_commit_order(tmp_path: Path) -> None:
+    """The load reads the logs unsorted and orders them itself (lazy_reads._in_commit_order):
+    updates make the logs' index order (ns, id, version) differ from commit order, writes
+    alternate between namespaces, and the catalog rows, the fact versions and the streams come
+    back in the order they were written."""
+    path = tmp_path / "d"
+    with synapsedb.open(path, embedder=None, durability="os") as d:
+        a, b = d.namespace("a"), d.namespace("b")
+        ids: dict[str, list[str]] = {"a": [], "b": []}
+        for i in range(12):
+            for name, mem in (("a", a), ("b", b)):
+                vec = np.full(4, i + 1, np.float32)
+                ids[name].append(mem.write("u", {"content": f"{name} {i}", "embedding": vec}).id)
+                if i % 3 == 2:  # a new version of an early memory, after later ones
+                    mem.update(ids[name][i // 3], {"content": f"{name} {i // 3} again"})
+                mem.set("u", f"k{i % 2}", {"i": i})
+                mem.append("u", {"content": f"event {i}", "data": {"i": i, "ns": name}})
+        before = {name: _row_order(d, name) for name in ("a", "b")}
+        assert before["a"][12:] != sorted(before["a"][12:])  # index order is not commit order
+        facts = {name: [f.value for f in d.namespace(name).history("u", "k0")] for name in "ab"}
+        events = {name: [e.data for e in d.namespace(name).events("u")] for name in "ab"}
+    with synapsedb.open(path, embedder=None, durability="os") as d:
+        for name in ("a", "b"):
+            assert _row_order(d, name) == before[name]
+            assert [f.value for f in d.namespace(name).history("u", "k0")] == facts[name]
+            assert [e.data for e in d.namespace(name).events("u")] == events[name]
+            got = d.namespace(name).get(ids[name][0])
+            assert got is not None and got.content == f"{name} 0 again"
+
+
+def test_loads_of_most_and_of_a_few_namespaces_read_the_same_rows_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load whose namespaces hold most of a log scans it in rowid order (regrouped by
+    namespace); a load of a few among many reads through the index. Both give every row of
+    their namespaces in (ns, rowid) order."""
+    import sqlite3
+
+    from synapsedb.storage.sqlite import SQLiteStorage
+
+    path = tmp_path / "d"
+    with synapsedb.open(path, embedder=None, durability="os") as d:
+        mems = {name: d.namespace(name) for name in ("a", "b", "big")}
+        first: dict[str, str] = {}
+        for i in range(30):
+            for name in ("a", "b") if i < 10 else ("big",):
+                m = mems[name]
+                got = m.write("u", {"content": f"{name} {i}"})
+                first.setdefault(name, got.id)
+                if i % 4 == 3:
+                    m.update(first[name], {"content": f"{name} again {i}"})
+                m.set("u", "k", {"i": i})
+                m.append("u", {"content": f"event {i}"})
+    from synapsedb.storage.base import EventRow, FactRow, MemoryRow
+
+    logs = {"memories": ("memory_versions", MemoryRow), "facts": ("fact_versions", FactRow),
+            "events": ("events", EventRow)}  # fmt: skip
+    conn = sqlite3.connect(path / SQLiteStorage.FILENAME)
+    want = {
+        kind: conn.execute(
+            f"SELECT {', '.join(cls._fields)} FROM {table} ORDER BY ns, rowid"
+        ).fetchall()
+        for kind, (table, cls) in logs.items()
+    }
+    conn.close()
+    from synapsedb.storage import lazy_reads
+
+    scans: list[bool] = []
+    most_of = lazy_reads._most_of
+    monkeypatch.setattr(lazy_reads, "_most_of", lambda *a: scans.append(most_of(*a)) or scans[-1])
+    storage = SQLiteStorage(path, durability="os")
+    try:
+        for names in (["a", "b", "big"], ["big"], ["a", "b"], ["b"], ["big", "a"]):
+            loaded = storage.load_namespaces(names)
+            for kind in logs:
+                got = [tuple(row) for row in getattr(loaded, kind)]
+                runs = [ns for i, (ns, *_) in enumerate(got) if i == 0 or got[i - 1][0] != ns]
+                assert len(runs) == len(set(runs))  # one run per namespace
+                got.sort(key=lambda row: row[0])  # namespaces in any order, each one in its own
+                assert got == [row for row in want[kind] if row[0] in names], (names, kind)
+                assert got  # every namespace has rows of every log
+    finally:
+        storage.close()
+    assert True in scans and False in scans  # both ways were taken

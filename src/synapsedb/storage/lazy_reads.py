@@ -16,6 +16,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,34 @@ LAST_SYS_US = (
 )
 # the version logs whose rows name their namespace (their unique keys start with ns)
 _LOGS = ("memory_versions", "fact_versions", "events")
+# the loads read from each log, in commit order: (ns, rowid)
+_LOG_OF = {"memories": "memory_versions", "facts": "fact_versions", "events": "events"}
+
+
+def _most_of(conn: sqlite3.Connection, table: str, names: Sequence[Any], marks: str) -> bool:
+    """Whether the rows of ``names`` are at least half of ``table`` (its largest rowid: rows
+    are never deleted from a log but by an erasure's purge, so this is close to its size).
+
+    Read through the log's unique index (ns, id, ...), ``ORDER BY ns, rowid`` sorts every row,
+    blobs and all, in a temporary B-tree: 15-17 s for the 1,000,000 memories of one namespace
+    (1.7 GB), against 5-6 s to scan the table in rowid order. For a few namespaces among many,
+    the index reads only theirs; for most of the table, the scan reads less."""
+    top = conn.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
+    if not top:
+        return False
+    (count,) = conn.execute(f"SELECT count(*) FROM {table} WHERE ns IN ({marks})", names).fetchone()
+    return int(count) * 2 >= int(top)
+
+
+def _by_namespace(rows: list[Any]) -> Iterator[Any]:
+    """Rows in rowid order regrouped by namespace (first seen first), each group in order."""
+    groups: dict[Any, list[Any]] = {}
+    for row in rows:
+        group = groups.get(row[0])
+        if group is None:
+            groups[row[0]] = group = []
+        group.append(row)
+    return chain.from_iterable(groups.values())
 
 
 def last_sys_us(conn: Any, until_us: int, mark: str = "?") -> int:
@@ -193,11 +222,17 @@ class LoadReaders:
                     names,
                 ).fetchall()
             )
-            read: dict[str, Any] = {
-                kind: iter(list(named_rows(self._rows[kind],
-                                           conn.execute(sql.format(marks=marks), names))))
-                for kind, sql in self._sql.items()
-            }  # fmt: skip
+            read: dict[str, Any] = {}
+            for kind, sql in self._sql.items():
+                table = _LOG_OF.get(kind)
+                if table is not None and _most_of(conn, table, names, marks):
+                    sql = sql.replace(f" FROM {table} ", f" FROM {table} NOT INDEXED ")
+                    sql = sql.replace("ORDER BY ns, rowid", "ORDER BY rowid")
+                    rows = conn.execute(sql.format(marks=marks), names).fetchall()
+                    found = _by_namespace(rows) if len(names) > 1 else iter(rows)
+                else:
+                    found = conn.execute(sql.format(marks=marks), names)
+                read[kind] = iter(list(named_rows(self._rows[kind], found)))
             return LoadedRows(memory_rows=counts, **read)
 
         return self.read("load", run)  # type: ignore[no-any-return]
