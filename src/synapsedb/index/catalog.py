@@ -36,13 +36,18 @@ from .timeline import Timelines
 if TYPE_CHECKING:
     from ..engine.records import MemRec
 
-__all__ = ["INF", "Catalog", "meta_key"]
+__all__ = ["INF", "MAX_LABELS", "Catalog", "meta_key"]
 
 INF = np.iinfo(np.int64).max
 _NO_AGENT = -1
-# A speaker label: content written as a transcript line, "Name: text".
-_LABEL = re.compile(r"^([^:\n]{1,40}):\s")
+# A speaker label: content written as a transcript line, "Name: text". A name has no digits
+# ("Ticket 4521: refunded" names a ticket, not a speaker: its number must stay in the text that
+# is embedded and searched), and a namespace has at most MAX_LABELS of them: past that, a
+# "Word:" prefix is a field of the content ("note 17:", "Order status:"), not a voice in a
+# conversation, and each new one would make every query's speaker lookup longer.
+_LABEL = re.compile(r"^([^:\n\d]{1,40}):\s")
 _WORD = re.compile(r"\w+")
+MAX_LABELS = 1024
 
 
 def meta_key(value: Any) -> tuple[str, Any] | None:
@@ -363,12 +368,15 @@ class Catalog:
         if m is None:
             return -1
         name = m.group(1).strip()
-        known = name in self.labels.codes
+        code = self.labels.codes.get(name)
+        if code is not None:
+            return code
+        if len(self.labels.codes) >= MAX_LABELS:
+            return -1
         code = self.labels.code(name)
-        if not known:
-            for word in _WORD.findall(name.lower()):
-                if len(word) > 1 and word not in STOPWORDS:
-                    self.label_words.setdefault(word, set()).add(code)
+        for word in _WORD.findall(name.lower()):
+            if len(word) > 1 and word not in STOPWORDS:
+                self.label_words.setdefault(word, set()).add(code)
         return code
 
     # -- reads -----------------------------------------------------------------------------------
