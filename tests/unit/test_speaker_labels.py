@@ -21,8 +21,13 @@ def _labels(d: synapsedb.Database, ns: str) -> list[str | None]:
 def test_names_with_digits_are_not_speakers(tmp_path: Path) -> None:
     with synapsedb.open(tmp_path / "d", embedder=None, durability="os") as d:
         mem = d.namespace("n")
-        for content in ("Ava: the parcel is late", "Ticket 4521: refund issued",
-                        "Dr. Ben Ode: call me back", "note 17: see above", "no label here"):
+        for content in (
+            "Ava: the parcel is late",
+            "Ticket 4521: refund issued",
+            "Dr. Ben Ode: call me back",
+            "note 17: see above",
+            "no label here",
+        ):
             mem.write("u", content)
         assert _labels(d, "n") == ["Ava", None, "Dr. Ben Ode", None, None]
         cat = d.core.state("n").catalog
