@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
@@ -47,8 +47,6 @@ LAST_SYS_US = (
 )
 # the version logs whose rows name their namespace (their unique keys start with ns)
 _LOGS = ("memory_versions", "fact_versions", "events")
-# the loads read from each log, in commit order: (ns, rowid)
-_LOG_OF = {"memories": "memory_versions", "facts": "fact_versions", "events": "events"}
 
 
 def _most_of(conn: sqlite3.Connection, table: str, names: Sequence[Any], marks: str) -> bool:
@@ -66,7 +64,7 @@ def _most_of(conn: sqlite3.Connection, table: str, names: Sequence[Any], marks: 
     return int(count) * 2 >= int(top)
 
 
-def _by_namespace(rows: list[Any]) -> Iterator[Any]:
+def _by_namespace(rows: Iterable[Any]) -> Iterator[Any]:
     """Rows in rowid order regrouped by namespace (first seen first), each group in order."""
     groups: dict[Any, list[Any]] = {}
     for row in rows:
@@ -154,19 +152,30 @@ class LoadReaders:
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._closed = False
+        # the loads read from each log, in commit order: (ns, rowid)
+        logs = {
+            "memories": ("memory_versions", mem_columns),
+            "facts": ("fact_versions", fact_columns),
+            "events": ("events", event_columns),
+        }
         self._sql = {
             "namespaces": "SELECT name, created_us, dim, embedder, config FROM namespaces "
             "WHERE name IN ({marks})",
             "tiers": "SELECT ns, id, tier FROM tiers WHERE ns IN ({marks}) ORDER BY ns, rowid",
             "access": "SELECT ns, id, count, last_us FROM access WHERE ns IN ({marks})",
-            "memories": f"SELECT {mem_columns}, erased FROM memory_versions "
-            "WHERE ns IN ({marks}) ORDER BY ns, rowid",
-            "facts": f"SELECT {fact_columns}, erased FROM fact_versions "
-            "WHERE ns IN ({marks}) ORDER BY ns, rowid",
-            "events": f"SELECT {event_columns}, erased FROM events "
-            "WHERE ns IN ({marks}) ORDER BY ns, rowid",
+            **{
+                kind: f"SELECT {columns}, erased FROM {table} WHERE ns IN ({{marks}}) "
+                "ORDER BY ns, rowid"
+                for kind, (table, columns) in logs.items()
+            },
             "answers": "SELECT ns, id, memories FROM answers WHERE ns IN ({marks})",
         }
+        # the same logs read by a scan in rowid order, when a load takes most of one (_most_of)
+        self._scans = {
+            kind: (table, f"SELECT {columns}, erased FROM {table} NOT INDEXED "
+                          "WHERE ns IN ({marks}) ORDER BY rowid")
+            for kind, (table, columns) in logs.items()
+        }  # fmt: skip
         self._rows: dict[str, type[tuple[Any, ...]]] = {
             "namespaces": NamespaceRow,
             "tiers": TierMark,
@@ -224,12 +233,12 @@ class LoadReaders:
             )
             read: dict[str, Any] = {}
             for kind, sql in self._sql.items():
-                table = _LOG_OF.get(kind)
-                if table is not None and _most_of(conn, table, names, marks):
-                    sql = sql.replace(f" FROM {table} ", f" FROM {table} NOT INDEXED ")
-                    sql = sql.replace("ORDER BY ns, rowid", "ORDER BY rowid")
-                    rows = conn.execute(sql.format(marks=marks), names).fetchall()
-                    found = _by_namespace(rows) if len(names) > 1 else iter(rows)
+                scan = self._scans.get(kind)
+                found: Iterable[Any]
+                if scan is not None and _most_of(conn, scan[0], names, marks):
+                    found = conn.execute(scan[1].format(marks=marks), names)
+                    if len(names) > 1:
+                        found = _by_namespace(found)
                 else:
                     found = conn.execute(sql.format(marks=marks), names)
                 read[kind] = iter(list(named_rows(self._rows[kind], found)))
