@@ -40,7 +40,7 @@ MAX_BYTES = 64 << 20  # all of one catalog's blocks together
 # a block pays when its rows <= this many times the ef the filtered graph search would need
 # (measured here: 10,000 rows scan in about the time of a graph search at ef 200)
 ROWS_PER_EF = 50
-_SEEN = 256  # filters whose asks are counted (beyond this, every count is halved)
+_COUNTED = 256  # filters whose asks are counted (beyond this, every count is halved)
 AGE_EVERY = 1024  # asks between two halvings of every filter's count
 
 
@@ -141,7 +141,7 @@ class DenseViews:
         asks = self._asks.get(h, 0) + 1
         self._asks[h] = asks
         self._since_age += 1
-        if self._since_age >= AGE_EVERY or len(self._asks) > _SEEN:
+        if self._since_age >= AGE_EVERY or len(self._asks) > _COUNTED:
             self._asks = {f: c >> 1 for f, c in self._asks.items() if c > 1}
             self._since_age = 0
             asks = self._asks.get(h, 0)
