@@ -21,6 +21,7 @@ from .times import to_us
 from .validtime import BoundsPatch, check_bounds, given_bounds
 
 __all__ = [
+    "INTERNAL_PREFIX",
     "MemoryInput",
     "check_agent",
     "check_entity",
@@ -33,6 +34,7 @@ __all__ = [
     "check_query_text",
     "check_ttl",
     "check_types",
+    "is_internal_entity",
     "check_vector",
     "check_version",
     "dump_json",
@@ -106,6 +108,16 @@ def check_entity(value: Any, field: str = "entity") -> str:
 
 def check_key(value: Any, field: str = "key") -> str:
     return _check_name(value, field)
+
+
+# Entities SynapseDB keeps for its own bookkeeping in a namespace (the memory loop's jobs and
+# settings): not tenant data, left out of listings, recall and the MCP resources.
+INTERNAL_PREFIX = "synapsedb:"
+
+
+def is_internal_entity(entity: str) -> bool:
+    """Whether ``entity`` is one of SynapseDB's own (``synapsedb:...``), not a tenant's."""
+    return entity.startswith(INTERNAL_PREFIX)
 
 
 def check_agent(value: Any, field: str = "agent") -> str | None:
