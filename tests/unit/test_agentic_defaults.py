@@ -192,3 +192,26 @@ def test_a_stopping_loop_gives_back_the_job_it_could_not_finish(db: Database) ->
         finally:
             loop.stop()
             llm.close()
+
+
+def test_the_queue_is_counted_before_the_first_job_runs(tmp_path: Path, model: OnnxMiniLM) -> None:
+    path = tmp_path / "data"
+    first = synapsedb.open(path, durability="os", embedder=model, llm=None)
+    for i in range(3):
+        first.namespace("acme").remember(convo(f"I water the garden on day {i}"),
+                                         entity="user:ada", session=f"s{i}")  # fmt: skip
+    first.close()
+    with ScriptedUpstream(responder=lambda request: Reply.slow(2.0)) as up:
+        llm = LLMSettings(base_url=up.base_url, model="scripted", max_retries=0, timeout_s=10.0)
+        again = synapsedb.open(path, durability="os", embedder=model, llm=llm,
+                               loop_settings=LoopSettings(stop_wait_s=0.1))  # fmt: skip
+        try:
+            loop = again.memory_loop
+            assert isinstance(loop, MemoryLoop)
+            deadline = time.monotonic() + 30
+            while not up.chat_requests():  # the first extraction is under way (2 s)
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            assert loop.status()["extraction_queued"] == 3
+        finally:
+            again.close()

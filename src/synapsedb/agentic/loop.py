@@ -562,6 +562,17 @@ class MemoryLoop:
         self._thread.start()
 
     def _work(self, db: Any) -> None:
+        # the queues as they are, before any job runs (a pass of slow extractions must not
+        # leave /readyz saying nothing is queued)
+        for name in self._names():
+            if self._stop.is_set():
+                return
+            try:
+                self._recount(db.namespace(name))
+            except SynapseError as exc:
+                self.last_error = f"{name}: {exc.message}"
+            except Exception:  # a bug: logged, the worker goes on with the others
+                log.exception("memory loop: jobs of namespace %r not counted", name)
         while not self._stop.is_set():
             self._wake.wait(self.settings.poll_s)
             self._wake.clear()
