@@ -215,3 +215,22 @@ def test_the_queue_is_counted_before_the_first_job_runs(tmp_path: Path, model: O
             assert loop.status()["extraction_queued"] == 3
         finally:
             again.close()
+
+
+def test_a_jobs_error_names_no_address(db: Database) -> None:
+    assert queue.scrubbed("UpstreamError: http://10.0.0.5:8080/v1/chat/completions: 503") == (
+        "UpstreamError: <address>: 503"
+    )
+    mem = db.namespace("acme")
+    with ScriptedUpstream(responder=lambda request: Reply.error(400, "bad model")) as up:
+        llm = ChatClient(LLMSettings(base_url=up.base_url, model="scripted", max_retries=0))
+        loop = still(db, llm)
+        try:
+            out = mem.remember(convo(ADA), entity="user:ada", session="s1")
+            assert loop.run_pending(mem) == 0
+        finally:
+            llm.close()
+    job = mem.get(queue.JOBS_ENTITY, str(out.job)).value
+    assert job["error"] and job["attempts"] == 1
+    assert up.base_url not in job["error"] and "127.0.0.1" not in job["error"]
+    assert loop.last_error is not None and "127.0.0.1" not in loop.last_error

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -106,6 +107,15 @@ def holder_gone(value: Any) -> bool:
     return started is not None and value.get("started") is not None and started != value["started"]
 
 
+_ADDRESS = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]*[^\s'\"<>.,;:)]", re.I)
+
+
+def scrubbed(error: str) -> str:
+    """An error as a job records it: a tenant can read the job, so no address (the
+    operator's model endpoint, with whatever its URL carries) is kept."""
+    return _ADDRESS.sub("<address>", error)
+
+
 def new_key() -> str:
     return f"extract:{time.time_ns():x}{os.urandom(4).hex()}"
 
@@ -188,7 +198,7 @@ def reschedule(
     else:
         delay = min(MAX_DELAY_S, base_s * 2 ** min(MAX_DOUBLINGS, max(0, attempts - 1)))
     value = {**job.value, "state": "failed" if parked else "queued", "due": now + delay,
-             "attempts": attempts, "outages": outages, "error": error[:1000],
+             "attempts": attempts, "outages": outages, "error": scrubbed(error)[:1000],
              "holder": None}  # fmt: skip
     try:
         ns.set(JOBS_ENTITY, job.key, value, if_version=job.version, agent=agent)

@@ -438,7 +438,7 @@ class MemoryLoop:
             if extract and chat is not None:
                 self._extract(ns, {**mine.value, "agent": who}, chat)
         except SynapseError as exc:
-            self.last_error = f"{type(exc).__name__}: {exc.message}"
+            self.last_error = queue.scrubbed(f"{type(exc).__name__}: {exc.message}")
             queue.reschedule(ns, mine, self.last_error, time.time(), self.settings.retry_base_s,
                              self.settings.max_attempts, who, outage=is_outage(exc))  # fmt: skip
             if isinstance(exc, EmbeddingError):
@@ -447,7 +447,7 @@ class MemoryLoop:
         except Exception as exc:  # a bug: logged; the job counts a failure (parked after
             # max_attempts), instead of staying "running" and being retaken forever
             log.exception("memory loop: job %s of namespace %r failed", mine.key, ns.name)
-            self.last_error = f"{type(exc).__name__}: {exc}"[:1000]
+            self.last_error = queue.scrubbed(f"{type(exc).__name__}: {exc}")[:1000]
             queue.reschedule(ns, mine, f"internal error ({self.last_error})", time.time(),
                              self.settings.retry_base_s, self.settings.max_attempts, who)  # fmt: skip
             return "failed"
