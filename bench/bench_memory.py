@@ -5,8 +5,8 @@ One namespace of N memories (clustered synthetic 384-d vectors, short generated 
 is saved), then opened again in a new process state with ``load="eager"``, its graph loaded and
 its keyword index built by one text query. The open runs under :mod:`tracemalloc`, so every
 Python and numpy allocation still held afterwards is attributed to the source file that made it;
-the HNSW graph lives in C++ (hnswlib), outside tracemalloc, and is counted by its serialized size
-(the same layout it has in memory). The report compares the parts with the raw float32 vectors
+the HNSW graph lives in C++ (faiss), outside tracemalloc, and is counted by its serialized size
+(the same layout it has in memory: 8-bit codes and neighbour lists). The report compares the parts with the raw float32 vectors
 (N x 384 x 4 bytes) and with the process's resident-memory growth.
 
 Usage: python bench/bench_memory.py [--n 100000] [--no-report]
@@ -88,7 +88,7 @@ def measure(data: Path, n: int) -> dict:
 
 
 def graph_bytes(data: Path) -> int:
-    """The saved graph's size: hnswlib's in-memory layout, written out as is."""
+    """The saved graph's size: faiss's in-memory layout (codes, links), written out as is."""
     return sum(p.stat().st_size for p in (data / "indexes").glob(f"{NS}.hnsw*") if p.is_file())
 
 
@@ -96,7 +96,7 @@ def report(n: int, build_s: float, r: dict) -> list[str]:
     raw = n * 384 * 4
     mib = 2**20
     parts = sorted(r["parts"].items(), key=lambda kv: -kv[1])
-    rows = [("HNSW graph (hnswlib, C++: its float32 copy of the vectors + links)", r["graph"])]
+    rows = [("HNSW graph (faiss, C++: 8-bit codes of the vectors + links)", r["graph"])]
     rows += parts
     total = sum(v for _, v in rows)
     lines = [

@@ -148,6 +148,7 @@ class Catalog:
         "ts_us",
         "type",
         "types",
+        "vec_bits",
         "vec_views",
         "vectors",
     )
@@ -182,6 +183,8 @@ class Catalog:
         # a cached mask's rows with a vector, its share of the graph and, when few, their row
         # numbers (executor)
         self.vec_views: dict[int, tuple[np.ndarray, int, np.ndarray, int, np.ndarray | None]] = {}
+        # such a view's bitmap of the graph's allowed rows, as faiss reads it (executor)
+        self.vec_bits: dict[int, tuple[np.ndarray, int, np.ndarray]] = {}
         # repeated selective filters' rows' vectors side by side (index/dense.py)
         self.dense = DenseViews()
         # path -> (rows covered, float64 column or None): see index/numcol.py

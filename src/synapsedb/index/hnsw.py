@@ -1,21 +1,27 @@
-"""HNSW acceleration for large namespaces (hnswlib), kept off the write path.
+"""HNSW acceleration for large namespaces (faiss, 8-bit codes), kept off the write path.
 
 The catalog's vector matrix is always the truth and exact search over it is always correct;
-HNSW only speeds up the search over a *prefix* of the catalog rows ``[0, count)``. A background
-builder appends rows to the graph in small chunks; queries search the graph for the prefix and
-scan the rows after it exactly, so a write is searchable the moment it commits, and updates and
-deletes (which only change visibility masks) apply at once.
+the graph only proposes candidates among a *prefix* of the catalog rows ``[0, count)``, which
+the executor re-scores exactly from the catalog's float32 vectors. The graph holds each vector
+as 384 one-byte codes (faiss ``IndexHNSWSQ``, 8-bit scalar quantiser trained per dimension on
+the rows known when the graph starts), not a second float32 copy: a quarter of the memory, and
+the re-scoring gives back the order that quantising blurs. A background builder appends rows to
+the graph in small chunks; queries search the graph for the prefix and scan the rows after it
+exactly, so a write is searchable the moment it commits, and updates and deletes (which only
+change visibility masks) apply at once.
 
-hnswlib forbids searching while inserting, so a small readers-writer lock keeps them apart; the
-builder holds it only for one chunk at a time. A chunk is added by ``threads`` threads (hnswlib
+A filtered search passes the allowed rows as a bitmap (``IDSelectorBitmap``) that faiss reads
+in native code while it walks the graph: no Python call per candidate. Each search passes its
+own ``efSearch`` (``SearchParametersHNSW``), so searches running at once never share one.
+
+faiss forbids searching while inserting, so a small readers-writer lock keeps them apart; the
+builder holds it only for one chunk at a time. A chunk is added by ``threads`` threads (faiss
 inserts rows in parallel, each under its own node locks), and its size follows the measured time
 per row so that one hold of the lock stays near ``HOLD_S`` whatever the graph's size and the
 thread count: more threads make the catch-up after a bulk write faster, not the queries' wait
-longer. With one thread the graph does not depend on the chunk sizes (rows go in one by one, in
-order); with more, the order in which rows meet differs between runs, so two builds of the same
-rows can differ slightly (search stays exact for the rows after the graph's prefix). Labels are catalog row numbers, which are stable
-across restarts (rows are replayed in commit order), so the graph is saved at close and loaded
-at open when its fingerprint (count, dimension, last row's id and commit time) still matches.
+longer. Labels are catalog row numbers, which are stable across restarts (rows are replayed in
+commit order), so the graph is saved at close and loaded at open when its fingerprint (format,
+count, dimension, last row's id and commit time) still matches.
 """
 
 from __future__ import annotations
@@ -26,23 +32,30 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import hnswlib
+import faiss as _faiss
 import numpy as np
 
 from .catalog import Catalog
 
-__all__ = ["CHUNK_MAX", "CHUNK_MIN", "HOLD_S", "HnswIndex", "next_chunk", "usable_cores"]
+__all__ = ["CHUNK_MAX", "CHUNK_MIN", "FORMAT", "HOLD_S", "HnswIndex", "bitmap", "next_chunk",
+           "usable_cores"]  # fmt: skip
 
 log = logging.getLogger("synapsedb.hnsw")
 
-# One write-lock hold (one chunk) aims at this long: about what 128 rows took with one thread on
-# a 100,000-row graph (bench/bench_catchup.py), so queries wait no longer than they used to.
+# faiss's own stubs are partial (no SearchParametersHNSW, no HNSW.neighbors): its calls are
+# checked by the tests, not by mypy
+faiss: Any = _faiss
+
+# One write-lock hold (one chunk) aims at this long (bench/bench_catchup.py), so queries wait
+# no longer than they used to.
 HOLD_S = 0.025
 CHUNK_MIN = 16  # rows per chunk: the first chunk, and the floor however slow rows get
 CHUNK_MAX = 4096  # rows per chunk: the ceiling however fast rows go (a small graph)
+FORMAT = "faiss-hnsw-sq8"  # what a saved graph holds (a file of another kind is rebuilt)
+TRAIN_MAX = 65_536  # rows the quantiser's ranges are trained on (evenly spread)
 
 
 def usable_cores() -> int:
@@ -61,6 +74,12 @@ def next_chunk(chunk: int, rows: int, seconds: float, target_s: float = HOLD_S) 
         return max(CHUNK_MIN, min(CHUNK_MAX, chunk))
     fit = 2 * chunk if seconds <= 0 else int(rows * target_s / seconds)
     return max(CHUNK_MIN, min(CHUNK_MAX, 2 * chunk, fit))
+
+
+def bitmap(mask: np.ndarray) -> np.ndarray:
+    """``mask`` (one bool per row) as the bitmap faiss's ``IDSelectorBitmap`` reads: bit
+    ``r % 8`` of byte ``r // 8`` is row ``r``."""
+    return np.packbits(mask, bitorder="little")
 
 
 class _RWLock:
@@ -114,7 +133,7 @@ class _RWLock:
 
 
 class HnswIndex:
-    """Cosine HNSW over catalog rows ``[0, count)``."""
+    """Cosine HNSW over catalog rows ``[0, count)``, vectors held as 8-bit codes."""
 
     def __init__(
         self,
@@ -124,7 +143,7 @@ class HnswIndex:
         ef_construction: int = 200,
         ef_search: int = 100,
         threads: int = 1,
-        _loaded: tuple[hnswlib.Index, int] | None = None,
+        _loaded: tuple[Any, int] | None = None,
     ) -> None:
         if threads < 1:
             raise ValueError(f"threads: expected a positive integer, got {threads!r}")
@@ -138,59 +157,78 @@ class HnswIndex:
         self.chunk = CHUNK_MIN  # rows the next extend adds (follows the measured pace)
         self.last_hold_s = 0.0  # how long the latest chunk held the write lock
         if _loaded is None:
-            self._index = hnswlib.Index(space="ip", dim=dim)
-            self._index.init_index(max_elements=1024, ef_construction=ef_construction, M=m)
-        else:  # a graph read from a file (load): not initialized empty first
+            self._index = faiss.IndexHNSWSQ(
+                dim, faiss.ScalarQuantizer.QT_8bit, m, faiss.METRIC_INNER_PRODUCT
+            )
+            self._index.hnsw.efConstruction = ef_construction
+        else:  # a graph read from a file (load)
             self._index, self.count = _loaded
-        self._index.set_num_threads(1)
-        self._ef = 0  # the ef last set on the graph (0: hnswlib's default until one is)
         self._lock = _RWLock()
 
+    @property
+    def nbytes(self) -> int:
+        """What the graph holds in memory: the codes and the neighbour lists."""
+        hnsw, codes = self._index.hnsw, faiss.downcast_index(self._index.storage).codes
+        return int(codes.size() + hnsw.neighbors.size() * 4 + hnsw.offsets.size() * 8
+                   + hnsw.levels.size() * 4)  # fmt: skip
+
     # -- building (the builder thread) --------------------------------------------------------
+
+    @staticmethod
+    def _units(cat: Catalog, rows: slice | np.ndarray) -> np.ndarray:
+        """The rows' vectors scaled to length 1 (rows without a vector: zeros, never similar
+        to anything), as the contiguous float32 matrix faiss takes."""
+        assert cat.vectors is not None
+        vecs = cat.vectors[rows] * cat.inv_norm[rows, None]
+        vecs[~cat.has_vec[rows]] = 0.0
+        return np.ascontiguousarray(vecs, dtype=np.float32)
 
     def extend(self, cat: Catalog, upto: int, chunk: int | None = None) -> int:
         """Add rows ``[count, min(upto, count + chunk))``; returns how many were added.
 
-        ``chunk`` defaults to :attr:`chunk`, which each call re-sizes from its own pace so that
-        one write-lock hold lasts about ``HOLD_S``."""
+        The first call trains the quantiser's per-dimension ranges on up to ``TRAIN_MAX``
+        rows spread over ``[0, upto)``. ``chunk`` defaults to :attr:`chunk`, which each call
+        re-sizes from its own pace so that one write-lock hold lasts about ``HOLD_S``."""
         start = self.count
         stop = min(upto, start + (self.chunk if chunk is None else max(1, chunk)))
         if stop <= start or cat.vectors is None:
             return 0
-        vecs = cat.vectors[start:stop] * cat.inv_norm[start:stop, None]
-        vecs[~cat.has_vec[start:stop]] = 0.0  # rows without a vector: never similar to anything
-        labels = np.arange(start, stop, dtype=np.int64)
-        if stop > self._index.get_max_elements():  # room for every row known now, at least 1.5x
-            grown = max(upto, int(self._index.get_max_elements() * 1.5))
-        else:
-            grown = 0
+        sample = None
+        if not self._index.is_trained:
+            picks = np.unique(np.linspace(0, upto - 1, min(upto, TRAIN_MAX)).astype(np.int64))
+            sample = self._units(cat, picks)
+        vecs = self._units(cat, slice(start, stop))
         self._lock.acquire_write()
         t0 = time.perf_counter()
         try:
-            if grown:
-                self._index.resize_index(grown)
+            if sample is not None:
+                self._index.train(sample)
             t1 = time.perf_counter()
-            self._index.add_items(vecs, labels, num_threads=self.threads)
+            faiss.omp_set_num_threads(self.threads)  # this thread's parallel regions only
+            self._index.add(vecs)
             self.count = stop
         finally:
             t2 = time.perf_counter()
             self._lock.release_write()
         self.last_hold_s = t2 - t0
-        if chunk is None:  # the pace of rows alone (t1: after a resize's copy)
+        if chunk is None:  # the pace of rows alone (t1: after the training)
             self.chunk = next_chunk(self.chunk, stop - start, t2 - t1)
         return stop - start
 
     # -- searching -------------------------------------------------------------------------------
 
     def search(
-        self, q: np.ndarray, k: int, ef: int, allowed: Callable[[int], bool] | None = None
+        self, q: np.ndarray, k: int, ef: int, allowed: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Top ``k`` labels in the graph (cosine similarities); ``q`` must be normalized.
-
-        hnswlib searches with the larger of the graph's ef and ``k``, so the graph's ef is set
-        only when ``ef`` exceeds ``k`` (the executor's calls ask for ``ef_search`` then) and is
-        otherwise left alone: an over-fetching search never widens the ef that concurrent
-        searches read (hnswlib keeps one per graph)."""
+        """Up to ``k`` labels from the graph, best first, with their similarities as the 8-bit
+        codes give them (approximate: the caller re-scores from float32); ``q`` must be
+        normalized. ``allowed``: a :func:`bitmap` of the rows that may be returned, read by
+        faiss as it walks the graph (a row past the bitmap is never returned)."""
+        query = np.ascontiguousarray(q.reshape(1, -1), dtype=np.float32)
+        params = faiss.SearchParametersHNSW()
+        if allowed is not None:
+            selector = faiss.IDSelectorBitmap(allowed.shape[0], faiss.swig_ptr(allowed))
+            params.sel = selector  # (the Python object keeps the selector alive)
         self._lock.acquire_read()
         try:
             count = self.count
@@ -198,16 +236,15 @@ class HnswIndex:
                 return np.zeros(0, np.int64), np.zeros(0, np.float32)
             self.searches += 1
             k = min(k, count)
-            if ef > k and ef != self._ef:
-                self._index.set_ef(ef)
-                self._ef = ef
-            try:
-                labels, dist = self._index.knn_query(q, k=k, filter=allowed)
-            except RuntimeError:  # fewer than k reachable (tiny or heavily filtered graph)
-                return np.zeros(0, np.int64), np.zeros(0, np.float32)
+            params.efSearch = max(ef, k)
+            sims, labels = self._index.search(query, k, params=params)
         finally:
             self._lock.release_read()
-        return labels[0].astype(np.int64), (1.0 - dist[0]).astype(np.float32)
+        found = labels[0]
+        if found.shape[0] and found[-1] < 0:  # fewer than k reachable (filtered or tiny)
+            keep = found >= 0
+            return found[keep].astype(np.int64), sims[0][keep]
+        return found.astype(np.int64), sims[0]
 
     # -- persistence -----------------------------------------------------------------------------
 
@@ -215,6 +252,7 @@ class HnswIndex:
     def fingerprint(cat: Catalog, count: int) -> dict[str, object]:
         last = cat.recs[count - 1] if count else None
         return {
+            "format": FORMAT,
             "count": count,
             "dim": cat.dim,
             "last_id": last.id if last else None,
@@ -236,7 +274,7 @@ class HnswIndex:
         try:
             meta = {**self.fingerprint(cat, self.count), "m": self.m,
                     "ef_construction": self.ef_construction}  # fmt: skip
-            self._index.save_index(str(tmp))
+            faiss.write_index(self._index, str(tmp))
         finally:
             self._lock.release_read()
         meta["size"], meta["crc32"] = self._checksum(tmp)
@@ -257,13 +295,16 @@ class HnswIndex:
                         "crc32": meta["crc32"]}  # fmt: skip
             if count > cat.n or meta != expected:
                 return None
-            # hnswlib trusts the bytes it loads: never hand it a torn or foreign file
+            # faiss trusts the bytes it reads: never hand it a torn or foreign file
             if cls._checksum(path) != (meta["size"], meta["crc32"]):
                 log.warning("ignoring saved HNSW index %s: checksum mismatch", path)
                 return None
-            graph = hnswlib.Index(space="ip", dim=int(meta["dim"]))
-            graph.load_index(str(path), max_elements=max(count, 1024))
-            if graph.get_current_count() != count:
+            graph = faiss.read_index(str(path))
+            if (
+                not isinstance(graph, faiss.IndexHNSWSQ)
+                or graph.ntotal != count
+                or graph.d != int(meta["dim"])
+            ):
                 return None
             return cls(int(meta["dim"]), m=int(meta["m"]),
                        ef_construction=int(meta["ef_construction"]), ef_search=ef_search,

@@ -7,6 +7,7 @@ holds the rows.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ import orjson
 from ..index import dense as dense_views
 from ..index.catalog import Catalog
 from ..index.hnsw import HnswIndex
+from ..index.hnsw import bitmap as graph_bitmap
 from ..index.rowmemo import RowMemo
 from ..index.timeline import context, distinct, neighbours
 from ..times import to_datetime
@@ -197,6 +199,51 @@ def _with_vectors(
     return ok, in_graph, rows
 
 
+def _rescored(
+    cat: Catalog, q: np.ndarray, labels: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The graph's candidates scored exactly from the float32 vectors (the graph's own scores
+    come from 8-bit codes), best ``k`` first; a candidate's order among equal scores is the
+    graph's."""
+    if labels.shape[0] == 0:
+        return labels, np.zeros(0, np.float32)
+    assert cat.vectors is not None
+    sims = (cat.vectors[labels] @ q) * cat.inv_norm[labels]
+    return _top(sims, labels, k)
+
+
+def _graph_bitmap(cat: Catalog, ok: np.ndarray, h: int) -> np.ndarray:
+    """The bitmap (faiss's layout) of the graph's rows that ``ok`` allows; kept with a cached
+    (read-only) ``ok``, whose rows cannot change while it is cached."""
+    if ok.flags.writeable:
+        return graph_bitmap(ok[:h])
+    key = id(ok)
+    seen = cat.vec_bits.get(key)
+    if seen is not None and seen[0] is ok and seen[1] == h:
+        return seen[2]
+    bits = graph_bitmap(ok[:h])
+    if len(cat.vec_bits) >= MASK_CACHE:
+        cat.vec_bits.clear()
+    cat.vec_bits[key] = (ok, h, bits)  # holding `ok` keeps its id
+    return bits
+
+
+def filtered_ef(ef: int, want: int, share: float) -> int:
+    """The ef of a bitmap-filtered graph search when ``share`` of the graph's rows are
+    allowed: faiss walks every row but keeps only allowed ones, so about ``ef * share``
+    allowed rows are met; the ef grows with the inverse square root of the share (measured on
+    MiniLM vectors: recall@10 >= 0.95 down to a share of 2%; docs/benchmarks.md), capped at
+    ``FILTERED_EF_MAX``."""
+    return min(FILTERED_EF_MAX, max(ef, want, int(ef / math.sqrt(max(share, 1e-6)))))
+
+
+FILTERED_EF_MAX = 2048
+# the graph proposes RESCORE times the rows wanted (at least k + RESCORE_MIN), each re-scored
+# exactly: the 8-bit codes blur close scores, the float32 vectors do not
+RESCORE = 2
+RESCORE_MIN = 10
+
+
 def vector_candidates(
     cat: Catalog,
     qvec: np.ndarray,
@@ -212,13 +259,15 @@ def vector_candidates(
     :func:`unit_vector`'s result; ``present``: the query's :func:`present_key` and time, when
     it asks at the present).
 
-    Exact while the namespace is small or the filter selective; otherwise the HNSW graph covers
-    its prefix of rows and the rows after the prefix are scanned exactly. A filter over-fetches
-    from the graph by the inverse of its share of the graph's rows, sized for ``need`` rows
-    (default ``k``: fewer than ``k`` may come back when ``need`` is smaller): 1.3 times first,
-    2.5 times if that found fewer than ``need``, then a filtered graph search. A filter asked
-    again at the present whose rows are too many to gather each time, but few enough to scan in
-    less time than that graph search, is searched exactly in a block of its rows' vectors
+    Exact while the namespace is small or the filter selective (few allowed rows: gathered and
+    scanned); otherwise the HNSW graph covers its prefix of rows and the rows after the prefix
+    are scanned exactly. The graph proposes candidates from its 8-bit codes and each is
+    re-scored from the float32 vectors. A filter is passed to the graph as a bitmap that faiss
+    reads in native code while it walks, with an ef widened for the share of rows it allows
+    (:func:`filtered_ef`); should the walk find fewer than ``need`` allowed rows (default
+    ``k``), the allowed rows are scanned exactly. A filter asked again at the present whose
+    rows are too many to gather each time, but few enough to scan in less time than the
+    filtered graph search, is searched exactly in a block of its rows' vectors
     (index/dense.py).
     """
     n = allowed.shape[0]
@@ -235,34 +284,24 @@ def vector_candidates(
         sims = ((cat.vectors[:n] @ q) * cat.inv_norm[:n])[rows]
         return _top(sims, rows, k)
     assert hnsw is not None
+    want = max(RESCORE * k, k + RESCORE_MIN)
     if allowed_in_graph == h == n:  # nothing filtered out, no rows past the graph
-        labels, sims = hnsw.search(q, k, max(hnsw.ef_search, k))
-        if labels.shape[0] < 2 or bool((sims[:-1] >= sims[1:]).all()):
-            return labels, sims  # the graph's order is _top's (a stable sort keeps its ties)
-        return _top(sims, labels, k)
-    share = allowed_in_graph / h
+        labels, _ = hnsw.search(q, want, max(hnsw.ef_search, want))
+        return _rescored(cat, q, labels, k)
     need = k if need is None else min(need, k)
-    # nothing filtered out of the graph: k is what we need; else about 1.3 * need allowed rows
-    # are expected among the first `want`
-    want = k if allowed_in_graph == h else min(h, max(k, int(need / share * 1.3) + 8))
+    share = allowed_in_graph / h
+    ef = filtered_ef(hnsw.ef_search, want, share)
     if present is not None and allowed_in_graph < h:
         count = allowed_in_graph + (int(np.count_nonzero(ok[h:])) if h < n else 0)
-        if count <= dense_views.ROWS_PER_EF * max(hnsw.ef_search, want):
+        if count <= dense_views.ROWS_PER_EF * ef:
             found = cat.dense.search(cat.vectors, cat.inv_norm, *present, ok, count, q, k)
             if found is not None:
                 return found
-    labels, sims = hnsw.search(q, want, max(hnsw.ef_search, want))
-    keep = (labels < h) & ok[np.minimum(labels, n - 1)]
-    if int(np.count_nonzero(keep)) < min(need, allowed_in_graph) and want < h:
-        want = min(h, int(need / share * 2.5) + 16)
-        labels, sims = hnsw.search(q, want, max(hnsw.ef_search, want))
-        keep = (labels < h) & ok[np.minimum(labels, n - 1)]
-        if int(np.count_nonzero(keep)) < min(need, allowed_in_graph) and want < h:
-            labels, sims = hnsw.search(
-                q, k, max(hnsw.ef_search, k), allowed=lambda label: label < h and bool(ok[label])
-            )
-            keep = np.ones(labels.shape[0], bool)
-    g_rows, g_sims = labels[keep], sims[keep]
+    bits = None if allowed_in_graph == h else _graph_bitmap(cat, ok, h)
+    labels, _ = hnsw.search(q, want, ef, bits)
+    if labels.shape[0] < min(need, allowed_in_graph):  # the walk missed allowed rows
+        labels = np.flatnonzero(ok[:h])
+    g_rows, g_sims = _rescored(cat, q, labels, k)
     tail = np.flatnonzero(ok[h:]) + h if h < n else None
     if tail is not None and tail.shape[0]:
         t_rows, t_sims = _exact(cat, q, tail, k)
