@@ -26,8 +26,9 @@ N = 6000
 
 @pytest.fixture
 def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    # 10% of 6,000 rows is 600: over this test's exact-gather cut, under the block's limit
+    # 10% of 6,000 rows is 600: over this test's exact-gather cuts, under the block's limit
     monkeypatch.setattr(executor, "EXACT_GATHER", 256)
+    monkeypatch.setattr(executor, "EXACT_ROWS_PER_EF", 0)
     vecs = spread(N, seed=1)
     with synapsedb.open(tmp_path / "d", durability="os", hnsw_threshold=500) as d:
         mem = d.namespace("n")
@@ -57,7 +58,8 @@ def test_a_filter_asked_again_is_answered_exactly_from_one_block(db) -> None:  #
     allowed = [i for i in range(N) if i % 10 == 3]
     qs = spread(40, seed=2)
     before = graph.searches
-    assert ask(mem, qs[0]) == exact_top(vecs, allowed, qs[0])  # first time: the graph
+    first = ask(mem, qs[0])  # first time: the graph (approximate on these random vectors)
+    assert len(set(first) & set(exact_top(vecs, allowed, qs[0]))) >= 8
     assert graph.searches > before and cat.dense.built == 0
     searches = graph.searches
     for q in qs[1:]:
@@ -66,10 +68,11 @@ def test_a_filter_asked_again_is_answered_exactly_from_one_block(db) -> None:  #
     assert graph.searches == searches  # no graph search since
     assert 0 < cat.dense.nbytes <= cat.dense.max_bytes
     # another filter does not use this block
+    before = graph.searches
     other = mem.query(embedding=qs[1], filter={"b": 4}, k=10, mode="vector", dedup=False)
-    assert [h.content for h in other.hits] == exact_top(
-        vecs, [i for i in range(N) if i % 10 == 4], qs[1]
-    )
+    want = exact_top(vecs, [i for i in range(N) if i % 10 == 4], qs[1])
+    assert len({h.content for h in other.hits} & set(want)) >= 8  # the graph's answer
+    assert graph.searches == before + 1 and cat.dense.built == 1
 
 
 def test_writes_deletes_and_expiry_after_the_block_are_seen(db) -> None:  # type: ignore[no-untyped-def]

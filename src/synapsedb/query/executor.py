@@ -7,7 +7,6 @@ holds the rows.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
@@ -230,14 +229,20 @@ def _graph_bitmap(cat: Catalog, ok: np.ndarray, h: int) -> np.ndarray:
 
 def filtered_ef(ef: int, want: int, share: float) -> int:
     """The ef of a bitmap-filtered graph search when ``share`` of the graph's rows are
-    allowed: faiss walks every row but keeps only allowed ones, so about ``ef * share``
-    allowed rows are met; the ef grows with the inverse square root of the share (measured on
-    MiniLM vectors: recall@10 >= 0.95 down to a share of 2%; docs/benchmarks.md), capped at
-    ``FILTERED_EF_MAX``."""
-    return min(FILTERED_EF_MAX, max(ef, want, int(ef / math.sqrt(max(share, 1e-6)))))
+    allowed. faiss walks every row but keeps only allowed ones: from a share of
+    ``FULL_SHARE`` up the plain ef finds them (recall@10 >= 0.99 on MiniLM vectors at 100,000
+    rows), below it the ef grows as ``(FULL_SHARE / share) ** WIDEN`` (2%: 3.9x, recall 0.99;
+    docs/benchmarks.md), at most ``FILTERED_EF_MAX``."""
+    wide = ef if share >= FULL_SHARE else ef * (FULL_SHARE / max(share, 1e-9)) ** WIDEN
+    return min(FILTERED_EF_MAX, max(ef, want, int(wide)))
 
 
+FULL_SHARE = 0.1
+WIDEN = 0.85
 FILTERED_EF_MAX = 2048
+# exact beats the filtered graph search up to this many allowed rows per unit of its ef
+# (measured at 100,000 MiniLM rows: a gathered row costs about 0.22 us, a unit of ef 2.6-3.3 us)
+EXACT_ROWS_PER_EF = 12
 # the graph proposes RESCORE times the rows wanted (at least k + RESCORE_MIN), each re-scored
 # exactly: the 8-bit codes blur close scores, the float32 vectors do not
 RESCORE = 2
@@ -264,7 +269,8 @@ def vector_candidates(
     are scanned exactly. The graph proposes candidates from its 8-bit codes and each is
     re-scored from the float32 vectors. A filter is passed to the graph as a bitmap that faiss
     reads in native code while it walks, with an ef widened for the share of rows it allows
-    (:func:`filtered_ef`); should the walk find fewer than ``need`` allowed rows (default
+    (:func:`filtered_ef`), unless gathering the allowed rows costs less than that walk
+    (``EXACT_ROWS_PER_EF``); should the walk find fewer than ``need`` allowed rows (default
     ``k``), the allowed rows are scanned exactly. A filter asked again at the present whose
     rows are too many to gather each time, but few enough to scan in less time than the
     filtered graph search, is searched exactly in a block of its rows' vectors
@@ -291,12 +297,14 @@ def vector_candidates(
     need = k if need is None else min(need, k)
     share = allowed_in_graph / h
     ef = filtered_ef(hnsw.ef_search, want, share)
-    if present is not None and allowed_in_graph < h:
+    if allowed_in_graph < h:
         count = allowed_in_graph + (int(np.count_nonzero(ok[h:])) if h < n else 0)
-        if count <= dense_views.ROWS_PER_EF * ef:
+        if present is not None and count <= dense_views.ROWS_PER_EF * ef:
             found = cat.dense.search(cat.vectors, cat.inv_norm, *present, ok, count, q, k)
             if found is not None:
                 return found
+        if count <= EXACT_ROWS_PER_EF * ef:  # fewer rows to gather than graph to walk
+            return _exact(cat, q, np.flatnonzero(ok), k)
     bits = None if allowed_in_graph == h else _graph_bitmap(cat, ok, h)
     labels, _ = hnsw.search(q, want, ef, bits)
     if labels.shape[0] < min(need, allowed_in_graph):  # the walk missed allowed rows
