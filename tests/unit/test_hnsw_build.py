@@ -241,3 +241,33 @@ def test_each_search_has_its_own_ef(tmp_path: Path) -> None:
         assert h.search(q, 10, 50)[0].tolist() == narrow[0].tolist()  # its own ef, not 400
     finally:
         db.close()
+
+
+def test_rows_past_a_short_graph_are_scanned_exactly_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A graph far behind its rows (an open right after a bulk write): the rows it does not
+    hold yet are scanned in place when most of them are allowed, gathered when few are; either
+    way the answer is the exact one over them plus the graph's own."""
+    from synapsedb.query import executor
+
+    monkeypatch.setattr(executor, "EXACT_GATHER", 64)  # 2,500 rows past the graph: "many"
+    vecs = clustered(3000, seed=11)
+    db, cat = _catalog(tmp_path, vecs)
+    try:
+        h = HnswIndex(cat.dim)
+        assert h.extend(cat, 500, chunk=500) == 500
+        for q in clustered(10, seed=12):
+            q = executor.unit_vector(q)
+            for keep in (np.ones(cat.n, bool), np.arange(cat.n) % 5 == 0):  # in place; gathered
+                rows, sims = executor.vector_candidates(cat, q, keep, 10, h, unit=True)
+                past = np.flatnonzero(keep[500:]) + 500
+                best_past = past[np.argsort(-(vecs[past] @ q))[:10]]
+                got = set(rows.tolist())
+                # every row past the graph that belongs in the top 10 is found, exactly scored
+                better = [r for r in best_past if vecs[r] @ q >= sims[-1] - 1e-6]
+                assert set(better) <= got
+                assert np.allclose(sims, vecs[rows] @ q, atol=1e-5)
+                assert all(keep[r] for r in got)
+    finally:
+        db.close()
