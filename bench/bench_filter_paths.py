@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_retrieval
-from common import append_report, git_rev, machine
+from common import append_report
 
 K = 10
 SHARES = (0.001, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
@@ -169,7 +169,7 @@ def main() -> None:
         except ImportError:
             pass
     lines = [
-        f"Machine: {machine()}. Commit {git_rev()}. {a.n:,} MiniLM vectors (bench_retrieval's "
+        f"{a.n:,} MiniLM vectors (bench_retrieval's "
         f"sentences), {nq} queries, k={K}, one thread; faiss HNSW SQ8 M {m}, efConstruction "
         f"{efc} built in {build_s:.0f} s (2 threads); filters keep random rows. Recall@10 "
         f"against exact search over the allowed rows. Re-scored paths ask the graph for {want} "
