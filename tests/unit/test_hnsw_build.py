@@ -271,3 +271,23 @@ def test_rows_past_a_short_graph_are_scanned_exactly_in_place(
                 assert all(keep[r] for r in got)
     finally:
         db.close()
+
+
+def test_a_graph_nobody_searches_catches_up_in_big_chunks(tmp_path: Path) -> None:
+    """Paced chunks hold the lock briefly for the queries' sake; with no query since the
+    previous chunk the builder takes IDLE_ROWS at once (faiss spreads a chunk over its threads
+    only past 100 rows), and goes back to the paced size once a query searched."""
+    from synapsedb.index.hnsw import IDLE_ROWS
+
+    vecs = clustered(2500, seed=13)
+    db, cat = _catalog(tmp_path, vecs)
+    try:
+        h = HnswIndex(cat.dim)
+        assert h.extend(cat, cat.n) == CHUNK_MIN  # the first chunk: paced
+        assert h.extend(cat, cat.n) == IDLE_ROWS  # nobody searched since: big
+        h.search(vecs[0], 5, 50)
+        paced = h.chunk
+        assert paced < IDLE_ROWS and h.extend(cat, cat.n) == paced  # a query came: paced
+        assert h.extend(cat, cat.n) == IDLE_ROWS  # and none since
+    finally:
+        db.close()

@@ -19,7 +19,9 @@ builder holds it only for one chunk at a time. A chunk is added by ``threads`` t
 inserts rows in parallel, each under its own node locks), and its size follows the measured time
 per row so that one hold of the lock stays near ``HOLD_S`` whatever the graph's size and the
 thread count: more threads make the catch-up after a bulk write faster, not the queries' wait
-longer. Labels are catalog row numbers, which are stable across restarts (rows are replayed in
+longer. While no query searches the graph, chunks are at least ``IDLE_ROWS``: faiss spreads a
+chunk over its threads only past 100 rows, so paced chunks of a few dozen rows would build on
+one thread. Labels are catalog row numbers, which are stable across restarts (rows are replayed in
 commit order), so the graph is saved at close and loaded at open when its fingerprint (format,
 count, dimension, last row's id and commit time) still matches.
 """
@@ -40,8 +42,8 @@ import numpy as np
 
 from .catalog import Catalog
 
-__all__ = ["CHUNK_MAX", "CHUNK_MIN", "FORMAT", "HOLD_S", "HnswIndex", "bitmap", "next_chunk",
-           "usable_cores"]  # fmt: skip
+__all__ = ["CHUNK_MAX", "CHUNK_MIN", "FORMAT", "HOLD_S", "IDLE_ROWS", "HnswIndex", "bitmap",
+           "next_chunk", "usable_cores"]  # fmt: skip
 
 log = logging.getLogger("synapsedb.hnsw")
 
@@ -54,6 +56,10 @@ faiss: Any = _faiss
 HOLD_S = 0.025
 CHUNK_MIN = 16  # rows per chunk: the first chunk, and the floor however slow rows get
 CHUNK_MAX = 4096  # rows per chunk: the ceiling however fast rows go (a small graph)
+# rows per chunk while no query searched the graph since the previous chunk: faiss inserts a
+# level's rows on several threads only past 100 of them, and each call costs a pass over every
+# row (its locks), so a graph nobody searches catches up in big chunks on every thread
+IDLE_ROWS = 512
 FORMAT = "faiss-hnsw-sq8"  # what a saved graph holds (a file of another kind is rebuilt)
 TRAIN_MAX = 65_536  # rows the quantiser's ranges are trained on (evenly spread)
 
@@ -156,6 +162,7 @@ class HnswIndex:
         self.threads = min(threads, usable_cores())  # threads one chunk is added with
         self.chunk = CHUNK_MIN  # rows the next extend adds (follows the measured pace)
         self.last_hold_s = 0.0  # how long the latest chunk held the write lock
+        self._searched = -1  # searches at the previous chunk (none since: the graph is idle)
         if _loaded is None:
             self._index = faiss.IndexHNSWSQ(
                 dim, faiss.ScalarQuantizer.QT_8bit, m, faiss.METRIC_INNER_PRODUCT
@@ -188,9 +195,16 @@ class HnswIndex:
 
         The first call trains the quantiser's per-dimension ranges on up to ``TRAIN_MAX``
         rows spread over ``[0, upto)``. ``chunk`` defaults to :attr:`chunk`, which each call
-        re-sizes from its own pace so that one write-lock hold lasts about ``HOLD_S``."""
+        re-sizes from its own pace so that one write-lock hold lasts about ``HOLD_S``, or to
+        at least ``IDLE_ROWS`` when no query searched the graph since the previous call."""
         start = self.count
-        stop = min(upto, start + (self.chunk if chunk is None else max(1, chunk)))
+        if chunk is None:
+            idle = self.searches == self._searched
+            self._searched = self.searches
+            size = max(self.chunk, IDLE_ROWS) if idle else self.chunk
+        else:
+            size = max(1, chunk)
+        stop = min(upto, start + size)
         if stop <= start or cat.vectors is None:
             return 0
         sample = None
@@ -211,7 +225,7 @@ class HnswIndex:
             t2 = time.perf_counter()
             self._lock.release_write()
         self.last_hold_s = t2 - t0
-        if chunk is None:  # the pace of rows alone (t1: after the training)
+        if chunk is None and size == self.chunk:  # the pace of rows alone (t1: after training)
             self.chunk = next_chunk(self.chunk, stop - start, t2 - t1)
         return stop - start
 
