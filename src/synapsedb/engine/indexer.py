@@ -112,7 +112,7 @@ class Indexer:
                                        ef_search=s.hnsw_ef_search,
                                        threads=s.hnsw_build_threads)  # fmt: skip
             if state.hnsw.count < cat.n:
-                state.hnsw.extend(cat, cat.n, stop=lambda: self._stop)  # close ends a rebuild
+                state.hnsw.extend(cat, cat.n)
                 return True
             if cat.keywords.lazy:  # a large namespace loaded at open: its first search is near
                 cat.keywords.catch_up(cat.n, chunk=4096)

@@ -21,9 +21,7 @@ per row so that one hold of the lock stays near ``HOLD_S`` whatever the graph's 
 thread count: more threads make the catch-up after a bulk write faster, not the queries' wait
 longer. While no query searches the graph, chunks are at least ``IDLE_ROWS``: faiss spreads a
 chunk over its threads only past 100 rows, so paced chunks of a few dozen rows would build on
-one thread; and a graph behind by at least its own size while nobody searches it (a bulk write
-into a new or small graph) is built anew off the lock in a few large slices and swapped in, so
-faiss pays its per-call cost a few times, not per chunk. Labels are catalog row numbers, which are stable across restarts (rows are replayed in
+one thread. Labels are catalog row numbers, which are stable across restarts (rows are replayed in
 commit order), so the graph is saved at close and loaded at open when its fingerprint (format,
 count, dimension, last row's id and commit time) still matches.
 """
@@ -36,7 +34,6 @@ import os
 import threading
 import time
 import zlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,11 +60,6 @@ CHUNK_MAX = 4096  # rows per chunk: the ceiling however fast rows go (a small gr
 # level's rows on several threads only past 100 of them, and each call costs a pass over every
 # row (its locks), so a graph nobody searches catches up in big chunks on every thread
 IDLE_ROWS = 512
-# a graph behind by at least its own size (and this many rows) while nobody searches it is
-# built anew off the lock in slices this big, then swapped in: faiss's add pays per call what
-# chunks pay many times over, and the old graph serves queries meanwhile
-REBUILD_MIN = 4096
-REBUILD_SLICE = 65_536
 FORMAT = "faiss-hnsw-sq8"  # what a saved graph holds (a file of another kind is rebuilt)
 TRAIN_MAX = 65_536  # rows the quantiser's ranges are trained on (evenly spread)
 
@@ -172,7 +164,10 @@ class HnswIndex:
         self.last_hold_s = 0.0  # how long the latest chunk held the write lock
         self._searched = -1  # searches at the previous chunk (none since: the graph is idle)
         if _loaded is None:
-            self._index = self._new_graph()
+            self._index = faiss.IndexHNSWSQ(
+                dim, faiss.ScalarQuantizer.QT_8bit, m, faiss.METRIC_INNER_PRODUCT
+            )
+            self._index.hnsw.efConstruction = ef_construction
         else:  # a graph read from a file (load)
             self._index, self.count = _loaded
         self._lock = _RWLock()
@@ -195,68 +190,28 @@ class HnswIndex:
         vecs[~cat.has_vec[rows]] = 0.0
         return np.ascontiguousarray(vecs, dtype=np.float32)
 
-    def _new_graph(self) -> Any:
-        index = faiss.IndexHNSWSQ(
-            self.dim, faiss.ScalarQuantizer.QT_8bit, self.m, faiss.METRIC_INNER_PRODUCT
-        )
-        index.hnsw.efConstruction = self.ef_construction
-        return index
-
-    def _sample(self, cat: Catalog, upto: int) -> np.ndarray:
-        """Up to ``TRAIN_MAX`` unit vectors spread over rows ``[0, upto)``."""
-        picks = np.unique(np.linspace(0, upto - 1, min(upto, TRAIN_MAX)).astype(np.int64))
-        return self._units(cat, picks)
-
-    def _rebuild(self, cat: Catalog, upto: int, stop: Callable[[], bool] | None) -> int:
-        """Build a graph of rows ``[0, upto)`` off the lock (the current one serves meanwhile)
-        in slices of ``REBUILD_SLICE`` rows, then swap it in; returns the rows it adds over the
-        current one (0 when ``stop()`` turned true between two slices: it is dropped)."""
-        start = self.count
-        index = self._new_graph()
-        index.train(self._sample(cat, upto))
-        faiss.omp_set_num_threads(self.threads)  # this thread's parallel regions only
-        for lo in range(0, upto, REBUILD_SLICE):
-            if stop is not None and stop():
-                return 0
-            index.add(self._units(cat, slice(lo, min(upto, lo + REBUILD_SLICE))))
-        self._lock.acquire_write()
-        try:
-            self._index, self.count = index, upto
-        finally:
-            self._lock.release_write()
-        return upto - start
-
-    def extend(
-        self,
-        cat: Catalog,
-        upto: int,
-        chunk: int | None = None,
-        stop: Callable[[], bool] | None = None,
-    ) -> int:
+    def extend(self, cat: Catalog, upto: int, chunk: int | None = None) -> int:
         """Add rows ``[count, min(upto, count + chunk))``; returns how many were added.
 
         The first call trains the quantiser's per-dimension ranges on up to ``TRAIN_MAX``
         rows spread over ``[0, upto)``. ``chunk`` defaults to :attr:`chunk`, which each call
         re-sizes from its own pace so that one write-lock hold lasts about ``HOLD_S``, or to
-        at least ``IDLE_ROWS`` when no query searched the graph since the previous call. A
-        graph that nobody searched since and that is behind by at least its own size (and
-        ``REBUILD_MIN`` rows) is built anew instead (:meth:`_rebuild`; ``stop`` ends that
-        early)."""
+        at least ``IDLE_ROWS`` when no query searched the graph since the previous call."""
         start = self.count
         if chunk is None:
             idle = self.searches == self._searched
             self._searched = self.searches
-            if idle and cat.vectors is not None and upto - start >= max(start, REBUILD_MIN):
-                return self._rebuild(cat, upto, stop)
             size = max(self.chunk, IDLE_ROWS) if idle else self.chunk
         else:
-            self._searched = self.searches
             size = max(1, chunk)
-        end = min(upto, start + size)
-        if end <= start or cat.vectors is None:
+        stop = min(upto, start + size)
+        if stop <= start or cat.vectors is None:
             return 0
-        sample = self._sample(cat, upto) if not self._index.is_trained else None
-        vecs = self._units(cat, slice(start, end))
+        sample = None
+        if not self._index.is_trained:
+            picks = np.unique(np.linspace(0, upto - 1, min(upto, TRAIN_MAX)).astype(np.int64))
+            sample = self._units(cat, picks)
+        vecs = self._units(cat, slice(start, stop))
         self._lock.acquire_write()
         t0 = time.perf_counter()
         try:
@@ -265,14 +220,14 @@ class HnswIndex:
             t1 = time.perf_counter()
             faiss.omp_set_num_threads(self.threads)  # this thread's parallel regions only
             self._index.add(vecs)
-            self.count = end
+            self.count = stop
         finally:
             t2 = time.perf_counter()
             self._lock.release_write()
         self.last_hold_s = t2 - t0
         if chunk is None and size == self.chunk:  # the pace of rows alone (t1: after training)
-            self.chunk = next_chunk(self.chunk, end - start, t2 - t1)
-        return end - start
+            self.chunk = next_chunk(self.chunk, stop - start, t2 - t1)
+        return stop - start
 
     # -- searching -------------------------------------------------------------------------------
 
