@@ -142,10 +142,10 @@ def select(q: dict[str, Any], r: Rule) -> list[dict[str, Any]]:
     kept = [h for h in kept if not (is_turn(h) and h["id"] in sources)]
     if r.order == "cosine":
         kept.sort(key=lambda h: -h["cos"])
-    if r.cap is not None:
-        kept = kept[: r.cap]
     block, used = [], HEADER_TOKENS
     for h in kept:  # recall.render: a line that does not fit is left out, the next tried
+        if r.cap is not None and len(block) >= r.cap:
+            break  # the cap counts the lines in the block, not the lines left out
         if used + h["tok"] <= BUDGET:
             block.append(h)
             used += h["tok"]
@@ -168,16 +168,36 @@ class Score:
                      self.stale[mask])  # fmt: skip
 
     @property
+    def asked(self) -> np.ndarray:
+        """The questions with something to find (the dev set also asks about nothing)."""
+        return ~np.isnan(self.answered)
+
+    @property
     def rate(self) -> float:
-        return float(self.answered.mean()) if self.answered.size else 0.0
+        a = self.answered[self.asked]
+        return float(a.mean()) if a.size else 0.0
 
     @property
     def mean(self) -> float:
-        return float(self.items.mean()) if self.items.size else 0.0
+        n = self.items[self.asked]
+        return float(n.mean()) if n.size else 0.0
 
     @property
     def p90(self) -> float:
-        return float(np.percentile(self.items, 90)) if self.items.size else 0.0
+        n = self.items[self.asked]
+        return float(np.percentile(n, 90)) if n.size else 0.0
+
+    @property
+    def stale_rate(self) -> float:
+        """Share of questions whose block holds a statement a later one replaced."""
+        st = self.stale[self.asked]
+        return float(st.mean()) if st.size else 0.0
+
+    @property
+    def unasked(self) -> float:
+        """Memories injected per question about nothing the user said (mean)."""
+        n = self.items[~self.asked]
+        return float(n.mean()) if n.size else 0.0
 
 
 def score(qs: Sequence[dict[str, Any]], r: Rule) -> Score:
@@ -185,8 +205,8 @@ def score(qs: Sequence[dict[str, Any]], r: Rule) -> Score:
     for q in qs:
         block = select(q, r)
         got = set().union(*(h["covers"] for h in block)) if block else set()
-        targets = set(q["targets"])
-        answered.append(len(got & targets) / len(targets))
+        targets = set(q["targets"])  # none: a question about nothing the user said
+        answered.append(len(got & targets) / len(targets) if targets else math.nan)
         items.append(len(block))
         toks.append(HEADER_TOKENS + sum(h["tok"] for h in block) if block else 0)
         stale.append(any(h["stale"] for h in block))
@@ -199,28 +219,33 @@ def score(qs: Sequence[dict[str, Any]], r: Rule) -> Score:
 
 
 OLD = Rule(t=0.6)  # seed 001's default: threshold 0.6 over the top 10
+RECOMMENDED = Rule(t=0.25, cap=6)
 
 
 def families() -> dict[str, list[Rule]]:
     ts = [round(x, 3) for x in np.arange(0.0, 1.0001, 0.025)]
-    coarse = [0.0, 0.1, 0.2, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7]
-    caps = [1, 2, 3, 4, 5, 6, 8]
+    coarse = [0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7]
+    caps = [1, 2, 3, 4, 5, 6, 7, 8]
     fam: dict[str, list[Rule]] = {
         "threshold": [Rule(t=t) for t in ts],
         "threshold + cap": [Rule(t=t, cap=c) for t in coarse for c in caps],
+        "threshold + minimum k": [Rule(t=t, min_k=m, floor=f, cap=c)
+                                  for t in [0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6]
+                                  for m in [1, 2, 3] for f in [0.0, 0.05, 0.1, 0.2]
+                                  for c in [None, 5, 6, 7, 8]],  # fmt: skip
         "relative to the best": [Rule(t=f, rel=d, cap=c) for f in [0.0, 0.1, 0.2, 0.3, 0.4]
                                  for d in [0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5]
                                  for c in [None, 5, 8]],  # fmt: skip
         "minimum k": [Rule(t=t, min_k=m, floor=f, cap=c) for m in [1, 2, 3, 4, 5]
                       for f in [0.0, 0.05, 0.1, 0.2, 0.3] for t in [0.5, 0.6, 0.7, 0.8, 1.01]
                       for c in [None, 5, 8]],  # fmt: skip
-        "per type": [Rule(t=t, t_turn=tt, t_question=tq, cap=c) for t in [0.2, 0.3, 0.4, 0.5]
-                     for tt in [0.3, 0.4, 0.5, 0.6] for tq in [0.5, 0.6, 0.7, 0.8, 0.9, 1.01]
-                     for c in [None, 4, 5, 6]],  # fmt: skip
+        "per type": [Rule(t=t, t_turn=tt, t_question=tq, cap=c) for t in [0.2, 0.25, 0.3, 0.4]
+                     for tt in [0.25, 0.3, 0.4, 0.5] for tq in [0.5, 0.7, 0.9, 1.01]
+                     for c in [None, 5, 6, 7]],  # fmt: skip
         "per type + minimum k": [Rule(t=t, t_turn=tt, t_question=tq, min_k=m, floor=f, cap=c)
-                                 for t in [0.3, 0.4, 0.5] for tt in [0.4, 0.5, 0.6]
-                                 for tq in [0.7, 0.9, 1.01] for m in [1, 2, 3]
-                                 for f in [0.0, 0.1, 0.2] for c in [4, 5, 6]],  # fmt: skip
+                                 for t in [0.25, 0.3, 0.4] for tt in [0.25, 0.3, 0.4]
+                                 for tq in [0.5, 0.7, 1.01] for m in [1, 2] for f in [0.0, 0.1]
+                                 for c in [5, 6, 7]],  # fmt: skip
         "deeper pool": [Rule(t=t, pool=p, cap=c, order=o) for t in [0.2, 0.3, 0.4, 0.5]
                         for p in [20, 30] for c in [3, 4, 5, 6] for o in ["rank", "cosine"]],  # fmt: skip
     }
@@ -307,14 +332,14 @@ def report(data: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> N
     dev = [data["dev-turns"], data["dev-extracted"]]
     groups = np.array([q["group"] for q in dev[0]])
     fam = families()
-    every = sorted({r for rules in fam.values() for r in rules} | {OLD}, key=repr)
+    every = sorted({r for rules in fam.values() for r in rules} | {OLD, RECOMMENDED}, key=repr)
     t0 = time.perf_counter()
     scores = {r: [score(qs, r) for qs in dev] for r in every}
     print(f"{len(every)} rules scored on the dev set in {time.perf_counter() - t0:.0f} s", flush=True)
     chosen: dict[str, Rule] = {}
     lines = dev_lines(data, fam, scores, groups, chosen)
     lines += corpus_lines(data, fam, scores, chosen)
-    lines += curve_lines(data, fam, scores, args.plot)
+    lines += curve_lines(data, scores, args.plot)
     text = "\n".join(lines) + "\n"
     print(text)
     args.out.write_text(text)
@@ -335,12 +360,13 @@ def dev_lines(data: dict[str, list[dict[str, Any]]], fam: dict[str, list[Rule]],
         "",
         "| rule family | chosen on all users | turns only: injected / memories mean / p90 | "
         "turns + extracted | held out, turns only | held out, turns + extracted | "
-        "stale statement injected (both modes) |",
-        "|---|---|---|---|---|---|---|",
+        "stale statement injected (both modes) | memories for a question about nothing |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     old = scores[OLD]
     lines.append(f"| seed 001's default | {OLD.label()} | {fmt_dev(old[0])} | {fmt_dev(old[1])} "
-                 f"| - | - | {old[0].stale.mean():.1%} / {old[1].stale.mean():.1%} |")  # fmt: skip
+                 f"| - | - | {old[0].stale_rate:.1%} / {old[1].stale_rate:.1%} | "
+                 f"{old[0].unasked:.2f} / {old[1].unasked:.2f} |")  # fmt: skip
     for name, rules in fam.items():
         best = choose(rules, scores, np.ones(n, dtype=bool))
         chosen[name] = best
@@ -348,7 +374,8 @@ def dev_lines(data: dict[str, list[dict[str, Any]]], fam: dict[str, list[Rule]],
         s = scores[best]
         lines.append(f"| {name} | {best.label()} | {fmt_dev(s[0])} | {fmt_dev(s[1])} | "
                      f"{fmt_dev(ho[0])} | {fmt_dev(ho[1])} | "
-                     f"{s[0].stale.mean():.1%} / {s[1].stale.mean():.1%} |")  # fmt: skip
+                     f"{s[0].stale_rate:.1%} / {s[1].stale_rate:.1%} | "
+                     f"{s[0].unasked:.2f} / {s[1].unasked:.2f} |")  # fmt: skip
         distinct = sorted({r.label() for _, r in picks})
         print(f"  {name}: held-out folds chose {len(distinct)} distinct rules: "
               f"{'; '.join(distinct)}", flush=True)  # fmt: skip
@@ -373,9 +400,83 @@ def corpus_lines(data: dict[str, list[dict[str, Any]]], fam: dict[str, list[Rule
     return lines + [""]
 
 
-def curve_lines(data: dict[str, list[dict[str, Any]]], fam: dict[str, list[Rule]],
-                scores: dict[Rule, list[Score]], plot: Path) -> list[str]:  # fmt: skip
-    return []
+CURVE = [round(x, 2) for x in np.arange(0.05, 0.951, 0.05)]
+
+
+def curve_lines(data: dict[str, list[dict[str, Any]]], scores: dict[Rule, list[Score]],
+                plot: Path) -> list[str]:  # fmt: skip
+    """The threshold's whole curve, alone and with the recommended cap, on all four sets; and
+    the plot."""
+    lo, be = data["locomo"], data["beam"]
+    rows: dict[tuple[float, int | None], list[Score]] = {}
+    for cap in (None, RECOMMENDED.cap):
+        for t in CURVE:
+            r = replace(RECOMMENDED, t=t, cap=cap)
+            dev = scores.get(r) or [score(qs, r) for qs in (data["dev-turns"], data["dev-extracted"])]
+            rows[(t, cap)] = [*dev, score(lo, r), score(be, r)]
+    lines = [
+        f"The curve: a threshold on the calibrated similarity over the top 10, alone and with "
+        f"the cap of {RECOMMENDED.cap} memories (dev: statements injected, memories per question "
+        "mean; LoCoMo and BEAM: evidence in the block, tokens per question).",
+        "",
+        "| threshold | cosine | cap | dev turns only | dev turns + extracted | LoCoMo | BEAM |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (t, cap), (st, sx, sl, sb) in rows.items():
+        cos = (math.log(t / (1 - t)) - CALIB_B) / CALIB_A
+        lines.append(f"| {t:.2f} | {cos:.3f} | {cap or '-'} | {st.rate:.1%}, {st.mean:.2f} | "
+                     f"{sx.rate:.1%}, {sx.mean:.2f} | {sl.rate:.3f}, {sl.tokens.mean():.0f} | "
+                     f"{sb.rate:.3f}, {sb.tokens.mean():.0f} |")  # fmt: skip
+    if draw(rows, scores, data, plot):
+        lines += ["", f"![injection curve](img/{plot.name})"]
+    return lines + [""]
+
+
+def draw(rows: dict[tuple[float, int | None], list[Score]], scores: dict[Rule, list[Score]],
+         data: dict[str, list[dict[str, Any]]], plot: Path) -> bool:  # fmt: skip
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no matplotlib in this environment: the curve is the table only")
+        return False
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    old = [*scores[OLD], score(data["locomo"], OLD), score(data["beam"], OLD)]
+    rec = [*scores[RECOMMENDED], score(data["locomo"], RECOMMENDED),
+           score(data["beam"], RECOMMENDED)]  # fmt: skip
+    for cap, style in ((None, "-"), (RECOMMENDED.cap, "--")):
+        tag = "threshold" if cap is None else f"threshold, cap {cap}"
+        pts = [(t, v) for (t, c), v in rows.items() if c == cap]
+        for i, (mode, color) in enumerate((("turns only", "C0"), ("turns + extracted", "C1"))):
+            ax1.plot([v[i].mean for _, v in pts], [v[i].rate for _, v in pts], style, color=color,
+                     marker=".", label=f"dev, {mode}: {tag}")  # fmt: skip
+        for i, (name, color) in ((2, ("LoCoMo dev", "C2")), (3, ("BEAM 100K", "C3"))):
+            ax2.plot([v[i].tokens.mean() for _, v in pts], [v[i].rate for _, v in pts], style,
+                     color=color, marker=".", label=f"{name}: {tag}")  # fmt: skip
+    for ax, idx, x in ((ax1, (0, 1), "mean"), (ax2, (2, 3), "tokens")):
+        for marks, label, m in ((old, "seed 001's default (0.6)", "x"),
+                                (rec, f"recommended ({RECOMMENDED.label()})", "*")):  # fmt: skip
+            xs = [getattr(marks[i], "mean") if x == "mean" else marks[i].tokens.mean() for i in idx]
+            ax.scatter(xs, [marks[i].rate for i in idx], marker=m, s=120, color="k", zorder=5,
+                       label=label)  # fmt: skip
+    ax1.axhline(0.9, color="grey", lw=0.8, ls=":")
+    ax1.axvline(MAX_MEAN, color="grey", lw=0.8, ls=":")
+    ax1.set_xlabel("memories injected per question (mean)")
+    ax1.set_ylabel("statements injected")
+    ax1.set_title("Dev set (153 questions, 8 users)")
+    ax2.set_xlabel("tokens injected per question (mean)")
+    ax2.set_ylabel("evidence turns in the block (mean per question)")
+    ax2.set_title("LoCoMo dev and BEAM 100K")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    plot.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(plot, dpi=110)
+    plt.close(fig)
+    return True
 
 
 if __name__ == "__main__":

@@ -136,7 +136,7 @@ def collect_dev(root: Path, mode: str, path: Path = DEV_DATA) -> list[dict[str, 
                 rec["stale"] = bool(cov & stale)
                 hits.append(rec)
             out.append({"set": f"dev-{mode}", "group": q["entity"], "qid": q["id"],
-                        "query": q["text"], "targets": [q["statement"]], "hits": hits,
+                        "query": q["text"], "targets": [q["statement"]] if q["statement"] else [], "hits": hits,
                         "ingest_s": ingest_s})  # fmt: skip
     finally:
         db.close()
