@@ -33,14 +33,13 @@ Usage: python bench/bench_injection.py [--refresh] [--beam-chats N] [--cache DIR
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -164,8 +163,13 @@ class Score:
     stale: np.ndarray
 
     def where(self, mask: np.ndarray) -> Score:
-        return Score(self.answered[mask], self.items[mask], self.tokens[mask], self.group[mask],
-                     self.stale[mask])  # fmt: skip
+        return Score(
+            self.answered[mask],
+            self.items[mask],
+            self.tokens[mask],
+            self.group[mask],
+            self.stale[mask],
+        )
 
     @property
     def asked(self) -> np.ndarray:
@@ -210,16 +214,20 @@ def score(qs: Sequence[dict[str, Any]], r: Rule) -> Score:
         items.append(len(block))
         toks.append(HEADER_TOKENS + sum(h["tok"] for h in block) if block else 0)
         stale.append(any(h["stale"] for h in block))
-    return Score(np.array(answered, dtype=float), np.array(items, dtype=float),
-                 np.array(toks, dtype=float), np.array([q["group"] for q in qs]),
-                 np.array(stale))  # fmt: skip
+    return Score(
+        np.array(answered, dtype=float),
+        np.array(items, dtype=float),
+        np.array(toks, dtype=float),
+        np.array([q["group"] for q in qs]),
+        np.array(stale),
+    )
 
 
 # -- choosing a family's parameters, and checking the choice leave-one-user-out -------------------
 
 
 OLD = Rule(t=0.6)  # seed 001's default: threshold 0.6 over the top 10
-RECOMMENDED = Rule(t=0.25, cap=6)
+RECOMMENDED = Rule(t=0.25, cap=7)
 
 
 def families() -> dict[str, list[Rule]]:
@@ -229,25 +237,49 @@ def families() -> dict[str, list[Rule]]:
     fam: dict[str, list[Rule]] = {
         "threshold": [Rule(t=t) for t in ts],
         "threshold + cap": [Rule(t=t, cap=c) for t in coarse for c in caps],
-        "threshold + minimum k": [Rule(t=t, min_k=m, floor=f, cap=c)
-                                  for t in [0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6]
-                                  for m in [1, 2, 3] for f in [0.0, 0.05, 0.1, 0.2]
-                                  for c in [None, 5, 6, 7, 8]],  # fmt: skip
-        "relative to the best": [Rule(t=f, rel=d, cap=c) for f in [0.0, 0.1, 0.2, 0.3, 0.4]
-                                 for d in [0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5]
-                                 for c in [None, 5, 8]],  # fmt: skip
-        "minimum k": [Rule(t=t, min_k=m, floor=f, cap=c) for m in [1, 2, 3, 4, 5]
-                      for f in [0.0, 0.05, 0.1, 0.2, 0.3] for t in [0.5, 0.6, 0.7, 0.8, 1.01]
-                      for c in [None, 5, 8]],  # fmt: skip
-        "per type": [Rule(t=t, t_turn=tt, t_question=tq, cap=c) for t in [0.2, 0.25, 0.3, 0.4]
-                     for tt in [0.25, 0.3, 0.4, 0.5] for tq in [0.5, 0.7, 0.9, 1.01]
-                     for c in [None, 5, 6, 7]],  # fmt: skip
-        "per type + minimum k": [Rule(t=t, t_turn=tt, t_question=tq, min_k=m, floor=f, cap=c)
-                                 for t in [0.25, 0.3, 0.4] for tt in [0.25, 0.3, 0.4]
-                                 for tq in [0.5, 0.7, 1.01] for m in [1, 2] for f in [0.0, 0.1]
-                                 for c in [5, 6, 7]],  # fmt: skip
-        "deeper pool": [Rule(t=t, pool=p, cap=c, order=o) for t in [0.2, 0.3, 0.4, 0.5]
-                        for p in [20, 30] for c in [3, 4, 5, 6] for o in ["rank", "cosine"]],  # fmt: skip
+        "threshold + minimum k": [
+            Rule(t=t, min_k=m, floor=f, cap=c)
+            for t in [0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6]
+            for m in [1, 2, 3]
+            for f in [0.0, 0.05, 0.1, 0.2]
+            for c in [None, 5, 6, 7, 8]
+        ],
+        "relative to the best": [
+            Rule(t=f, rel=d, cap=c)
+            for f in [0.0, 0.1, 0.2, 0.3, 0.4]
+            for d in [0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5]
+            for c in [None, 5, 8]
+        ],
+        "minimum k": [
+            Rule(t=t, min_k=m, floor=f, cap=c)
+            for m in [1, 2, 3, 4, 5]
+            for f in [0.0, 0.05, 0.1, 0.2, 0.3]
+            for t in [0.5, 0.6, 0.7, 0.8, 1.01]
+            for c in [None, 5, 8]
+        ],
+        "per type": [
+            Rule(t=t, t_turn=tt, t_question=tq, cap=c)
+            for t in [0.2, 0.25, 0.3, 0.4]
+            for tt in [0.25, 0.3, 0.4, 0.5]
+            for tq in [0.5, 0.7, 0.9, 1.01]
+            for c in [None, 5, 6, 7]
+        ],
+        "per type + minimum k": [
+            Rule(t=t, t_turn=tt, t_question=tq, min_k=m, floor=f, cap=c)
+            for t in [0.25, 0.3, 0.4]
+            for tt in [0.25, 0.3, 0.4]
+            for tq in [0.5, 0.7, 1.01]
+            for m in [1, 2]
+            for f in [0.0, 0.1]
+            for c in [5, 6, 7]
+        ],
+        "deeper pool": [
+            Rule(t=t, pool=p, cap=c, order=o)
+            for t in [0.2, 0.3, 0.4, 0.5]
+            for p in [20, 30]
+            for c in [3, 4, 5, 6]
+            for o in ["rank", "cosine"]
+        ],
     }
     return fam
 
@@ -264,8 +296,9 @@ def choose(rules: Sequence[Rule], scores: dict[Rule, list[Score]], mask: np.ndar
     return max(rules, key=lambda r: objective([s.where(mask) for s in scores[r]]))
 
 
-def held_out(rules: Sequence[Rule], scores: dict[Rule, list[Score]], groups: np.ndarray
-             ) -> tuple[list[Score], list[tuple[str, Rule]]]:  # fmt: skip
+def held_out(
+    rules: Sequence[Rule], scores: dict[Rule, list[Score]], groups: np.ndarray
+) -> tuple[list[Score], list[tuple[str, Rule]]]:
     """Leave one user out: each user's questions scored with the rule chosen on the others."""
     picks = []
     parts: list[list[Score]] = [[] for _ in scores[rules[0]]]
@@ -274,8 +307,15 @@ def held_out(rules: Sequence[Rule], scores: dict[Rule, list[Score]], groups: np.
         picks.append((g, r))
         for i, s in enumerate(scores[r]):
             parts[i].append(s.where(groups == g))
-    merged = [Score(*(np.concatenate([getattr(p, f) for p in ps]) for f in
-                      ("answered", "items", "tokens", "group", "stale"))) for ps in parts]  # fmt: skip
+    merged = [
+        Score(
+            *(
+                np.concatenate([getattr(p, f) for p in ps])
+                for f in ("answered", "items", "tokens", "group", "stale")
+            )
+        )
+        for ps in parts
+    ]
     return merged, picks
 
 
@@ -315,7 +355,9 @@ def load(cache: Path, refresh: bool, beam_chats: int | None) -> dict[str, list[d
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "synapsedb-injection")
+    ap.add_argument(
+        "--cache", type=Path, default=Path(tempfile.gettempdir()) / "synapsedb-injection"
+    )
     ap.add_argument("--refresh", action="store_true", help="collect the hits again")
     ap.add_argument("--beam-chats", type=int, default=None, help="the first N BEAM chats only")
     ap.add_argument("--plot", type=Path, default=ROOT / "docs" / "img" / "injection_curve.png")
@@ -323,8 +365,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     data = load(args.cache, args.refresh, args.beam_chats)
-    print(f"hits loaded in {time.perf_counter() - t0:.0f} s: " +
-          ", ".join(f"{k} {len(v)} questions" for k, v in data.items()), flush=True)  # fmt: skip
+    print(
+        f"hits loaded in {time.perf_counter() - t0:.0f} s: "
+        + ", ".join(f"{k} {len(v)} questions" for k, v in data.items()),
+        flush=True,
+    )
     report(data, args)
 
 
@@ -335,7 +380,9 @@ def report(data: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> N
     every = sorted({r for rules in fam.values() for r in rules} | {OLD, RECOMMENDED}, key=repr)
     t0 = time.perf_counter()
     scores = {r: [score(qs, r) for qs in dev] for r in every}
-    print(f"{len(every)} rules scored on the dev set in {time.perf_counter() - t0:.0f} s", flush=True)
+    print(
+        f"{len(every)} rules scored on the dev set in {time.perf_counter() - t0:.0f} s", flush=True
+    )
     chosen: dict[str, Rule] = {}
     lines = dev_lines(data, fam, scores, groups, chosen)
     lines += corpus_lines(data, fam, scores, chosen)
@@ -345,9 +392,13 @@ def report(data: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> N
     args.out.write_text(text)
 
 
-def dev_lines(data: dict[str, list[dict[str, Any]]], fam: dict[str, list[Rule]],
-              scores: dict[Rule, list[Score]], groups: np.ndarray, chosen: dict[str, Rule]
-              ) -> list[str]:  # fmt: skip
+def dev_lines(
+    data: dict[str, list[dict[str, Any]]],
+    fam: dict[str, list[Rule]],
+    scores: dict[Rule, list[Score]],
+    groups: np.ndarray,
+    chosen: dict[str, Rule],
+) -> list[str]:
     n = len(data["dev-turns"])
     lines = [
         f"Dev set: {n} questions of {len(set(groups))} users (bench/data/injection_dev.json), "
@@ -358,32 +409,43 @@ def dev_lines(data: dict[str, list[dict[str, Any]]], fam: dict[str, list[Rule]],
         "average in both modes; held out: each user scored with the parameters chosen on the "
         "other seven.",
         "",
-        "| rule family | chosen on all users | turns only: injected / memories mean / p90 | "
-        "turns + extracted | held out, turns only | held out, turns + extracted | "
-        "stale statement injected (both modes) | memories for a question about nothing |",
-        "|---|---|---|---|---|---|---|---|",
+        "| rule family | chosen on all users | turns only: injected | memories mean / p90 | "
+        "turns + extracted: injected | memories mean / p90 | held out, turns only | "
+        "memories | held out, turns + extracted | memories | stale statement injected "
+        "(turns / + extracted) | memories for a question about nothing |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     old = scores[OLD]
-    lines.append(f"| seed 001's default | {OLD.label()} | {fmt_dev(old[0])} | {fmt_dev(old[1])} "
-                 f"| - | - | {old[0].stale_rate:.1%} / {old[1].stale_rate:.1%} | "
-                 f"{old[0].unasked:.2f} / {old[1].unasked:.2f} |")  # fmt: skip
+    lines.append(
+        f"| seed 001's default | {OLD.label()} | {fmt_dev(old[0])} | {fmt_dev(old[1])} "
+        f"| - | - | - | - | {old[0].stale_rate:.1%} / {old[1].stale_rate:.1%} | "
+        f"{old[0].unasked:.2f} / {old[1].unasked:.2f} |"
+    )
     for name, rules in fam.items():
         best = choose(rules, scores, np.ones(n, dtype=bool))
         chosen[name] = best
         ho, picks = held_out(rules, scores, groups)
         s = scores[best]
-        lines.append(f"| {name} | {best.label()} | {fmt_dev(s[0])} | {fmt_dev(s[1])} | "
-                     f"{fmt_dev(ho[0])} | {fmt_dev(ho[1])} | "
-                     f"{s[0].stale_rate:.1%} / {s[1].stale_rate:.1%} | "
-                     f"{s[0].unasked:.2f} / {s[1].unasked:.2f} |")  # fmt: skip
+        lines.append(
+            f"| {name} | {best.label()} | {fmt_dev(s[0])} | {fmt_dev(s[1])} | "
+            f"{fmt_dev(ho[0])} | {fmt_dev(ho[1])} | "
+            f"{s[0].stale_rate:.1%} / {s[1].stale_rate:.1%} | "
+            f"{s[0].unasked:.2f} / {s[1].unasked:.2f} |"
+        )
         distinct = sorted({r.label() for _, r in picks})
-        print(f"  {name}: held-out folds chose {len(distinct)} distinct rules: "
-              f"{'; '.join(distinct)}", flush=True)  # fmt: skip
-    return lines + [""]
+        print(
+            f"  {name}: held-out folds chose {len(distinct)} distinct rules: {'; '.join(distinct)}",
+            flush=True,
+        )
+    return [*lines, ""]
 
 
-def corpus_lines(data: dict[str, list[dict[str, Any]]], fam: dict[str, list[Rule]],
-                 scores: dict[Rule, list[Score]], chosen: dict[str, Rule]) -> list[str]:  # fmt: skip
+def corpus_lines(
+    data: dict[str, list[dict[str, Any]]],
+    fam: dict[str, list[Rule]],
+    scores: dict[Rule, list[Score]],
+    chosen: dict[str, Rule],
+) -> list[str]:
     lo, be = data["locomo"], data["beam"]
     lines = [
         f"LoCoMo dev ({len(lo)} questions, turns through remember) and BEAM 100K ({len(be)} "
@@ -397,14 +459,15 @@ def corpus_lines(data: dict[str, list[dict[str, Any]]], fam: dict[str, list[Rule
     ]
     for name, r in [("seed 001's default", OLD), *chosen.items()]:
         lines.append(f"| {name}: {r.label()} | {fmt_ev(score(lo, r))} | {fmt_ev(score(be, r))} |")
-    return lines + [""]
+    return [*lines, ""]
 
 
 CURVE = [round(x, 2) for x in np.arange(0.05, 0.951, 0.05)]
 
 
-def curve_lines(data: dict[str, list[dict[str, Any]]], scores: dict[Rule, list[Score]],
-                plot: Path) -> list[str]:  # fmt: skip
+def curve_lines(
+    data: dict[str, list[dict[str, Any]]], scores: dict[Rule, list[Score]], plot: Path
+) -> list[str]:
     """The threshold's whole curve, alone and with the recommended cap, on all four sets; and
     the plot."""
     lo, be = data["locomo"], data["beam"]
@@ -412,7 +475,9 @@ def curve_lines(data: dict[str, list[dict[str, Any]]], scores: dict[Rule, list[S
     for cap in (None, RECOMMENDED.cap):
         for t in CURVE:
             r = replace(RECOMMENDED, t=t, cap=cap)
-            dev = scores.get(r) or [score(qs, r) for qs in (data["dev-turns"], data["dev-extracted"])]
+            dev = scores.get(r) or [
+                score(qs, r) for qs in (data["dev-turns"], data["dev-extracted"])
+            ]
             rows[(t, cap)] = [*dev, score(lo, r), score(be, r)]
     lines = [
         f"The curve: a threshold on the calibrated similarity over the top 10, alone and with "
@@ -424,16 +489,22 @@ def curve_lines(data: dict[str, list[dict[str, Any]]], scores: dict[Rule, list[S
     ]
     for (t, cap), (st, sx, sl, sb) in rows.items():
         cos = (math.log(t / (1 - t)) - CALIB_B) / CALIB_A
-        lines.append(f"| {t:.2f} | {cos:.3f} | {cap or '-'} | {st.rate:.1%}, {st.mean:.2f} | "
-                     f"{sx.rate:.1%}, {sx.mean:.2f} | {sl.rate:.3f}, {sl.tokens.mean():.0f} | "
-                     f"{sb.rate:.3f}, {sb.tokens.mean():.0f} |")  # fmt: skip
+        lines.append(
+            f"| {t:.2f} | {cos:.3f} | {cap or '-'} | {st.rate:.1%}, {st.mean:.2f} | "
+            f"{sx.rate:.1%}, {sx.mean:.2f} | {sl.rate:.3f}, {sl.tokens.mean():.0f} | "
+            f"{sb.rate:.3f}, {sb.tokens.mean():.0f} |"
+        )
     if draw(rows, scores, data, plot):
         lines += ["", f"![injection curve](img/{plot.name})"]
-    return lines + [""]
+    return [*lines, ""]
 
 
-def draw(rows: dict[tuple[float, int | None], list[Score]], scores: dict[Rule, list[Score]],
-         data: dict[str, list[dict[str, Any]]], plot: Path) -> bool:  # fmt: skip
+def draw(
+    rows: dict[tuple[float, int | None], list[Score]],
+    scores: dict[Rule, list[Score]],
+    data: dict[str, list[dict[str, Any]]],
+    plot: Path,
+) -> bool:
     try:
         import matplotlib
 
@@ -444,23 +515,41 @@ def draw(rows: dict[tuple[float, int | None], list[Score]], scores: dict[Rule, l
         return False
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
     old = [*scores[OLD], score(data["locomo"], OLD), score(data["beam"], OLD)]
-    rec = [*scores[RECOMMENDED], score(data["locomo"], RECOMMENDED),
-           score(data["beam"], RECOMMENDED)]  # fmt: skip
+    rec = [
+        *scores[RECOMMENDED],
+        score(data["locomo"], RECOMMENDED),
+        score(data["beam"], RECOMMENDED),
+    ]
     for cap, style in ((None, "-"), (RECOMMENDED.cap, "--")):
         tag = "threshold" if cap is None else f"threshold, cap {cap}"
         pts = [(t, v) for (t, c), v in rows.items() if c == cap]
         for i, (mode, color) in enumerate((("turns only", "C0"), ("turns + extracted", "C1"))):
-            ax1.plot([v[i].mean for _, v in pts], [v[i].rate for _, v in pts], style, color=color,
-                     marker=".", label=f"dev, {mode}: {tag}")  # fmt: skip
+            ax1.plot(
+                [v[i].mean for _, v in pts],
+                [v[i].rate for _, v in pts],
+                style,
+                color=color,
+                marker=".",
+                label=f"dev, {mode}: {tag}",
+            )
         for i, (name, color) in ((2, ("LoCoMo dev", "C2")), (3, ("BEAM 100K", "C3"))):
-            ax2.plot([v[i].tokens.mean() for _, v in pts], [v[i].rate for _, v in pts], style,
-                     color=color, marker=".", label=f"{name}: {tag}")  # fmt: skip
+            ax2.plot(
+                [v[i].tokens.mean() for _, v in pts],
+                [v[i].rate for _, v in pts],
+                style,
+                color=color,
+                marker=".",
+                label=f"{name}: {tag}",
+            )
     for ax, idx, x in ((ax1, (0, 1), "mean"), (ax2, (2, 3), "tokens")):
-        for marks, label, m in ((old, "seed 001's default (0.6)", "x"),
-                                (rec, f"recommended ({RECOMMENDED.label()})", "*")):  # fmt: skip
-            xs = [getattr(marks[i], "mean") if x == "mean" else marks[i].tokens.mean() for i in idx]
-            ax.scatter(xs, [marks[i].rate for i in idx], marker=m, s=120, color="k", zorder=5,
-                       label=label)  # fmt: skip
+        for marks, label, m in (
+            (old, "seed 001's default (0.6)", "x"),
+            (rec, f"recommended ({RECOMMENDED.label()})", "*"),
+        ):
+            xs = [marks[i].mean if x == "mean" else marks[i].tokens.mean() for i in idx]
+            ax.scatter(
+                xs, [marks[i].rate for i in idx], marker=m, s=120, color="k", zorder=5, label=label
+            )
     ax1.axhline(0.9, color="grey", lw=0.8, ls=":")
     ax1.axvline(MAX_MEAN, color="grey", lw=0.8, ls=":")
     ax1.set_xlabel("memories injected per question (mean)")

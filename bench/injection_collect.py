@@ -72,8 +72,11 @@ def hit_record(h: Any, rank: int, covers: Sequence[Any]) -> dict[str, Any]:
         "ends_q": text.endswith("?"),
         "dups": list(h.duplicates),
         # the turn memories this hit is one item with (an extracted memory and its sources)
-        "turns": ([turn_memory_id(f"session:{md.get('session')}", t) for t in src]
-                  if isinstance(src, list) else [h.id]),  # fmt: skip
+        "turns": (
+            [turn_memory_id(f"session:{md.get('session')}", t) for t in src]
+            if isinstance(src, list)
+            else [h.id]
+        ),
         "covers": sorted(set(covers)),
     }
 
@@ -110,8 +113,10 @@ def collect_dev(root: Path, mode: str, path: Path = DEV_DATA) -> list[dict[str, 
                         msgs.append({"role": "assistant", "content": ex["assistant"], "ts": ts})
                     mems = None
                     if mode == "extracted":
-                        mems = [{"type": m["type"], "content": m["content"]}
-                                for m in ex.get("memories", [])]  # fmt: skip
+                        mems = [
+                            {"type": m["type"], "content": m["content"]}
+                            for m in ex.get("memories", [])
+                        ]
                     r = ns.remember(msgs, entity=entity, session=s["session"], memories=mems)
                     user_mem = turn_memory_id(r.stream, r.turns[0])
                     covers.setdefault(user_mem, set()).update(ex.get("states", []))
@@ -135,9 +140,17 @@ def collect_dev(root: Path, mode: str, path: Path = DEV_DATA) -> list[dict[str, 
                 rec["asks"] = sorted(set().union(*(asks.get(i, set()) for i in ids)))
                 rec["stale"] = bool(cov & stale)
                 hits.append(rec)
-            out.append({"set": f"dev-{mode}", "group": q["entity"], "qid": q["id"],
-                        "query": q["text"], "targets": [q["statement"]] if q["statement"] else [], "hits": hits,
-                        "ingest_s": ingest_s})  # fmt: skip
+            out.append(
+                {
+                    "set": f"dev-{mode}",
+                    "group": q["entity"],
+                    "qid": q["id"],
+                    "query": q["text"],
+                    "targets": [q["statement"]] if q["statement"] else [],
+                    "hits": hits,
+                    "ingest_s": ingest_s,
+                }
+            )
     finally:
         db.close()
     return out
@@ -169,9 +182,17 @@ def collect_locomo(root: Path, data: Path = locomo.DEFAULT_DATA) -> list[dict[st
                     rec["asks"] = []
                     rec["stale"] = False
                     hits.append(rec)
-                out.append({"set": "locomo", "group": ing.conv.name, "qid": f"{ing.conv.name}:{j}",
-                            "query": q.text, "targets": sorted(set(q.evidence)),
-                            "category": q.category, "hits": hits})  # fmt: skip
+                out.append(
+                    {
+                        "set": "locomo",
+                        "group": ing.conv.name,
+                        "qid": f"{ing.conv.name}:{j}",
+                        "query": q.text,
+                        "targets": sorted(set(q.evidence)),
+                        "category": q.category,
+                        "hits": hits,
+                    }
+                )
     finally:
         db.close()
     return out
@@ -180,8 +201,9 @@ def collect_locomo(root: Path, data: Path = locomo.DEFAULT_DATA) -> list[dict[st
 # -- BEAM 100K -----------------------------------------------------------------------------------
 
 
-def collect_beam(root: Path, chats: int | None = None, data: Path = beam.DEFAULT_DATA,
-                 cache: Path | None = None) -> list[dict[str, Any]]:  # fmt: skip
+def collect_beam(
+    root: Path, chats: int | None = None, data: Path = beam.DEFAULT_DATA, cache: Path | None = None
+) -> list[dict[str, Any]]:
     """BEAM through remember; one file per chat in ``cache`` (a chat's ingest is minutes)."""
     loaded = beam.load_dataset(data)
     if chats is not None:
@@ -213,8 +235,10 @@ def collect_beam(root: Path, chats: int | None = None, data: Path = beam.DEFAULT
                         if len(raw) > 32_000:
                             text = raw[:32_000].decode(errors="ignore")
                             cut += 1
-                        t = {"role": m.role if m.role in ("user", "assistant") else "user",
-                             "content": text or "(empty)"}  # fmt: skip
+                        t = {
+                            "role": m.role if m.role in ("user", "assistant") else "user",
+                            "content": text or "(empty)",
+                        }
                         if m.ts is not None:
                             t["ts"] = m.ts
                         turns.append(t)
@@ -232,12 +256,24 @@ def collect_beam(root: Path, chats: int | None = None, data: Path = beam.DEFAULT
                     rec["asks"] = []
                     rec["stale"] = False
                     hits.append(rec)
-                rows.append({"set": "beam", "group": chat.name, "qid": f"{chat.name}:{j}",
-                             "query": q.text, "targets": sorted(q.evidence), "ability": q.ability,
-                             "hits": hits, "cut": cut, "ingest_s": ingest_s})  # fmt: skip
-            print(f"  beam chat {chat.name}: {len(chat.messages)} messages ({cut} cut to 32,000 "
-                  f"bytes), {len(chat.questions)} questions, ingest+index {ingest_s:.0f} s",
-                  flush=True)  # fmt: skip
+                rows.append(
+                    {
+                        "set": "beam",
+                        "group": chat.name,
+                        "qid": f"{chat.name}:{j}",
+                        "query": q.text,
+                        "targets": sorted(q.evidence),
+                        "ability": q.ability,
+                        "hits": hits,
+                        "cut": cut,
+                        "ingest_s": ingest_s,
+                    }
+                )
+            print(
+                f"  beam chat {chat.name}: {len(chat.messages)} messages ({cut} cut to 32,000 "
+                f"bytes), {len(chat.questions)} questions, ingest+index {ingest_s:.0f} s",
+                flush=True,
+            )
         finally:
             db.close()
         if done is not None:
