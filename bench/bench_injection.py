@@ -48,6 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import injection_collect as collect
+from common import git_rev, machine
 
 CALIB_A, CALIB_B = 7.97, -2.56  # LoopSettings' calibration (bench_agentic.py --calibrate)
 REPEAT_COSINE = 0.95  # a hit this close to the question repeats it (the lead's rule (c))
@@ -377,19 +378,80 @@ def report(data: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> N
     dev = [data["dev-turns"], data["dev-extracted"]]
     groups = np.array([q["group"] for q in dev[0]])
     fam = families()
-    every = sorted({r for rules in fam.values() for r in rules} | {OLD, RECOMMENDED}, key=repr)
+    extra = {OLD, RECOMMENDED, replace(RECOMMENDED, t=0.4)}
+    every = sorted({r for rules in fam.values() for r in rules} | extra, key=repr)
     t0 = time.perf_counter()
     scores = {r: [score(qs, r) for qs in dev] for r in every}
     print(
         f"{len(every)} rules scored on the dev set in {time.perf_counter() - t0:.0f} s", flush=True
     )
     chosen: dict[str, Rule] = {}
-    lines = dev_lines(data, fam, scores, groups, chosen)
-    lines += corpus_lines(data, fam, scores, chosen)
-    lines += curve_lines(data, scores, args.plot)
+    body = dev_lines(data, fam, scores, groups, chosen)
+    body += corpus_lines(data, fam, scores, chosen)
+    body += curve_lines(data, scores, args.plot)
+    lines = [
+        "## Recall's injection rule: dev set, LoCoMo dev, BEAM 100K",
+        "",
+        f"Machine: {machine()}. Commit {git_rev()}. Command: `python bench/bench_injection.py`.",
+        "",
+        *summary(data, scores, groups),
+        *body,
+    ]
     text = "\n".join(lines) + "\n"
     print(text)
     args.out.write_text(text)
+
+
+def summary(
+    data: dict[str, list[dict[str, Any]]], scores: dict[Rule, list[Score]], groups: np.ndarray
+) -> list[str]:
+    """The recommendation and its numbers, next to seed 001's default."""
+    rec, old = scores[RECOMMENDED], scores[OLD]
+    lo = [score(data["locomo"], r) for r in (OLD, RECOMMENDED)]
+    be = [score(data["beam"], r) for r in (OLD, RECOMMENDED)]
+    per_user = [rec[0].where(groups == g).rate for g in sorted(set(groups))]
+    met = all(s.rate >= 0.9 and s.mean <= MAX_MEAN for s in rec)
+    return [
+        f"Recommended default: **keep a hit when its calibrated similarity is at least "
+        f"{RECOMMENDED.t:g} (cosine {(math.log(RECOMMENDED.t / (1 - RECOMMENDED.t)) - CALIB_B) / CALIB_A:.3f}), "
+        f"over the top {RECOMMENDED.pool} hybrid hits, in their order, and inject at most "
+        f"{RECOMMENDED.cap} memories** (after leaving out acknowledgements and repeats of the "
+        "request, and counting an extracted memory and its source turn once), within the "
+        f"1,000-token budget. Seed 001's default was a threshold of {OLD.t:g} and no cap.",
+        "",
+        "| | seed 001's default | recommended |",
+        "|---|---|---|",
+        f"| dev, turns only: statements injected | {old[0].rate:.1%} | **{rec[0].rate:.1%}** |",
+        f"| dev, turns + extracted: statements injected | {old[1].rate:.1%} | "
+        f"**{rec[1].rate:.1%}** |",
+        f"| dev: memories per question, mean / p90 (turns only; + extracted) | "
+        f"{old[0].mean:.2f} / {old[0].p90:.0f}; {old[1].mean:.2f} / {old[1].p90:.0f} | "
+        f"{rec[0].mean:.2f} / {rec[0].p90:.0f}; {rec[1].mean:.2f} / {rec[1].p90:.0f} |",
+        f"| dev: memories for a question about nothing the user said (mean) | "
+        f"{old[0].unasked:.2f}; {old[1].unasked:.2f} | {rec[0].unasked:.2f}; {rec[1].unasked:.2f} |",
+        f"| LoCoMo dev: evidence in the block / tokens / memories per question | "
+        f"{lo[0].rate:.3f} / {lo[0].tokens.mean():.0f} / {lo[0].mean:.1f} | "
+        f"{lo[1].rate:.3f} / {lo[1].tokens.mean():.0f} / {lo[1].mean:.1f} |",
+        f"| BEAM 100K: evidence in the block / tokens / memories per question | "
+        f"{be[0].rate:.3f} / {be[0].tokens.mean():.0f} / {be[0].mean:.1f} | "
+        f"{be[1].rate:.3f} / {be[1].tokens.mean():.0f} / {be[1].mean:.1f} |",
+        "",
+        f"Target (at least 90% of statements injected, at most {MAX_MEAN:g} memories per "
+        f"question on average, on the dev set at the defaults, both modes): "
+        f"**{'met' if met else 'missed'}**. Per user (turns only) the share injected ranges "
+        f"{min(per_user):.0%} to {max(per_user):.0%}.",
+        "",
+        "The trade-off, for docs/proxy.md: the low threshold lets a fact phrased unlike the "
+        f'question through ("The user lives in Lisbon" for "Where do I live?", cosine '
+        f"0.29), so {rec[0].rate:.0%} of what users said comes back at the defaults instead of "
+        f"{old[0].rate:.0%}; the price is about {rec[0].mean - old[0].mean:.0f} more memories "
+        f"per question ({lo[1].tokens.mean() - lo[0].tokens.mean():.0f} more tokens on LoCoMo), "
+        f"and {rec[0].unasked:.1f} loosely related memories even for a question that needs none. "
+        f"A higher `SYNAPSEDB_LOOP_THRESHOLD` (0.4: {scores[replace(RECOMMENDED, t=0.4)][0].rate:.0%}"
+        f" injected, {scores[replace(RECOMMENDED, t=0.4)][0].mean:.1f} memories) trades recall "
+        "for a shorter prompt; the cap bounds the block however many memories a user has.",
+        "",
+    ]
 
 
 def dev_lines(
