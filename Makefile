@@ -98,9 +98,13 @@ llm-server: install $(LLM_STAMP)
 # LoCoMo dev, remember/recall latency and, with make test-llm's local model (.venv-llm; skipped
 # without it), extraction throughput and a 30-question LoCoMo QA run. Minutes on 2 cores.
 # BENCH_AGENTIC_ARGS picks parts, e.g. "--qa --base-url http://host:8000/v1 --model NAME".
+# Then recall's injection rule (bench/bench_injection.py): the dev set, LoCoMo dev and BEAM 100K
+# through remember, about 25 minutes the first time (BEAM's ingest), seconds once the hits are
+# cached under /tmp/synapsedb-injection; writes bench/injection_results.md.
 .PHONY: bench-agentic
 bench-agentic: install
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_agentic.py $(BENCH_AGENTIC_ARGS)
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_injection.py
 
 # The agent-state API's benchmarks (docs/benchmarks.md; not part of make bench, ~15 min): store
 # and retrieval latency at 10,000 states, similar-state recall against JSON-as-text, and the
