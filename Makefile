@@ -23,7 +23,7 @@ serve: install
 test: install redis-server nodejs
 	$(PY) -m pytest -q
 
-# The unit tests alone (about a minute): what CI also runs on the other supported Pythons.
+# The unit tests alone (about two minutes): what CI also runs on the other supported Pythons.
 test-fast: install
 	$(PY) -m pytest -q tests/unit
 
