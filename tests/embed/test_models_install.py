@@ -44,7 +44,7 @@ def test_the_cli_says_the_command(
     code = cli.main(["write", "user:1", "prefers email", "--data", str(tmp_path / "d")])
     err = capsys.readouterr().err
     assert code == 2
-    assert err.startswith("error [model_missing]: the local embedding model is not installed")
+    assert "error [model_missing]: the local embedding model is not installed" in err
     assert "`synapsedb models install`" in err
 
 
