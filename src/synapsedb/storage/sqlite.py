@@ -8,6 +8,7 @@ is commit order, so replaying them rebuilds every version chain.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
 import sqlite3
@@ -116,14 +117,24 @@ class SQLiteStorage:
             if not checkpoint(self._conn, 0) and self._wal_size():
                 self._erasure_pending = True
         except sqlite3.Error as exc:
+            self._close_after_failed_open()
             raise self._failures.error(
                 f"cannot open {self.path}: {exc}", exc, path=str(self.path)
             ) from exc
+        except BaseException:  # a schema this version cannot read, ...: nothing stays open
+            self._close_after_failed_open()
+            raise
         self._readers = LoadReaders(
             self.path, BUSY_TIMEOUT_MS,
             lambda message, exc: self._failures.error(message, exc, path=str(self.path)),
             _MEM_COLUMNS, _FACT_COLUMNS, _EVENT_COLUMNS,
         )  # fmt: skip
+
+    def _close_after_failed_open(self) -> None:
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
 
     @property
     def schema_version(self) -> int:
