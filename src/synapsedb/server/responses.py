@@ -67,20 +67,26 @@ def _text_content(content: Any, where: str) -> Any:
     parts: list[dict[str, Any]] = []
     for j, part in enumerate(content):
         at = f"{where}.content[{j}]"
-        kind = part.get("type") if isinstance(part, Mapping) else None
-        if kind in TEXT_PARTS and isinstance(part.get("text"), str):  # type: ignore[union-attr]
-            parts.append({"type": "text", "text": part["text"]})  # type: ignore[index]
-        elif kind == "input_image" and isinstance(part.get("image_url"), str):  # type: ignore[union-attr]
-            image = {"url": part["image_url"]}  # type: ignore[index]
-            if isinstance(part.get("detail"), str):  # type: ignore[union-attr]
-                image["detail"] = part["detail"]  # type: ignore[index]
+        if not isinstance(part, Mapping):
+            raise _fail(at, "a content part (an object with a type)", part)
+        kind = part.get("type")
+        if kind in TEXT_PARTS:
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise _fail(f"{at}.text", "a string", text)
+            parts.append({"type": "text", "text": text})
+        elif kind == "input_image":
+            url = part.get("image_url")
+            if not isinstance(url, str):
+                raise _fail(f"{at}.image_url", "a string", url)
+            image = {"url": url}
+            if isinstance(part.get("detail"), str):
+                image["detail"] = part["detail"]
             parts.append({"type": "image_url", "image_url": image})
         else:
-            raise ValidationError(
-                f"{at}.type: expected input_text, output_text or input_image (with its text "
-                f"or image_url), got {kind!r}",
-                field=f"{at}.type",
-            )  # fmt: skip
+            got = repr(kind[:100]) if isinstance(kind, str) else json_type(kind)
+            raise ValidationError(f"{at}.type: expected input_text, output_text or "
+                                  f"input_image, got {got}", field=f"{at}.type")  # fmt: skip
     if all(p["type"] == "text" for p in parts):
         return "".join(p["text"] for p in parts)
     return parts
