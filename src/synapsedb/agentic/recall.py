@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import EmbeddingError, SynapseError, ValidationError
 from ..types import Recalled, Recollection
 from .extract import Chat
+from .render import render, tokens
 from .resolve import current
 from .settings import LoopSettings
 
@@ -98,12 +99,6 @@ REWRITE_SYSTEM = ("Rewrite the user's last message as one standalone search quer
                   "what it refers to, using the earlier messages. Answer only the query.")  # fmt: skip
 
 
-def tokens(text: str) -> int:
-    """An estimate of the tokens ``text`` costs a model: 4 bytes of UTF-8 per token, rounded
-    up (close for English with BPE tokenizers; no tokenizer is loaded for this)."""
-    return (len(text.encode()) + 3) // 4
-
-
 def similarity(cosine: float, settings: LoopSettings) -> float:
     """The calibrated similarity (0..1) of an embedding cosine (see LoopSettings)."""
     z = settings.calib_a * cosine + settings.calib_b
@@ -160,31 +155,6 @@ def _rewrite_llm(llm: Chat, messages: Sequence[Mapping[str, Any]]) -> str:
                             {"role": "user", "content": convo}], REWRITE_SCHEMA,
                            name="query", max_tokens=200)  # fmt: skip
     return " ".join(str(answer.get("query", "")).split())[:MAX_QUERY_CHARS]
-
-
-def render(
-    entity: str | None, memories: Sequence[Recollection], budget: int
-) -> tuple[str, int, list[Recollection]]:
-    """The context block, its token estimate and the memories in it: those that do not fit
-    are left out (they come ranked, so the best ones stay)."""
-    if not memories:
-        return "", 0, []
-    head = f"Memories about {entity}" if entity else "Relevant memories"
-    lines = [head + " (cite by id):"]
-    used = tokens(lines[0]) + 1
-    shown: list[Recollection] = []
-    for m in memories:
-        when = f", since {m.valid_from.date().isoformat()}" if m.valid_from else ""
-        line = f"- [{m.id}] ({m.type}{when}, {m.ts.date().isoformat()}) {m.content}"
-        cost = tokens(line) + 1
-        if used + cost > budget:
-            continue
-        lines.append(line)
-        shown.append(m)
-        used += cost
-    if not shown:
-        return "", 0, []
-    return "\n".join(lines), used, shown
 
 
 def recall(
