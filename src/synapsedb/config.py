@@ -254,8 +254,9 @@ class LLMSettings:
     max_retries: int = field(
         default=2,
         metadata={
-            "doc": "retries after the first attempt on connection errors, timeouts, 408, 429 "
-            "and 5xx (0: none)"
+            "doc": "retries after the first attempt when the upstream cannot be working on "
+            "the request: no connection, 408, 429, 503 (never after a timeout waiting for the "
+            "answer, nor another 5xx); 0: none"
         },
     )
     backoff_base_s: float = field(

@@ -34,10 +34,10 @@ __all__ = [
     "check_query_text",
     "check_ttl",
     "check_types",
-    "is_internal_entity",
     "check_vector",
     "check_version",
     "dump_json",
+    "is_internal_entity",
     "memory_input",
     "memory_patch",
 ]

@@ -350,15 +350,28 @@ def test_chat_json_refuses_unusable_schemas_and_names(
 # -- retries -----------------------------------------------------------------------------------
 
 
-def test_5xx_is_retried_with_jittered_exponential_backoff(
+def test_refusals_are_retried_with_jittered_exponential_backoff(
     make: Callable[..., Client], upstream: ScriptedUpstream, fake_time: FakeTime
 ) -> None:
-    upstream.push(Reply.error(503), Reply.error(502), Reply.error(500), "finally")
+    upstream.push(Reply.error(503), Reply.error(429), Reply.error(503), "finally")
     reply = make(max_retries=3, backoff_base_s=0.5, backoff_cap_s=1.5).chat(USER)
     assert reply.content == "finally"
     # random() = 0.5 times min(cap, base * 2**n): 0.5*0.5, 0.5*1.0, 0.5*1.5 (capped)
     assert fake_time.sleeps == [0.25, 0.5, 0.75]
     assert len(upstream.requests) == 4
+
+
+@pytest.mark.parametrize("status", [500, 502, 504])
+def test_a_5xx_that_may_have_done_the_work_is_not_retried(
+    make: Callable[..., Client], upstream: ScriptedUpstream, fake_time: FakeTime, status: int
+) -> None:
+    upstream.push(Reply.error(status, "boom"), "never sent")
+    client = make(max_retries=3, breaker_failures=2)
+    with pytest.raises(UpstreamError, match=f"answered {status}: boom [(]not retried") as err:
+        client.chat(USER)
+    assert (err.value.status, err.value.attempts, err.value.breaker_open) == (status, 1, False)
+    assert fake_time.sleeps == [] and len(upstream.requests) == 1 and upstream.pending == 1
+    assert client.breaker_state == BreakerState.CLOSED  # one failure counted of two
 
 
 def test_retry_after_is_honoured(
@@ -384,10 +397,10 @@ def test_a_retry_after_longer_than_the_cap_is_not_waited_for(
 def test_retries_run_out(
     make: Callable[..., Client], upstream: ScriptedUpstream, fake_time: FakeTime
 ) -> None:
-    upstream.push(*[Reply.error(500, "boom")] * 3)
-    with pytest.raises(UpstreamError, match="answered 500: boom") as err:
+    upstream.push(*[Reply.error(503, "busy")] * 3)
+    with pytest.raises(UpstreamError, match=r"answered 503: busy \(gave up after 3") as err:
         make(max_retries=2).chat(USER)
-    assert (err.value.status, err.value.attempts, err.value.breaker_open) == (500, 3, False)
+    assert (err.value.status, err.value.attempts, err.value.breaker_open) == (503, 3, False)
     assert len(fake_time.sleeps) == 2 and len(upstream.requests) == 3
 
 
@@ -412,12 +425,16 @@ def test_an_upstream_408_is_a_timeout_and_retried(
     assert fake_time.sleeps == [0.25]
 
 
-def test_a_dropped_connection_is_retried(
+def test_a_connection_dropped_after_the_request_is_not_retried(
     make: Callable[..., Client], upstream: ScriptedUpstream, fake_time: FakeTime
 ) -> None:
-    upstream.push(Reply.dropped(), "back again")
-    assert make().chat(USER).content == "back again"
-    assert len(fake_time.sleeps) == 1 and len(upstream.requests) == 2
+    """The upstream had the whole request: it may have crashed on it (a second one would crash
+    it again) or still be working behind a gateway."""
+    upstream.push(Reply.dropped(), "never sent")
+    with pytest.raises(UpstreamError, match="connection broke before the answer") as err:
+        make(max_retries=2).chat(USER)
+    assert err.value.attempts == 1 and "not retried" in err.value.message
+    assert fake_time.sleeps == [] and len(upstream.requests) == 1
 
 
 def test_an_unreachable_upstream_is_an_upstream_error(
@@ -430,14 +447,39 @@ def test_an_unreachable_upstream_is_an_upstream_error(
     assert err.value.attempts == 2 and len(fake_time.sleeps) == 1
 
 
-def test_a_slow_upstream_times_out_and_is_retried(
+def test_a_read_timeout_is_not_retried_the_model_is_still_generating(
     make: Callable[..., Client], upstream: ScriptedUpstream, fake_time: FakeTime
 ) -> None:
+    """A cold local model still writing its first answer: a second request would run beside
+    it and double the load (it was retried twice, a 134 s first answer)."""
     upstream.push(Reply.slow(60), Reply.slow(60))  # cut short when the upstream closes
-    with pytest.raises(UpstreamError, match="timed out") as err:
-        make(timeout_s=0.2, max_retries=1).chat(USER)
-    assert err.value.attempts == 2 and len(upstream.requests) == 2
-    assert len(fake_time.sleeps) == 1
+    with pytest.raises(UpstreamError, match="timed out waiting for the answer") as err:
+        make(timeout_s=0.2, max_retries=2).chat(USER)
+    assert "not retried" in err.value.message and err.value.attempts == 1
+    assert len(upstream.requests) == 1 and fake_time.sleeps == [] and upstream.pending == 1
+
+
+def test_a_request_that_could_not_connect_in_time_is_retried(
+    make: Callable[..., Client], fake_time: FakeTime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing reached the upstream: safe to send again."""
+    import httpx
+
+    sent: list[str] = []
+
+    def refuse(self: Any, request: httpx.Request) -> httpx.Response:
+        sent.append(str(request.url))
+        raise httpx.ConnectTimeout("connect timed out", request=request)
+
+    monkeypatch.setattr(httpx.HTTPTransport, "handle_request", refuse)
+
+    async def refuse_async(self: Any, request: httpx.Request) -> httpx.Response:
+        return refuse(self, request)
+
+    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", refuse_async)
+    with pytest.raises(UpstreamError, match=r"timed out \(ConnectTimeout\) \(gave up after 3"):
+        make(max_retries=2).chat(USER)
+    assert len(sent) == 3 and len(fake_time.sleeps) == 2
 
 
 # -- circuit breaker ---------------------------------------------------------------------------
