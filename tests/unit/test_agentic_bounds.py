@@ -8,6 +8,7 @@ real loopback socket; it records what it was sent.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,3 +110,23 @@ def test_an_extraction_that_times_out_waiting_is_not_sent_again(
     finally:
         llm.close()
     assert len(upstream.chat_requests()) == 1 and upstream.pending == 1
+
+
+def test_a_failed_jobs_recorded_error_does_not_name_the_upstream(
+    db: Database, upstream: ScriptedUpstream
+) -> None:
+    """Any reader of the namespace can read the jobs' facts: the error kept there is the
+    tenant-safe message (the operator's log has the address)."""
+    llm = with_loop(db, upstream)
+    upstream.push(Reply.error(500, f"crashed serving {upstream.base_url}"))
+    try:
+        mem = db.namespace("acme")
+        mem.remember([{"role": "user", "content": "I moved to Lisbon last month."}],
+                     entity="user:ada", session="s1")  # fmt: skip
+        assert db.memory_loop is not None
+        db.memory_loop.run_pending(mem)
+    finally:
+        llm.close()
+    stored = json.dumps([f.value for f in mem.facts("synapsedb:jobs")])
+    assert "LLM upstream: answered 500: crashed serving [upstream]" in stored
+    assert "127.0.0.1" not in stored and str(upstream.port) not in stored

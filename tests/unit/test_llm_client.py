@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
+import dataclasses
+import json
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -588,7 +591,51 @@ def test_a_password_in_the_base_url_never_shows(make: Callable[..., Client]) -> 
     with pytest.raises(UpstreamError) as err:
         client.chat(USER)
     assert "hunter2-pw" not in str(err.value) and "hunter2-pw" not in repr(client)
-    assert f"127.0.0.1:{port}/v1" in str(err.value)
+    assert "127.0.0.1" not in str(err.value) and f"127.0.0.1:{port}/v1" in repr(client)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        Reply.error(500, "boom at {url}/chat/completions"),
+        Reply.error(503, "busy"),
+        Reply(body=b"<html>bad gateway at {url}</html>"),
+        Reply.dropped(),
+        Reply.slow(30),
+    ],
+    ids=["500-echoing-the-url", "503", "not-a-completion", "dropped", "timeout"],
+)
+def test_an_upstream_error_never_names_the_operators_upstream(
+    make: Callable[..., Client], upstream: ScriptedUpstream, caplog: pytest.LogCaptureFixture,
+    failure: Reply,
+) -> None:  # fmt: skip
+    """Its message reaches tenants (the proxy's 502, a job's recorded error): the address is
+    the operator's, and is in the operator's log only."""
+    body = failure.body
+    if isinstance(body, dict):
+        body = json.loads(json.dumps(body).replace("{url}", upstream.base_url))
+    elif isinstance(body, bytes):
+        body = body.replace(b"{url}", upstream.base_url.encode())
+    upstream.push(dataclasses.replace(failure, body=body))
+    client = make(max_retries=0, timeout_s=0.3)
+    with (
+        caplog.at_level(logging.WARNING, logger="synapsedb.llm"),
+        pytest.raises(UpstreamError) as err,
+    ):
+        client.chat(USER)
+    shown = f"{err.value} {err.value.details}"
+    assert str(upstream.port) not in shown and "127.0.0.1" not in shown, shown
+    assert str(err.value).startswith("LLM upstream: ")
+    assert upstream.base_url in caplog.text  # the operator's log names it
+    upstream.push("ok")
+    client.chat(USER)  # closes the breaker's count for the next case
+    with pytest.raises(UpstreamError, match="circuit breaker") as err:
+        opened = make(max_retries=0, breaker_failures=1)
+        upstream.push(Reply.error(503))
+        with contextlib.suppress(UpstreamError):
+            opened.chat(USER)
+        opened.chat(USER)
+    assert "127.0.0.1" not in str(err.value)
 
 
 # -- settings ----------------------------------------------------------------------------------

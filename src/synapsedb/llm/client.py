@@ -196,7 +196,8 @@ class AsyncChatClient(_Base):
         """Send the caller's own chat-completions request ``body`` as it is (the memory proxy),
         with the configured ``model`` when it names none, this client's API key, timeouts,
         retries and breaker. Answers a :class:`~synapsedb.llm.forward.Completion` (not
-        streamed, or a 4xx the request caused, passed on as it is) or, for ``"stream": true``,
+        streamed, or a 4xx the request caused: its body without the API key or the upstream's
+        address) or, for ``"stream": true``,
         a :class:`~synapsedb.llm.forward.ChunkStream` over the upstream's events, opened once
         its 2xx status has arrived: retries happen only before that. UpstreamError when the
         upstream fails first; ValidationError (nothing sent) when ``body`` is not a
@@ -217,7 +218,7 @@ class AsyncChatClient(_Base):
         finally:
             await resp.aclose()
         try:
-            return forward.completion(resp, self._session.error)
+            return forward.completion(resp, self._session.error, self._session.redact.hide_bytes)
         except UpstreamError:
             self._session.breaker.fail()
             raise

@@ -4,7 +4,8 @@ memory proxy (``POST /v1/namespaces/{ns}/chat/completions``) sends on.
 :meth:`AsyncChatClient.forward <synapsedb.llm.client.AsyncChatClient.forward>` answers one of
 
 - :class:`Completion`: a whole answer (the request did not stream, or the upstream answered a
-  4xx the caller caused, such as an unknown model), with the upstream's bytes and its JSON;
+  4xx the caller caused, such as an unknown model), with the upstream's bytes and its JSON
+  (a 4xx's with the server's API key and the upstream's address taken out);
 - :class:`ChunkStream`: an async iterator over the upstream's server-sent events, each a
   :class:`Chunk` holding the exact bytes of its ``data`` and their JSON, so the proxy can
   re-emit them unchanged and accumulate the answer's text as they pass.
@@ -245,9 +246,15 @@ def is_stream(response: httpx.Response) -> bool:
     return media == "text/event-stream"
 
 
-def completion(response: httpx.Response, error: Callable[..., UpstreamError]) -> Completion:
-    """A read answer as a Completion; a 2xx that is not a JSON object is UpstreamError."""
-    raw = response.content
+def completion(
+    response: httpx.Response,
+    error: Callable[..., UpstreamError],
+    hide: Callable[[bytes], bytes] = lambda raw: raw,
+) -> Completion:
+    """A read answer as a Completion; a 2xx that is not a JSON object is UpstreamError. The
+    body of a refusal (3xx, 4xx) goes through ``hide`` (the server's key and upstream address
+    taken out: the caller sees it); a 2xx is kept byte for byte."""
+    raw = response.content if response.status_code < 300 else hide(response.content)
     try:
         body = json.loads(raw)
     except ValueError:

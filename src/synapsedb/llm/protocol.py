@@ -79,8 +79,14 @@ class Session:
         return out
 
     def error(self, message: str, **details: Any) -> UpstreamError:
-        return wire.upstream_error(f"LLM upstream {self.redact.url}: {message}", self.redact,
-                                   **details)  # fmt: skip
+        """An UpstreamError for ``message``, which names the upstream only as "LLM upstream":
+        its message reaches tenants (the proxy's answers, a job's recorded error), so the
+        operator's address and key are taken out. The operator's log gets it with the
+        address (at DEBUG when an open breaker refused the call: no request was made)."""
+        quiet = details.get("breaker_open") and not details.get("attempts")
+        log.log(logging.DEBUG if quiet else logging.WARNING, "LLM upstream %s: %s",
+                self.redact.url, self.redact(message))  # fmt: skip
+        return wire.upstream_error(f"LLM upstream: {message}", self.redact, **details)
 
     def downgrade(self, mode: str) -> str:
         """The mode after ``mode``, remembered for later calls unless another call already

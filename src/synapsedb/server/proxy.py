@@ -36,7 +36,7 @@ from ..errors import NotFoundError, SynapseError, UpstreamError, ValidationError
 from ..ids import new_memory_id
 from ..llm import AsyncChatClient, Chunk, ChunkStream
 from ..types import Recalled
-from ..validation import ID_RE, check_entity, check_namespace
+from ..validation import check_entity, check_namespace
 from .wire import agent_of, encoder, error_headers
 
 __all__ = ["Proxy", "Turn", "openai_error"]
@@ -97,10 +97,10 @@ class Turn:
     agent: str | None
 
 
-def answer_id(given: Any, prefix: str) -> str:
-    """The upstream's id when it is a valid answer id, else a new one."""
-    if isinstance(given, str) and ID_RE.match(given):
-        return given
+def answer_id(prefix: str) -> str:
+    """A new id to record an answer under (``X-SynapseDB-Answer-Id``). Never the upstream's:
+    an upstream may repeat its ids or make them guessable, and the first answer recorded under
+    one would take the lineage of the others, or a request could take another's."""
     return f"{prefix}-sdb-{new_memory_id(time.time_ns() // 1000)}"
 
 

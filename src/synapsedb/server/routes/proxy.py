@@ -33,7 +33,8 @@ def _headers(ident: str, recalled: Any) -> dict[str, str]:
 
 def _refused(answer: Completion) -> Response:
     """A 4xx of the upstream: the caller's request was at fault (an unknown model, a bad
-    parameter), passed on as it is; a refused API key is the server's problem (502)."""
+    parameter), passed on with its status (its body without the server's API key or the
+    upstream's address: llm.forward); a refused API key is the server's problem (502)."""
     if answer.status in (401, 403):
         raise UpstreamError(
             f"LLM upstream refused the server's credentials ({answer.status}): check "
@@ -55,12 +56,12 @@ async def chat_completions(request: Request, ns: Namespace) -> Response:
     if isinstance(answer, Completion):
         if answer.status >= 300:
             return _refused(answer)
-        ident = answer_id((answer.body or {}).get("id"), "chatcmpl")
+        ident = answer_id("chatcmpl")
         proxy.finish(ns, turn, recalled, answer.text, ident, said)
         return Response(answer.raw, media_type=answer.content_type,
                         headers=_headers(ident, recalled))  # fmt: skip
     first, rest = await first_chunk(answer)
-    ident = answer_id(first.id, "chatcmpl")
+    ident = answer_id("chatcmpl")
     return StreamingResponse(
         relay(proxy, ns, turn, recalled, answer, first, rest, ident, said),
         media_type="text/event-stream", headers=_headers(ident, recalled),
