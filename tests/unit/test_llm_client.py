@@ -667,6 +667,8 @@ def test_settings_from_env() -> None:
     [({"base_url": "localhost:8080"}, "base_url"), ({"max_retries": -1}, "max_retries"),
      ({"timeout_s": 0}, "timeout_s"), ({"backoff_cap_s": float("inf")}, "backoff_cap_s"),
      ({"breaker_failures": 0}, "breaker_failures"), ({"structured_output": "xml"}, "structured_output"),
+     ({"proxy_max_tokens": 0}, "proxy_max_tokens"), ({"proxy_tenant_calls": True},
+     "proxy_tenant_calls"), ({"max_connections": 2.5}, "max_connections"),
      ({"nonsense": 1}, "nonsense")],
 )  # fmt: skip
 def test_settings_refuse_bad_values(change: dict[str, Any], field: str) -> None:

@@ -163,12 +163,15 @@ def chat_json(
         )  # fmt: skip
 
 
-def forward(session: Session, body: dict[str, Any]) -> Steps[tuple[httpx.Response, int]]:
+def forward(
+    session: Session, body: dict[str, Any], breaker: CircuitBreaker | None = None
+) -> Steps[tuple[httpx.Response, int]]:
     """Send a caller's request body as it is (the memory proxy), retried like any call: the
     first answer that is not an upstream failure (a 2xx, or a 4xx the request caused) and the
-    attempts made; UpstreamError when none comes (see :func:`_send`)."""
+    attempts made; UpstreamError when none comes (see :func:`_send`). ``breaker``: the one
+    this caller's failures count in (the proxy keeps one per tenant), else the session's."""
     _require_configured(session)
-    return (yield from _send(session, body))
+    return (yield from _send(session, body, breaker))
 
 
 def _structured_value(
@@ -245,7 +248,9 @@ def _describe(outcome: Outcome) -> str:
     return f"the connection broke before the answer ({type(outcome).__name__}: {outcome})"
 
 
-def _send(session: Session, body: dict[str, Any]) -> Steps[tuple[httpx.Response, int]]:
+def _send(
+    session: Session, body: dict[str, Any], breaker: CircuitBreaker | None = None
+) -> Steps[tuple[httpx.Response, int]]:
     """Send ``body`` until an answer that is not an upstream failure: a 2xx, or a 4xx other
     than 408 and 429 (our request is at fault: retrying cannot help). Only failures after
     which the upstream cannot be working on the request are retried (:func:`_resendable`: no
@@ -254,7 +259,7 @@ def _send(session: Session, body: dict[str, Any]) -> Steps[tuple[httpx.Response,
     response and the number of attempts made; raises UpstreamError at once for any other
     failure (a timeout waiting for the answer, another 5xx), and when retries are exhausted,
     the wait asked for is too long, or the breaker is open."""
-    settings, breaker = session.settings, session.breaker
+    settings, breaker = session.settings, breaker or session.breaker
     attempts = 0
     while True:
         admitted, probe = breaker.admit()

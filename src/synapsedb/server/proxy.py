@@ -37,6 +37,7 @@ from ..ids import new_memory_id
 from ..llm import AsyncChatClient, Chunk, ChunkStream
 from ..types import Recalled
 from ..validation import check_entity, check_namespace
+from .proxy_tenants import Slot, Tenants
 from .wire import agent_of, encoder, error_headers
 
 __all__ = ["Proxy", "Turn", "openai_error"]
@@ -193,6 +194,7 @@ class Proxy:
         self.db = db
         self.namespace = check_namespace(namespace)
         self.client = client or AsyncChatClient(llm or LLMSettings())
+        self.tenants = Tenants(self.client.settings)  # each tenant's breaker and share of calls
         self.warnings = Warnings()
         self.pending: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, response id) -> record
         # a few lanes, so that the commits of several answers share group commits; the work
@@ -208,14 +210,24 @@ class Proxy:
 
     def status(self) -> dict[str, Any]:
         """For /readyz and /metrics: the upstream model (``absent``: none configured, ``ok``,
-        ``unavailable``: its circuit breaker is open) and the memory work that failed after
-        answers, by kind (recall, record, chain, remember)."""
+        ``unavailable``: the circuit breaker of every tenant that called it is open), the
+        tenants whose breaker is open, the upstream calls in flight, and the memory work that
+        failed after answers, by kind (recall, record, chain, remember)."""
+        states = self.tenants.states()
+        opened = sum(1 for s in states if s == "open")
         if not self.client.configured:
             upstream = "absent"
         else:
-            upstream = "unavailable" if self.client.breaker_state == "open" else "ok"
+            upstream = "unavailable" if states and opened == len(states) else "ok"
         return {"upstream": upstream, "memory_failures": dict(self.warnings.counts),
-                "backlog": len(self._queued)}  # fmt: skip
+                "backlog": len(self._queued), "breakers_open": opened,
+                "calls": self.tenants.calls()}  # fmt: skip
+
+    def enter(self, request: Request) -> Slot:
+        """A place for one upstream call of the request's tenant (its key's; with auth off,
+        the one tenant), or a 429 when the tenant has its share in flight."""
+        key = getattr(request.state, "key", None)
+        return self.tenants.enter(key.tenant if key is not None else "")
 
     def require_upstream(self) -> None:
         """503 in OpenAI's shape when no upstream model is configured."""
@@ -385,6 +397,12 @@ class ProxyMetrics(Collector):
         for kind in self.KINDS:
             failed.add_metric([kind], st["memory_failures"].get(kind, 0))
         yield failed
+        yield GaugeMetricFamily("synapsedb_proxy_breakers_open",
+                                "Tenants whose circuit breaker for the upstream model is open",
+                                value=st["breakers_open"])  # fmt: skip
+        yield GaugeMetricFamily("synapsedb_proxy_upstream_calls",
+                                "Calls of the memory proxy to the upstream model in flight, "
+                                "every tenant's", value=st["calls"])  # fmt: skip
 
 
 async def first_chunk(stream: ChunkStream) -> tuple[Chunk, AsyncIterator[Chunk]]:

@@ -23,6 +23,7 @@ from ..engine import Namespace
 from ..errors import NotFoundError, UpstreamError, ValidationError
 from ..ids import new_memory_id
 from ..llm import Chunk, ChunkStream
+from ..llm.forward import check_output_limit
 from ..types import Recalled
 from ..validation import check_key
 from .proxy import CHAIN_ENTITY, Proxy, Turn
@@ -127,8 +128,9 @@ def _number(body: Mapping[str, Any], name: str, low: float, high: float) -> floa
     return value
 
 
-def parse(body: Mapping[str, Any]) -> ResponsesRequest:
-    """A Responses API body, checked (400 naming the field: unknown fields included)."""
+def parse(body: Mapping[str, Any], max_tokens: int | None = None) -> ResponsesRequest:
+    """A Responses API body, checked (400 naming the field: unknown fields included, and a
+    ``max_output_tokens`` over ``max_tokens``, the server's cap)."""
     for name in body:
         if name not in FIELDS:
             raise ValidationError(f"{name}: not supported by the memory proxy; supported: "
@@ -145,10 +147,8 @@ def parse(body: Mapping[str, Any]) -> ResponsesRequest:
         if (number := _number(body, name, low, high)) is not None:
             opts[name] = number
     most = body.get("max_output_tokens")
+    check_output_limit(most, "max_output_tokens", max_tokens)
     if most is not None:
-        if isinstance(most, bool) or not isinstance(most, int) or most < 1:
-            raise ValidationError("max_output_tokens: expected a positive integer",
-                                  field="max_output_tokens")  # fmt: skip
         opts["max_tokens"] = most
     if body.get("user") is not None:
         opts["user"] = body["user"]
