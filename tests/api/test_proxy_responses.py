@@ -40,10 +40,15 @@ def test_a_chain_of_responses_carries_its_turns_and_its_memories(proxy: ProxyEnv
                      ("assistant", "Your budget is $3000."), ("user", "And in euros?")]  # fmt: skip
     assert one.body["model"] == two.body["model"] == "gpt-test" and not one.stream
     proxy.drain()
-    # the chain is stored durably in the namespace, under the entity it was about
-    stored = proxy.call("GET", "/facts", params={"entity": CHAIN, "key": first.id}).json()
-    assert stored["value"]["entity"] == "user:hana" and stored["value"]["session"] == first.id
-    assert stored["value"]["output"] == "Your budget is $3000."
+    # the chain is stored durably in the namespace: the record an event about its user in
+    # the session's companion stream, found by the response id
+    where = proxy.call("GET", "/facts", params={"entity": CHAIN, "key": first.id}).json()
+    assert where["value"]["stream"] == f"synapsedb:session:{first.id}"
+    (stored,) = proxy.call("GET", "/events", params={"stream": where["value"]["stream"],
+                                                     "start": where["value"]["event"],
+                                                     "limit": 1}).json()  # fmt: skip
+    assert stored["entity"] == "user:hana" and stored["data"]["session"] == first.id
+    assert stored["data"]["output"] == "Your budget is $3000."
     # both turns went to one session, the chain's, under the entity of its first response
     said = proxy.call("GET", "/events", params={"stream": f"session:{first.id}"}).json()
     assert [e["content"] for e in said] == ["What is my budget for the Hawaii trip?",

@@ -38,6 +38,7 @@ from ..llm import AsyncChatClient, Chunk, ChunkStream
 from ..types import Recalled
 from ..validation import check_entity, check_namespace
 from .proxy_tenants import Slot, Tenants
+from .response_records import save_record
 from .wire import agent_of, encoder, error_headers
 
 __all__ = ["Proxy", "Turn", "openai_error"]
@@ -51,8 +52,6 @@ ANSWER_HEADER = "X-SynapseDB-Answer-Id"
 MEMORIES_HEADER = "X-SynapseDB-Memories"
 AGENT = "proxy"
 LANES = 4  # threads storing what was said after the answers
-CHAIN_ENTITY = "synapsedb:responses"  # the Responses API's records: one KV fact per response
-RESPONSE_TTL_S = 30 * 86_400  # as long as OpenAI keeps a stored response
 TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
          404: "not_found_error", 408: "invalid_request_error", 409: "conflict_error",
          413: "invalid_request_error", 415: "invalid_request_error", 429: "rate_limit_error",
@@ -283,9 +282,10 @@ class Proxy:
         said: Sequence[Mapping[str, Any]],
         record: tuple[str, dict[str, Any]] | None = None,
     ) -> None:
-        """After a complete answer, in the background: record it (lineage), store the
-        response's record (``record``: its id and value, Responses API) and remember the
-        turns ``said`` and the answer. Never raises; failures are logged."""
+        """After a complete answer, in the background: remember the turns ``said`` and the
+        answer, record the answer (lineage) as about the entity and the session, and store the
+        response's record (``record``: its id and value, Responses API). Never raises;
+        failures are logged."""
         if record is not None:
             self.pending[(ns.name, record[0])] = record[1]
         if self._closed:
@@ -305,17 +305,21 @@ class Proxy:
         said: Sequence[Mapping[str, Any]],
         record: tuple[str, dict[str, Any]] | None,
     ) -> None:
+        session = self._remember(ns, turn, answer, said)
+        # the answer is about the user and the session: a purge of either erases its text
+        about = [turn.entity, *([f"session:{session}"] if session else [])]
         try:
             qids = [recalled.query_id] if recalled is not None and recalled.query_id else []
             cited = [m.id for m in recalled.memories] if recalled is not None else []
             try:
-                ns.record_answer(answer_id, qids, cited=cited, text=answer, agent=turn.agent)
+                ns.record_answer(answer_id, qids, cited=cited, text=answer, agent=turn.agent,
+                                 entities=about)  # fmt: skip
             except NotFoundError as exc:
                 # a recall in a namespace that did not exist yet found nothing and logged no
                 # query (namespaces come from writes): the answer is recorded without it
                 if exc.details.get("field") != "query_ids" or cited:
                     raise
-                ns.record_answer(answer_id, [], text=answer, agent=turn.agent)
+                ns.record_answer(answer_id, [], text=answer, agent=turn.agent, entities=about)
         except Exception as exc:
             self.warnings.warn("record", f"answer {answer_id} not recorded: "
                                f"{type(exc).__name__}: {exc}")  # fmt: skip
@@ -327,16 +331,25 @@ class Proxy:
                                    f"{type(exc).__name__}: {exc}")  # fmt: skip
             finally:
                 self.pending.pop((ns.name, record[0]), None)
+
+    def _remember(self, ns: Namespace, turn: Turn, answer: str,
+                  said: Sequence[Mapping[str, Any]]) -> str | None:  # fmt: skip
+        """Hand the turns to the memory loop; the session they went to (the turn's, else the
+        loop's default) or None when nothing was remembered."""
         loop = self.db.memory_loop
         turns = [*said, {"role": "assistant", "content": answer}] if answer else list(said)
         turns = [fit_turn(t) for t in turns]
         if loop is None or not turns:
-            return
+            return turn.session
         try:
-            loop.remember(ns, turns, entity=turn.entity, session=turn.session, agent=turn.agent)
+            done = loop.remember(ns, turns, entity=turn.entity, session=turn.session,
+                                 agent=turn.agent)  # fmt: skip
         except Exception as exc:
             self.warnings.warn("remember", f"turns of {turn.entity!r} not remembered: "
                                f"{type(exc).__name__}: {exc}")  # fmt: skip
+            return turn.session
+        session = getattr(done, "session", None)
+        return session if isinstance(session, str) else turn.session
 
     def drain(self) -> None:
         """Wait until the background work queued so far is done (tests, shutdown)."""
@@ -351,28 +364,6 @@ class Proxy:
         self._closed = True
         await anyio.to_thread.run_sync(self._shutdown)
         await self.client.aclose()
-
-
-def save_record(ns: Namespace, ident: str, record: dict[str, Any]) -> None:
-    """Store a response's record durably; a record over the namespace's value limit keeps the
-    end of each long turn (the start is cut first, halving until it fits)."""
-    keep = 1 << 20
-    while True:
-        try:
-            ns.set(CHAIN_ENTITY, ident, _cut(record, keep), ttl=RESPONSE_TTL_S, agent="proxy")
-            return
-        except ValidationError as exc:
-            if exc.details.get("field") != "value" or keep < 64:
-                raise
-            keep //= 2
-
-
-def _cut(record: dict[str, Any], keep: int) -> dict[str, Any]:
-    def short(text: Any) -> Any:
-        return text[-keep:] if isinstance(text, str) and len(text) > keep else text
-
-    turns = [{**t, "content": short(t.get("content"))} for t in record.get("input", [])]
-    return {**record, "input": turns, "output": short(record.get("output"))}
 
 
 class ProxyMetrics(Collector):

@@ -3,9 +3,9 @@ chat-completions call upstream: ``input`` (a string or message items), ``instruc
 ``previous_response_id``, ``stream`` (``response.created`` ... ``response.output_text.delta``
 ... ``response.completed``).
 
-Each response is stored in its namespace as a KV fact of the reserved entity
-``synapsedb:responses`` (key: the response id, kept RESPONSE_TTL_S): its entity, session, the
-turns it was given and its answer, and the response it continued. A request naming
+Each response's record (its entity, session, the turns it was given and its answer, and the
+response it continued) is stored where a purge of its user or of its session erases it
+(:mod:`synapsedb.server.response_records`). A request naming
 ``previous_response_id`` gets that chain's turns back in front of its own; one without still
 gets the entity's long-term memories through recall.
 """
@@ -20,13 +20,14 @@ from typing import Any
 import anyio
 
 from ..engine import Namespace
-from ..errors import NotFoundError, UpstreamError, ValidationError
+from ..errors import UpstreamError, ValidationError
 from ..ids import new_memory_id
 from ..llm import Chunk, ChunkStream
 from ..llm.forward import check_output_limit
 from ..types import Recalled
 from ..validation import check_key
-from .proxy import CHAIN_ENTITY, Proxy, Turn
+from .proxy import Proxy, Turn
+from .response_records import stored_record
 from .wire import encoder, json_type
 
 __all__ = ["Answer", "ResponsesRequest", "events", "load_chain", "parse"]
@@ -202,17 +203,12 @@ def load_chain(proxy: Proxy, ns: Namespace, previous: str | None) -> list[dict[s
     chain: list[dict[str, Any]] = []
     ident = previous
     while ident is not None and len(chain) < MAX_CHAIN:
-        record = proxy.pending.get((ns.name, ident))
+        record = proxy.pending.get((ns.name, ident)) or stored_record(ns, ident)
         if record is None:
-            try:
-                value = ns.get(CHAIN_ENTITY, ident).value
-            except NotFoundError:
-                if not chain:
-                    raise ValidationError(f"previous_response_id: no response {ident!r} in "
-                                          "this namespace", field="previous_response_id",
-                                          ) from None  # fmt: skip
-                break  # an older link expired: the chain starts here
-            record = value if isinstance(value, dict) else {}
+            if not chain:
+                raise ValidationError(f"previous_response_id: no response {ident!r} in this "
+                                      "namespace", field="previous_response_id")  # fmt: skip
+            break  # an older link expired or was erased: the chain starts here
         chain.append(record)
         prior = record.get("previous")
         ident = prior if isinstance(prior, str) else None
