@@ -1,6 +1,7 @@
 """What a tenant of the memory proxy can learn or take: never the server's upstream API key or
 the operator's upstream address (in an upstream's error body passed on, or in an error
-message), and never another answer's lineage through an upstream id that repeats.
+message), and never another answer's lineage through an upstream id that repeats; and what a
+proxied turn costs a cold upstream model (one call, a bounded extraction).
 
 The official ``openai`` SDK is the client; the upstream is ScriptedUpstream, a stand-in for a
 hosted model that records what it was sent (tests/support/proxy_env.py).
@@ -9,13 +10,23 @@ hosted model that records what it was sent (tests/support/proxy_env.py).
 from __future__ import annotations
 
 import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
 import pytest
 
+import synapsedb
+from synapsedb.agentic import LoopSettings
+from synapsedb.agentic.extract import answer_tokens
+from synapsedb.config import LLMSettings
+from synapsedb.server import create_app
+from tests.support.live_server import serve
 from tests.support.proxy_env import UPSTREAM_KEY, ProxyEnv
-from tests.support.scripted_upstream import Reply
+from tests.support.scripted_upstream import Reply, Request, ScriptedUpstream
 
 ASK = [{"role": "user", "content": "What is my favourite colour?"}]
 
@@ -104,3 +115,43 @@ def test_an_upstream_that_repeats_its_id_keeps_each_answers_lineage(proxy: Proxy
         assert lineage.status_code == 200 and lineage.json()["text"] == text
     assert proxy.call("GET", "/answers/chatcmpl-same/lineage").status_code == 404
     assert proxy.app.state.proxy.warnings.counts.get("record", 0) == 0
+
+
+def test_a_proxied_turn_to_a_cold_model_costs_one_call_and_a_bounded_extraction(
+    tmp_path: Path,
+) -> None:
+    """The first request to a cold local model: the proxied call that times out waiting is
+    sent once (no retry beside it), and the memory loop's extraction of the proxied turns, in
+    the server's background worker, asks for max_tokens from its schema."""
+    cold = threading.Event()
+
+    def model(request: Request) -> Any:
+        fmt = (request.response_format or {}).get("json_schema") or {}
+        if fmt.get("name") == "memories":
+            return {"memories": []}
+        if not cold.is_set():
+            cold.set()
+            return Reply.slow(30)  # still loading: past the server's timeout
+        return Reply.text("Lisbon is lovely.")
+
+    with ScriptedUpstream(responder=model) as up:
+        llm = LLMSettings(base_url=up.base_url, model="m", max_retries=2, timeout_s=1.0)
+        db = synapsedb.open(tmp_path / "d", durability="os", background_maintenance=False,
+                            llm=llm, loop_settings=LoopSettings(poll_s=0.05))  # fmt: skip
+        try:
+            with serve(create_app(db, llm=llm)) as url:
+                client = openai.OpenAI(base_url=f"{url}/v1", api_key="-", max_retries=0)
+                ask = [{"role": "user", "content": "I moved to Lisbon last month."}]
+                with pytest.raises(openai.APIStatusError) as err:
+                    client.chat.completions.create(model="m", messages=ask)  # type: ignore[arg-type]
+                assert err.value.status_code == 502 and len(up.chat_requests()) == 1
+                out = client.chat.completions.create(model="m", messages=ask)  # type: ignore[arg-type]
+                assert out.choices[0].message.content == "Lisbon is lovely."
+                deadline = time.monotonic() + 30
+                while not [r for r in up.chat_requests() if r.response_format]:
+                    assert time.monotonic() < deadline, "the turns were never extracted"
+                    time.sleep(0.02)
+        finally:
+            db.close()
+    (extraction,) = [r for r in up.chat_requests() if r.response_format]
+    assert extraction.body["max_tokens"] == answer_tokens(LoopSettings()) == 800
