@@ -233,10 +233,12 @@ def _query(p: argparse.ArgumentParser) -> Run:
     p.add_argument("--valid-at", help="only memories true then (valid time)")
     p.add_argument("--min-score", type=float)
     p.add_argument("--explain", action="store_true", help="each hit's scoring components")
+    p.add_argument("--include-ended", action="store_true",
+                   help="also memories no longer true (replaced by an update)")  # fmt: skip
     return lambda mem, a: mem.query(
         a.text, k=a.k, entity=a.entity, filter=_json_arg(a.filter, "filter"), mode=a.mode,
         types=a.types, as_of=a.as_of, valid_at=a.valid_at, min_score=a.min_score,
-        explain=a.explain,
+        explain=a.explain, include_ended=a.include_ended,
     )  # fmt: skip
 
 

@@ -73,7 +73,6 @@ def run_hawaii(
         seen_job = False
         while time.monotonic() < deadline:  # the proxy queues the job after its answer
             pending = [f for f in mem.facts("synapsedb:jobs") if isinstance(f.value, dict)
-                       and f.value.get("entity") == user
                        and f.value.get("state") != "failed"]  # fmt: skip
             seen_job = seen_job or bool(pending)
             if not pending and (seen_job or mem.memories(user, types=kinds)):

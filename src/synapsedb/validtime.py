@@ -30,6 +30,7 @@ __all__ = [
     "BoundsPatch",
     "check_bounds",
     "given_bounds",
+    "not_ended_filter",
     "valid_at_filter",
     "valid_at_matches",
     "valid_at_seconds",
@@ -140,6 +141,13 @@ def valid_at_filter(t: float) -> Node:
             Or((Cond(_TO, "$exists", False), Cond(_TO, "$gt", t))),
         )
     )
+
+
+def not_ended_filter(t: float) -> Node:
+    """The filter node of the memories whose valid interval has not ended at ``t`` (epoch
+    seconds): no ``valid_to``, or ``valid_to > t``. A query's default: what an UPDATE closed (or
+    any memory past its ``valid_to``) is left out; one not yet valid (a plan) stays."""
+    return Or((Cond(_TO, "$exists", False), Cond(_TO, "$gt", t)))
 
 
 def valid_at_matches(node: Node, meta_json: str) -> bool:

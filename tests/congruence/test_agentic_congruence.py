@@ -177,9 +177,10 @@ def test_same_remembered_and_recalled(pair: tuple[Any, Any]) -> None:
     assert [type(x) for x in a] == [type(x) for x in b]
     assert isinstance(a[0], Remembered) and isinstance(a[8], Recalled)
     # the scenario covers what it means to: each status, each action, each rewriter
-    # (caller memories are resolved inline; their turns' indexing is queued)
-    assert [x.status for x in a[:7]] == ["queued", "queued", "queued", "extracted",
-                                         "extracted", "queued", "stored"]  # fmt: skip
+    # (turns are indexed inline; caller memories are resolved inline; only the LLM's
+    # extraction is queued)
+    assert [x.status for x in a[:7]] == ["queued", "extracted", "extracted", "extracted",
+                                         "extracted", "stored", "stored"]  # fmt: skip
     assert [d.action for x in a[1:5] for d in x.decisions] == ["ADD", "NOOP", "UPDATE", "ADD"]
     assert [x.rewritten_by for x in a[7:11]] == ["none", "none", "heuristic", "llm"]
     assert a[8].memories and a[11].memories

@@ -168,24 +168,24 @@ def test_remember_stores_the_turns_in_the_session_stream_before_anything_else(
         ("user:1", "I'm planning a trip to Hawaii in March", "user"),
         ("user:1", "Lovely! Any budget?", "assistant"),
     ]
-    # the job is a KV fact of the namespace, queued: it makes the turns searchable, then
-    # extracts memories from them
+    # the job is a KV fact of the namespace, queued: it extracts memories from the turns; it
+    # names the turns, not the entity nor their words
     job = mem.get(queue.JOBS_ENTITY, str(out.job))
     assert job.value["state"] == "queued" and job.value["first"] == out.turns[0]
-    assert job.value["last"] == out.turns[-1] and job.value["entity"] == "user:1"
-    assert mem.memories("user:1") == []  # nothing embedded yet
-    assert loop.run_pending(mem) == 0  # indexed; the extraction waits for an LLM
-    # user and assistant turns are searchable event memories; the system prompt is not
+    assert job.value["last"] == out.turns[-1] and job.value["indexed"] is True
+    assert "user:1" not in str(job.value) and "Hawaii" not in str(job.value)
+    # user and assistant turns are searchable event memories as soon as remember returns;
+    # the system prompt is not
     turn_ids = {turn_memory_id("session:s1", e.id): e.content for e in events[1:]}
     assert {m.id: m.content for m in mem.memories("user:1")} == turn_ids
     assert all(m.type == "event" for m in mem.memories("user:1"))
     hits = mem.query("Hawaii trip", entity="user:1", mode="keyword").hits
     assert [h.content for h in hits] == ["I'm planning a trip to Hawaii in March"]
     assert hits[0].metadata["event_id"] == events[1].id
+    assert loop.run_pending(mem) == 0  # the extraction waits for an LLM
     job = mem.get(queue.JOBS_ENTITY, str(out.job))
     assert (job.value["state"], job.value["indexed"]) == ("queued", True)
-    assert loop.run_pending(mem) == 0  # indexed once: nothing written again
-    assert len(mem.memories("user:1")) == 2
+    assert len(mem.memories("user:1")) == 2  # indexed once: nothing written again
 
 
 def test_a_string_is_one_user_turn_and_blank_turns_are_skipped(db: Database) -> None:
@@ -199,19 +199,31 @@ def test_a_string_is_one_user_turn_and_blank_turns_are_skipped(db: Database) -> 
 
 
 def test_turns_without_a_user_turn_are_indexed_but_not_extracted(db: Database) -> None:
-    loop = loop_of(db)
     mem = db.namespace("acme")
     out = mem.remember([{"role": "system", "content": "Be brief"}], entity="user:1",
                        session="s1")  # fmt: skip
     assert (out.status, out.job, len(out.turns)) == ("stored", None, 1)
     assert queue.jobs(mem) == []
-    out = mem.remember([{"role": "assistant", "content": "How can I help?"}], entity="user:1",
-                       session="s1")  # fmt: skip
-    assert out.status == "queued"
-    assert job_of(mem, str(out.job))["extract"] is False
-    assert loop.run_pending(mem) == 1  # no LLM needed: the job is done once indexed
+    said = "Your order #1458 ships on Monday."
+    out = mem.remember([{"role": "assistant", "content": said}], entity="user:1", session="s1")
+    assert (out.status, out.job) == ("stored", None)  # indexed at once, nothing to extract
     assert queue.jobs(mem) == []
-    assert [m.content for m in mem.memories("user:1")] == ["How can I help?"]
+    assert [m.content for m in mem.memories("user:1")] == [said]
+
+
+def test_acknowledgements_and_small_talk_are_stored_but_not_searchable(db: Database) -> None:
+    mem = db.namespace("acme")
+    out = mem.remember(convo("My name is Ada and I live in Lisbon",
+                             "Nice to meet you, Ada! I'll keep that in mind."),
+                       entity="user:1", session="s1")  # fmt: skip
+    mem.remember(convo("thanks!", "You're welcome!"), entity="user:1", session="s1")
+    assert len(mem.events("session:s1")) == 4  # the conversation as it was
+    assert [m.content for m in mem.memories("user:1")] == ["My name is Ada and I live in Lisbon"]
+    assert mem.memories("user:1")[0].id == turn_memory_id("session:s1", out.turns[0])
+    # an answer that says something of its own is a memory
+    mem.remember(convo("Any tips for Lisbon?", "Try the pastel de nata at Belem."),
+                 entity="user:1", session="s1")  # fmt: skip
+    assert "Try the pastel de nata at Belem." in {m.content for m in mem.memories("user:1")}
 
 
 def test_turn_times_and_names_are_kept(db: Database) -> None:
@@ -757,7 +769,7 @@ def test_the_similarity_policy_without_an_llm(
                        memories=[{"type": "fact", "content": new_text}])  # fmt: skip
     (d,) = out.decisions
     assert (d.action, d.decided_by) == (action, "similarity"), d.reason
-    assert out.status == "queued"  # the user's turn still waits for the LLM's extraction
+    assert out.status == "extracted"  # the caller's memories: no extraction queued
     facts = {m.id: m.content for m in mem.memories("user:1", types=["fact"])}
     if action == "ADD":
         assert facts == {old: old_text, d.memory_id: new_text}
@@ -1142,7 +1154,9 @@ def test_an_update_that_cannot_close_the_old_interval_still_supersedes_it(
     assert second.action == "UPDATE" and second.target_id == first.memory_id
     old = mem.get(str(first.memory_id))
     assert old.metadata["superseded_by"] == second.memory_id
-    assert "valid_to" not in old.metadata  # 2025-10-01 is not after 2025-10-20
+    # 2025-10-01 is not after 2025-10-20: what it said was never true, its interval is empty
+    assert old.metadata["valid_to"] == old.metadata["valid_from"] + 1e-6
+    assert first.memory_id not in {h.id for h in mem.query("Where does the user live?")}
     found = mem.recall("Where does the user live?", entity="user:1", threshold=0.0)
     ids = [m.id for m in found.memories]
     assert second.memory_id in ids and first.memory_id not in ids
@@ -1201,15 +1215,14 @@ def test_an_embedder_outage_is_an_outage() -> None:
 
 
 def test_the_worker_runs_a_few_jobs_per_namespace_per_pass(
-    db: Database, attach: Callable[..., MemoryLoop]
+    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient
 ) -> None:
-    loop = attach(None)
+    loop = attach(llm)
     mem = db.namespace("acme")
     for i in range(5):
-        mem.remember(convo(f"note {i}"), entity="user:1", session=f"s{i}")
-    assert loop.run_pending(mem, limit=2) == 0  # indexing only (no LLM): two jobs worked
-    indexed = [j for j in queue.jobs(mem) if j.value.get("indexed")]
-    assert len(indexed) == 2
+        mem.remember(convo(f"note {i} about my garden"), entity="user:1", session=f"s{i}")
+    assert loop.run_pending(mem, limit=2) == 2  # extracted (nothing worth keeping): done
+    assert len(queue.jobs(mem)) == 3
 
 
 def test_recall_without_an_embedder_keeps_keyword_matches(
@@ -1228,16 +1241,16 @@ def test_recall_without_an_embedder_keeps_keyword_matches(
 
 def test_a_bug_in_a_job_counts_as_a_failure_and_is_logged(
     db: Database, attach: Callable[..., MemoryLoop], monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, llm: ChatClient,
 ) -> None:  # fmt: skip
-    loop = attach(None, max_attempts=2, retry_base_s=0.0)
+    loop = attach(llm, max_attempts=2, retry_base_s=0.0)
     mem = db.namespace("acme")
     out = mem.remember(convo("I like green tea"), entity="user:1", session="s1")
 
     def broken(*args: Any, **kwargs: Any) -> int:
         raise KeyError("a bug")
 
-    monkeypatch.setattr(loop, "_index", broken)
+    monkeypatch.setattr(loop, "_extract", broken)
     assert loop.run_pending(mem) == 0
     job = job_of(mem, str(out.job))
     assert (job["state"], job["attempts"]) == ("queued", 1) and "KeyError" in job["error"]

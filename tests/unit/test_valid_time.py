@@ -130,9 +130,27 @@ def test_valid_at_keeps_the_memories_true_then(
     assert found(lives, when.timestamp()) == same(ids)
 
 
-def test_without_valid_at_every_memory_shows(lives: Namespace) -> None:
+def test_without_valid_at_a_query_leaves_out_what_ended(
+    lives: Namespace, clock: ManualClock
+) -> None:
     assert {m.id for m in lives.memories()} == {"paris", "berlin", "lyon", "always"}
-    assert len(lives.query("lives", mode="keyword", k=10).hits) == 4
+    got = lives.query("lives", mode="keyword", k=10)
+    assert {h.id for h in got} == {"berlin", "always"}  # Paris and Lyon are no longer true
+    every = lives.query("lives", mode="keyword", k=10, include_ended=True)
+    assert {h.id for h in every} == {"paris", "berlin", "lyon", "always"}
+    # a plan (valid from a time still to come) is not ended: it stays
+    lives.write("u", {"id": "rome", "content": "lives in Rome", "valid_from": "9000-01-01"})
+    assert "rome" in {h.id for h in lives.query("lives", mode="keyword", k=10)}
+    # "ended" is asked at the read's own time: as of a moment before its valid_to, it showed
+    start = clock.now_us()
+    lives.write("u", {"id": "oslo", "content": "lives in Oslo",
+                      "valid_to": (start + 5_000_000) / 1e6})  # fmt: skip
+    clock.set(start + 10_000_000)
+    assert "oslo" not in {h.id for h in lives.query("lives", mode="keyword", k=10)}
+    before = lives.query("lives", mode="keyword", k=10, as_of=(start + 1_000_000) / 1e6)
+    assert "oslo" in {h.id for h in before}
+    with pytest.raises(ValidationError, match="include_ended"):
+        lives.query("lives", include_ended="yes")  # type: ignore[arg-type]
 
 
 def test_valid_at_composes_with_the_callers_filter_and_shorthands(lives: Namespace) -> None:

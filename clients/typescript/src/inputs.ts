@@ -83,6 +83,8 @@ export interface QueryOptions extends AgentOptions {
   dedup?: boolean;
   explain?: boolean;
   tiers?: string | readonly string[];
+  /** Keep memories whose valid time ended (replaced by an update); left out by default. */
+  include_ended?: boolean;
 }
 
 export interface SetOptions extends AgentOptions {

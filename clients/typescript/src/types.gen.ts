@@ -768,7 +768,7 @@ export interface Operations {
     path: { ns: string };
     query: {};
     bodyFormat: "json";
-    body: "text" | "embedding" | "entity" | "filter" | "k" | "mode" | "as_of" | "valid_at" | "min_score" | "types" | "since" | "until" | "dedup" | "explain" | "agent" | "tiers";
+    body: "text" | "embedding" | "entity" | "filter" | "k" | "mode" | "as_of" | "valid_at" | "min_score" | "types" | "since" | "until" | "dedup" | "explain" | "agent" | "tiers" | "include_ended";
     status: 200;
     answerFormat: "json";
     answer: QueryResult;

@@ -4,7 +4,8 @@ A job names a window of a session's stream (first and last event id). It is writ
 same namespace as the turns, right after them, so it survives a crash or restart exactly as the
 turns do, and it is visible to the tenant (``facts("synapsedb:jobs")``). A worker claims a job
 with a compare-and-set on its version (two workers never run it at once) and a lease: a
-worker that dies mid-job leaves it due again when the lease runs out. Success deletes the fact
+worker that dies mid-job leaves it due again when the lease runs out, or at once when the lease
+names a process of this host that is gone; a worker that stops gives its jobs back. Success deletes the fact
 (its history keeps the record); failure reschedules it with exponential backoff, and after
 ``max_attempts`` parks it as ``failed`` with the last error (``retry_failed`` queues it again).
 """
@@ -13,8 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import socket
 import time
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from ..errors import NotFoundError, VersionConflictError
@@ -59,6 +63,59 @@ def _count(value: Any) -> int:
     return int(min(MAX_COUNT, max(0.0, _number(value))))
 
 
+@cache
+def holder() -> dict[str, Any]:
+    """This process, as a lease names it: host, process id and the process's start (so a
+    reused process id is not taken for the process that held the lease)."""
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "started": _started(pid)}
+
+
+def _started(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, from /proc), or None where /proc
+    does not say (not Linux, or no such process)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+def holder_gone(value: Any) -> bool:
+    """Whether the lease ``value`` names a process of this host that no longer runs (or this
+    very process, which holds no lease it does not know of: a job left ``running`` by an
+    earlier process with the same id). A holder on another host is never judged: its lease
+    runs out instead."""
+    if not isinstance(value, dict) or value.get("host") != socket.gethostname():
+        return False
+    pid = value.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return False
+    if value == holder():
+        return False
+    if pid == os.getpid():
+        return True  # an earlier process with our id: we hold no such lease
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # another user's live process
+    started = _started(pid)
+    return started is not None and value.get("started") is not None and started != value["started"]
+
+
+_ADDRESS = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]*[^\s'\"<>.,;:)]", re.I)
+
+
+def scrubbed(error: str) -> str:
+    """An error as a job records it: a tenant can read the job, so no address (the
+    operator's model endpoint, with whatever its URL carries) is kept."""
+    return _ADDRESS.sub("<address>", error)
+
+
 def new_key() -> str:
     return f"extract:{time.time_ns():x}{os.urandom(4).hex()}"
 
@@ -80,9 +137,11 @@ def jobs(ns: Any) -> list[Job]:
 
 
 def due(ns: Any, now: float) -> list[Job]:
-    """Queued (or lease-expired) jobs whose time has come, oldest first."""
-    ready = [j for j in jobs(ns) if j.state in ("queued", "running")
-             and _number(j.value.get("due")) <= now]  # fmt: skip
+    """Queued jobs whose time has come, and running ones whose lease ran out or whose holder
+    is gone (a process of this host that died holding it), oldest first."""
+    ready = [j for j in jobs(ns) if (j.state == "queued" and _number(j.value.get("due")) <= now)
+             or (j.state == "running" and (_number(j.value.get("due")) <= now
+                                           or holder_gone(j.value.get("holder"))))]  # fmt: skip
     return sorted(ready, key=lambda j: _number(j.value.get("queued_at")))
 
 
@@ -99,12 +158,13 @@ def update(ns: Any, job: Job, changes: dict[str, Any], agent: str | None) -> Job
 def claim(ns: Any, job: Job, now: float, agent: str | None) -> Job | None:
     """Take the job (None if another worker took or finished it first): ``running`` until
     the lease runs out."""
-    return update(ns, job, {"state": "running", "due": now + LEASE_S}, agent)
+    return update(ns, job, {"state": "running", "due": now + LEASE_S, "holder": holder()},
+                  agent)  # fmt: skip
 
 
 def release(ns: Any, job: Job, agent: str | None) -> None:
     """Give a claimed job back, due at once, its attempts unchanged."""
-    update(ns, job, {"state": "queued", "due": 0.0}, agent)
+    update(ns, job, {"state": "queued", "due": 0.0, "holder": None}, agent)
 
 
 def finish(ns: Any, job: Job, agent: str | None) -> None:
@@ -138,7 +198,8 @@ def reschedule(
     else:
         delay = min(MAX_DELAY_S, base_s * 2 ** min(MAX_DOUBLINGS, max(0, attempts - 1)))
     value = {**job.value, "state": "failed" if parked else "queued", "due": now + delay,
-             "attempts": attempts, "outages": outages, "error": error[:1000]}  # fmt: skip
+             "attempts": attempts, "outages": outages, "error": scrubbed(error)[:1000],
+             "holder": None}  # fmt: skip
     try:
         ns.set(JOBS_ENTITY, job.key, value, if_version=job.version, agent=agent)
     except (VersionConflictError, NotFoundError):

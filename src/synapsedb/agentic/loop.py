@@ -11,6 +11,7 @@ and ``remember`` returns its decisions.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -29,6 +30,7 @@ from ..times import to_us
 from ..types import Decision, Recalled, Remembered
 from ..validation import check_entity
 from . import jobs as queue
+from .acknowledge import worth_a_memory
 from .extract import Candidate, Chat, Turn, extract, turn_memory_id
 from .recall import as_messages, recall
 from .resolve import apply, decide, neighbours
@@ -89,7 +91,7 @@ def is_outage(exc: SynapseError) -> bool:
 def malformed(spec: Mapping[str, Any]) -> str | None:
     """What is wrong with a job's spec (a KV fact anyone who can write the namespace can
     set), or None."""
-    bad = [k for k in ("entity", "session", "stream", "first", "last")
+    bad = [k for k in ("session", "stream", "first", "last")
            if not isinstance(spec.get(k), str)]  # fmt: skip
     return f"malformed job: {', '.join(bad)} missing or not a string" if bad else None
 
@@ -115,6 +117,7 @@ class MemoryLoop:
         self._dirty: set[str] = set()  # namespaces that may hold due jobs
         self._queued: dict[str, int] = {}  # namespace -> jobs seen queued
         self._failed: dict[str, int] = {}
+        self._claimed: dict[tuple[str, str], tuple[Any, queue.Job]] = {}  # jobs held now
         self.extracted = 0  # jobs done (this process)
         self.last_error: str | None = None
 
@@ -197,10 +200,18 @@ class MemoryLoop:
         for role, text, body in bodies:  # the turns first: kept whatever extraction does
             if not text.strip():
                 continue
-            # the stream event only: a turn's searchable memory (its embedding: ~5 ms) is
-            # written by the job, in the background, so remember stays in the millisecond
             ev = ns.append(entity, body, stream=stream, agent=agent, searchable=False)
             turns.append(Turn(ev.id, str(role), text, ev.ts))
+        # then their searchable memories, embedded in one batch before remember returns: the
+        # next recall, from this process or another on the same data, finds them
+        index = any(t.role in ("user", "assistant") for t in turns)
+        indexed = False
+        if index:
+            try:
+                self._index_turns(ns, entity, session, stream, turns, agent)
+                indexed = True
+            except EmbeddingError:  # the embedder is down: the job indexes them later
+                pass
         decisions: list[Decision] = []
         if extra:
             said = turns[-1].ts if turns else datetime.now(UTC)
@@ -211,19 +222,18 @@ class MemoryLoop:
         ids = tuple(t.id for t in turns)
         # the caller extracted these turns itself (memories=), or there is no user turn to mine
         extract = memories is None and any(t.role == "user" for t in turns)
-        index = any(t.role in ("user", "assistant") for t in turns)
-        if not index and not extract:
+        if not extract and (indexed or not index):
             return Remembered(entity, session, stream, ids,
                               "extracted" if decisions else "stored", None,
                               tuple(decisions))  # fmt: skip
-        spec = {"entity": entity, "session": session, "stream": stream, "first": turns[0].id,
-                "last": turns[-1].id, "agent": agent, "index": index, "indexed": False,
+        spec = {"session": session, "stream": stream, "first": turns[0].id,
+                "last": turns[-1].id, "index": index, "indexed": indexed,
                 "extract": extract}  # fmt: skip
         if wait:
             chat = self._chat()
             try:
-                if index:
-                    self._index(ns, spec)
+                if index and not indexed:
+                    self._index(ns, {**spec, "entity": entity, "agent": agent})
                     spec["indexed"] = True
                 if extract and chat is None:
                     raise UpstreamError("remember(wait=True): no LLM available to extract with "
@@ -231,7 +241,8 @@ class MemoryLoop:
                                         "their extraction is queued",
                                         configured=self.llm is not None)  # fmt: skip
                 if extract and chat is not None:
-                    decisions += self._extract(ns, spec, chat)
+                    decisions += self._extract(ns, {**spec, "entity": entity, "agent": agent},
+                                               chat)  # fmt: skip
             except SynapseError as exc:
                 # what could not run inline waits in the queue, as without wait: the turns
                 # are stored and nothing is lost (details.job names the job)
@@ -291,48 +302,71 @@ class MemoryLoop:
 
     # -- extraction ------------------------------------------------------------------------------
 
-    def _turns(self, ns: Any, spec: Mapping[str, Any]) -> list[Turn]:
+    def _window(self, ns: Any, spec: Mapping[str, Any]) -> tuple[str, list[Any]]:
+        """The job's entity and its events in the job's window of the session stream. A job
+        names no entity (its bookkeeping holds no names): it is the first turn's. Bounded: a
+        job is a fact anyone who can write the namespace can set, naming any window, and the
+        worker is every namespace's; it reads the turns of a few remember calls of the same
+        entity and session that ran at the same time (interleaved)."""
         evs = ns.events(spec["stream"], start=spec["first"], end=spec["last"], limit=10_000)
-        # bounded: a job is a fact anyone who can write the namespace can set, naming any
-        # window, and the worker is every namespace's
-        return [Turn(e.id, str((e.data or {}).get("role", "user")), e.content, e.ts)
-                for e in evs if e.entity == spec["entity"]][: self._window()]  # fmt: skip
+        entity = spec.get("entity")
+        if not isinstance(entity, str):
+            entity = next((e.entity for e in evs if e.id == spec["first"]), None)
+        if entity is None:
+            return "", []
+        mine = [e for e in evs if e.entity == entity]
+        return entity, mine[: WINDOW_CALLS * self.settings.max_turns]
 
-    def _window(self) -> int:
-        """The most turns of its entity one job reads: those of one remember call, and of a
-        few more of the same entity and session that ran at the same time (interleaved)."""
-        return WINDOW_CALLS * self.settings.max_turns
+    def _turns(self, ns: Any, spec: Mapping[str, Any]) -> tuple[str, list[Turn]]:
+        entity, evs = self._window(ns, spec)
+        return entity, [Turn(e.id, str((e.data or {}).get("role", "user")), e.content, e.ts)
+                        for e in evs]  # fmt: skip
+
+    def _index_turns(self, ns: Any, entity: str, session: str, stream: str,
+                     turns: Sequence[Turn], agent: str | None) -> int:  # fmt: skip
+        """Write the searchable memories of the turns worth one (type ``event``, metadata
+        ``stream``/``event_id``/``role``/``session``), embedded in one batch: user turns that
+        are not small talk, assistant turns that do more than acknowledge."""
+        items = []
+        answered = ""
+        for t in turns:
+            if t.role == "user":
+                answered = t.content
+            if not worth_a_memory(t.role, t.content, answered):
+                continue
+            items.append({"entity": entity, "id": turn_memory_id(stream, t.id), "type": "event",
+                          "content": t.content, "ts": t.ts,
+                          "metadata": {"stream": stream, "event_id": t.id, "role": t.role,
+                                       "session": session}})  # fmt: skip
+        if items:
+            ns.write_many(items, agent=agent)
+        return len(items)
 
     def _index(self, ns: Any, spec: Mapping[str, Any]) -> int:
-        """Write the searchable memories of the job's user and assistant turns (type
-        ``event``, metadata ``stream``/``event_id``/``role``/``session``), embedded in one
-        batch. Idempotent: a turn whose memory exists (or existed) is skipped."""
-        evs = ns.events(spec["stream"], start=spec["first"], end=spec["last"], limit=10_000)
-        items = []
-        mine = [e for e in evs if e.entity == spec["entity"]][: self._window()]
-        for e in mine:  # bounded as in _turns
+        """Index a job's turns that remember could not (the embedder was down). Idempotent: a
+        turn whose memory exists (or existed) is skipped."""
+        entity, evs = self._window(ns, spec)
+        todo = []
+        for e in evs:
             d = e.data or {}
             if not d.get("searchable"):
                 continue
-            mid = turn_memory_id(e.stream, e.id)
             try:
-                ns.history(mid)
+                ns.history(turn_memory_id(e.stream, e.id))
                 continue  # written by an earlier run of this job (or since forgotten)
             except NotFoundError:
                 pass
-            items.append({"entity": e.entity, "id": mid, "type": "event", "content": e.content,
-                          "ts": e.ts, "metadata": {"stream": e.stream, "event_id": e.id,
-                                                   "role": d.get("role"),
-                                                   "session": d.get("session")}})  # fmt: skip
-        if items:
-            ns.write_many(items, agent=spec.get("agent"))
-        return len(items)
+            todo.append(Turn(e.id, str(d.get("role", "user")), e.content, e.ts))
+        if not todo:
+            return 0
+        session = str((evs[0].data or {}).get("session", ""))
+        return self._index_turns(ns, entity, session, spec["stream"], todo, spec.get("agent"))
 
     def _extract(self, ns: Any, spec: Mapping[str, Any], chat: Chat) -> list[Decision]:
-        turns = self._turns(ns, spec)
+        entity, turns = self._turns(ns, spec)
         if not turns:
             return []
-        cands = extract(chat, turns, spec["entity"], self.settings)
+        cands = extract(chat, turns, entity, self.settings)
         return self._resolve(ns, cands, spec["session"], spec.get("agent"), llm=chat)
 
     def _resolve(self, ns: Any, cands: Sequence[Candidate], session: str,
@@ -345,15 +379,15 @@ class MemoryLoop:
         return out
 
     def run_pending(self, ns: Any, *, limit: int | None = None) -> int:
-        """Run the namespace's due jobs now: make their turns searchable, and extract (only
-        while an LLM is available: otherwise the job waits, its turns indexed). Returns how
-        many jobs finished."""
+        """Run the namespace's due jobs now: make their turns searchable (when remember could
+        not), and extract (only while an LLM is available: otherwise the job waits). Returns
+        how many jobs finished."""
         chat = self._chat()
         done = 0
         now = time.time()
         worked = 0
         for job in queue.due(ns, now):
-            if limit is not None and worked >= limit:
+            if (limit is not None and worked >= limit) or self._stop.is_set():
                 break
             # the job's writer: the worker acts as it, never as the agent its value names
             # (a fact a key bound to one agent can set with any value); its own writes of
@@ -367,45 +401,59 @@ class MemoryLoop:
             if mine is None:
                 continue
             worked += 1
-            problem = malformed(mine.value)
-            if problem is not None:  # parked at once: no retry can repair it
-                self.last_error = problem
-                queue.reschedule(ns, mine, problem, time.time(), 0.0, 1, who)
-                continue
+            held = (ns.name, mine.key)
+            self._claimed[held] = (ns, mine)
             try:
-                if index:
-                    self._index(ns, {**mine.value, "agent": who})
-                    indexed = queue.update(ns, mine, {"indexed": True}, who)
-                    if indexed is None:
-                        continue  # taken over (our lease ran out): the other worker goes on
-                    mine = indexed
-                if extract and chat is None:
-                    queue.release(ns, mine, who)  # indexed; extraction waits for an LLM
-                    continue
-                if extract and chat is not None:
-                    self._extract(ns, {**mine.value, "agent": who}, chat)
-            except SynapseError as exc:
-                self.last_error = f"{type(exc).__name__}: {exc.message}"
-                queue.reschedule(ns, mine, self.last_error, time.time(),
-                                 self.settings.retry_base_s, self.settings.max_attempts, who,
-                                 outage=is_outage(exc))  # fmt: skip
-                if isinstance(exc, EmbeddingError):
-                    break  # the embedder is down: the rest waits for it too
-                if isinstance(exc, UpstreamError):
-                    chat = None  # the model is failing: the other jobs only get indexed
-                continue
-            except Exception as exc:  # a bug: logged; the job counts a failure (parked after
-                # max_attempts), instead of staying "running" and being retaken forever
-                log.exception("memory loop: job %s of namespace %r failed", mine.key, ns.name)
-                self.last_error = f"{type(exc).__name__}: {exc}"[:1000]
-                queue.reschedule(ns, mine, f"internal error ({self.last_error})", time.time(),
-                                 self.settings.retry_base_s, self.settings.max_attempts, who)  # fmt: skip
-                continue
-            queue.finish(ns, mine, who)
-            done += 1
-            self.extracted += int(extract)
+                outcome = self._run(ns, mine, who, index, extract, chat)
+            finally:
+                self._claimed.pop(held, None)
+            done += outcome == "done"
+            if outcome == "embedder down":
+                break  # the rest waits for it too
+            if outcome == "model failing":
+                chat = None  # the other jobs only get indexed
         self._recount(ns)
         return done
+
+    def _run(self, ns: Any, mine: queue.Job, who: str | None, index: bool, extract: bool,
+             chat: Chat | None) -> str:  # fmt: skip
+        """Run one claimed job: ``done``, ``waiting`` (indexed; extraction waits for an
+        LLM), ``taken`` (another worker has it), ``failed``, ``embedder down`` or ``model
+        failing`` (both rescheduled)."""
+        problem = malformed(mine.value)
+        if problem is not None:  # parked at once: no retry can repair it
+            self.last_error = problem
+            queue.reschedule(ns, mine, problem, time.time(), 0.0, 1, who)
+            return "failed"
+        try:
+            if index:
+                self._index(ns, {**mine.value, "agent": who})
+                indexed = queue.update(ns, mine, {"indexed": True}, who)
+                if indexed is None:
+                    return "taken"  # our lease ran out: the other worker goes on
+                mine = indexed
+            if extract and chat is None:
+                queue.release(ns, mine, who)  # indexed; extraction waits for an LLM
+                return "waiting"
+            if extract and chat is not None:
+                self._extract(ns, {**mine.value, "agent": who}, chat)
+        except SynapseError as exc:
+            self.last_error = queue.scrubbed(f"{type(exc).__name__}: {exc.message}")
+            queue.reschedule(ns, mine, self.last_error, time.time(), self.settings.retry_base_s,
+                             self.settings.max_attempts, who, outage=is_outage(exc))  # fmt: skip
+            if isinstance(exc, EmbeddingError):
+                return "embedder down"
+            return "model failing" if isinstance(exc, UpstreamError) else "failed"
+        except Exception as exc:  # a bug: logged; the job counts a failure (parked after
+            # max_attempts), instead of staying "running" and being retaken forever
+            log.exception("memory loop: job %s of namespace %r failed", mine.key, ns.name)
+            self.last_error = queue.scrubbed(f"{type(exc).__name__}: {exc}")[:1000]
+            queue.reschedule(ns, mine, f"internal error ({self.last_error})", time.time(),
+                             self.settings.retry_base_s, self.settings.max_attempts, who)  # fmt: skip
+            return "failed"
+        queue.finish(ns, mine, who)
+        self.extracted += int(extract)
+        return "done"
 
     def retry_failed(self, ns: Any) -> int:
         """Queue the namespace's parked (failed) jobs again."""
@@ -514,6 +562,19 @@ class MemoryLoop:
         self._thread.start()
 
     def _work(self, db: Any) -> None:
+        # the queues as they are, before any job runs (a pass of slow extractions must not
+        # leave /readyz saying nothing is queued); after a first wait, as the passes, so an
+        # open's lazy loading of namespaces goes first
+        self._wake.wait(self.settings.poll_s)
+        for name in self._names():
+            if self._stop.is_set():
+                return
+            try:
+                self._recount(db.namespace(name))
+            except SynapseError as exc:
+                self.last_error = f"{name}: {exc.message}"
+            except Exception:  # a bug: logged, the worker goes on with the others
+                log.exception("memory loop: jobs of namespace %r not counted", name)
         while not self._stop.is_set():
             self._wake.wait(self.settings.poll_s)
             self._wake.clear()
@@ -533,11 +594,18 @@ class MemoryLoop:
                     log.exception("memory loop: jobs of namespace %r failed", name)
 
     def stop(self) -> None:
+        """Stop the worker: it finishes the job it is running if that takes at most
+        ``stop_wait_s``; jobs still held after that are given back (due at once), so the next
+        process to open the data runs them instead of waiting out a lease."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=self.settings.stop_wait_s)
             self._thread = None
+        for ns, job in list(self._claimed.values()):
+            with contextlib.suppress(SynapseError):
+                queue.release(ns, job, job.agent)
+        self._claimed.clear()
 
     def close(self) -> None:
         """Stop the worker, and close the LLM client if the loop made it."""

@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import EmbeddingError, SynapseError, ValidationError
-from ..types import Recalled, Recollection
+from ..types import Hit, Recalled, Recollection
+from ..validation import is_internal_entity
 from .extract import Chat
 from .render import render, tokens
 from .resolve import current
@@ -28,6 +29,7 @@ from .settings import LoopSettings
 __all__ = ["needs_memory", "recall", "render", "rewrite_heuristic", "similarity", "tokens"]
 
 MAX_QUERY_CHARS = 2000
+HELD_CHARS = 2000  # characters of a text compared with what the request holds
 _SMALL_TALK = frozenset(
     [
         "thanks",
@@ -157,6 +159,38 @@ def _rewrite_llm(llm: Chat, messages: Sequence[Mapping[str, Any]]) -> str:
     return " ".join(str(answer.get("query", "")).split())[:MAX_QUERY_CHARS]
 
 
+def _normal(text: str) -> str:
+    """A text as compared with what a request holds: case and spacing aside, its start (a
+    stored turn may have been cut)."""
+    return " ".join(text.casefold().split())[:HELD_CHARS]
+
+
+def _held(messages: Sequence[Mapping[str, Any]]) -> set[str]:
+    """What the request already holds: the text of each of its messages (the current turn, a
+    response chain's turns, the history a client resends)."""
+    return {t for m in messages if (t := _normal(_content(m)))}
+
+
+def _news(hit: Hit, held: set[str]) -> bool:
+    """Whether a hit says something the request does not already hold: not the text of one of
+    its messages (the same turn stored earlier, the same question asked before), and not one
+    of SynapseDB's own entities."""
+    return _normal(hit.content) not in held and not is_internal_entity(hit.entity)
+
+
+def _turns_of(hit: Hit) -> tuple[tuple[str, str] | None, set[tuple[str, str]]]:
+    """A hit's own turn (a turn's searchable memory: its stream and event id) and the turns
+    it was extracted from (an extracted memory's ``source_turns`` in its ``session``)."""
+    meta = hit.metadata
+    stream, event = meta.get("stream"), meta.get("event_id")
+    own = (stream, event) if isinstance(stream, str) and isinstance(event, str) else None
+    session, turns = meta.get("session"), meta.get("source_turns")
+    sources: set[tuple[str, str]] = set()
+    if isinstance(session, str) and isinstance(turns, list):
+        sources = {(f"session:{session}", t) for t in turns if isinstance(t, str)}
+    return own, sources
+
+
 def recall(
     ns: Any,
     messages_or_text: Any,
@@ -196,6 +230,9 @@ def recall(
         keyword_only = True
     kept: list[Recollection] = []
     dropped = 0
+    held = _held(messages)
+    covered: set[tuple[str, str]] = set()  # turns already in the block, as themselves or not
+    shown_turns: set[tuple[str, str]] = set()  # turns in the block as themselves
     for h in res.hits:
         ex = h.explanation or {}
         # no query vector (the embedder down, or none configured: cosine is exactly 0 for
@@ -204,9 +241,18 @@ def recall(
             sim = 1.0 if float(ex.get("bm25", 0.0)) > 0 else 0.0
         else:
             sim = similarity(float(ex["cosine"]), settings)
-        if sim < threshold:
+        if sim < threshold or not _news(h, held):
             dropped += 1
             continue
+        own, sources = _turns_of(h)
+        # a memory and its own source turn are one item: the first of them in rank order
+        if (own is not None and own in covered) or (sources & shown_turns):
+            dropped += 1
+            continue
+        if own is not None:
+            covered.add(own)
+            shown_turns.add(own)
+        covered |= sources
         vf = h.metadata.get("valid_from")
         valid_from = (datetime.fromtimestamp(vf, UTC)
                       if isinstance(vf, int | float) and not isinstance(vf, bool) else None)  # fmt: skip

@@ -218,13 +218,23 @@ def decide(
     return verdicts
 
 
+def _closed(meta: dict[str, Any], closes: float) -> dict[str, Any]:
+    """``meta`` of a memory replaced at ``closes`` (epoch seconds): its valid time ends then,
+    or, when it only began later (a correction: what it said was never true), a microsecond
+    after it began. Either way it is no longer valid now, so a query leaves it out."""
+    start = meta.get("valid_from")
+    if isinstance(start, int | float) and not isinstance(start, bool) and closes <= start:
+        closes = start + 1e-6
+    return {**meta, "valid_to": closes}
+
+
 def _supersede_turns(
     ns: Any, old: dict[str, Any], cand: Candidate, now_session: str, memory_id: str | None,
-    agent: str | None,
+    agent: str | None, closes: float,
 ) -> None:  # fmt: skip
     """The turns the superseded memory came from say what is no longer true: their searchable
-    memories are marked superseded too (a new version; history keeps them), so recall does
-    not put "budget $3000" next to the fact that it is now $5000."""
+    memories are closed and marked superseded too (a new version; history keeps them), so
+    neither recall nor a query puts "budget $3000" next to the fact that it is now $5000."""
     session, turns = old.get("session"), old.get("source_turns")
     if not isinstance(session, str) or not isinstance(turns, list):
         return
@@ -239,8 +249,8 @@ def _supersede_turns(
         except (NotFoundError, ValidationError):  # not indexed (yet), or forgotten
             continue
         if "superseded_by" not in turn.metadata:
-            ns.update(mid, {"metadata": {**turn.metadata, "superseded_by": memory_id}},
-                      agent=agent)  # fmt: skip
+            meta = _closed({**turn.metadata, "superseded_by": memory_id}, closes)
+            ns.update(mid, {"metadata": meta}, agent=agent)
 
 
 def _epoch(dt: datetime | None) -> float | None:
@@ -275,15 +285,12 @@ def apply(
                 "ts": cand.said_at, "salience": 0.5 + cand.confidence / 4}  # fmt: skip
         memory_id = ns.write(cand.entity, body, agent=agent).id
     if verdict.action == "UPDATE" and verdict.target is not None:
-        old = dict(verdict.target.hit.metadata)
-        closes = valid_from or cand.said_at
-        old_from = old.get("valid_from")
-        if not isinstance(old_from, int | float) or closes.timestamp() > old_from:
-            old["valid_to"] = closes.timestamp()
+        closes = (valid_from or cand.said_at).timestamp()
+        old = _closed(dict(verdict.target.hit.metadata), closes)
         old["superseded_by"] = memory_id
         old["decision"] = meta["decision"]
         ns.update(target_id, {"metadata": old}, agent=agent)
-        _supersede_turns(ns, old, cand, session, memory_id, agent)
+        _supersede_turns(ns, old, cand, session, memory_id, agent, closes)
     elif verdict.action == "DELETE" and target_id is not None:
         ns.forget(target_id, agent=agent)
     data = {"action": verdict.action, "reason": verdict.reason, "by": verdict.by,

@@ -52,6 +52,7 @@ class LoopSettings:
     max_attempts: int = 8  # extraction tries before a job is parked (kept, marked failed)
     retry_base_s: float = 5.0  # first retry delay; doubles each attempt, capped at an hour
     poll_s: float = 1.0  # how often the background worker looks for due jobs
+    stop_wait_s: float = 5.0  # how long stopping waits for a running job before giving it back
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

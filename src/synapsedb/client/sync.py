@@ -225,13 +225,15 @@ class RemoteNamespace:
         explain: bool = False,
         agent: str | None = None,
         tiers: Sequence[str] | None = None,
+        include_ended: bool = False,
     ) -> QueryResult:
         kwargs = {"embedding": embedding, "entity": entity, "filter": filter, "k": k,
                   "mode": mode, "as_of": as_of, "valid_at": valid_at, "min_score": min_score,
                   "types": None if types is None else list(types), "since": since,
                   "until": until, "dedup": dedup, "explain": explain,
                   "agent": self._who(agent),
-                  "tiers": None if tiers is None else list(tiers)}  # fmt: skip
+                  "tiers": None if tiers is None else list(tiers),
+                  "include_ended": include_ended or None}  # fmt: skip
         return self._run(calls.query(self.name, text, kwargs))  # type: ignore[no-any-return]
 
     # -- the memory loop ------------------------------------------------------------------------

@@ -76,6 +76,7 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance):
         explain: bool = False,
         agent: str | None = None,
         tiers: Sequence[str] | None = None,
+        include_ended: bool = False,
     ) -> QueryResult:
         """Find memories by meaning and keywords, inside filters, as of any moment.
 
@@ -86,13 +87,15 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance):
         (docs/concepts.md); ``types``, ``since`` <= ts < ``until`` are shorthands. Near-identical
         hits (cosine >= 0.95, or the same text) collapse into the best one (``duplicates``).
         ``as_of`` is what was known then (system time); ``valid_at`` keeps the memories true
-        then (valid time: ``valid_from`` <= T < ``valid_to``, an absent bound open).
+        then (valid time: ``valid_from`` <= T < ``valid_to``, an absent bound open). Without
+        ``valid_at``, a memory whose valid time ended (``valid_to`` at or before the read's
+        time: replaced by an update) is left out; ``include_ended=True`` keeps it.
         """
         return run_query(
             self._core, self.name, self._time(as_of), text=text, embedding=embedding,
             entity=entity, filter=filter, k=k, mode=mode, min_score=min_score, types=types,
             since=since, until=until, dedup=dedup, explain=explain, valid_at=valid_at,
-            agent=self._agent_for(agent), tiers=tiers,
+            agent=self._agent_for(agent), tiers=tiers, include_ended=include_ended,
         )  # fmt: skip
 
     def export(self) -> Iterator[dict[str, Any]]:

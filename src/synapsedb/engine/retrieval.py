@@ -26,7 +26,7 @@ from ..validation import (
     check_types,
     check_vector,
 )
-from ..validtime import valid_at_filter
+from ..validtime import not_ended_filter, valid_at_filter
 from .lifecycle import touch
 from .records import MemRec
 from .state import NamespaceState
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["run_query"]
 
 MAX_K = 1000
+_VALID_TO = ("valid_to",)
 MODES = ("hybrid", "vector", "keyword")
 _TRIM = ".,;:!?\"'()[]{}"
 
@@ -61,6 +62,7 @@ def run_query(
     agent: str | None = None,
     tiers: Sequence[str] | None = None,
     valid_at: TimeLike | None = None,
+    include_ended: bool = False,
 ) -> QueryResult:
     settings = core.settings
     text = check_query_text(text, settings.max_query_chars)
@@ -82,11 +84,9 @@ def run_query(
         raise ValidationError(
             f"min_score: expected a finite number, got {min_score!r}", field="min_score"
         )
-    if not isinstance(dedup, bool) or not isinstance(explain, bool):
-        raise ValidationError(
-            "dedup, explain: expected true or false",
-            field="dedup" if not isinstance(dedup, bool) else "explain",
-        )
+    for name, flag in (("dedup", dedup), ("explain", explain), ("include_ended", include_ended)):
+        if not isinstance(flag, bool):
+            raise ValidationError(f"{name}: expected true or false", field=name)
     qvec = (
         None if embedding is None else check_vector(embedding, "embedding", core.settings.max_dim)
     )
@@ -106,6 +106,11 @@ def run_query(
     if state is None:  # nothing to find, nothing logged (namespaces come from writes only)
         return QueryResult(qid, [], entity)
     cat = state.catalog
+    if valid_us is None and not include_ended and (cat.postings(_VALID_TO, "x") or state.cold):
+        # what is no longer true (closed by an update, or past its valid_to) is left out,
+        # unless asked for; a namespace where no memory has a valid_to pays nothing
+        ended = not_ended_filter(t / 1_000_000)
+        node = ended if node is None else And((node, ended))
     if qvec is not None and cat.dim is not None and qvec.shape[0] != cat.dim:
         raise ValidationError(
             f"embedding: namespace {ns!r} holds {cat.dim}-dimensional embeddings, "
@@ -168,7 +173,8 @@ def run_query(
     touch(state, [h.id for h in hits], now)
     if core.observers.query:
         core.observers.emit(core.observers.query, mode, spec.timings)
-    _log(core, ns, qid, t, now, agent, asked, filter, entity, k, mode, hits, valid_us)
+    _log(core, ns, qid, t, now, agent, asked, filter, entity, k, mode, hits, valid_us,
+         include_ended)  # fmt: skip
     return QueryResult(qid, hits, entity)
 
 
@@ -233,6 +239,7 @@ def _log(
     mode: str,
     hits: list[Hit],
     valid_us: int | None = None,
+    include_ended: bool = False,
 ) -> None:
     """Record the query in the query log (committed with the next group commit). What one
     row holds is bounded: the text and filter by their limits, the hits to the best
@@ -240,6 +247,8 @@ def _log(
     request = {"as_of": format_us(t), "entity": entity, "filter": flt, "k": k, "mode": mode}
     if valid_us is not None:
         request["valid_at"] = format_us(valid_us)
+    if include_ended:
+        request["include_ended"] = True
     logged = hits[: core.settings.query_log_max_hits]
     core.log_query(
         (ns, qid, now, agent, text,

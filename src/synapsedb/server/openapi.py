@@ -214,6 +214,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
             "explain",
             "agent",
             "tiers",
+            "include_ended",
         ],
         "answer": QueryResult,
     },

@@ -26,7 +26,7 @@ from ..wire import (
 
 QUERY_FIELDS = {"text", "embedding", "entity", "filter", "k", "mode", "as_of", "valid_at",
                 "min_score", "types", "since", "until", "dedup", "explain", "agent",
-                "tiers"}  # fmt: skip
+                "tiers", "include_ended"}  # fmt: skip
 
 
 async def query(request: Request, mem: Namespace) -> Response:
