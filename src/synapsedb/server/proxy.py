@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -282,10 +283,10 @@ class Proxy:
         said: Sequence[Mapping[str, Any]],
         record: tuple[str, dict[str, Any]] | None = None,
     ) -> None:
-        """After a complete answer, in the background: remember the turns ``said`` and the
-        answer, record the answer (lineage) as about the entity and the session, and store the
-        response's record (``record``: its id and value, Responses API). Never raises;
-        failures are logged."""
+        """After a complete answer, in the background: record the answer (lineage) as about the
+        entity and the session, store the response's record (``record``: its id and value,
+        Responses API), and remember the turns ``said`` and the answer. Never raises; failures
+        are logged."""
         if record is not None:
             self.pending[(ns.name, record[0])] = record[1]
         if self._closed:
@@ -305,9 +306,11 @@ class Proxy:
         said: Sequence[Mapping[str, Any]],
         record: tuple[str, dict[str, Any]] | None,
     ) -> None:
-        session = self._remember(ns, turn, answer, said)
+        # the session the turns go to: the caller's, else one per day (the memory loop's own
+        # default, named here so that the answer can be tied to it)
+        session = turn.session or datetime.now(UTC).strftime("%Y-%m-%d")
         # the answer is about the user and the session: a purge of either erases its text
-        about = [turn.entity, *([f"session:{session}"] if session else [])]
+        about = [turn.entity, f"session:{session}"]
         try:
             qids = [recalled.query_id] if recalled is not None and recalled.query_id else []
             cited = [m.id for m in recalled.memories] if recalled is not None else []
@@ -331,25 +334,16 @@ class Proxy:
                                    f"{type(exc).__name__}: {exc}")  # fmt: skip
             finally:
                 self.pending.pop((ns.name, record[0]), None)
-
-    def _remember(self, ns: Namespace, turn: Turn, answer: str,
-                  said: Sequence[Mapping[str, Any]]) -> str | None:  # fmt: skip
-        """Hand the turns to the memory loop; the session they went to (the turn's, else the
-        loop's default) or None when nothing was remembered."""
         loop = self.db.memory_loop
         turns = [*said, {"role": "assistant", "content": answer}] if answer else list(said)
         turns = [fit_turn(t) for t in turns]
         if loop is None or not turns:
-            return turn.session
+            return
         try:
-            done = loop.remember(ns, turns, entity=turn.entity, session=turn.session,
-                                 agent=turn.agent)  # fmt: skip
+            loop.remember(ns, turns, entity=turn.entity, session=session, agent=turn.agent)
         except Exception as exc:
             self.warnings.warn("remember", f"turns of {turn.entity!r} not remembered: "
                                f"{type(exc).__name__}: {exc}")  # fmt: skip
-            return turn.session
-        session = getattr(done, "session", None)
-        return session if isinstance(session, str) else turn.session
 
     def drain(self) -> None:
         """Wait until the background work queued so far is done (tests, shutdown)."""
