@@ -1,0 +1,91 @@
+"""Per-candidate features for a learned re-ranking of the default hybrid query (recall study).
+
+Candidates are the default ranking's top ``depth`` rows. Every feature is computed from what the
+default ranking already has (cosine, BM25 before and after feedback, the fused base of every
+row and its timeline neighbours, speaker labels, sessions) plus a few cheap text tests on the
+candidate and the question. No model runs.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+import recall_lab as lab
+from recall_data import body
+
+TIME_WORDS = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|ago|last|next|week|weekend|weeks|month|months|year|"
+    r"years|monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|"
+    r"april|may|june|july|august|september|october|november|december|morning|evening|night|"
+    r"recently|since|earlier|later|\d{4}|\d{1,2}(?:st|nd|rd|th)?)\b",
+    re.I,
+)
+WHEN_Q = re.compile(r"^\s*when\b|\bhow long\b|\bwhat (?:year|month|date|day|time)\b|\bhow many "
+                    r"(?:years|months|weeks|days)\b", re.I)  # fmt: skip
+CAPS = re.compile(r"(?<!^)(?<![.?!]\s)\b([A-Z][a-zA-Z]+)")
+
+NAMES = (
+    "rel_score", "s0", "vec_n", "key_n", "key_n0", "ctx", "prev1", "next1", "prev2", "next2",
+    "author", "named", "log_rank", "sess_rank", "sess_rel", "sess_top20", "assistant", "log_len",
+    "ent_overlap", "q_when", "row_time", "cos_raw", "is_question", "n_terms", "sess_pos",
+)  # fmt: skip
+
+
+def session_ranks(sess: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: its session's rank by the session's best row score (0 = best) and that best."""
+    ids, inv = np.unique(sess, return_inverse=True)
+    best = np.full(ids.shape[0], -np.inf)
+    np.maximum.at(best, inv, score)
+    order = np.argsort(-best, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.shape[0])
+    return rank[inv], best[inv]
+
+
+def features(ix: lab.Index, s: lab.Scored, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """The default's top ``depth`` rows and their features (rows x len(NAMES))."""
+    order = lab.ranked(s.score)[:depth]
+    n = ix.n
+    top = float(s.score[order[0]]) or 1.0
+    cmax = float(s.cos.max()) or 1.0
+    bmax = float(s.bm_fb.max()) or 1.0
+    bmax0 = float(s.bm.max()) or 1.0
+
+    def at(d: int) -> np.ndarray:
+        j = order + d
+        ok = (j >= 0) & (j < n)
+        return np.where(ok, s.s0[np.clip(j, 0, n - 1)], 0.0)
+
+    sess = ix.conv.session
+    srank, sbest = session_ranks(sess, s.score)
+    top20 = lab.ranked(s.score)[:20]
+    count20 = np.array([np.count_nonzero(sess[top20] == sess[r]) for r in order])
+    text = ix.conv.questions[s.q].text
+    caps = {w.lower() for w in CAPS.findall(text)} - set(ix.label_words)
+    ent = np.zeros(order.shape[0])
+    if caps:
+        for i, r in enumerate(order.tolist()):
+            words = set(lab._WORD.findall(ix.conv.texts[r][:4096].lower()))
+            ent[i] = len(caps & words) / len(caps)
+    row_time = np.array([bool(TIME_WORDS.search(body(ix.conv.texts[r])[:2048]))
+                         for r in order.tolist()], np.float64)  # fmt: skip
+    assistant = np.array([ix.conv.speaker[r].lower() == "assistant" for r in order.tolist()],
+                         np.float64)  # fmt: skip
+    is_q = np.array(["?" in ix.conv.texts[r][:2048] for r in order.tolist()], np.float64)
+    # position of the row within its session, 0 (first) to 1 (last)
+    first = np.searchsorted(sess, sess[order], side="left")
+    last = np.searchsorted(sess, sess[order], side="right") - 1
+    pos = (order - first) / np.maximum(last - first, 1)
+    cols = [
+        s.score[order] / top, s.s0[order], np.maximum(s.cos[order], 0) / cmax,
+        s.bm_fb[order] / bmax, s.bm[order] / bmax0, lab.neighbour_max(s.s0)[order],
+        at(-1), at(1), at(-2), at(2), s.author[order],
+        np.full(order.shape[0], float(s.named)), np.log1p(np.arange(order.shape[0])),
+        srank[order].astype(np.float64), sbest[order] / top, count20.astype(np.float64),
+        assistant, np.log1p(ix.doclen[order]), ent,
+        np.full(order.shape[0], float(bool(WHEN_Q.search(text)))), row_time,
+        s.cos_raw[order], is_q, np.full(order.shape[0], float(len(lab.analyze(text)))), pos,
+    ]  # fmt: skip
+    return order, np.column_stack(cols)
