@@ -15,15 +15,18 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import recall_eval as ev
 import recall_features as rf
-from recall_data import CACHE, Vectors, load_all
+from recall_data import CACHE, Vectors, load_beam, load_locomo
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--depth", type=int, default=50)
     ap.add_argument("--out", type=Path, default=CACHE / "feat.npz")
+    ap.add_argument("--datasets", default="locomo,beam")
     args = ap.parse_args()
-    preps = ev.prepare(load_all(), Vectors())
+    convs = (load_locomo() if "locomo" in args.datasets else []) + (
+        load_beam() if "beam" in args.datasets else [])  # fmt: skip
+    preps = ev.prepare(convs, Vectors())
     xs, ys, groups, convs, rows, datasets = [], [], [], [], [], []
     g = 0
     for ci, p in enumerate(preps):

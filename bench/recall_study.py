@@ -115,6 +115,25 @@ def prev_vector(how: str, vec: Vectors) -> ev.Ranking:
     return rank
 
 
+def learned(path: Path, preps: Sequence[ev.Prepared]) -> ev.Ranking:
+    """Held-out re-ranker scores (bench/recall_train.py) over the default's top candidates;
+    rows past them keep the default order."""
+    d = np.load(path)
+    by: dict[tuple[str, int], np.ndarray] = {}
+    keys = [(p.conv.key, s.q) for p in preps for s in p.scored]
+    for g, key in enumerate(keys):
+        sel = d["group"] == g
+        rows, pred = d["row"][sel], d["pred"][sel]
+        by[key] = rows[np.lexsort((np.arange(rows.shape[0]), -pred))]
+
+    def rank(ix: lab.Index, s: lab.Scored) -> np.ndarray:
+        head = by[(ix.conv.key, s.q)]
+        order = lab.ranked(s.score)
+        return np.concatenate([head, order[~np.isin(order, head)]])
+
+    return rank
+
+
 def _dense_texts(ix: lab.Index) -> list[str]:
     out = []
     for q in ix.conv.questions:
@@ -167,6 +186,7 @@ def main() -> None:
     ap.add_argument("--datasets", default="locomo,beam")
     ap.add_argument("--by-category", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--learned", default="", help="prediction files of recall_train.py")
     args = ap.parse_args()
     vec = Vectors()
     convs = (load_locomo() if "locomo" in args.datasets else []) + (
@@ -175,6 +195,9 @@ def main() -> None:
     fams = families(vec)
     if args.families:
         fams = {k: v for k, v in fams.items() if k in args.families.split(",")}
+    for path in args.learned.split(","):
+        if path:
+            fams[f"learned {Path(path).stem}"] = [("model", learned(Path(path), preps))]
     lines = study(preps, fams, args.by_category)
     if args.out:
         args.out.write_text("\n".join(lines) + "\n")
