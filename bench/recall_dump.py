@@ -17,11 +17,19 @@ import recall_eval as ev
 import recall_features as rf
 from recall_data import CACHE, Vectors, load_beam, load_locomo
 
+from synapsedb.query import rerank
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--depth", type=int, default=50)
     ap.add_argument("--out", type=Path, default=CACHE / "feat.npz")
+    ap.add_argument(
+        "--set",
+        choices=("engine", "wide"),
+        default="engine",
+        help="query/rerank.py's features, or the wider set studied first",
+    )
     ap.add_argument("--datasets", default="locomo,beam")
     args = ap.parse_args()
     convs = (load_locomo() if "locomo" in args.datasets else []) + (
@@ -31,7 +39,11 @@ def main() -> None:
     g = 0
     for ci, p in enumerate(preps):
         for s in p.scored:
-            order, x = rf.features(p.ix, s, args.depth)
+            if args.set == "engine":
+                order, cands = rf.candidates(p.ix, s, args.depth)
+                x = rerank.features(cands)
+            else:
+                order, x = rf.features(p.ix, s, args.depth)
             evid = p.conv.questions[s.q].evidence
             xs.append(x)
             ys.append(np.isin(order, list(evid)).astype(np.int8))
@@ -41,7 +53,7 @@ def main() -> None:
             g += 1
         datasets.append(p.conv.dataset)
     np.savez(args.out, X=np.concatenate(xs), y=np.concatenate(ys), group=np.concatenate(groups),
-             conv=np.concatenate(convs), row=np.concatenate(rows), names=np.array(rf.NAMES),
+             conv=np.concatenate(convs), row=np.concatenate(rows), names=np.array(rerank.FEATURES if args.set == "engine" else rf.NAMES),
              datasets=np.array(datasets))  # fmt: skip
     print(f"{g} questions, {sum(x.shape[0] for x in xs)} candidate rows -> {args.out}")
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
 import recall_lab as lab
 from recall_data import CACHE, Conv, Vectors
 
@@ -54,7 +53,9 @@ def prepare(convs: Sequence[Conv], vec: Vectors, cache: Path = CACHE) -> list[Pr
     return out
 
 
-def run(preps: Sequence[Prepared], rank: Ranking, dedup: bool = True) -> list[dict[str, np.ndarray]]:
+def run(
+    preps: Sequence[Prepared], rank: Ranking, dedup: bool = True
+) -> list[dict[str, np.ndarray]]:
     """Per conversation, each metric per question."""
     out = []
     for p in preps:

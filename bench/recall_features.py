@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 
 import numpy as np
-
 import recall_lab as lab
 from recall_data import body
+
+from synapsedb.query.rerank import Candidates
 
 TIME_WORDS = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|ago|last|next|week|weekend|weeks|month|months|year|"
@@ -30,6 +31,8 @@ NAMES = (
     "rel_score", "s0", "vec_n", "key_n", "key_n0", "ctx", "prev1", "next1", "prev2", "next2",
     "author", "named", "log_rank", "sess_rank", "sess_rel", "sess_top20", "assistant", "log_len",
     "ent_overlap", "q_when", "row_time", "cos_raw", "is_question", "n_terms", "sess_pos",
+    "cos_rank", "bm_rank", "fb_cos", "prev1_cos", "next1_cos", "prev1_bm", "next1_bm",
+    "prev_is_question",
 )  # fmt: skip
 
 
@@ -44,6 +47,13 @@ def session_ranks(sess: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.n
     return rank[inv], best[inv]
 
 
+def list_rank(x: np.ndarray) -> np.ndarray:
+    """Each row's 0-based rank by ``x``, best first."""
+    out = np.empty(x.shape[0])
+    out[lab.ranked(x)] = np.arange(x.shape[0])
+    return out
+
+
 def features(ix: lab.Index, s: lab.Scored, depth: int) -> tuple[np.ndarray, np.ndarray]:
     """The default's top ``depth`` rows and their features (rows x len(NAMES))."""
     order = lab.ranked(s.score)[:depth]
@@ -53,10 +63,10 @@ def features(ix: lab.Index, s: lab.Scored, depth: int) -> tuple[np.ndarray, np.n
     bmax = float(s.bm_fb.max()) or 1.0
     bmax0 = float(s.bm.max()) or 1.0
 
-    def at(d: int) -> np.ndarray:
+    def at(d: int, x: np.ndarray | None = None) -> np.ndarray:
         j = order + d
         ok = (j >= 0) & (j < n)
-        return np.where(ok, s.s0[np.clip(j, 0, n - 1)], 0.0)
+        return np.where(ok, (s.s0 if x is None else x)[np.clip(j, 0, n - 1)], 0.0)
 
     sess = ix.conv.session
     srank, sbest = session_ranks(sess, s.score)
@@ -78,6 +88,11 @@ def features(ix: lab.Index, s: lab.Scored, depth: int) -> tuple[np.ndarray, np.n
     first = np.searchsorted(sess, sess[order], side="left")
     last = np.searchsorted(sess, sess[order], side="right") - 1
     pos = (order - first) / np.maximum(last - first, 1)
+    best3 = [g[0] for g in lab.dedup_top(ix, lab.ranked(s.score), 3)]
+    centre = ix.vecs[best3].mean(axis=0)
+    fb_cos = ix.vecs[order] @ (centre / (float(np.linalg.norm(centre)) or 1.0))
+    asks = np.array(["?" in t[-400:] for t in ix.conv.texts], np.float64)
+    cos_n, bm_n = np.maximum(s.cos, 0) / cmax, s.bm_fb / bmax
     cols = [
         s.score[order] / top, s.s0[order], np.maximum(s.cos[order], 0) / cmax,
         s.bm_fb[order] / bmax, s.bm[order] / bmax0, lab.neighbour_max(s.s0)[order],
@@ -87,5 +102,39 @@ def features(ix: lab.Index, s: lab.Scored, depth: int) -> tuple[np.ndarray, np.n
         assistant, np.log1p(ix.doclen[order]), ent,
         np.full(order.shape[0], float(bool(WHEN_Q.search(text)))), row_time,
         s.cos_raw[order], is_q, np.full(order.shape[0], float(len(lab.analyze(text)))), pos,
+        np.log1p(list_rank(s.cos)[order]), np.log1p(list_rank(s.bm_fb)[order]), fb_cos,
+        at(-1, cos_n), at(1, cos_n), at(-1, bm_n), at(1, bm_n), at(-1, asks),
     ]  # fmt: skip
     return order, np.column_stack(cols)
+
+
+def candidates(ix: lab.Index, s: lab.Scored, depth: int) -> tuple[np.ndarray, Candidates]:
+    """The default's top ``depth`` rows as the engine hands them to query/rerank.py (every row
+    of the conversation is allowed and scored here; in the engine, the ranks by cosine and BM25
+    are among the rows it scored: the candidates and their neighbours)."""
+    order = lab.ranked(s.score)
+    top = order[:depth]
+    n = ix.n
+    cmax = float(s.cos.max()) or 1.0
+    bmax = float(s.bm_fb.max()) or 1.0
+    vec_n, key_n = np.maximum(s.cos, 0) / cmax, s.bm_fb / bmax
+
+    def nb(x: np.ndarray) -> np.ndarray:
+        cols = []
+        for d in (-2, -1, 1, 2):
+            j = top + d
+            ok = (j >= 0) & (j < n)
+            cols.append(np.where(ok, x[np.clip(j, 0, n - 1)], 0.0))
+        return np.column_stack(cols)
+
+    centre = ix.vecs[order[:3]].mean(axis=0)
+    fb_cos = ix.vecs[top] @ (centre / (float(np.linalg.norm(centre)) or 1.0))
+    texts = [ix.conv.texts[r] for r in top.tolist()]
+    prev = [ix.conv.texts[r - 1] if r > 0 else "" for r in top.tolist()]
+    assistant = np.array([ix.conv.speaker[r].lower() == "assistant" for r in top.tolist()],
+                         np.float64)  # fmt: skip
+    return top, Candidates(
+        s.score[top], s.s0[top], vec_n[top], key_n[top], nb(s.s0), nb(vec_n), nb(key_n),
+        s.author[top], list_rank(s.cos)[top], list_rank(s.bm_fb)[top], fb_cos.astype(np.float64),
+        assistant, ix.doclen[top], texts, prev,
+    )  # fmt: skip

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
 from recall_data import Conv, Vectors
+
 from synapsedb.index.keyword import STOPWORDS, analyze, stem
 from synapsedb.query.dedup import norm_text
 from synapsedb.query.rank import named_labels, strip_words
