@@ -14,7 +14,7 @@ import numpy as np
 import recall_lab as lab
 from recall_data import body
 
-from synapsedb.query.rerank import Candidates
+from synapsedb.query.rerank import Candidates, text_flags
 
 TIME_WORDS = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|ago|last|next|week|weekend|weeks|month|months|year|"
@@ -129,12 +129,14 @@ def candidates(ix: lab.Index, s: lab.Scored, depth: int) -> tuple[np.ndarray, Ca
 
     centre = ix.vecs[order[:3]].mean(axis=0)
     fb_cos = ix.vecs[top] @ (centre / (float(np.linalg.norm(centre)) or 1.0))
-    texts = [ix.conv.texts[r] for r in top.tolist()]
-    prev = [ix.conv.texts[r - 1] if r > 0 else "" for r in top.tolist()]
+    flags = ix.extra.get("flags")
+    if flags is None:  # query/rerank.py's text tests of every memory, once
+        flags = ix.extra["flags"] = np.array([text_flags(t) for t in ix.conv.texts], np.int64)
+    prev = np.where(top > 0, flags[np.maximum(top - 1, 0)], 0)
     assistant = np.array([ix.conv.speaker[r].lower() == "assistant" for r in top.tolist()],
                          np.float64)  # fmt: skip
     return top, Candidates(
         s.score[top], s.s0[top], vec_n[top], key_n[top], nb(s.s0), nb(vec_n), nb(key_n),
         s.author[top], list_rank(s.cos)[top], list_rank(s.bm_fb)[top], fb_cos.astype(np.float64),
-        assistant, ix.doclen[top], texts, prev,
+        assistant, ix.doclen[top], flags[top], prev,
     )  # fmt: skip

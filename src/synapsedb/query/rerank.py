@@ -38,7 +38,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -70,8 +70,8 @@ class Candidates:
     """The default ranking's top rows, best first, and what the features read.
 
     ``nb_*`` have one column per neighbour offset (-2, -1, +1, +2), 0 where there is none;
-    ``texts`` and ``prev_texts`` are the rows' contents and those of the memories just before
-    them ("" for none).
+    ``flags`` and ``prev_flags`` are :func:`text_flags` of the rows' contents and of those of
+    the memories just before them (0 for none).
     """
 
     score: np.ndarray  # default score
@@ -87,29 +87,47 @@ class Candidates:
     fb_cos: np.ndarray
     assistant: np.ndarray
     doclen: np.ndarray
-    texts: Sequence[str]
-    prev_texts: Sequence[str]
+    flags: np.ndarray  # int
+    prev_flags: np.ndarray  # int
 
 
-def _body(text: str) -> str:
-    m = _LABEL.match(text)
-    return text[m.end() :] if m else text
+TIME, ASKS, ENDS_ASKING = 1, 2, 4
+
+
+def text_flags(text: str) -> int:
+    """What the features test of a memory's text, as bits: ``TIME``, its opening (after the
+    speaker label) has a time expression; ``ASKS``, that opening has a "?"; ``ENDS_ASKING``,
+    its end has one."""
+    head = text[: HEAD_CHARS + 42]  # a label is at most 42 characters with its ": "
+    m = _LABEL.match(head)
+    head = head[m.end() if m else 0 :][:HEAD_CHARS]
+    flags = TIME if TIME_WORDS.search(head) else 0
+    flags |= ASKS if "?" in head else 0
+    return flags | (ENDS_ASKING if "?" in text[-TAIL_CHARS:] else 0)
+
+
+def _flags(rec: Any) -> int:
+    """:func:`text_flags` of a record's content, kept on the record (its text never changes)."""
+    flags: int = rec.text_flags
+    if flags < 0:
+        flags = rec.text_flags = text_flags(rec.content)
+    return flags
 
 
 def features(c: Candidates) -> np.ndarray:
     """The (rows x len(FEATURES)) matrix, columns in :data:`FEATURES` order."""
     n = c.score.shape[0]
     top = float(c.score[0]) if n and c.score[0] > 0 else 1.0
-    row_time = [bool(TIME_WORDS.search(_body(t)[:HEAD_CHARS])) for t in c.texts]
-    asks = ["?" in _body(t)[:HEAD_CHARS] for t in c.texts]
-    prev_asks = ["?" in t[-TAIL_CHARS:] for t in c.prev_texts]
+    row_time = (c.flags & TIME) > 0
+    asks = (c.flags & ASKS) > 0
+    prev_asks = (c.prev_flags & ENDS_ASKING) > 0
     cols = [
         c.score / top, c.s0, c.vec_n, c.key_n, c.nb_s0.max(axis=1, initial=0.0),
         c.nb_s0[:, 1], c.nb_s0[:, 2], c.nb_s0[:, 0], c.nb_s0[:, 3], c.author,
         np.log1p(np.arange(n, dtype=np.float64)), c.assistant, np.log1p(c.doclen),
-        np.array(row_time, np.float64), np.array(asks, np.float64), np.log1p(c.cos_rank),
+        row_time, asks, np.log1p(c.cos_rank),
         np.log1p(c.bm_rank), c.fb_cos, c.nb_vec[:, 1], c.nb_vec[:, 2], c.nb_key[:, 1],
-        c.nb_key[:, 2], np.array(prev_asks, np.float64),
+        c.nb_key[:, 2], prev_asks,
     ]  # fmt: skip
     return np.column_stack([np.asarray(x, np.float64).reshape(n) for x in cols])
 
@@ -130,18 +148,17 @@ class Forest:
     def predict(self, x: np.ndarray) -> np.ndarray:
         """The ensemble's score of each row of ``x`` (the sum over trees)."""
         n, t = x.shape[0], self.feature.shape[0]
+        width, leaves = self.feature.shape[1], self.leaf.shape[1]
+        flat = np.ascontiguousarray(x, np.float64).ravel()
+        base = np.arange(t) * width  # each tree's first node in the flat tables
+        start = (np.arange(n) * x.shape[1])[:, None]  # each row's first feature
         node = np.zeros((n, t), np.int64)
-        trees = np.arange(t)[None, :]
         for _ in range(self.depth):
-            inner = node >= 0
-            if not inner.any():
-                break
-            at = np.maximum(node, 0)
-            f = self.feature[trees, at]
-            go_left = x[np.arange(n)[:, None], f] <= self.threshold[trees, at]
-            nxt = np.where(go_left, self.left[trees, at], self.right[trees, at])
-            node = np.where(inner, nxt, node)
-        return self.leaf[trees, ~node].sum(axis=1)
+            at = base + np.maximum(node, 0)
+            left = flat.take(start + self.feature.take(at)) <= self.threshold.take(at)
+            node = np.where(node >= 0, np.where(left, self.left.take(at), self.right.take(at)),
+                            node)  # fmt: skip
+        return self.leaf.take(np.arange(t) * leaves + ~node).sum(axis=1)
 
     @classmethod
     def from_table(cls, trees: Sequence[tuple[list, list, list, list, list]], depth: int,
@@ -227,6 +244,6 @@ def gather(
             [lab >= 0 and names[lab].lower() == "assistant" for lab in cat.label[top].tolist()],
             np.float64),
         doclen=np.array([doclen[r] if r < len(doclen) else 0 for r in rows], np.float64),
-        texts=[recs[r].content for r in rows],
-        prev_texts=[recs[p].content if p >= 0 else "" for p in prev],
+        flags=np.array([_flags(recs[r]) for r in rows], np.int64),
+        prev_flags=np.array([_flags(recs[p]) if p >= 0 else 0 for p in prev], np.int64),
     )  # fmt: skip
