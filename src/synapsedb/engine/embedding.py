@@ -147,7 +147,9 @@ class EmbeddingService:
                 self.cache_hits += 1
                 return vec
             self.cache_misses += 1
-        vec = self.model.embed([text])[0]
+        model = self.model
+        embed_query = getattr(model, "embed_query", None)  # a query-only model (embed/)
+        vec = embed_query(text) if embed_query is not None else model.embed([text])[0]
         vec.setflags(write=False)
         with self._lock:
             self._cache[key] = vec
@@ -173,6 +175,7 @@ def _build(spec: str, settings: Settings) -> Embedder:
             precision=settings.minilm_precision,
             intra_op_num_threads=settings.embed_threads,
             spin=settings.embed_spin,
+            query_model=settings.minilm_query_model,
         )
     if spec == "openai":
         from ..embed.openai_compat import OpenAIEmbedder
