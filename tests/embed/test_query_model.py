@@ -29,6 +29,7 @@ def texts() -> list[str]:
 def test_int8_query_vectors_are_close_to_float32(texts: list[str]) -> None:
     f32 = OnnxMiniLM(query_model="same")
     int8 = OnnxMiniLM(query_model="int8")
+    int8.load_query_model()  # exported here if missing (else queries use float32 meanwhile)
     want = f32.embed(texts)
     got = np.stack([int8.embed_query(t) for t in texts])
     assert got.dtype == np.float32 and got.shape == want.shape

@@ -152,6 +152,7 @@ class OnnxMiniLM:
             query_model = "int8" if has_int8_dot() else "same"
         self.query_model = query_model
         self._query_session: ort.InferenceSession | None = None
+        self._query_started = False  # its load (or export) has begun
         self._query_lock = threading.Lock()
         self.precision = precision
         self.model_file = model_file(precision)  # checks it
@@ -199,33 +200,56 @@ class OnnxMiniLM:
 
     def embed_query(self, text: str) -> np.ndarray:
         """One query text's vector (float32, unit norm) from the :attr:`query_model`; the same
-        word-pieces, pooling and normalization as :meth:`embed`."""
+        word-pieces, pooling and normalization as :meth:`embed`.
+
+        The int8 file is loaded on first use; when it is missing it is exported in a background
+        thread (tens of seconds on 2 cores), and queries use this model until it is ready.
+        """
         (item,) = _check_texts([text])
-        if self.query_model == "same":
-            return self.embed([item])[0]
         session = self._query_session
+        if session is None and self.query_model != "same" and not self._query_started:
+            self._start_query_model()
+            session = self._query_session
         if session is None:
-            with self._query_lock:
-                if self._query_session is None:
-                    self._query_session = self._load_query_session()
-                session = self._query_session
+            return self.embed([item])[0]
         ids = np.array([self.tokenize([item])[0]], np.int64)
         return self._pool(ids, np.ones_like(ids), session)[0]
 
-    def _load_query_session(self) -> ort.InferenceSession:
+    def load_query_model(self) -> None:
+        """Load the query model now, exporting it first if needed (blocks until done)."""
+        if self.query_model == "same":
+            return
+        with self._query_lock:
+            self._query_started = True
+            if self._query_session is None:
+                if not self._query_model_current():
+                    log.warning("exporting the %s query model once", self.query_model)
+                    export_model(self.model_dir, precision=self.query_model)
+                self._query_session = self._open(self.model_dir / model_file(self.query_model))
+
+    def _query_model_current(self) -> bool:
+        from .export import read_export_version
+
         path = self.model_dir / model_file(self.query_model)
-        found = None
-        if path.is_file():
-            try:
-                session = self._open(path)
-                found = session.get_modelmeta().custom_metadata_map.get("synapsedb.export_version")
-            except Exception:  # a damaged file: rebuilt below
-                found = None
-        if found != EXPORT_VERSION:
-            log.warning("exporting the %s query model to %s once", self.query_model, path)
-            export_model(self.model_dir, precision=self.query_model)
-            session = self._open(path)
-        return session
+        return path.is_file() and read_export_version(path) == EXPORT_VERSION
+
+    def _start_query_model(self) -> None:
+        with self._query_lock:
+            if self._query_started:
+                return
+            self._query_started = True
+            current = self._query_model_current()
+            if current:
+                self._query_session = self._open(self.model_dir / model_file(self.query_model))
+        if not current:
+
+            def build() -> None:
+                try:
+                    self.load_query_model()
+                except Exception:  # stay on the memories' model
+                    log.exception("the %s query model could not be built", self.query_model)
+
+            threading.Thread(target=build, name="synapsedb-query-model", daemon=True).start()
 
     def _export(self, why: str) -> None:
         log.warning(
