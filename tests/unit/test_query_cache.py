@@ -19,3 +19,19 @@ def test_a_text_cached_in_one_namespace_is_not_a_hit_in_another(db: Database) ->
     assert (cache.cache_hits - hits, cache.cache_misses - misses) == (1, 2)  # B: a miss
     b.query("where are the quarterly figures", mode="vector")
     assert cache.cache_hits - hits == 2  # B's own earlier query is a hit for B
+
+
+def test_a_text_just_queried_is_written_with_that_querys_vector(db: Database) -> None:
+    """The memory proxy recalls for the user's turn, then stores that turn: embedded once."""
+    a, b = db.namespace("tenant-a..notes"), db.namespace("tenant-b..notes")
+    a.write("u", "warm up")
+    b.write("u", "warm up")
+    said = "my name is Ada and I live in Lisbon"
+    a.query(said, mode="vector")
+    batches = len(db.embedding.batches)
+    mine = a.write("u", said)
+    assert len(db.embedding.batches) == batches  # no model call: the query's vector
+    theirs = b.write("u", said)  # another namespace's query is never used
+    assert len(db.embedding.batches) == batches + 1
+    assert mine.embedding is not None and theirs.embedding is not None
+    assert float(mine.embedding @ theirs.embedding) > 0.999  # the same model, the same text

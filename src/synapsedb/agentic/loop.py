@@ -563,7 +563,9 @@ class MemoryLoop:
 
     def _work(self, db: Any) -> None:
         # the queues as they are, before any job runs (a pass of slow extractions must not
-        # leave /readyz saying nothing is queued)
+        # leave /readyz saying nothing is queued); after a first wait, as the passes, so an
+        # open's lazy loading of namespaces goes first
+        self._wake.wait(self.settings.poll_s)
         for name in self._names():
             if self._stop.is_set():
                 return

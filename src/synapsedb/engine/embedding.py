@@ -96,16 +96,27 @@ class EmbeddingService:
         return model.name
 
     def fill(self, state: NamespaceState | None, items: Sequence[MemoryInput]) -> None:
-        """Give every item without a vector one from the model (one batch), if applicable."""
+        """Give every item without a vector one from the model (one batch), if applicable. A
+        text this namespace was just queried with takes that query's vector (the memory proxy
+        writes the user's turn it recalled for: embedded once, not twice)."""
         todo = [it for it in items if it.vec is None]
         if not todo or not self._usable_for(state, "embedding"):
             return
+        source = self.source_in(state)
+        if state is not None:
+            with self._lock:
+                known = [self._cache.get((state.name, it.content)) for it in todo]
+            for it, vec in zip(todo, known, strict=True):
+                if vec is not None:
+                    it.vec, it.source = vec, source
+            todo = [it for it in todo if it.vec is None]
+            if not todo:
+                return
         vecs = self.model.embed([it.content for it in todo])
         self.batches.append(len(todo))
         del self.batches[:-256]
         if self.on_batch is not None:
             self.on_batch(len(todo))
-        source = self.source_in(state)
         for it, vec in zip(todo, vecs, strict=True):
             vec.setflags(write=False)
             it.vec = vec
