@@ -124,3 +124,16 @@ def test_scores_fall_with_rank_and_min_score_keeps_its_meaning(chat) -> None:  #
         floor = scores[len(scores) // 2]
         kept = mem.query(question, k=8, min_score=floor).hits
         assert kept and all(h.score >= floor for h in kept)
+
+
+def test_memories_that_are_not_a_transcript_keep_the_default_order(tmp_path: Path) -> None:
+    with synapsedb.open(tmp_path / "d", durability="os", llm=None) as d:
+        mem = d.namespace("notes")
+        a = mem.write("user:7", "Customer prefers email over phone calls")
+        mem.write("user:7", "Order #77 shipped to Lisbon on Monday")
+        hits = mem.query("how should we contact the customer?", entity="user:7", explain=True)
+        assert hits.hits[0].id == a.id
+        assert all("rerank" not in (h.explanation or {}) for h in hits.hits)
+    assert rerank.transcript(np.array([0, 1, -1, -1]))
+    assert not rerank.transcript(np.array([0, -1, -1]))
+    assert not rerank.transcript(np.array([], np.int32))

@@ -507,13 +507,16 @@ def _reranked(
     named: np.ndarray,
     comp: dict[str, np.ndarray],
 ) -> np.ndarray:
-    """``order`` with its best rows re-ordered by the learned ranker (query/rerank.py); its
-    score of each re-ordered row goes to ``comp["rerank"]`` (0 for the rest)."""
+    """``order`` with its best rows re-ordered by the learned ranker (query/rerank.py) when
+    they are transcript lines; its score of each re-ordered row goes to ``comp["rerank"]`` (0
+    for the rest)."""
     model = rerank.forest()
     head = order[: model.rows]
     if head.shape[0] < 2:
         return order
     top = rows[head]
+    if not rerank.transcript(cat.label[top]):
+        return order
     cands = rerank.gather(cat, top, score[head], near, arrays, nb[head], named[head] * 1.0)
     pred = model.predict(rerank.features(cands))
     new = np.lexsort((np.arange(head.shape[0]), -pred))

@@ -26,7 +26,9 @@ over these features of each row, all read from the default's own arrays:
 ``prev_is_question``  1 when the memory just before it ends asking a question
 ====================  ====================================================================
 
-The rows keep the default's scores, in the new order: the k-th hit gets the k-th best default
+It applies only when at least half of those rows are transcript lines (:func:`transcript`):
+the model was trained on conversations and is untested elsewhere. The rows keep the default's
+scores, in the new order: the k-th hit gets the k-th best default
 score, so scores still fall with rank and ``min_score`` keeps its meaning. Trained
 leave-one-conversation-out on LoCoMo dev and BEAM 100K (bench/recall_train.py,
 bench/recall_results.md has the numbers and the caveats).
@@ -45,7 +47,16 @@ import numpy as np
 if TYPE_CHECKING:
     from ..index.catalog import Catalog
 
-__all__ = ["FEATURES", "Candidates", "Forest", "features", "forest", "gather", "reorder"]
+__all__ = [
+    "FEATURES",
+    "Candidates",
+    "Forest",
+    "features",
+    "forest",
+    "gather",
+    "reorder",
+    "transcript",
+]
 
 FEATURES = (
     "rel_score", "s0", "vec_n", "key_n", "ctx", "prev1", "next1", "prev2", "next2", "author",
@@ -112,6 +123,14 @@ def _flags(rec: Any) -> int:
     if flags < 0:
         flags = rec.text_flags = text_flags(rec.content)
     return flags
+
+
+def transcript(labels: np.ndarray) -> bool:
+    """Whether the candidates are a transcript, which is what the model was trained on: at
+    least half of them have a speaker label ("Name: text"). Other memories (notes, facts,
+    records) keep the default order: on them the model is untested, and a short list of notes
+    was seen re-ordered for the worse."""
+    return bool(labels.shape[0]) and 2 * int(np.count_nonzero(labels >= 0)) >= labels.shape[0]
 
 
 def features(c: Candidates) -> np.ndarray:
