@@ -26,6 +26,7 @@ Load = Literal["lazy", "eager"]
 LOADS = ("lazy", "eager")
 EMBEDDERS = ("minilm", "openai", "sentence-transformers", "none")
 MINILM_PRECISIONS = ("float32", "uint8")  # synapsedb.embed.export.PRECISIONS' keys
+MINILM_QUERY_MODELS = ("auto", "same", "int8")  # synapsedb.embed.onnx_minilm.QUERY_MODELS
 MAX_DIM = 1 << 20  # the largest embedding dimension any namespace may have (max_dim's bound)
 # max_content_bytes' bound: far under SQLite's 1 GB string limit and the 256 MiB default import
 # file, and a memory is a unit of recall, not a file store (split documents into passages).
@@ -50,6 +51,14 @@ class Settings:
         metadata={
             "doc": "minilm weights: float32 (faster without VNNI int8 instructions) or uint8 "
             "(a quarter of the memory); both write vectors of one space"
+        },
+    )
+    minilm_query_model: str = field(
+        default="auto",
+        metadata={
+            "doc": "model that embeds query texts: int8 (dynamic int8, about half the time "
+            "on CPUs with VNNI int8 instructions), same (the memories' model), or auto (int8 "
+            "when the CPU has VNNI, else same)"
         },
     )
     embed_threads: int = field(
@@ -179,6 +188,12 @@ class Settings:
                 f"minilm_precision: expected one of {', '.join(MINILM_PRECISIONS)}, "
                 f"got {self.minilm_precision!r}",
                 field="minilm_precision",
+            )
+        if self.minilm_query_model not in MINILM_QUERY_MODELS:
+            raise ValidationError(
+                f"minilm_query_model: expected one of {', '.join(MINILM_QUERY_MODELS)}, "
+                f"got {self.minilm_query_model!r}",
+                field="minilm_query_model",
             )
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
