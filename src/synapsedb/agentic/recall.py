@@ -258,6 +258,6 @@ def recall(
                       if isinstance(vf, int | float) and not isinstance(vf, bool) else None)  # fmt: skip
         kept.append(Recollection(h.id, h.entity, h.type, h.content, round(sim, 4),
                                  round(h.score, 6), h.ts, valid_from))  # fmt: skip
-    block, used, shown = render(entity, kept, budget_tokens)
+    block, used, shown = render(entity, kept, budget_tokens, settings.max_memories)
     dropped += len(kept) - len(shown)
     return Recalled(True, query, how, tuple(shown), block, used, res.query_id, dropped)

@@ -53,10 +53,11 @@ def _name(entity: str) -> str:
 
 
 def render(
-    entity: str | None, memories: Sequence[Recollection], budget: int
+    entity: str | None, memories: Sequence[Recollection], budget: int, limit: int | None = None
 ) -> tuple[str, int, list[Recollection]]:
     """The context block, its token estimate and the memories in it: those that do not fit
-    are left out (they come ranked, so the best ones stay)."""
+    are left out (they come ranked, so the best ones stay), and after ``limit`` lines the
+    rest (a memory too long for the budget takes no line)."""
     if not memories:
         return "", 0, []
     head = f"Memories about {_name(entity)}" if entity else "Relevant memories"
@@ -66,6 +67,8 @@ def render(
     lines: list[str] = []
     shown: list[Recollection] = []
     for m in memories:
+        if limit is not None and len(shown) >= limit:
+            break
         when = f", since {m.valid_from.date().isoformat()}" if m.valid_from else ""
         line = f"- [{m.id}] ({m.type}{when}, {m.ts.date().isoformat()}) {quote(m.content)}"
         cost = tokens(line) + 1
