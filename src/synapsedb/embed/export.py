@@ -47,6 +47,7 @@ __all__ = [
     "INSTALL_COMMAND",
     "MODEL_FILE",
     "PRECISIONS",
+    "QUERY_PRECISIONS",
     "SOURCE_PACKAGE",
     "SOURCE_VERSION",
     "TOKENIZER_FILE",
@@ -71,6 +72,9 @@ INSTALL_COMMAND = "synapsedb models install"
 #: it embeds a 12-token query in 3.9 ms against uint8's 6.0 ms, and batches 1.7x faster, because
 #: onnxruntime's 8-bit MatMulNBits kernels pay off only with VNNI int8 instructions.
 PRECISIONS = {"float32": "all-minilm-l6-v2.f32.onnx", "uint8": "all-minilm-l6-v2.u8.onnx"}
+#: A precision for query embedding only (one text per call): dynamic int8 quantization
+#: (:func:`.quantize.quantize_dynamic_int8`), whose vectors depend on their batch.
+QUERY_PRECISIONS = {"int8": "all-minilm-l6-v2.i8dyn.onnx"}
 DEFAULT_PRECISION = "float32"
 MODEL_FILE = PRECISIONS[DEFAULT_PRECISION]
 TOKENIZER_FILE = "all-minilm-l6-v2.tokenizer.json"
@@ -177,13 +181,14 @@ def install_source(*, force: bool = False, quiet: bool = False) -> bool:
 
 
 def model_file(precision: str) -> str:
-    """The file name of the exported model of ``precision`` (a key of :data:`PRECISIONS`)."""
+    """The file name of the exported model of ``precision`` (a key of :data:`PRECISIONS` or
+    :data:`QUERY_PRECISIONS`)."""
     try:
-        return PRECISIONS[precision]
+        return {**PRECISIONS, **QUERY_PRECISIONS}[precision]
     except (KeyError, TypeError):
+        known = ", ".join([*PRECISIONS, *QUERY_PRECISIONS])
         raise ValidationError(
-            f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}",
-            field="precision",
+            f"precision: expected one of {known}, got {precision!r}", field="precision"
         ) from None
 
 
@@ -195,8 +200,11 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def build_model(src: Path | None = None, *, quantize: bool = True) -> onnx.ModelProto:
-    """Build the encoder from the package files; uint8 weights unless ``quantize=False``."""
+def build_model(
+    src: Path | None = None, *, quantize: bool = True, dynamic_int8: bool = False
+) -> onnx.ModelProto:
+    """Build the encoder from the package files; uint8 weights unless ``quantize=False``;
+    with ``dynamic_int8`` the query-only model (:func:`.quantize.quantize_dynamic_int8`)."""
     import onnx
     from safetensors.numpy import load_file
 
@@ -211,7 +219,11 @@ def build_model(src: Path | None = None, *, quantize: bool = True) -> onnx.Model
         cfg,
         doc="all-MiniLM-L6-v2 encoder (last_hidden_state), built by synapsedb.embed.export",
     )
-    if quantize:
+    if dynamic_int8:
+        from .quantize import quantize_dynamic_int8
+
+        model = quantize_dynamic_int8(model)
+    elif quantize:
         model = quantize_weight_only(model)
     try:
         src_version = version(SOURCE_PACKAGE)
@@ -221,7 +233,9 @@ def build_model(src: Path | None = None, *, quantize: bool = True) -> onnx.Model
         model,
         {
             "synapsedb.export_version": EXPORT_VERSION,
-            "synapsedb.quantization": "uint8-weight-only" if quantize else "none",
+            "synapsedb.quantization": (
+                "int8-dynamic" if dynamic_int8 else "uint8-weight-only" if quantize else "none"
+            ),
             "source.package": f"{SOURCE_PACKAGE}=={src_version}",
             "source.sha256": _sha256(src / "model.safetensors"),
             "max_seq_length": str(int(st_cfg["max_seq_length"])),
@@ -303,7 +317,9 @@ def export_model(
             src_sha = ""
         else:
             src = source_dir()
-            model = build_model(src, quantize=precision == "uint8")
+            model = build_model(
+                src, quantize=precision == "uint8", dynamic_int8=precision in QUERY_PRECISIONS
+            )
             src_sha = next(p.value for p in model.metadata_props if p.key == "source.sha256")
             _atomic_write(tok_path, (src / "tokenizer.json").read_bytes())
             _atomic_write(model_path, model.SerializeToString())

@@ -103,7 +103,7 @@ class EmbeddingService:
         if not todo or not self._usable_for(state, "embedding"):
             return
         source = self.source_in(state)
-        if state is not None:
+        if state is not None and self._query_vectors_are_memory_vectors():
             with self._lock:
                 known = [self._cache.get((state.name, it.content)) for it in todo]
             for it, vec in zip(todo, known, strict=True):
@@ -121,6 +121,12 @@ class EmbeddingService:
             vec.setflags(write=False)
             it.vec = vec
             it.source = source
+
+    def _query_vectors_are_memory_vectors(self) -> bool:
+        """Whether a cached query vector may be written as a memory's: not when queries are
+        embedded by a query-only model (OnnxMiniLM's int8 one, whose vectors depend on their
+        batch and are never stored)."""
+        return getattr(self.model, "query_model", "same") == "same"
 
     def embed_text(self, state: NamespaceState | None, text: str) -> np.ndarray | None:
         """A vector for a text about to be written (None when the namespace gets none)."""
@@ -158,7 +164,9 @@ class EmbeddingService:
                 self.cache_hits += 1
                 return vec
             self.cache_misses += 1
-        vec = self.model.embed([text])[0]
+        model = self.model
+        embed_query = getattr(model, "embed_query", None)  # a query-only model (embed/)
+        vec = embed_query(text) if embed_query is not None else model.embed([text])[0]
         vec.setflags(write=False)
         with self._lock:
             self._cache[key] = vec
@@ -184,6 +192,7 @@ def _build(spec: str, settings: Settings) -> Embedder:
             precision=settings.minilm_precision,
             intra_op_num_threads=settings.embed_threads,
             spin=settings.embed_spin,
+            query_model=settings.minilm_query_model,
         )
     if spec == "openai":
         from ..embed.openai_compat import OpenAIEmbedder

@@ -87,11 +87,17 @@ def purge(conn: sqlite3.Connection, p: Purge) -> None:
         )
     finally:  # the connection keeps no reference to the name
         conn.create_function("erasure_names", 3, None)
-    # an answer built on the memories (or naming the entity) keeps its id, time, agent, queries
-    # and the versions it cited, and loses its text
+    # an answer built on the memories (or naming the entity, or about it) keeps its id, time,
+    # agent, queries and the versions it cited, and loses its text; among its entities the
+    # name becomes the alias
     conn.execute(
-        """UPDATE answers SET text = NULL, erased = 1
+        """UPDATE answers SET text = NULL, erased = 1,
+                  entities = (SELECT json_group_array(CASE WHEN e.value = :entity THEN :alias
+                                                      ELSE e.value END)
+                              FROM json_each(answers.entities) AS e)
            WHERE ns = :ns AND (instr(coalesce(text, ''), :entity) > 0
+                 OR EXISTS (SELECT 1 FROM json_each(answers.entities) AS e
+                            WHERE e.value = :entity)
                  OR EXISTS (SELECT 1 FROM json_each(answers.memories) AS m
                             WHERE json_extract(m.value, '$[0]') IN
                                   (SELECT value FROM json_each(:ids))))""",

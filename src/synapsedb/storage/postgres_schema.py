@@ -170,6 +170,10 @@ MIGRATIONS: list[str] = [
     CREATE INDEX fact_versions_sys ON fact_versions (sys_us);
     CREATE INDEX events_sys ON events (sys_us);
     """,
+    # 5: an answer names the entities it is about (as SQLite's migration 8)
+    """
+    ALTER TABLE answers ADD COLUMN entities TEXT COLLATE "C" NOT NULL DEFAULT '[]';
+    """,
 ]
 
 # tables of one row or a few, the same for every namespace (Citus: create_reference_table)
@@ -186,7 +190,7 @@ TEXT_COLUMNS: dict[str, tuple[str, ...]] = {
     "fact_versions": ("ns", "entity", "key", "value", "agent"),
     "events": ("ns", "stream", "entity", "agent", "content", "data", "memory_id"),
     "queries": ("ns", "id", "agent", "text", "request", "hits"),
-    "answers": ("ns", "id", "agent", "text", "query_ids", "cited", "memories"),
+    "answers": ("ns", "id", "agent", "text", "query_ids", "cited", "memories", "entities"),
     "erasures": ("ns", "agent", "subject", "counts"),
     "tiers": ("ns", "id", "tier", "reason"),
     "access": ("ns", "id"),

@@ -69,7 +69,9 @@ _FACT_INSERT = _insert("fact_versions", _FACT_COLUMNS)
 _EVENT_INSERT = _insert("events", _EVENT_COLUMNS)
 _R = TypeVar("_R", bound=tuple[Any, ...])  # a named row of storage.base
 _QUERY_INSERT = _insert("queries", "ns, id, sys_us, agent, text, request, hits")
-_ANSWER_INSERT = _insert("answers", "ns, id, sys_us, agent, text, query_ids, cited, memories")
+_ANSWER_INSERT = _insert(
+    "answers", "ns, id, sys_us, agent, text, query_ids, cited, memories, entities"
+)
 
 
 class SQLiteStorage:
@@ -418,7 +420,8 @@ class SQLiteStorage:
     def read_answer(self, ns: str, answer_id: str) -> AnswerRow | None:
         rows = self._read(
             AnswerRow,
-            "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
+            "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased, entities "
+            "FROM answers "
             "WHERE ns = ? AND id = ?",
             (ns, answer_id),
         )
@@ -427,7 +430,8 @@ class SQLiteStorage:
     def scan_answers(self, ns: str, since_us: int, until_us: int) -> list[AnswerRow]:
         return self._read(
             AnswerRow,
-            "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
+            "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased, entities "
+            "FROM answers "
             "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY sys_us",
             (ns, since_us, until_us),
         )
