@@ -2,12 +2,15 @@
 
 One namespace, N clustered 384-d unit vectors (bench_pg.clustered: 1,000 clusters in a 48-d
 latent space plus noise) written by one client in batches of 1,000 with caller vectors, default
-settings except ``durability='os'`` and the build-thread count given. Then, while the background
-indexer catches up, a paced client (one query every 20 ms, alternating no filter and a filter
-keeping 1% of rows) measures latency: that is the stall queries see. Every chunk the indexer
-adds is timed (HnswIndex.extend, whose time is the write-lock hold plus a vector copy).
+settings except ``durability`` (``os`` unless given) and the build-thread count and
+efConstruction given. Then, while the background indexer catches up, a paced client (one query
+every 20 ms, alternating no filter and a filter keeping 1% of rows) measures latency: that is
+the stall queries see. ``--no-client`` leaves it out, as make bench-peers does (its wait for the
+indexes after the ingest). Every chunk the indexer adds is timed (HnswIndex.extend, whose time is
+the write-lock hold plus a vector copy); the index wait's CPU seconds are the whole process's.
 
-Usage: python bench/bench_catchup.py --n 100000 [--threads 1] [--runs 1]
+Usage: python bench/bench_catchup.py --n 100000 [--threads 1] [--runs 1] [--no-client]
+       [--durability fsync] [--ef-construction 200]
 Prints one markdown row per run; nothing is appended to docs/benchmarks.md.
 """
 
@@ -54,12 +57,16 @@ def pq(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs) * 1e3, q)) if xs else float("nan")
 
 
-def run(n: int, threads: int | None, root: Path) -> dict[str, Any]:
+def run(
+    n: int, threads: int | None, root: Path, durability: str, paced: bool, efc: int | None
+) -> dict[str, Any]:
     x = clustered(n, seed=7)
     qs = clustered(200, seed=8)
-    kw: dict[str, Any] = {"embedder": None, "durability": "os"}
+    kw: dict[str, Any] = {"embedder": None, "durability": durability}
     if threads is not None:
         kw["hnsw_build_threads"] = threads
+    if efc is not None:
+        kw["hnsw_ef_construction"] = efc
     HOLDS.clear()
     db = synapsedb.open(root, **kw)
     mem = db.namespace("bench")
@@ -84,12 +91,16 @@ def run(n: int, threads: int | None, root: Path) -> dict[str, Any]:
             time.sleep(0.02)
 
     th = threading.Thread(target=client, daemon=True)
-    th.start()
+    if paced:
+        th.start()
+    cpu0 = time.process_time()
     t1 = time.perf_counter()
     assert db.wait_for_indexes()
     wait_s = time.perf_counter() - t1
+    wait_cpu_s = time.process_time() - cpu0
     stop.set()
-    th.join()
+    if paced:
+        th.join()
     during = list(lat)
     after: list[float] = []
     for j in range(200):
@@ -104,6 +115,7 @@ def run(n: int, threads: int | None, root: Path) -> dict[str, Any]:
     build_s = sum(holds)
     return {
         "n": n, "threads": threads, "ingest_s": ingest_s, "wait_s": wait_s,
+        "wait_cpu_s": wait_cpu_s,
         "build_s": build_s, "chunks": len(HOLDS), "chunks_in_ingest": holds_during_ingest,
         "rows_p50": float(np.median(rows)) if rows else 0.0,
         "hold_p50": pq(holds, 50), "hold_p99": pq(holds, 99), "hold_max": pq(holds, 100),
@@ -118,21 +130,33 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--threads", type=int, default=None, help="hnsw_build_threads (default)")
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument(
+        "--ef-construction",
+        type=int,
+        default=None,
+        help="hnsw_ef_construction (default: the setting's)",
+    )
+    ap.add_argument("--durability", default="os", help="the database's durability (os, fsync)")
+    ap.add_argument(
+        "--no-client",
+        action="store_true",
+        help="no queries while the graph catches up (as in make bench-peers)",
+    )
     a = ap.parse_args()
     timed_extend()
     print(f"machine: {machine()}, commit {git_rev()}", flush=True)
-    print("| N | build threads | ingest s | index wait s | chunks | rows/chunk p50 | hold p50 / "
+    print("| N | build threads | ingest s | index wait s (CPU s) | chunks | rows/chunk p50 | hold p50 / "
           "p99 / max ms | query p50 / p99 / max ms during catch-up (queries) | after p50 / p99 "
           "ms | RSS MiB | load 1/5/15 |", flush=True)  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     for _ in range(a.runs):
         tmp = Path(tempfile.mkdtemp(prefix="synapsedb-catchup-"))
         try:
-            r = run(a.n, a.threads, tmp / "db")
+            r = run(a.n, a.threads, tmp / "db", a.durability, not a.no_client, a.ef_construction)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         print(f"| {r['n']:,} | {r['threads'] or 'default'} | {r['ingest_s']:.1f} | "
-              f"{r['wait_s']:.1f} | {r['chunks']:,} | {r['rows_p50']:.0f} | {r['hold_p50']:.1f} / "
+              f"{r['wait_s']:.1f} ({r['wait_cpu_s']:.1f}) | {r['chunks']:,} | {r['rows_p50']:.0f} | {r['hold_p50']:.1f} / "
               f"{r['hold_p99']:.1f} / {r['hold_max']:.1f} | {r['during_p50']:.2f} / "
               f"{r['during_p99']:.2f} / {r['during_max']:.1f} ({r['q_during']:,}) | "
               f"{r['after_p50']:.2f} / {r['after_p99']:.2f} | {r['rss_mib']:,.0f} | {r['load']} |",
