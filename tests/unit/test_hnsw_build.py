@@ -76,12 +76,18 @@ def _rescored(h: HnswIndex, vecs: np.ndarray, q: np.ndarray, k: int, ef: int) ->
     return labels[np.argsort(-sims, kind="stable")[:k]].tolist()
 
 
-def test_extend_adds_its_chunk_and_a_parallel_build_finds_every_row(tmp_path: Path) -> None:
+def test_extend_adds_its_chunk_and_a_parallel_build_finds_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synapsedb.index import hnsw
+
+    monkeypatch.setattr(hnsw, "IDLE_AFTER_S", 1e9)  # one query keeps the builder paced
     vecs = clustered(3000, seed=3)
     db, cat = _catalog(tmp_path, vecs)
     try:
         h = HnswIndex(cat.dim, threads=2)
         h.chunk = 7
+        h.search(vecs[0], 1, 10)  # a query came (with none, the builder would take more)
         assert h.extend(cat, cat.n) == 7 and h.count == 7  # the default chunk is h.chunk
         assert h.last_hold_s > 0
         assert h.extend(cat, 500, chunk=1000) == 493 and h.count == 500  # never past upto
@@ -273,21 +279,69 @@ def test_rows_past_a_short_graph_are_scanned_exactly_in_place(
         db.close()
 
 
-def test_a_graph_nobody_searches_catches_up_in_big_chunks(tmp_path: Path) -> None:
-    """Paced chunks hold the lock briefly for the queries' sake; with no query since the
-    previous chunk the builder takes IDLE_ROWS at once (faiss spreads a chunk over its threads
-    only past 100 rows), and goes back to the paced size once a query searched."""
-    from synapsedb.index.hnsw import IDLE_ROWS
+def test_a_graph_nobody_searches_catches_up_in_big_chunks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Paced chunks hold the lock briefly for the queries' sake; when no query searched the
+    graph for IDLE_AFTER_S the builder takes IDLE_ROWS at once (faiss spreads a chunk over its
+    threads only past 100 rows), and goes back to the paced size once a query searched."""
+    import types
 
-    vecs = clustered(2500, seed=13)
+    from synapsedb.index import hnsw
+    from synapsedb.index.hnsw import IDLE_AFTER_S, IDLE_ROWS
+
+    clock = [1000.0]
+    fake = types.SimpleNamespace(monotonic=lambda: clock[0], perf_counter=hnsw.time.perf_counter)
+    monkeypatch.setattr(hnsw, "time", fake)
+    vecs = clustered(3000, seed=13)
     db, cat = _catalog(tmp_path, vecs)
     try:
         h = HnswIndex(cat.dim)
-        assert h.extend(cat, cat.n) == CHUNK_MIN  # the first chunk: paced
-        assert h.extend(cat, cat.n) == IDLE_ROWS  # nobody searched since: big
+        assert h.extend(cat, cat.n) == IDLE_ROWS  # never searched: big
         h.search(vecs[0], 5, 50)
         paced = h.chunk
-        assert paced < IDLE_ROWS and h.extend(cat, cat.n) == paced  # a query came: paced
-        assert h.extend(cat, cat.n) == IDLE_ROWS  # and none since
+        assert paced < IDLE_ROWS and h.extend(cat, cat.n) == paced  # a query just came: paced
+        clock[0] += IDLE_AFTER_S / 2
+        paced = h.chunk
+        assert paced < IDLE_ROWS and h.extend(cat, cat.n) == paced  # still recent: paced
+        clock[0] += IDLE_AFTER_S
+        assert h.extend(cat, cat.n) == IDLE_ROWS  # and none for a while: big again
     finally:
         db.close()
+
+
+@pytest.mark.skipif(usable_cores() < 2, reason="needs two usable cores")
+def test_a_small_chunk_is_added_on_one_thread(tmp_path: Path) -> None:
+    """faiss inserts a level's rows in parallel only past 100 of them; a smaller chunk runs on
+    the calling thread alone, so no second thread waits (spinning) for it."""
+    import faiss
+
+    from synapsedb.index.hnsw import PARALLEL_ROWS
+
+    vecs = clustered(1000, seed=14)
+    db, cat = _catalog(tmp_path, vecs)
+    try:
+        h = HnswIndex(cat.dim, threads=2)
+        assert h.extend(cat, cat.n, chunk=PARALLEL_ROWS - 1) == PARALLEL_ROWS - 1
+        assert faiss.omp_get_max_threads() == 1  # this thread's setting for its next region
+        assert h.extend(cat, cat.n, chunk=PARALLEL_ROWS) == PARALLEL_ROWS
+        assert faiss.omp_get_max_threads() == 2
+    finally:
+        db.close()
+
+
+def test_openmp_threads_sleep_when_they_wait_unless_the_environment_says() -> None:
+    """faiss's OpenMP threads spin while they wait unless OMP_WAIT_POLICY is PASSIVE, which
+    the index module asks for before faiss loads; a policy set by the operator is kept."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import os, synapsedb.index.hnsw; print(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True)  # fmt: skip
+    assert out.stdout.strip() == "PASSIVE"
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    assert out.stdout.strip() == "ACTIVE"

@@ -19,9 +19,18 @@ builder holds it only for one chunk at a time. A chunk is added by ``threads`` t
 inserts rows in parallel, each under its own node locks), and its size follows the measured time
 per row so that one hold of the lock stays near ``HOLD_S`` whatever the graph's size and the
 thread count: more threads make the catch-up after a bulk write faster, not the queries' wait
-longer. While no query searches the graph, chunks are at least ``IDLE_ROWS``: faiss spreads a
-chunk over its threads only past 100 rows, so paced chunks of a few dozen rows would build on
-one thread. Labels are catalog row numbers, which are stable across restarts (rows are replayed in
+longer. While no query searched the graph for ``IDLE_AFTER_S``, chunks are at least
+``IDLE_ROWS``: faiss spreads a chunk over its threads only past 100 rows (one level's rows), so
+a chunk of fewer than ``PARALLEL_ROWS`` is added on one thread, where a second one would only
+wait.
+
+faiss runs its threads with OpenMP (GNU libgomp). Unless told otherwise, libgomp's threads spin
+for a while at every barrier and lock instead of sleeping; on a machine with more runnable
+threads than cores (a shared server, queries and writes running beside the build) the spinning
+threads take the cores from the ones with work, and a catch-up took several times longer (make
+bench-peers at 100,000 rows under load 7-10: 148 s). So this module asks for
+``OMP_WAIT_POLICY=PASSIVE`` before faiss loads (its libgomp reads the variable once, when
+loaded), unless the environment already sets a policy. Labels are catalog row numbers, which are stable across restarts (rows are replayed in
 commit order), so the graph is saved at close and loaded at open when its fingerprint (format,
 count, dimension, last row's id and commit time) still matches.
 """
@@ -37,13 +46,16 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-import faiss as _faiss
 import numpy as np
+
+# before faiss (and its libgomp) loads: see the module docstring
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import faiss as _faiss
 
 from .catalog import Catalog
 
-__all__ = ["CHUNK_MAX", "CHUNK_MIN", "FORMAT", "HOLD_S", "IDLE_ROWS", "HnswIndex", "bitmap",
-           "next_chunk", "usable_cores"]  # fmt: skip
+__all__ = ["CHUNK_MAX", "CHUNK_MIN", "FORMAT", "HOLD_S", "IDLE_AFTER_S", "IDLE_ROWS",
+           "PARALLEL_ROWS", "HnswIndex", "bitmap", "next_chunk", "usable_cores"]  # fmt: skip
 
 log = logging.getLogger("synapsedb.hnsw")
 
@@ -56,10 +68,15 @@ faiss: Any = _faiss
 HOLD_S = 0.025
 CHUNK_MIN = 16  # rows per chunk: the first chunk, and the floor however slow rows get
 CHUNK_MAX = 4096  # rows per chunk: the ceiling however fast rows go (a small graph)
-# rows per chunk while no query searched the graph since the previous chunk: faiss inserts a
-# level's rows on several threads only past 100 of them, and each call costs a pass over every
-# row (its locks), so a graph nobody searches catches up in big chunks on every thread
+# rows per chunk while no query searched the graph for IDLE_AFTER_S: faiss inserts a level's
+# rows on several threads only past 100 of them, and each call costs a pass over every row (its
+# locks), so a graph nobody searches catches up in big chunks on every thread; a query that
+# comes after such a spell waits for at most one of them
 IDLE_ROWS = 512
+IDLE_AFTER_S = 1.0
+# a chunk of fewer rows is added on one thread: faiss would run it on one anyway, and the others
+# would only wait for it (spinning, under the default OpenMP wait policy)
+PARALLEL_ROWS = 128
 FORMAT = "faiss-hnsw-sq8"  # what a saved graph holds (a file of another kind is rebuilt)
 TRAIN_MAX = 65_536  # rows the quantiser's ranges are trained on (evenly spread)
 
@@ -146,7 +163,7 @@ class HnswIndex:
         dim: int,
         *,
         m: int = 16,
-        ef_construction: int = 200,
+        ef_construction: int = 128,
         ef_search: int = 100,
         threads: int = 1,
         _loaded: tuple[Any, int] | None = None,
@@ -162,7 +179,7 @@ class HnswIndex:
         self.threads = min(threads, usable_cores())  # threads one chunk is added with
         self.chunk = CHUNK_MIN  # rows the next extend adds (follows the measured pace)
         self.last_hold_s = 0.0  # how long the latest chunk held the write lock
-        self._searched = -1  # searches at the previous chunk (none since: the graph is idle)
+        self._searched_at = -float("inf")  # time.monotonic() of the latest search
         if _loaded is None:
             self._index = faiss.IndexHNSWSQ(
                 dim, faiss.ScalarQuantizer.QT_8bit, m, faiss.METRIC_INNER_PRODUCT
@@ -196,11 +213,10 @@ class HnswIndex:
         The first call trains the quantiser's per-dimension ranges on up to ``TRAIN_MAX``
         rows spread over ``[0, upto)``. ``chunk`` defaults to :attr:`chunk`, which each call
         re-sizes from its own pace so that one write-lock hold lasts about ``HOLD_S``, or to
-        at least ``IDLE_ROWS`` when no query searched the graph since the previous call."""
+        at least ``IDLE_ROWS`` when no query searched the graph for ``IDLE_AFTER_S``."""
         start = self.count
         if chunk is None:
-            idle = self.searches == self._searched
-            self._searched = self.searches
+            idle = time.monotonic() - self._searched_at >= IDLE_AFTER_S
             size = max(self.chunk, IDLE_ROWS) if idle else self.chunk
         else:
             size = max(1, chunk)
@@ -218,7 +234,8 @@ class HnswIndex:
             if sample is not None:
                 self._index.train(sample)
             t1 = time.perf_counter()
-            faiss.omp_set_num_threads(self.threads)  # this thread's parallel regions only
+            # this thread's parallel regions only
+            faiss.omp_set_num_threads(self.threads if stop - start >= PARALLEL_ROWS else 1)
             self._index.add(vecs)
             self.count = stop
         finally:
@@ -243,6 +260,7 @@ class HnswIndex:
         if allowed is not None:
             selector = faiss.IDSelectorBitmap(allowed.shape[0], faiss.swig_ptr(allowed))
             params.sel = selector  # (the Python object keeps the selector alive)
+        self._searched_at = time.monotonic()  # a query is here: the builder paces its chunks
         self._lock.acquire_read()
         try:
             count = self.count
