@@ -132,7 +132,7 @@ class Settings:
     )
     hnsw_m: int = field(default=16, metadata={"doc": "HNSW graph degree (M)"})
     hnsw_ef_construction: int = field(
-        default=200, metadata={"doc": "HNSW build-time candidate list size"}
+        default=128, metadata={"doc": "HNSW build-time candidate list size"}
     )
     hnsw_ef_search: int = field(
         default=100, metadata={"doc": "HNSW query-time candidate list size (at least k)"}
