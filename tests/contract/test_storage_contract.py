@@ -492,3 +492,55 @@ def test_load_namespaces_reads_what_load_reads_for_each(storage: Any) -> None:
         }, kind
     assert got["memory_rows"] == {"a": 3, "b": 3}
     assert list(storage.load_namespaces([]).memories) == []
+
+
+def test_a_load_since_a_mark_reads_the_memory_versions_after_it(storage: Any) -> None:
+    """A namespace loaded since a checkpoint's mark gets its memory versions after the mark
+    only (everything else whole), and its CheckpointMark read from the same snapshot."""
+    for i in range(4):
+        storage.commit(
+            Batch(
+                namespaces=[namespace("a"), namespace("b")] if i == 0 else [],
+                memories=[memory("a", "x", i + 1, 100 * (i + 1)),
+                          memory("a", f"y{i}", 1, 100 * (i + 1), deleted=int(i == 2)),
+                          memory("b", "x", i + 1, 100 * (i + 1))],
+                facts=[fact("a", "e", "k", i + 1, 100 * (i + 1))],
+                tiers=[("a", "y0", 100 * (i + 1), "cold", None, "t")] if i == 1 else [],
+            )
+        )  # fmt: skip
+    rows = storage.load_namespaces(["a", "b"], since={"a": 200})
+    memories = list(rows.memories)
+    a_rows = [(r.id, r.version) for r in memories if r.ns == "a"]
+    assert a_rows == [("x", 3), ("y2", 1), ("x", 4), ("y3", 1)]  # after 200, commit order
+    assert len([r for r in memories if r.ns == "b"]) == 4  # no mark: every version
+    assert len([r for r in rows.facts if r.ns == "a"]) == 4  # other tables whole
+    assert rows.memory_rows["b"] == 4
+    assert set(rows.marks) == {"a"}
+    mark = rows.marks["a"]
+    assert mark == storage.checkpoint_mark("a", 200)
+    assert (mark.rows, mark.erased, mark.tiers, mark.erasures) == (4, 0, 1, 0)
+    assert (mark.last_id, mark.last_version) in {("x", 2), ("y1", 1)}  # the last commit's
+    empty = storage.checkpoint_mark("a", 50)
+    assert (empty.rows, empty.last_id) == (0, None)
+
+
+def test_a_checkpoint_mark_changes_with_what_a_checkpoint_cannot_see(backend: Backend) -> None:
+    """Whatever changes the versions at or before a mark changes the mark: a version added
+    with an older time, an erasure (rows rewritten in place), an erasure's audit row, a tier
+    move. Versions after the mark do not."""
+    storage = backend.open()
+    storage.commit(Batch(namespaces=[namespace("a")],
+                         memories=[memory("a", "x", 1, 100), memory("a", "y", 1, 150)]))  # fmt: skip
+    before = storage.checkpoint_mark("a", 200)
+    storage.commit(Batch(memories=[memory("a", "x", 2, 300)]))  # after the mark
+    assert storage.checkpoint_mark("a", 200) == before
+    storage.commit(Batch(memories=[memory("a", "z", 1, 120)]))  # at or before it (an import)
+    older = storage.checkpoint_mark("a", 200)
+    assert older.rows == before.rows + 1
+    storage.commit(Batch(expired_memories=[("a", "y")]))  # an erasure in place
+    erased = storage.checkpoint_mark("a", 200)
+    assert erased.erased == older.erased + 1 and erased.rows == older.rows
+    storage.commit(Batch(erasures=[("a", 400, "admin", "hash:x", "{}")]))
+    assert storage.checkpoint_mark("a", 200).erasures == erased.erasures + 1
+    storage.commit(Batch(tiers=[("a", "x", 500, "cold", 0.1, "policy")]))
+    assert storage.checkpoint_mark("a", 200).tiers == erased.tiers + 1

@@ -7,7 +7,7 @@ having written nothing of the batch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import partial
@@ -22,6 +22,7 @@ __all__ = [
     "AnswerRow",
     "Batch",
     "Changes",
+    "CheckpointMark",
     "ErasureInsert",
     "ErasureRow",
     "EventInsert",
@@ -372,6 +373,21 @@ class StoredNames(NamedTuple):
     unnamed: list[Any]  # an ns of memory_versions, fact_versions or events, and not named
 
 
+class CheckpointMark(NamedTuple):
+    """What a namespace's memory log holds up to a system time ``mark``: a checkpoint of the
+    namespace taken at ``mark`` still holds what the log does while all of these are unchanged
+    (a version added at or before ``mark`` changes ``rows`` or ``last``, an erasure rewrites
+    rows in place and changes ``erased`` or adds to ``erasures``, a tier move adds to
+    ``tiers``)."""
+
+    rows: int  # memory versions with sys_us <= mark (tombstones, cold and erased ones too)
+    erased: int  # how many of those are erased
+    last_id: str | None  # the id and version of the last of them (latest sys_us, then rowid)
+    last_version: int
+    tiers: int  # tier moves of the namespace
+    erasures: int  # erasure audit rows of the namespace
+
+
 @dataclass(slots=True)
 class LoadedRows:
     """Everything a backend holds, as row iterators ordered for replay (oldest version first)."""
@@ -384,6 +400,9 @@ class LoadedRows:
     facts: Iterator[FactRow]
     events: Iterator[EventRow]
     answers: Iterator[AnswerRefs]  # for impact
+    # a load ``since`` marks: the memory rows of those namespaces are only the ones after
+    # their mark, and this is each one's CheckpointMark read from the same snapshot
+    marks: dict[Any, CheckpointMark] = field(default_factory=dict)
 
 
 class Storage(Protocol):
@@ -410,10 +429,18 @@ class Storage(Protocol):
         Cheap: the commit clock of an open starts after it without loading any row."""
         ...
 
-    def load_namespaces(self, names: Sequence[Any]) -> LoadedRows:
+    def load_namespaces(
+        self, names: Sequence[Any], since: Mapping[Any, int] | None = None
+    ) -> LoadedRows:
         """Like ``load(ns)`` for every namespace of ``names`` at once (each one's rows in
         commit order), read completely from one snapshot before returning: safe from any
-        thread while commits run."""
+        thread while commits run. For a namespace in ``since`` (a checkpoint's mark: a
+        system time), only its memory versions after the mark are read, and ``marks`` holds
+        its :class:`CheckpointMark` at the mark, from the same snapshot."""
+        ...
+
+    def checkpoint_mark(self, ns: str, mark_us: int) -> CheckpointMark:
+        """The namespace's :class:`CheckpointMark` at ``mark_us`` now (cheap: index reads)."""
         ...
 
     def commit(self, batch: Batch) -> None:

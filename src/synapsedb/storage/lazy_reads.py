@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
@@ -24,6 +24,7 @@ from ..errors import StorageError
 from .base import (
     AccessRow,
     AnswerRefs,
+    CheckpointMark,
     EventRow,
     FactRow,
     LoadedRows,
@@ -34,7 +35,8 @@ from .base import (
     named_rows,
 )
 
-__all__ = ["LAST_SYS_US", "LoadReaders", "last_sys_us", "load_on_postgres", "namespace_names"]
+__all__ = ["LAST_SYS_US", "LoadReaders", "checkpoint_mark", "last_sys_us", "load_on_postgres",
+           "namespace_names"]  # fmt: skip
 
 # where a system time is stored (the columns the loader checks against the clock), each read
 # newest first: through an index on SQLite (sys_us: its migration 7), or from a small table
@@ -91,6 +93,28 @@ def last_sys_us(conn: Any, until_us: int, mark: str = "?") -> int:
     return latest
 
 
+def checkpoint_mark(conn: Any, ns: Any, mark_us: int, mark: str = "?") -> CheckpointMark:
+    """The :class:`CheckpointMark` of ``ns`` at ``mark_us`` on ``conn`` (a SQLite or psycopg
+    connection, in the snapshot the caller reads; ``mark``: its parameter placeholder). The
+    memory log is read through its (ns, sys_us, erased) index only."""
+    args = (ns, mark_us)
+    rows, erased = conn.execute(
+        "SELECT count(*), coalesce(sum(erased), 0) FROM memory_versions "
+        f"WHERE ns = {mark} AND sys_us <= {mark}",
+        args,
+    ).fetchone()
+    last = conn.execute(
+        f"SELECT id, version FROM memory_versions WHERE ns = {mark} AND sys_us <= {mark} "
+        "ORDER BY sys_us DESC, rowid DESC LIMIT 1",
+        args,
+    ).fetchone()
+    (tiers,) = conn.execute(f"SELECT count(*) FROM tiers WHERE ns = {mark}", (ns,)).fetchone()
+    (erasures,) = conn.execute(f"SELECT count(*) FROM erasures WHERE ns = {mark}", (ns,)).fetchone()
+    return CheckpointMark(int(rows), int(erased), None if last is None else last[0],
+                          0 if last is None else int(last[1]), int(tiers),
+                          int(erasures))  # fmt: skip
+
+
 def namespace_names(conn: Any) -> StoredNames:
     """Names in table namespaces, and every other ``ns`` of the version logs (found with one
     index seek per distinct name, not a scan of the rows)."""
@@ -109,18 +133,22 @@ def namespace_names(conn: Any) -> StoredNames:
     return StoredNames(names, unnamed)
 
 
-def load_on_postgres(conn: Any, names: list[Any]) -> LoadedRows:
+def load_on_postgres(
+    conn: Any, names: list[Any], since: Mapping[Any, int] | None = None
+) -> LoadedRows:
     """:meth:`PostgresStorage.load_namespaces` on ``conn`` (psycopg, autocommit): every table
     read in one REPEATABLE READ read-only transaction, completely."""
-    from .postgres_load import LOAD_ROWS, LOAD_SQL
+    from .postgres_load import LOAD_ROWS, LOAD_SQL, MEM_COLUMNS
 
+    since = {ns: mark for ns, mark in (since or {}).items() if ns in names}
+    whole = [ns for ns in names if ns not in since]
     args = (names,)
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         counts = conn.execute(
             "SELECT ns, count(*) FROM memory_versions WHERE deleted = 0 AND erased = 0 "
             "AND ns = ANY(%s) GROUP BY ns",
-            args,
+            (whole,),
         ).fetchall()
         streams: dict[str, Any] = {}
         for kind, sql in LOAD_SQL.items():
@@ -128,10 +156,26 @@ def load_on_postgres(conn: Any, names: list[Any]) -> LoadedRows:
             with conn.cursor(binary=True, row_factory=lambda _cur, m=make: m) as cur:
                 cur.execute(
                     sql.format(where=" WHERE ns = ANY(%s)", name_where=" WHERE name = ANY(%s)"),
-                    args,
+                    (whole,) if kind == "memories" else args,
                 )
                 streams[kind] = iter(cur.fetchall())
-    return LoadedRows(memory_rows={n: int(c) for n, c in counts}, **streams)
+        marks: dict[Any, CheckpointMark] = {}
+        after: list[Any] = []
+        for ns, mark_us in since.items():
+            marks[ns] = checkpoint_mark(conn, ns, mark_us, "%s")
+            make = LOAD_ROWS["memories"]
+            with conn.cursor(binary=True, row_factory=lambda _cur, m=make: m) as cur:
+                cur.execute(
+                    f"SELECT {MEM_COLUMNS}, erased FROM memory_versions "
+                    "WHERE ns = %s AND sys_us > %s ORDER BY rowid",
+                    (ns, mark_us),
+                )
+                found = cur.fetchall()
+            counts.append((ns, len(found)))
+            after.extend(found)
+        if after:
+            streams["memories"] = chain(streams["memories"], after)
+    return LoadedRows(memory_rows={n: int(c) for n, c in counts}, marks=marks, **streams)
 
 
 class LoadReaders:
@@ -170,6 +214,9 @@ class LoadReaders:
             },
             "answers": "SELECT ns, id, memories FROM answers WHERE ns IN ({marks})",
         }
+        # one namespace's memory versions after a checkpoint's mark
+        self._after = (f"SELECT {mem_columns}, erased FROM memory_versions "
+                       "WHERE ns = ? AND sys_us > ? ORDER BY rowid")  # fmt: skip
         # the same logs read by a scan in rowid order, when a load takes most of one (_most_of)
         self._scans = {
             kind: (table, f"SELECT {columns}, erased FROM {table} NOT INDEXED "
@@ -216,33 +263,46 @@ class LoadReaders:
         except sqlite3.Error as exc:
             raise self._failed(f"{what} failed: {exc}", exc) from exc
 
-    def load(self, names: Sequence[Any]) -> LoadedRows:
+    def load(self, names: Sequence[Any], since: Mapping[Any, int] | None = None) -> LoadedRows:
+        """The rows of ``names`` from one snapshot (see ``Storage.load_namespaces``)."""
         names = list(names)
         if not names:
             return LoadedRows(iter(()), iter(()), iter(()), {}, iter(()), iter(()), iter(()),
                               iter(()))  # fmt: skip
+        since = {ns: mark for ns, mark in (since or {}).items() if ns in names}
+        whole = [ns for ns in names if ns not in since]
 
         def run(conn: sqlite3.Connection) -> LoadedRows:
-            marks = ", ".join("?" * len(names))
-            counts = dict(
-                conn.execute(
-                    "SELECT ns, count(*) FROM memory_versions WHERE deleted = 0 AND erased = 0 "
-                    f"AND ns IN ({marks}) GROUP BY ns",
-                    names,
-                ).fetchall()
-            )
             read: dict[str, Any] = {}
+            counts: dict[Any, int] = {}
             for kind, sql in self._sql.items():
+                keys = whole if kind == "memories" else names
+                marks = ", ".join("?" * len(keys))
+                if kind == "memories" and keys:
+                    counts.update(conn.execute(
+                        "SELECT ns, count(*) FROM memory_versions WHERE deleted = 0 AND "
+                        f"erased = 0 AND ns IN ({marks}) GROUP BY ns", keys,
+                    ).fetchall())  # fmt: skip
                 scan = self._scans.get(kind)
                 found: Iterable[Any]
-                if scan is not None and _most_of(conn, scan[0], names, marks):
-                    found = conn.execute(scan[1].format(marks=marks), names)
-                    if len(names) > 1:
+                if not keys:
+                    found = ()
+                elif scan is not None and _most_of(conn, scan[0], keys, marks):
+                    found = conn.execute(scan[1].format(marks=marks), keys)
+                    if len(keys) > 1:
                         found = _by_namespace(found)
                 else:
-                    found = conn.execute(sql.format(marks=marks), names)
-                read[kind] = iter(list(named_rows(self._rows[kind], found)))
-            return LoadedRows(memory_rows=counts, **read)
+                    found = conn.execute(sql.format(marks=marks), keys)
+                read[kind] = list(named_rows(self._rows[kind], found))
+            checked: dict[Any, CheckpointMark] = {}
+            for ns, mark_us in since.items():
+                checked[ns] = checkpoint_mark(conn, ns, mark_us)
+                after = list(named_rows(MemoryRow, conn.execute(
+                    self._after, (ns, mark_us))))  # fmt: skip
+                counts[ns] = len(after)
+                read["memories"].extend(after)
+            return LoadedRows(memory_rows=counts, marks=checked,
+                              **{kind: iter(rows) for kind, rows in read.items()})  # fmt: skip
 
         return self.read("load", run)  # type: ignore[no-any-return]
 

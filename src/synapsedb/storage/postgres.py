@@ -39,14 +39,14 @@ import shlex
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import StorageError, ValidationError
-from .base import Batch, Changes, LoadedRows, StoredNames
+from .base import Batch, Changes, CheckpointMark, LoadedRows, StoredNames
 from .erasure import BUSY_TIMEOUT_MS
 from .failures import FailureLog
-from .lazy_reads import last_sys_us, load_on_postgres, namespace_names
+from .lazy_reads import checkpoint_mark, last_sys_us, load_on_postgres, namespace_names
 from .postgres_copy import BulkInsert
 from .postgres_erasure import PURGED_TABLES, prune_queries, purge, vacuum
 from .postgres_follow import (
@@ -306,10 +306,17 @@ class PostgresStorage(AuditReads):
             lambda conn: last_sys_us(conn, until_us, "%s"), "reading the latest system time"
         )
 
-    def load_namespaces(self, names: Sequence[Any]) -> LoadedRows:
+    def load_namespaces(
+        self, names: Sequence[Any], since: Mapping[Any, int] | None = None
+    ) -> LoadedRows:
         """Read on the reader connection, in one REPEATABLE READ read-only transaction."""
         names = list(names)
-        return self._on_reader(lambda conn: load_on_postgres(conn, names), "load")
+        return self._on_reader(lambda conn: load_on_postgres(conn, names, since), "load")
+
+    def checkpoint_mark(self, ns: str, mark_us: int) -> CheckpointMark:
+        return self._on_reader(  # type: ignore[no-any-return]
+            lambda conn: checkpoint_mark(conn, ns, mark_us, "%s"), "reading a checkpoint's mark"
+        )
 
     # -- commit ------------------------------------------------------------------------------------
 

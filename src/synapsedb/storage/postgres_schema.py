@@ -174,6 +174,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE answers ADD COLUMN entities TEXT COLLATE "C" NOT NULL DEFAULT '[]';
     """,
+    # 6: a namespace's checkpoint is checked against its log and the versions after its mark
+    # are read through (ns, sys_us) (as SQLite's migration 9)
+    """
+    CREATE INDEX memory_versions_ns_sys ON memory_versions (ns, sys_us, erased);
+    """,
 ]
 
 # tables of one row or a few, the same for every namespace (Citus: create_reference_table)

@@ -14,7 +14,7 @@ import shlex
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,6 +23,7 @@ from .base import (
     AnswerRefs,
     AnswerRow,
     Batch,
+    CheckpointMark,
     ErasureRow,
     EventRow,
     FactRow,
@@ -38,7 +39,7 @@ from .base import (
 from .erasure import BUSY_TIMEOUT_MS, checkpoint, prune_queries, purge
 from .failures import FailureLog
 from .files import check_writable, create_private_file, read_or_create_secret
-from .lazy_reads import LoadReaders, last_sys_us, namespace_names
+from .lazy_reads import LoadReaders, checkpoint_mark, last_sys_us, namespace_names
 from .sqlite_schema import MIGRATIONS
 
 __all__ = ["MIGRATIONS", "SQLiteStorage"]
@@ -236,8 +237,15 @@ class SQLiteStorage:
             "reading the latest system time", lambda conn: last_sys_us(conn, until_us)
         )
 
-    def load_namespaces(self, names: Sequence[Any]) -> LoadedRows:
-        return self._readers.load(names)
+    def load_namespaces(
+        self, names: Sequence[Any], since: Mapping[Any, int] | None = None
+    ) -> LoadedRows:
+        return self._readers.load(names, since)
+
+    def checkpoint_mark(self, ns: str, mark_us: int) -> CheckpointMark:
+        return self._readers.read(  # type: ignore[no-any-return]
+            "reading a checkpoint's mark", lambda conn: checkpoint_mark(conn, ns, mark_us)
+        )
 
     def commit(self, batch: Batch) -> None:
         conn = self._conn

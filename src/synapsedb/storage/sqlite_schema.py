@@ -152,4 +152,10 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE answers ADD COLUMN entities TEXT NOT NULL DEFAULT '[]';
     """,
+    # 9: a checkpoint of a namespace (engine/checkpoint.py) is checked against the log at its
+    # mark and the versions after it are read, through one index of (ns, sys_us): counting
+    # the rows up to the mark and their erased flags reads the index alone
+    """
+    CREATE INDEX memory_versions_ns_sys ON memory_versions (ns, sys_us, erased);
+    """,
 ]
