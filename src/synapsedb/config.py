@@ -126,6 +126,17 @@ class Settings:
             "reports the erasure pending (maintenance then retries)"
         },
     )
+    checkpoints: bool = field(
+        default=True,
+        metadata={
+            "doc": "checkpoint namespaces at close: the next open reads a namespace's "
+            "checkpoint and replays only the log after it (not on PostgreSQL yet)"
+        },
+    )
+    checkpoint_min_rows: int = field(
+        default=1024,
+        metadata={"doc": "catalog rows from which a namespace is checkpointed at close"},
+    )
     hnsw_threshold: int = field(
         default=20_000,
         metadata={"doc": "rows (memory versions) from which a namespace gets an HNSW index"},

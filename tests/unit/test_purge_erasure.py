@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import synapsedb
 from synapsedb import ManualClock
@@ -168,3 +169,36 @@ def test_a_pending_erasure_survives_a_restart(tmp_path: Path) -> None:
     finally:
         if reader is not None:
             reader.close()
+
+
+def test_a_purge_leaves_nothing_in_a_checkpoint(tmp_path: Path) -> None:
+    """A namespace opened from its checkpoint (indexes/<ns>.ckpt holds its texts, names and
+    vectors) and purged: the checkpoint is gone before the erasure commits, and the one
+    written at close holds nothing of the entity."""
+    from synapsedb.engine.stored import Chains
+
+    d = tmp_path / "d"
+    kw: dict[str, Any] = {"checkpoint_min_rows": 1, "background_maintenance": False,
+                          "hnsw_threshold": 2}  # fmt: skip
+    with synapsedb.open(d, **kw) as db:
+        mem = db.namespace("acme", agent="intake")
+        m1 = mem.write(ENTITY, {"content": f"Card ending {CONTENT}", "metadata": {"n": META}})
+        mem.update(m1.id, {"content": f"Card {CONTENT} replaced"})
+        other = mem.write("user:9", {"content": "Unrelated customer prefers email"})
+        db.wait_for_indexes(30)
+    assert {CONTENT, ENTITY, META} <= set(found(d / "indexes"))  # the checkpoint holds them
+    with synapsedb.open(d, **kw) as db:
+        mem = db.namespace("acme", agent="intake")
+        state = db._state("acme")
+        assert state is not None and isinstance(state.mems, Chains)  # opened from it
+        assert mem.get(m1.id).content == f"Card {CONTENT} replaced"
+        out = mem.forget(entity=ENTITY, purge=True, agent="dpo")
+        assert out.purged and not out.pending
+        assert found(d) == {}
+        assert mem.get(other.id).content.startswith("Unrelated")
+    assert found(d) == {}
+    assert (d / "indexes" / "acme.ckpt").exists()  # written again, without the entity
+    with synapsedb.open(d, **kw) as db:
+        mem = db.namespace("acme")
+        assert mem.memories(ENTITY) == [] and mem.get(other.id).content.startswith("Unrelated")
+    assert found(d) == {}

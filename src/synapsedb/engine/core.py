@@ -23,7 +23,7 @@ import hmac
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,6 +33,7 @@ from ..errors import ClosedError
 from ..query.executor import Fusion
 from ..storage.base import LoadedRows, SharedStorage, Storage
 from ..storage.files import restrict_tree
+from . import checkpoint
 from .embedding import EmbeddingService
 from .follower import CatchUp, Follower
 from .indexer import Indexer
@@ -111,9 +112,15 @@ class EngineCore:
         marks = self._shared.follow_marks() if self._shared is not None else None
         open_us = clock.now_us()
         # stored times are checked against the present, never before the open's
+        # namespaces' checkpoints (checkpoint.py): one process on its own storage only (on a
+        # shared one, a checkpoint could cover rows of other processes not applied yet)
+        self._checkpoints = (
+            path / "indexes" if settings.checkpoints and self._shared is None else None
+        )
         self._loader = Loader(storage, self.states, self.unavailable,
                               now_us=lambda: max(clock.now_us(), open_us),
-                              adopt=self._adopt, report=self._report)  # fmt: skip
+                              adopt=self._adopt, report=self._report,
+                              checkpoints=self._checkpoints)  # fmt: skip
         if settings.load == "lazy" and _loads_lazily(storage):
             named, unnamed = storage.namespace_names()
             self._loader.begin([*named, *unnamed])
@@ -148,6 +155,7 @@ class EngineCore:
             on_apply=self._after_apply,
             log=self.query_log,
             reload=self._reload_namespace,
+            before_reload=self._drop_checkpoints,
             unavailable=self.unavailable,
             serialize=self._shared.exclusive if self._shared is not None else None,
             follow=self._follow if self._follower is not None else None,
@@ -284,9 +292,47 @@ class EngineCore:
         self.flush_log()
         self._writer.close()
         self._indexer.close()
-        restrict_tree(self.path / "indexes")  # the vector graphs it just saved
+        self._save_checkpoints()
+        restrict_tree(self.path / "indexes")  # the vector graphs and checkpoints just saved
         self.storage.close()
         self.embedding.settle()
+
+    # -- checkpoints -----------------------------------------------------------------------------
+
+    def _drop_checkpoints(self, names: Iterable[str]) -> None:
+        """Delete the checkpoints of ``names``: before an erasure, a tier move or an import is
+        committed to them (the writer calls this), and when they are reloaded from the log.
+        Also when this open keeps no checkpoints: one left by an earlier open holds what an
+        erasure removes from the log."""
+        for ns in names:
+            try:
+                checkpoint.path_of(self.path / "indexes", ns).unlink(missing_ok=True)
+            except OSError:  # the next open finds it disagreeing with the log, and drops it
+                log.exception("could not delete the checkpoint of namespace %r", ns)
+
+    def _save_checkpoints(self) -> None:
+        """Checkpoint every loaded namespace of at least ``checkpoint_min_rows`` rows whose
+        checkpoint (if any) is older than its state (writers are stopped: at close)."""
+        if self._checkpoints is None:
+            return
+        for ns, state in list(dict.items(self.states)):
+            if state.catalog.n < self.settings.checkpoint_min_rows or ns in self.unavailable:
+                continue
+            path = checkpoint.path_of(self._checkpoints, ns)
+            try:
+                mark_us = state.catalog.latest_us
+                mark = self.storage.checkpoint_mark(ns, mark_us)
+                old = checkpoint.read(path, ns)
+                if old is not None:
+                    old.close()
+                    if (old.mark_us, old.mark) == (mark_us, mark):
+                        continue  # it holds what the state does
+                self._checkpoints.mkdir(parents=True, exist_ok=True)
+                checkpoint.save(path, state, mark_us, mark)
+            except Exception:  # a checkpoint is a shortcut: the next open replays the log
+                log.exception("could not checkpoint namespace %r", ns)
+                with contextlib.suppress(OSError):
+                    path.unlink(missing_ok=True)
 
     # -- loading and reloading -------------------------------------------------------------------
 
@@ -309,6 +355,7 @@ class EngineCore:
             return None
         with contextlib.suppress(FileNotFoundError):
             (self.path / "indexes" / f"{ns}.hnsw").unlink()  # stale rows (or erased vectors)
+        self._drop_checkpoints([ns])
         new, old = states.get(ns), self.states.get(ns)
         if new is not None and old is not None:
             new.access.update(old.access)

@@ -30,10 +30,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
-from ..storage.base import Storage
-from .loader import load_states
+from ..index.packfile import PackError
+from ..storage.base import LoadedRows, Storage
+from . import checkpoint
+from .checkpoint import Checkpoint, Restored
+from .loader import Loaded, load_states
 from .state import NamespaceState
 from .unavailable import Unloadable
 
@@ -104,8 +108,10 @@ class Loader:
         now_us: Callable[[], int],
         adopt: Callable[[str, NamespaceState], None],
         report: Callable[[Unloadable], None],
+        checkpoints: Path | None = None,
     ) -> None:
         self._storage = storage
+        self._checkpoints = checkpoints  # where namespaces' checkpoints are (None: not used)
         self._states = states
         self._unavailable = unavailable
         self._now_us = now_us
@@ -200,7 +206,7 @@ class Loader:
         """Read, check and install ``names`` (their locks held by the caller)."""
         if not names:
             return
-        loaded = load_states(self._storage.load_namespaces(names), self._now_us())
+        loaded = self._read(names)
         states, unavailable = self._states, self._unavailable
         for key, problem in loaded.unavailable.items():
             if key not in unavailable:
@@ -217,6 +223,64 @@ class Loader:
         pending.difference_update(names)  # unavailable ones (reported above), or gone
         with self._done:
             self._done.notify_all()
+
+    def _read(self, names: list[Any]) -> Loaded:
+        """Read and check ``names``; each one with a checkpoint the log still agrees with
+        starts from it and replays only the versions after its mark (checkpoint.py). A
+        checkpoint the log no longer agrees with, or that cannot be read, is deleted and its
+        namespace read whole."""
+        found: dict[str, Checkpoint] = {}
+        if self._checkpoints is not None:
+            for ns in names:
+                if type(ns) is str:
+                    ck = checkpoint.read(checkpoint.path_of(self._checkpoints, ns), ns)
+                    if ck is not None:
+                        found[ns] = ck
+        try:
+            while True:
+                since = {ns: ck.mark_us for ns, ck in found.items()}
+                load = self._storage.load_namespaces
+                rows = load(names, since) if since else load(names)
+                restored, stale = self._restore(rows, found)
+                if not stale:
+                    return load_states(rows, self._now_us(), restored)
+                for ns in stale:  # read again without it
+                    found.pop(ns).close()
+                    checkpoint.path_of(self._checkpoints or Path(), ns).unlink(missing_ok=True)
+        finally:
+            for ck in found.values():
+                ck.close()
+
+    def _restore(
+        self, rows: LoadedRows, found: dict[str, Checkpoint]
+    ) -> tuple[dict[str, Restored], list[str]]:
+        """The checkpoints of ``found`` the log agrees with, restored, and the others."""
+        if not found:
+            return {}, []
+        named = list(rows.namespaces)
+        rows.namespaces = iter(named)
+        dims = {row.name: row.dim for row in named}
+        restored: dict[str, Restored] = {}
+        stale: list[str] = []
+        for ns, ck in found.items():
+            why = None
+            if rows.marks.get(ns) != ck.mark:
+                why = "the log changed at or before its mark"
+            elif ns not in dims:
+                why = "the namespace has no row"
+            else:
+                try:
+                    base = checkpoint.restore(ck)
+                    if base.dim is not None and base.dim != dims[ns]:
+                        why = f"its dim {base.dim} is not the namespace's {dims[ns]}"
+                    else:
+                        restored[ns] = base
+                except (PackError, KeyError, ValueError, TypeError) as exc:
+                    why = str(exc)
+            if why is not None:
+                log.info("checkpoint of namespace %r not used (%s): replaying its log", ns, why)
+                stale.append(ns)
+        return restored, stale
 
     # -- the background thread -------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -30,6 +30,7 @@ from ..config import MAX_DIM
 from ..errors import ValidationError
 from ..storage.base import EventRow, FactRow, LoadedRows, MemoryRow, NamespaceRow
 from ..times import EARLIEST_US, LATEST_US, format_us
+from .checkpoint import Restored
 from .lifecycle import parse_config
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
@@ -92,9 +93,13 @@ class _Bad(Exception):
     """A row that cannot be loaded; the message says why."""
 
 
-def load_states(rows: LoadedRows, now_us: int) -> Loaded:
-    """Check and apply every row; a namespace with a bad row is left out and reported."""
-    return _Loader(now_us).run(rows)
+def load_states(
+    rows: LoadedRows, now_us: int, restored: Mapping[str, Restored] | None = None
+) -> Loaded:
+    """Check and apply every row; a namespace with a bad row is left out and reported. A
+    namespace in ``restored`` starts from its checkpoint (``rows`` then hold its memory
+    versions after the checkpoint's mark only)."""
+    return _Loader(now_us, restored or {}).run(rows)
 
 
 # -- column checks (storage form) -------------------------------------------------------------
@@ -171,8 +176,9 @@ def _row_where(row: _Keyed, keys: tuple[str, ...]) -> str:
 
 
 class _Loader:
-    def __init__(self, now_us: int) -> None:
+    def __init__(self, now_us: int, restored: Mapping[str, Restored]) -> None:
         self.now_us = now_us
+        self.restored = restored
         self.horizon = now_us + MAX_LEAD_US
         self.out = Loaded()
         self.last: dict[str, int] = {}
@@ -296,7 +302,12 @@ class _Loader:
             self.bad(name, "namespaces", where, str(exc))
             return
         state = NamespaceState(name, row.created_us, dim, row.embedder)
-        state.catalog.defer_keywords()  # built on first need, not for every namespace at open
+        base = self.restored.get(name)
+        if base is not None:  # its checkpoint (checked against the log and the row's dim)
+            base.install(state)
+            self.last[name] = max(self.last.get(name, 0), base.mark_us)
+        else:
+            state.catalog.defer_keywords()  # built on first need, not for every namespace
         state.config = cfg
         self.out.states[name] = state
 

@@ -8,7 +8,7 @@ atomic under CPython, so a reader sees either the old or the new state, never a 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from typing import TypeVar
 
 from ..index.catalog import Catalog
@@ -63,7 +63,8 @@ class NamespaceState:
         self.dim = dim
         # what produced the vectors: an embedder's name, or "caller" (vectors given by writers)
         self.embedder = embedder
-        self.mems: dict[str, list[MemRec]] = {}
+        # (a namespace loaded from a checkpoint holds views of it instead: engine/stored.py)
+        self.mems: MutableMapping[str, list[MemRec]] = {}
         self.catalog = Catalog(dim)
         self.hnsw: HnswIndex | None = None  # set by the indexer for large namespaces
         self.impact: dict[str, int] = {}  # memory id -> recorded answers it stood behind
@@ -78,7 +79,7 @@ class NamespaceState:
         self.cold_expiry: dict[str, int] = {}  # cold memories with a TTL: id -> expires_us
         self.live = 0  # hot memories whose latest version is not a tombstone (quota count)
         self.hot_bytes = 0
-        self.entity_mems: dict[str, list[str]] = {}
+        self.entity_mems: MutableMapping[str, list[str]] = {}
         self.facts: dict[tuple[str, str], list[FactRec]] = {}
         self.entity_facts: dict[str, list[str]] = {}
         self.streams: dict[str, list[EventRec]] = {}

@@ -211,6 +211,7 @@ class Writer:
         on_apply: Callable[[Tx], None] | None = None,
         log: PendingRows | None = None,
         reload: Callable[[str], NamespaceState | None] | None = None,
+        before_reload: Callable[[list[str]], None] | None = None,
         unavailable: dict[str, Unloadable] | None = None,
         serialize: Callable[[], AbstractContextManager[Any]] | None = None,
         follow: Callable[[], Tx | None] | None = None,
@@ -219,6 +220,9 @@ class Writer:
         self._follow = follow  # other processes' commits since the last call, as a Tx
         self._log = log
         self._reload = reload
+        # called with the namespaces a batch will rebuild from storage (an erasure, a tier
+        # move, an import), before the batch is committed
+        self._before_reload = before_reload
         # namespaces that could not be loaded: ops on them fail (shared with the database)
         self._unavailable = unavailable if unavailable is not None else {}
         self._storage = storage
@@ -322,6 +326,8 @@ class Writer:
         self._last_us = now
         logged = self._drop_unstorable(self._log.drain()) if self._log is not None else []
         tx = self._plan(ops, now, logged)
+        if tx.reloads and self._before_reload is not None:
+            self._before_reload(list(tx.reloads))
         if len(tx.batch):
             started = time.perf_counter()
             try:

@@ -23,7 +23,7 @@ import re
 import time
 from array import array
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import numpy as np
 import orjson
@@ -35,8 +35,9 @@ from .timeline import Timelines
 
 if TYPE_CHECKING:
     from ..engine.records import MemRec
+    from .packfile import MappedRows
 
-__all__ = ["INF", "MAX_LABELS", "Catalog", "meta_key"]
+__all__ = ["INF", "MAX_LABELS", "Catalog", "Records", "meta_key"]
 
 INF = np.iinfo(np.int64).max
 _NO_AGENT = -1
@@ -83,6 +84,17 @@ def _flatten(
             key = meta_key(v)
             if key is not None:
                 yield path, "v", key
+
+
+class Records(Protocol):
+    """The record of each catalog row: a list, or a view that builds them on demand."""
+
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, row: int) -> MemRec: ...
+    @overload
+    def __getitem__(self, row: slice) -> list[MemRec]: ...
+    def append(self, rec: MemRec, /) -> None: ...
 
 
 class Codes:
@@ -149,6 +161,7 @@ class Catalog:
         "type",
         "types",
         "vec_bits",
+        "vec_rows",
         "vec_views",
         "vectors",
     )
@@ -156,7 +169,8 @@ class Catalog:
     def __init__(self, dim: int | None = None) -> None:
         self.n = 0
         self.dim = dim
-        self.recs: list[MemRec] = []
+        # one record per row (a list, or engine/stored.py's RowRecords over a checkpoint)
+        self.recs: Records = []
         self.entities, self.types, self.agents = Codes(), Codes(), Codes()
         self.from_us = np.zeros(0, np.int64)
         self.to_us = np.zeros(0, np.int64)
@@ -170,6 +184,8 @@ class Catalog:
         self.has_vec = np.zeros(0, bool)
         self.inv_norm = np.zeros(0, np.float32)
         self.vectors: np.ndarray | None = None
+        # the file the vectors are mapped from (a checkpoint's), which grows them in place
+        self.vec_rows: MappedRows | None = None
         # (path, role) -> {key: rows}
         self.meta_post: dict[tuple[tuple[str, ...], str], dict[Any, array[int]]] = {}
         # (path, role, kind) -> (distinct keys seen, their values sorted, the keys in that
@@ -221,7 +237,9 @@ class Catalog:
             grown = np.zeros(new_cap, old.dtype)
             grown[: self.n] = old[: self.n]
             setattr(self, name, grown)
-        if self.vectors is not None:
+        if self.vec_rows is not None:
+            self.vectors = self.vec_rows.grow(new_cap, self.n)
+        elif self.vectors is not None:
             grown_v = np.zeros((new_cap, self.vectors.shape[1]), np.float32)
             grown_v[: self.n] = self.vectors[: self.n]
             self.vectors = grown_v
@@ -233,14 +251,18 @@ class Catalog:
         for name in ("from_us", "to_us", "exp_us", "ts_us", "salience", "entity", "type",
                      "agent", "pinned", "has_vec", "inv_norm", "live", "label"):  # fmt: skip
             setattr(self, name, getattr(self, name)[: self.n].copy())
-        if self.vectors is not None:
+        if self.vectors is not None and self.vec_rows is None:  # a mapping costs no memory
             self.vectors = self.vectors[: self.n].copy()
 
     def defer_keywords(self) -> None:
         """Build the keyword index on first need instead of row by row (a namespace loaded at
         open: see :meth:`KeywordIndex.defer`)."""
         recs = self.recs  # only ever appended to; rows below n have their record
-        self.keywords.defer(lambda start, stop: [rec.content for rec in recs[start:stop]])
+        contents = getattr(recs, "contents", None)  # rows read without building records
+        if contents is not None:
+            self.keywords.defer(contents)
+        else:
+            self.keywords.defer(lambda start, stop: [rec.content for rec in recs[start:stop]])
 
     def _ensure_vectors(self, dim: int) -> None:
         if self.vectors is None:
@@ -377,10 +399,14 @@ class Catalog:
         if len(self.labels.codes) >= MAX_LABELS:
             return -1
         code = self.labels.code(name)
+        self.index_label(code, name)
+        return code
+
+    def index_label(self, code: int, name: str) -> None:
+        """Make speaker label ``code`` (``name``) found by the words of its name."""
         for word in _WORD.findall(name.lower()):
             if len(word) > 1 and word not in STOPWORDS:
                 self.label_words.setdefault(word, set()).add(code)
-        return code
 
     # -- reads -----------------------------------------------------------------------------------
 

@@ -44,6 +44,15 @@ SAMPLE = 1 << 20  # bytes at each end of a mapped section whose CRC an open chec
 BLOCK = 1 << 24  # bytes written (or copied) at a time
 
 
+def _dtype_spec(dtype: np.dtype[Any]) -> Any:
+    """A dtype as JSON: its string, or a record's fields as [[name, string], ...]."""
+    return [list(field) for field in dtype.descr] if dtype.names else dtype.str
+
+
+def _dtype(spec: Any) -> np.dtype[Any]:
+    return np.dtype([tuple(field) for field in spec] if isinstance(spec, list) else spec)
+
+
 class PackError(Exception):
     """A pack file that is missing, torn, foreign or inconsistent with its header."""
 
@@ -74,12 +83,13 @@ def write_pack(
     sources: list[tuple[str, Iterable[Chunk]]] = []
     for name, value in sections.items():
         chunks: Iterable[Chunk]
+        dtype: Any
         if isinstance(value, np.ndarray):
             arr = np.ascontiguousarray(value)
-            dtype, shape, chunks = arr.dtype.str, tuple(arr.shape), [arr]
+            dtype, shape, chunks = _dtype_spec(arr.dtype), tuple(arr.shape), [arr]
         else:
             dtype, shape, chunks = value[0], tuple(value[1]), value[2]
-        nbytes = int(np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64)))
+        nbytes = int(_dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64)))
         layout[name] = {"dtype": dtype, "shape": list(shape), "offset": 0, "nbytes": nbytes,
                         "crc32": _crc_hex(0), "ends": _crc_hex(0) + _crc_hex(0)}  # fmt: skip
         sources.append((name, chunks))
@@ -186,7 +196,7 @@ class Pack:
         spec = self.sections.get(name)
         if spec is None:
             raise PackError(f"{self.path}: no section {name}")
-        return spec, np.dtype(spec["dtype"]), tuple(int(d) for d in spec["shape"])
+        return spec, _dtype(spec["dtype"]), tuple(int(d) for d in spec["shape"])
 
     def array(self, name: str) -> np.ndarray:
         """Section ``name`` read whole into memory (a fresh, writable array), CRC checked."""
@@ -207,15 +217,29 @@ class Pack:
         """Section ``name`` (bytes) read whole, CRC checked."""
         return self.array(name).tobytes()
 
-    def mapped(self, name: str, capacity: int | None = None) -> MappedRows:
-        """Section ``name`` mapped copy-on-write (see :class:`MappedRows`), with room for
-        ``capacity`` rows (at least its own); the CRC of its first and last MiB is checked."""
+    def view(self, name: str) -> np.ndarray:
+        """Section ``name`` mapped read-only (its pages are read when touched); the CRC of
+        its first and last MiB is checked."""
         spec, dtype, shape = self._spec(name)
+        self._check_ends(name, spec)
+        if int(spec["nbytes"]) == 0:
+            return np.zeros(shape, dtype)
+        return np.memmap(self.path, dtype=dtype, mode="r", offset=int(spec["offset"]),
+                         shape=shape)  # fmt: skip
+
+    def _check_ends(self, name: str, spec: dict[str, Any]) -> None:
         offset, nbytes = int(spec["offset"]), int(spec["nbytes"])
         head = os.pread(self._fd, min(SAMPLE, nbytes), offset)
         tail = os.pread(self._fd, min(SAMPLE, nbytes), offset + max(0, nbytes - SAMPLE))
         if _crc_hex(zlib.crc32(head)) + _crc_hex(zlib.crc32(tail)) != spec["ends"]:
             raise PackError(f"{self.path}: section {name} fails its checksum")
+
+    def mapped(self, name: str, capacity: int | None = None) -> MappedRows:
+        """Section ``name`` mapped copy-on-write (see :class:`MappedRows`), with room for
+        ``capacity`` rows (at least its own); the CRC of its first and last MiB is checked."""
+        spec, dtype, shape = self._spec(name)
+        self._check_ends(name, spec)
+        offset = int(spec["offset"])
         try:  # the same file, opened to extend it (a hole) when the mapping grows
             fd = os.open(self.path, os.O_RDWR)
         except OSError as exc:
@@ -272,6 +296,15 @@ class MappedRows:
             new[self.rows : used] = old[self.rows : used]
         self.array = new
         return new
+
+    def read(self, start: int, stop: int) -> bytes:
+        """The bytes of rows ``[start, stop)`` as the file holds them (``stop`` at most
+        :attr:`rows`), read without touching the mapping."""
+        want = (stop - start) * self.row_bytes
+        data = os.pread(self._fd, want, self._offset + start * self.row_bytes)
+        if len(data) != want:
+            raise PackError(f"rows {start}-{stop} are past the end of the file")
+        return data
 
     def close(self) -> None:
         """Let go of the file (the current mapping stays valid while arrays refer to it)."""

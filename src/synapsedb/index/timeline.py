@@ -54,6 +54,25 @@ class Timelines:
         else:
             touched[entity] = self.changes
 
+    @classmethod
+    def of_columns(cls, entity: np.ndarray, ts_us: np.ndarray) -> Timelines:
+        """The timelines of rows ``0, 1, ...`` with these entity codes and event times, as
+        adding them one by one in row order builds them."""
+        out = cls()
+        if entity.shape[0] == 0:
+            return out
+        order = np.argsort(entity, kind="stable")  # each entity's rows ascending
+        ent = entity[order]
+        starts = np.concatenate(([0], np.flatnonzero(ent[1:] != ent[:-1]) + 1))
+        stops = np.concatenate((starts[1:], [ent.shape[0]]))
+        for i in np.argsort(order[starts], kind="stable").tolist():  # by first row
+            rows = order[starts[i] : stops[i]]
+            line = out.lines[int(ent[starts[i]])] = _Line()
+            line.ts.frombytes(ts_us[rows].astype(np.int64).tobytes())
+            line.rows.frombytes(rows.astype(np.int32).tobytes())
+            out._mark(int(ent[starts[i]]))
+        return out
+
     def add(self, entity: int, row: int, ts_us: int) -> None:
         line = self.lines.get(entity)
         if line is None:
