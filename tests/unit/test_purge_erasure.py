@@ -202,3 +202,20 @@ def test_a_purge_leaves_nothing_in_a_checkpoint(tmp_path: Path) -> None:
         mem = db.namespace("acme")
         assert mem.memories(ENTITY) == [] and mem.get(other.id).content.startswith("Unrelated")
     assert found(d) == {}
+
+
+def test_a_purge_by_an_open_without_checkpoints_deletes_an_earlier_one(tmp_path: Path) -> None:
+    """An open with checkpoints off still deletes the checkpoint an earlier open left: it holds
+    what the erasure removes from the log."""
+    d = tmp_path / "d"
+    kw: dict[str, Any] = {"checkpoint_min_rows": 1, "background_maintenance": False}
+    with synapsedb.open(d, **kw) as db:
+        mem = db.namespace("acme", agent="intake")
+        mem.write(ENTITY, {"content": f"Card ending {CONTENT}", "metadata": {"n": META}})
+        mem.write("user:9", {"content": "Unrelated customer prefers email"})
+    assert CONTENT in found(d / "indexes")
+    with synapsedb.open(d, **kw, checkpoints=False) as db:
+        mem = db.namespace("acme", agent="intake")
+        assert mem.forget(entity=ENTITY, purge=True, agent="dpo").purged
+        assert found(d) == {}
+    assert found(d) == {} and not (d / "indexes" / "acme.ckpt").exists()
