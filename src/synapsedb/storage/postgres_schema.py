@@ -174,7 +174,25 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE answers ADD COLUMN entities TEXT COLLATE "C" NOT NULL DEFAULT '[]';
     """,
-    # 6: a namespace's checkpoint is checked against its log and the versions after its mark
+    # 6: sharded placement (postgres_shards.py): the live processes, each with a lease, and the
+    # owner of each share of the namespaces (a namespace's share: postgres_shards.shard_of)
+    """
+    CREATE TABLE members (
+        address     TEXT COLLATE "C" PRIMARY KEY,  -- where the others forward its requests
+        incarnation TEXT COLLATE "C" NOT NULL,  -- this start of the process (a restart: anew)
+        started     TIMESTAMPTZ NOT NULL DEFAULT now(),
+        lease_until TIMESTAMPTZ NOT NULL  -- renewed by the process; past it, it is dead
+    );
+    CREATE TABLE shards (
+        shard       INTEGER PRIMARY KEY,
+        owner       TEXT COLLATE "C",  -- a member's address; NULL: nobody took it yet
+        incarnation TEXT COLLATE "C",  -- the owner's incarnation that took it
+        epoch       BIGINT NOT NULL DEFAULT 0,  -- bumped at every change of owner
+        moved_at    TIMESTAMPTZ
+    );
+    INSERT INTO shards (shard) SELECT generate_series(0, 255);
+    """,
+    # 7: a namespace's checkpoint is checked against its log and the versions after its mark
     # are read through (ns, sys_us) (as SQLite's migration 9)
     """
     CREATE INDEX memory_versions_ns_sys ON memory_versions (ns, sys_us, erased);
