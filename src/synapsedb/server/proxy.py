@@ -130,7 +130,7 @@ def new_turns(messages: Sequence[Any]) -> list[dict[str, Any]]:
     return out[::-1]
 
 
-TURN_BYTES = 32_000  # what remember takes of one turn (agentic.loop.MAX_TURN_BYTES)
+TURN_BYTES = 32_000  # what remember takes of one turn (agentic.turns.MAX_TURN_BYTES)
 CUT_MARK = " [...]"
 
 
