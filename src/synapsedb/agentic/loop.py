@@ -93,6 +93,7 @@ class MemoryLoop:
         self._queued: dict[str, int] = {}  # namespace -> jobs seen queued
         self._failed: dict[str, int] = {}
         self._claimed: dict[tuple[str, str], tuple[Any, queue.Job]] = {}  # jobs held now
+        self._caught_up: set[str] = set()  # namespaces whose stored turns are all indexed
         self.extracted = 0  # jobs done (this process)
         self.last_error: str | None = None
 
@@ -133,13 +134,18 @@ class MemoryLoop:
         agent: str | None = None,
         memories: Sequence[Mapping[str, Any]] | None = None,
         wait: bool = False,
+        defer_index: bool = False,
     ) -> Remembered:
         """Store ``messages`` (OpenAI-style dicts with ``role`` and ``content``, optional
         ``ts``/``name``; or one string, a user turn) in the stream ``session:<session>`` of
         ``entity``, then extract memories from them: queued (``status="queued"``), or inline
         with ``wait=True``. ``memories`` are memories the caller extracted itself (``type``,
         ``content``, optional ``confidence``, ``valid_from``): they skip the LLM and go
-        straight to conflict resolution, inline, and no extraction job is queued."""
+        straight to conflict resolution, inline, and no extraction job is queued.
+
+        ``defer_index`` (the memory proxy, on an answer's path): the turns and their job are
+        stored, durably, but not yet embedded; :meth:`index_now` makes them searchable, and
+        so does the first recall of the namespace in a process that restarted before."""
         entity = check_entity(entity)
         session = check_entity(session or datetime.now(UTC).strftime("%Y-%m-%d"), "session")
         if len(session) > MAX_SESSION_CHARS:
@@ -166,7 +172,7 @@ class MemoryLoop:
         # next recall, from this process or another on the same data, finds them
         index = any(t.role in ("user", "assistant") for t in turns)
         indexed = False
-        if index:
+        if index and not defer_index:
             try:
                 index_turns(ns, entity, session, stream, turns, agent)
                 indexed = True
@@ -214,6 +220,28 @@ class MemoryLoop:
         key = self._enqueue(ns, spec, agent)
         return Remembered(entity, session, stream, tuple(t.id for t in turns), "queued", key,
                           tuple(decisions))  # fmt: skip
+
+    def index_now(self, ns: Any, job: str) -> int:
+        """Make the turns of a job that ``remember(defer_index=True)`` queued searchable now;
+        how many memories were written. Idempotent (a turn already indexed is skipped)."""
+        found = queue.get(ns, job)
+        if found is None or not found.value.get("index") or found.value.get("indexed"):
+            return 0
+        n = self._index(ns, {**found.value, "agent": found.agent})
+        queue.update(ns, found, {"indexed": True}, found.agent)  # lost to a worker: no matter
+        return n
+
+    def _catch_up(self, ns: Any) -> None:
+        """Once per namespace and process, before its first recall: index the turns stored
+        but not yet searchable (their process stopped before it could), so no recall waits
+        for the worker."""
+        if ns.name in self._caught_up:
+            return
+        for job in queue.jobs(ns):
+            if job.state != "failed" and job.value.get("index") and not job.value.get("indexed"):
+                with contextlib.suppress(SynapseError):
+                    self.index_now(ns, job.key)
+        self._caught_up.add(ns.name)
 
     def _enqueue(self, ns: Any, spec: dict[str, Any], agent: str | None) -> str:
         key = queue.enqueue(ns, spec, agent)
@@ -411,6 +439,7 @@ class MemoryLoop:
             raise ValidationError("rewrite: expected 'llm' or 'heuristic'", field="rewrite")
         if entity is not None:
             entity = check_entity(entity)
+        self._catch_up(ns)
         return recall(ns, messages_or_text, entity=entity, budget_tokens=budget, k=k,
                       threshold=float(threshold), settings=self.settings, llm=self._chat(),
                       rewrite=how, agent=agent)  # fmt: skip
