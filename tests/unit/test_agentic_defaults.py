@@ -254,3 +254,33 @@ def test_a_jobs_error_names_no_address(db: Database) -> None:
     assert job["error"] and job["attempts"] == 1
     assert up.base_url not in job["error"] and "127.0.0.1" not in job["error"]
     assert loop.last_error is not None and "127.0.0.1" not in loop.last_error
+
+
+def test_indexing_by_the_proxy_while_the_worker_holds_the_job_does_not_strand_it(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The proxy's background lane makes a job's turns searchable (index_now) just after the
+    worker claimed that job: the worker still runs it to the end, instead of leaving it
+    ``running`` until its lease runs out."""
+    mem = db.namespace("acme")
+    claim = queue.claim
+
+    def claim_then_index(ns: Any, job: queue.Job, now: float, agent: str | None) -> Any:
+        mine = claim(ns, job, now, agent)
+        loop.index_now(ns, job.key)  # the proxy's lane, between the claim and the indexing
+        return mine
+
+    with ScriptedUpstream(responder=lambda request: Reply.json({"memories": []})) as up:
+        llm = ChatClient(LLMSettings(base_url=up.base_url, model="scripted", max_retries=0))
+        loop = still(db, llm)
+        try:
+            out = loop.remember(mem, convo(ADA), entity="user:ada", session="s1",
+                                defer_index=True)  # fmt: skip
+            monkeypatch.setattr(queue, "claim", claim_then_index)
+            assert loop.run_pending(mem) == 1
+        finally:
+            llm.close()
+    assert queue.get(mem, str(out.job)) is None and loop.extracted == 1
+    assert [r for r in up.chat_requests() if r.response_format]  # extraction was asked for
+    found = mem.recall("Where do I live?", entity="user:ada", threshold=0.0)
+    assert [m.content for m in found.memories] == [ADA]

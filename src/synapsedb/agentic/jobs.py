@@ -168,6 +168,11 @@ def update(ns: Any, job: Job, changes: dict[str, Any], agent: str | None) -> Job
     return Job(job.key, fact.version, value, job.agent)
 
 
+def held(job: Job, now: float) -> bool:
+    """A worker holds the job now (claimed, its lease not run out)."""
+    return job.state == "running" and _number(job.value.get("due")) > now
+
+
 def claim(ns: Any, job: Job, now: float, agent: str | None) -> Job | None:
     """Take the job (None if another worker took or finished it first): ``running`` until
     the lease runs out."""

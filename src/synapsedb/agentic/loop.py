@@ -228,7 +228,8 @@ class MemoryLoop:
         if found is None or not found.value.get("index") or found.value.get("indexed"):
             return 0
         n = self._index(ns, {**found.value, "agent": found.agent})
-        queue.update(ns, found, {"indexed": True}, found.agent)  # lost to a worker: no matter
+        if not queue.held(found, time.time()):  # a worker holding it marks it itself
+            queue.update(ns, found, {"indexed": True}, found.agent)  # lost to one: no matter
         return n
 
     def _catch_up(self, ns: Any) -> None:
