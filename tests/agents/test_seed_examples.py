@@ -221,7 +221,12 @@ results = memory_space.search_by_embedding(
     memory_tiers=["stm", "im"]  # Skip LTM for faster results
 )
 
-config = MemoryConfig(
+"""
+
+
+# the design note's configuration example, whose STM lives in Redis: here every tier lives in
+# the one database, so a Redis connection setting is refused (never silently ignored)
+CONFIG = """config = MemoryConfig(
     # System-wide settings
     cleanup_interval=100,  # Check for maintenance every N insertions
     memory_priority_decay=0.95,  # Priority decay factor for older memories
@@ -303,3 +308,22 @@ def test_seed_examples_over_http(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             assert os.environ["SYNAPSEDB_AGENT_DATABASE"] == url
     finally:
         db.close()
+
+
+def test_a_tiers_redis_connection_is_refused_not_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synapsedb.agents import MemoryConfigException
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(MemoryConfigException) as err:
+        exec(compile(IMPORTS + CONFIG, "design-note-config", "exec"), {})
+    assert err.value.details["field"] == "stm_config.host"
+    assert "Leave host out" in err.value.message and "MemoryConfig.database" in err.value.message
+    assert not (tmp_path / "agent-memory-data").exists()  # refused before anything opened
+    # the same example without the connection: its limits hold
+    works = CONFIG.replace('host="localhost",', "").replace("port=6379,", "")
+    scope: dict[str, object] = {}
+    exec(compile(IMPORTS + works + "memory_api.close()\n", "design-note-config", "exec"), scope)
+    config = scope["config"]
+    assert config.stm_config.memory_limit == 10000 and config.stm_config.ttl == 3600  # type: ignore[attr-defined]

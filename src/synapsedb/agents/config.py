@@ -1,9 +1,9 @@
-"""Seed 002's configuration: ``MemoryConfig`` and one config per tier.
+"""The agent-state API's configuration: ``MemoryConfig`` and one config per tier.
 
-The seed keeps STM and IM in Redis and LTM in SQLite; here every tier is a SynapseDB namespace
-(docs/agents.md). The seed's connection fields (``host``, ``port``, ``db``, ``password``,
-``db_path``, ...) are accepted so that seed configs load unchanged, and are not used: the
-database is the one given to ``AgentMemoryAPI`` (or ``MemoryConfig.database``).
+The design note keeps STM and IM in Redis and LTM in SQLite; here every tier is a SynapseDB
+namespace (docs/agents.md). A tier's connection fields (``host``, ``port``, ``db``,
+``password``, ``namespace``, ``db_path``) are refused when set, with an error that says so:
+the database is the one given to ``AgentMemoryAPI`` (or ``MemoryConfig.database``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ __all__ = [
 class TierConfig:
     """How long memories stay in a tier: at most ``memory_limit`` per agent (the lowest
     retention scores move down first) and at most ``ttl`` seconds since they were stored
-    (``None``: no limit). The connection fields are the seed's and are not used."""
+    (``None``: no limit). The connection fields of the design note's Redis and SQLite tiers
+    (``host``, ``port``, ``db``, ``password``, ``namespace``, ``db_path``) are refused when
+    set: every tier lives in the one database, so a setting there would be ignored."""
 
     memory_limit: int | None = 1000
     ttl: float | None = None
@@ -44,6 +46,14 @@ class TierConfig:
     db_path: str | None = None
 
     def check(self, where: str) -> None:
+        for name in CONNECTION_FIELDS:
+            if getattr(self, name) is not None:
+                raise MemoryConfigException(
+                    f"{where}.{name}: every tier lives in the one SynapseDB database (the one "
+                    "given to AgentMemoryAPI, or MemoryConfig.database: a data directory or an "
+                    "http(s):// server URL); no Redis or SQLite connection of a tier is used. "
+                    f"Leave {name} out.", field=f"{where}.{name}",
+                )  # fmt: skip
         lim = self.memory_limit
         if lim is not None and (isinstance(lim, bool) or not isinstance(lim, int) or lim < 1):
             raise MemoryConfigException(
@@ -86,7 +96,9 @@ class LTMConfig(TierConfig):
         super().__init__(memory_limit, **kw)
 
 
-RedisSTMConfig = STMConfig  # the seed's names
+CONNECTION_FIELDS = ("host", "port", "db", "password", "namespace", "db_path")
+
+RedisSTMConfig = STMConfig  # the design note's names
 RedisIMConfig = IMConfig
 SQLiteLTMConfig = LTMConfig
 
