@@ -460,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     sections.append(f"Load average (1 min) at the start {load:.1f}, at the end "
                     f"{os.getloadavg()[0]:.1f}: the machine is shared, timings are noisy.")  # fmt: skip
     if not args.no_report:
-        append_report("Memory loop (issue 11)", command.strip(), sections)
+        append_report("Memory loop", command.strip(), sections)
 
 
 if __name__ == "__main__":
