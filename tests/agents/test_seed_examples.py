@@ -327,3 +327,15 @@ def test_a_tiers_redis_connection_is_refused_not_ignored(
     exec(compile(IMPORTS + works + "memory_api.close()\n", "design-note-config", "exec"), scope)
     config = scope["config"]
     assert config.stm_config.memory_limit == 10000 and config.stm_config.ttl == 3600  # type: ignore[attr-defined]
+
+
+def test_the_design_notes_error_names_are_the_same_classes() -> None:
+    import synapsedb.agents as agents
+    import synapsedb.errors as errors
+
+    for kind in ("API", "Store", "Retrieval", "Maintenance", "Config"):
+        new = getattr(errors, f"Memory{kind}Error")
+        assert getattr(errors, f"Memory{kind}Exception") is new
+        assert getattr(agents, f"Memory{kind}Exception") is new
+        assert issubclass(new, errors.SynapseError) and new.__name__.endswith("Error")
+    assert errors.error_from_code("memory_config", "bad").__class__ is errors.MemoryConfigError

@@ -16,10 +16,15 @@ from __future__ import annotations
 
 from ..cache import cacheable
 from ..errors import (
+    MemoryAPIError,
     MemoryAPIException,
+    MemoryConfigError,
     MemoryConfigException,
+    MemoryMaintenanceError,
     MemoryMaintenanceException,
+    MemoryRetrievalError,
     MemoryRetrievalException,
+    MemoryStoreError,
     MemoryStoreException,
 )
 from .api import AgentMemoryAPI
@@ -45,12 +50,17 @@ __all__ = [
     "BaseAgent",
     "IMConfig",
     "LTMConfig",
+    "MemoryAPIError",
     "MemoryAPIException",
     "MemoryConfig",
+    "MemoryConfigError",
     "MemoryConfigException",
+    "MemoryMaintenanceError",
     "MemoryMaintenanceException",
+    "MemoryRetrievalError",
     "MemoryRetrievalException",
     "MemorySpace",
+    "MemoryStoreError",
     "MemoryStoreException",
     "RedisIMConfig",
     "RedisSTMConfig",

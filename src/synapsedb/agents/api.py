@@ -18,10 +18,10 @@ import synapsedb
 
 from ..clock import Clock, SystemClock
 from ..errors import (
-    MemoryAPIException,
-    MemoryMaintenanceException,
-    MemoryRetrievalException,
-    MemoryStoreException,
+    MemoryAPIError,
+    MemoryMaintenanceError,
+    MemoryRetrievalError,
+    MemoryStoreError,
     NotFoundError,
     SynapseError,
     ValidationError,
@@ -60,12 +60,12 @@ IMPORTANCE_LADDER = (0.99, 0.9, 0.5)
 
 
 @contextmanager
-def _failing(kind: type[MemoryAPIException], what: str) -> Iterator[None]:
+def _failing(kind: type[MemoryAPIError], what: str) -> Iterator[None]:
     """Bad input and absent things keep their class; other failures of the store or the
     connection become seed 002's exception ``kind``, chained, with the cause's code."""
     try:
         yield
-    except (ValidationError, NotFoundError, MemoryAPIException):
+    except (ValidationError, NotFoundError, MemoryAPIError):
         raise
     except SynapseError as err:
         raise kind(f"{what}: {err.message}", cause=err.code, **err.details) from err
@@ -150,7 +150,7 @@ class AgentMemoryAPI:
         self.clock: Clock = clock or getattr(self.db, "clock", None) or SystemClock()
         self.ns = self.db.namespace(self.config.namespace, agent=writer)
         if self.config.hot_limit is not None:
-            with _failing(MemoryAPIException, "configure"):
+            with _failing(MemoryAPIError, "configure"):
                 self.ns.configure(max_hot=self.config.hot_limit, policy="evict")
         self.cache = ResultCache(self.config.cache_ttl, self.config.cache_size)
         self._stores: dict[str, int] = {}
@@ -185,7 +185,7 @@ class AgentMemoryAPI:
             data = data.as_dict()
         state = check_state(data, field)
         payload = memory_payload(kind, state, check_step(step), check_priority(priority))
-        with _failing(MemoryStoreException, f"store_agent_{kind}"):
+        with _failing(MemoryStoreError, f"store_agent_{kind}"):
             try:
                 mid = str(self.ns.write(agent, payload).id)
             except ValidationError as err:
@@ -236,7 +236,7 @@ class AgentMemoryAPI:
         return MemorySpace(self, check_entity(agent_id, "agent_id"))
 
     def _cached(self, agent: str, key: Any, compute: Any) -> Any:
-        with _failing(MemoryRetrievalException, str(key[0])):
+        with _failing(MemoryRetrievalError, str(key[0])):
             return self.cache.get_or_compute(agent, key, compute)
 
     def _all(self, agent: str, flt: Mapping[str, Any] | None, types: list[str] | None,
@@ -406,7 +406,7 @@ class AgentMemoryAPI:
     def retrieve_by_id(self, agent_id: str, memory_id: str) -> dict[str, Any]:
         """One memory of the agent as it is now (NotFoundError if it is not the agent's)."""
         agent = check_entity(agent_id, "agent_id")
-        with _failing(MemoryRetrievalException, "retrieve_by_id"):
+        with _failing(MemoryRetrievalError, "retrieve_by_id"):
             m = self.ns.get(memory_id)
         if m.entity != agent:
             raise NotFoundError(f"memory {memory_id!r} is not agent {agent!r}'s", id=memory_id)
@@ -420,7 +420,7 @@ class AgentMemoryAPI:
         agent = check_entity(agent_id, "agent_id")
         if not isinstance(restore, bool):
             raise ValidationError("restore: expected true or false", field="restore")
-        with _failing(MemoryRetrievalException, "expand_memory"):
+        with _failing(MemoryRetrievalError, "expand_memory"):
             versions = self.ns.history(memory_id)
         live = [v for v in versions if not v.deleted and not v.erased]
         if not live or live[-1].entity != agent:
@@ -434,7 +434,7 @@ class AgentMemoryAPI:
         if restore and live[-1].metadata.get("tier") != "stm":
             cur = live[-1]
             meta = dict(full[-1].metadata)
-            with _failing(MemoryStoreException, "expand_memory"):
+            with _failing(MemoryStoreError, "expand_memory"):
                 self.ns.write(agent, {"id": cur.id, "type": cur.type, "ts": cur.ts.isoformat(),
                                       "content": full[-1].content, "metadata": meta,
                                       "salience": meta["importance"], "pinned": True})  # fmt: skip
@@ -455,7 +455,7 @@ class AgentMemoryAPI:
         engine's (hot/cold moves, TTL erasure). Returns what moved: ``{"agents", "to_im",
         "to_ltm"}``."""
         report = TierReport()
-        with _failing(MemoryMaintenanceException, "force_memory_maintenance"):
+        with _failing(MemoryMaintenanceError, "force_memory_maintenance"):
             agents = (
                 [check_entity(agent_id, "agent_id")] if agent_id is not None
                 else self.ns.entities()
@@ -470,7 +470,7 @@ class AgentMemoryAPI:
         ``tier_distribution`` (stm/im/ltm), ``engine_tiers`` (hot/cold), ``step_range``,
         ``mean_importance``, and the result cache's ``cache`` hits and misses."""
         agent = check_entity(agent_id, "agent_id")
-        with _failing(MemoryRetrievalException, "get_memory_statistics"):
+        with _failing(MemoryRetrievalError, "get_memory_statistics"):
             hits = self._all(agent, None, None)
         types = {t: 0 for t in MEMORY_TYPES}
         tiers = {"stm": 0, "im": 0, "ltm": 0}
@@ -540,7 +540,7 @@ class AgentMemoryAPI:
         flt = None if len(wanted) == 3 else {"tier": {"$in": list(wanted)}}
         engine = ("hot", "cold") if "ltm" in wanted else ("hot",)
         mode = "vector" if embedding is not None else "hybrid"
-        with _failing(MemoryRetrievalException, "search"):
+        with _failing(MemoryRetrievalError, "search"):
             try:
                 res = self.ns.query(text, embedding=embedding, entity=agent, filter=flt, k=k,
                                     mode=mode, types=types, tiers=engine,
