@@ -30,7 +30,7 @@ rebuild the very same class from the code (:func:`error_from_code`)::
         └── MemoryConfigError       memory_config           422   a bad MemoryConfig (also a
                                                                   ValidationError)
 
-The ``Memory*Error`` classes belong to the agent-state API (:mod:`synapsedb.agents`), which
+The ``Memory*Error`` classes belong to the agent-state API (:mod:`synapsedb.agent_state`), which
 raises them client side around the engine's own errors (the cause is chained and named in
 ``details["cause"]``); ``except SynapseError`` catches them too. The design note's names
 (``MemoryAPIException``, ``MemoryStoreException``, ``MemoryRetrievalException``,
@@ -263,7 +263,7 @@ class ClosedError(SynapseError):
 
 
 class MemoryAPIError(SynapseError):
-    """The agent-state API's base class: an operation of the agent memory API (:mod:`synapsedb.agents`)
+    """The agent-state API's base class: an operation of the agent memory API (:mod:`synapsedb.agent_state`)
     failed. ``details["cause"]`` holds the wire code of the underlying error, if any."""
 
     code = "memory_api"

@@ -1,7 +1,7 @@
 """The agent-state API's configuration: ``MemoryConfig`` and one config per tier.
 
 The design note keeps STM and IM in Redis and LTM in SQLite; here every tier is a SynapseDB
-namespace (docs/agents.md). A tier's connection fields (``host``, ``port``, ``db``,
+namespace (docs/agent-state.md). A tier's connection fields (``host``, ``port``, ``db``,
 ``password``, ``namespace``, ``db_path``) are refused when set, with an error that says so:
 the database is the one given to ``AgentMemoryAPI`` (or ``MemoryConfig.database``).
 """
@@ -128,7 +128,7 @@ def _tier(value: Any, cls: type[TierConfig], where: str) -> TierConfig:
 
 @dataclass(slots=True)
 class MemoryConfig:
-    """Seed 002's ``MemoryConfig``.
+    """The Agent Memory API's ``MemoryConfig``.
 
     * ``database``: a data directory or an ``http(s)://`` URL, used when ``AgentMemoryAPI``
       is given no database (if None too: ``$SYNAPSEDB_AGENT_DATABASE``, read when the API is

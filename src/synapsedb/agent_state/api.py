@@ -1,8 +1,8 @@
-"""Seed 002's ``AgentMemoryAPI`` over a SynapseDB database, embedded or remote.
+"""The Agent Memory API's ``AgentMemoryAPI`` over a SynapseDB database, embedded or remote.
 
 ``AgentMemoryAPI(config, database)`` takes a data directory, an ``http(s)://`` URL, or an open
 ``Database`` / ``RemoteDatabase``; every call goes through the public namespace API, so it
-means the same in process and over HTTP. docs/agents.md maps the seed's concepts.
+means the same in process and over HTTP. docs/agent-state.md maps the original API's concepts.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from .tiers import TierReport, apply_moves, plan_tiers
 
 __all__ = ["AgentMemoryAPI"]
 
-log = logging.getLogger("synapsedb.agents")
+log = logging.getLogger("synapsedb.agent_state")
 DEFAULT_DATABASE = "agent-memory-data"
 # retrieve_by_importance reads the memories at or above each threshold in turn until k are
 # found: with priorities spread over [0, 1] the first reads about 1% of them
@@ -62,7 +62,7 @@ IMPORTANCE_LADDER = (0.99, 0.9, 0.5)
 @contextmanager
 def _failing(kind: type[MemoryAPIError], what: str) -> Iterator[None]:
     """Bad input and absent things keep their class; other failures of the store or the
-    connection become seed 002's exception ``kind``, chained, with the cause's code."""
+    connection become the Agent Memory API's exception ``kind``, chained, with the cause's code."""
     try:
         yield
     except (ValidationError, NotFoundError, MemoryAPIError):
@@ -88,7 +88,7 @@ _SHARED_LOCK = threading.Lock()
 
 
 def _open_shared(path: str | os.PathLike[str], kwargs: dict[str, Any]) -> Any:
-    """The seed's code builds several ``AgentMemoryAPI()`` on one store; a data directory can
+    """Code written for the original API builds several ``AgentMemoryAPI()`` on one store; a data directory can
     be open once per process, so API objects on the same directory share its Database."""
     key = os.path.realpath(os.fspath(path))
     with _SHARED_LOCK:
@@ -113,7 +113,7 @@ def _close_shared(db: Any) -> None:
 
 
 class AgentMemoryAPI:
-    """Seed 002's Agent Memory API: states, actions and interactions of agents by step, in
+    """The Agent Memory API: states, actions and interactions of agents by step, in
     three tiers, searched by step, clock time, attributes, similarity, meaning and importance.
 
     ``database`` (default ``config.database``): a data directory (opened embedded with
@@ -232,7 +232,7 @@ class AgentMemoryAPI:
     # -- retrieving ------------------------------------------------------------------------------
 
     def get_memory_space(self, agent_id: str) -> MemorySpace:
-        """One agent's memory, for seed 002's ``MemorySpace`` calls."""
+        """One agent's memory, for the Agent Memory API's ``MemorySpace`` calls."""
         return MemorySpace(self, check_entity(agent_id, "agent_id"))
 
     def _cached(self, agent: str, key: Any, compute: Any) -> Any:
@@ -382,7 +382,7 @@ class AgentMemoryAPI:
     ) -> list[dict[str, Any]]:
         """The ``k`` memories whose data is nearest to ``query_state`` by value (numbers
         scaled, categories encoded, nested fields flattened, text embedded:
-        ``synapsedb.agents.similar``), nearest first, each with its ``distance``."""
+        ``synapsedb.agent_state.similar``), nearest first, each with its ``distance``."""
         agent = check_entity(agent_id, "agent_id")
         query = check_state(query_state, "query_state")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:

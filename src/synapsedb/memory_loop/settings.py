@@ -18,7 +18,7 @@ REWRITES = ("llm", "heuristic")
 
 @dataclass(frozen=True, slots=True)
 class LoopSettings:
-    """Settings of :class:`~synapsedb.agentic.MemoryLoop` (``SYNAPSEDB_LOOP_<NAME>``).
+    """Settings of :class:`~synapsedb.memory_loop.MemoryLoop` (``SYNAPSEDB_LOOP_<NAME>``).
 
     ``threshold`` applies to the calibrated similarity (0..1): ``similarity = 1 / (1 +
     exp(-(calib_a * cosine + calib_b)))``, the embedding cosine (all-MiniLM-L6-v2) of a hit to

@@ -1,4 +1,4 @@
-"""Memory hooks (seed 002): an agent's steps recorded without changing the agent.
+"""Memory hooks: an agent's steps recorded without changing the agent.
 
 ``@install_memory_hooks`` on a :class:`BaseAgent` subclass, or ``with_memory(agent,
 agent_id=...)`` on an object that already exists, wraps its ``act``. Each call to ``act`` is
@@ -20,7 +20,7 @@ follows them. ``agent_id`` and ``step_number`` are left out of the stored state 
 memory's agent and step).
 
 Memory never breaks the agent: a failure to capture or store (the database down, a state that is
-not JSON, a hostile ``get_state``) is logged on the ``synapsedb.agents.hooks`` logger and counted
+not JSON, a hostile ``get_state``) is logged on the ``synapsedb.agent_state.hooks`` logger and counted
 (:func:`memory_hook_stats`), and ``act`` goes on. The API is ``api=`` if given, else the agent's
 ``memory_api`` attribute, else one default ``AgentMemoryAPI()`` per process.
 """
@@ -50,7 +50,7 @@ __all__ = [
     "with_memory",
 ]
 
-log = logging.getLogger("synapsedb.agents.hooks")
+log = logging.getLogger("synapsedb.agent_state.hooks")
 
 _MAX_DEPTH = 16
 _HOOK_ATTR = "__synapsedb_memory_hook__"
@@ -72,7 +72,7 @@ class StepRecorder(Protocol):
 
 
 class BaseAgent:
-    """The agent base class of seed 002: ``act(observation)`` runs ``process(observation)``;
+    """The agent base class of the Agent Memory API: ``act(observation)`` runs ``process(observation)``;
     ``get_state()`` returns an :class:`~.models.AgentState` that subclasses extend (its
     ``extra_data``). ``step_number`` counts the steps (the hooks advance it)."""
 
