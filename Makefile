@@ -181,7 +181,7 @@ bench-conversation: install
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_conversation.py $(BENCH_CONVERSATION_ARGS)
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_tokens.py
 
-# Issue 18's hot paths, each with a floor measured in the same run (docs/benchmarks.md; not part of
+# The hot paths, each with a floor measured in the same run (docs/benchmarks.md; not part of
 # make bench, ~5 min): caller-vector query p50 across filter selectivity 0.1%-100% at 100,000
 # memories against raw hnswlib; KV GET over HTTP (64 connections) against redis-server.
 .PHONY: bench-hot
@@ -189,7 +189,7 @@ bench-hot: install wrk redis-server
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_selectivity.py --report
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_kv_http.py --runs 3 --report
 
-# Issue 16's PostgreSQL benchmarks (docs/benchmarks.md; not part of make bench): the PostgreSQL
+# The PostgreSQL benchmarks (docs/benchmarks.md; not part of make bench): the PostgreSQL
 # backend (pgserver) against SQLite at 100,000 memories in one run, one vs two `synapsedb serve
 # --storage postgresql://...` processes, visibility lag, and a large namespace on PostgreSQL.
 # BENCH_PG_ARGS=--quick for a smoke run, e.g. "--pg-1m-size 1000000" for the large part's size.

@@ -32,7 +32,7 @@ rebuild the very same class from the code (:func:`error_from_code`)::
 
 The ``Memory*Error`` classes belong to the agent-state API (:mod:`synapsedb.agent_state`), which
 raises them client side around the engine's own errors (the cause is chained and named in
-``details["cause"]``); ``except SynapseError`` catches them too. The design note's names
+``details["cause"]``); ``except SynapseError`` catches them too. The original Agent Memory API's names
 (``MemoryAPIException``, ``MemoryStoreException``, ``MemoryRetrievalException``,
 ``MemoryMaintenanceException``, ``MemoryConfigException``) are the same classes, so code written
 against the note keeps its ``except MemoryStoreException``. The server never sends them; their
@@ -300,7 +300,7 @@ class MemoryConfigError(MemoryAPIError, ValidationError):
     http_status = 422
 
 
-# the design note's names for the agent-state API's errors: the same classes
+# the original Agent Memory API's names for the agent-state API's errors: the same classes
 MemoryAPIException = MemoryAPIError
 MemoryStoreException = MemoryStoreError
 MemoryRetrievalException = MemoryRetrievalError

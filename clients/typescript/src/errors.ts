@@ -31,7 +31,7 @@
  *     └── MemoryConfigError        memory_config           422  also `instanceof ValidationError`
  * ```
  *
- * The agent memory layer's classes are also exported under the design note's names
+ * The agent memory layer's classes are also exported under the original Agent Memory API's names
  * (`MemoryAPIException`, `MemoryStoreException`, ...): the same classes.
  */
 
@@ -230,7 +230,7 @@ export class MemoryConfigError extends MemoryAPIError {
   static override readonly httpStatus: number = 422;
 }
 
-// the design note's names for the agent memory layer's errors: the same classes
+// the original Agent Memory API's names for the agent memory layer's errors: the same classes
 export {
   MemoryAPIError as MemoryAPIException,
   MemoryStoreError as MemoryStoreException,

@@ -1,6 +1,6 @@
 """The agent-state API's configuration: ``MemoryConfig`` and one config per tier.
 
-The design note keeps STM and IM in Redis and LTM in SQLite; here every tier is a SynapseDB
+The original Agent Memory API keeps STM and IM in Redis and LTM in SQLite; here every tier is a SynapseDB
 namespace (docs/agent-state.md). A tier's connection fields (``host``, ``port``, ``db``,
 ``password``, ``namespace``, ``db_path``) are refused when set, with an error that says so:
 the database is the one given to ``AgentMemoryAPI`` (or ``MemoryConfig.database``).
@@ -32,7 +32,7 @@ __all__ = [
 class TierConfig:
     """How long memories stay in a tier: at most ``memory_limit`` per agent (the lowest
     retention scores move down first) and at most ``ttl`` seconds since they were stored
-    (``None``: no limit). The connection fields of the design note's Redis and SQLite tiers
+    (``None``: no limit). The connection fields of the original API's Redis and SQLite tiers
     (``host``, ``port``, ``db``, ``password``, ``namespace``, ``db_path``) are refused when
     set: every tier lives in the one database, so a setting there would be ignored."""
 
@@ -98,7 +98,7 @@ class LTMConfig(TierConfig):
 
 CONNECTION_FIELDS = ("host", "port", "db", "password", "namespace", "db_path")
 
-RedisSTMConfig = STMConfig  # the design note's names
+RedisSTMConfig = STMConfig  # the original API's names
 RedisIMConfig = IMConfig
 SQLiteLTMConfig = LTMConfig
 
