@@ -1,4 +1,4 @@
-"""Agent memory (seed 002's API, synapsedb.agents): store and retrieval latency, tier maintenance.
+"""Agent memory (seed 002's API, synapsedb.agent_state): store and retrieval latency, tier maintenance.
 
     .venv/bin/python bench/bench_agents.py [--states 10000] [--embedder none|minilm] [--http]
 
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support for --http
 
 import synapsedb
-from synapsedb.agents import AgentMemoryAPI, MemoryConfig
+from synapsedb.agent_state import AgentMemoryAPI, MemoryConfig
 
 
 def _ms(samples: list[float]) -> tuple[float, float]:

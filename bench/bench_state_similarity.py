@@ -1,4 +1,4 @@
-"""Similar agent states (issue 14): the value featuriser of ``synapsedb.agents.similar`` against
+"""Similar agent states (issue 14): the value featuriser of ``synapsedb.agent_state.similar`` against
 embedding each state's JSON as text, on generated states with a known nearest-neighbour truth.
 
 Generation. ``P`` situations (prototypes) are drawn; each is observed ``M = 10`` times with noise
@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import append_report, git_rev, machine
 
-from synapsedb.agents.similar import EmbeddingCache, rank_similar
+from synapsedb.agent_state.similar import EmbeddingCache, rank_similar
 from synapsedb.embed.onnx_minilm import OnnxMiniLM
 
 M = 10

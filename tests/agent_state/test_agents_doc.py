@@ -1,4 +1,4 @@
-"""docs/agents.md: every python example runs (in a fresh directory) and the call table names
+"""docs/agent-state.md: every python example runs (in a fresh directory) and the call table names
 every public method of AgentMemoryAPI."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from synapsedb.agents import AgentMemoryAPI
+from synapsedb.agent_state import AgentMemoryAPI
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "agent-state.md"
 
 
 def _examples() -> list[str]:
@@ -26,7 +26,7 @@ def test_the_doc_has_examples() -> None:
 def test_every_example_runs(index: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SYNAPSEDB_AGENT_DATABASE", raising=False)
-    exec(compile(_examples()[index], f"docs/agents.md example {index + 1}", "exec"), {})
+    exec(compile(_examples()[index], f"docs/agent-state.md example {index + 1}", "exec"), {})
 
 
 def test_every_public_method_is_documented() -> None:

@@ -1,5 +1,5 @@
 """Valid time of extracted memories: dates and relative phrases resolved against the time the
-turn was said (synapsedb.agentic.when), never against now."""
+turn was said (synapsedb.memory_loop.when), never against now."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
 
-from synapsedb.agentic.when import resolve, to_datetime
+from synapsedb.memory_loop.when import resolve, to_datetime
 
 FRIDAY = datetime(2025, 10, 24, 15, 30, tzinfo=UTC)  # the issue's example: said on 2025-10-24
 

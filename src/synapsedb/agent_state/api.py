@@ -1,8 +1,8 @@
-"""Seed 002's ``AgentMemoryAPI`` over a SynapseDB database, embedded or remote.
+"""The Agent Memory API's ``AgentMemoryAPI`` over a SynapseDB database, embedded or remote.
 
 ``AgentMemoryAPI(config, database)`` takes a data directory, an ``http(s)://`` URL, or an open
 ``Database`` / ``RemoteDatabase``; every call goes through the public namespace API, so it
-means the same in process and over HTTP. docs/agents.md maps the seed's concepts.
+means the same in process and over HTTP. docs/agent-state.md maps the original API's concepts.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import synapsedb
 
 from ..clock import Clock, SystemClock
 from ..errors import (
-    MemoryAPIException,
-    MemoryMaintenanceException,
-    MemoryRetrievalException,
-    MemoryStoreException,
+    MemoryAPIError,
+    MemoryMaintenanceError,
+    MemoryRetrievalError,
+    MemoryStoreError,
     NotFoundError,
     SynapseError,
     ValidationError,
@@ -52,7 +52,7 @@ from .tiers import TierReport, apply_moves, plan_tiers
 
 __all__ = ["AgentMemoryAPI"]
 
-log = logging.getLogger("synapsedb.agents")
+log = logging.getLogger("synapsedb.agent_state")
 DEFAULT_DATABASE = "agent-memory-data"
 # retrieve_by_importance reads the memories at or above each threshold in turn until k are
 # found: with priorities spread over [0, 1] the first reads about 1% of them
@@ -60,12 +60,12 @@ IMPORTANCE_LADDER = (0.99, 0.9, 0.5)
 
 
 @contextmanager
-def _failing(kind: type[MemoryAPIException], what: str) -> Iterator[None]:
+def _failing(kind: type[MemoryAPIError], what: str) -> Iterator[None]:
     """Bad input and absent things keep their class; other failures of the store or the
-    connection become seed 002's exception ``kind``, chained, with the cause's code."""
+    connection become the Agent Memory API's exception ``kind``, chained, with the cause's code."""
     try:
         yield
-    except (ValidationError, NotFoundError, MemoryAPIException):
+    except (ValidationError, NotFoundError, MemoryAPIError):
         raise
     except SynapseError as err:
         raise kind(f"{what}: {err.message}", cause=err.code, **err.details) from err
@@ -88,7 +88,7 @@ _SHARED_LOCK = threading.Lock()
 
 
 def _open_shared(path: str | os.PathLike[str], kwargs: dict[str, Any]) -> Any:
-    """The seed's code builds several ``AgentMemoryAPI()`` on one store; a data directory can
+    """Code written for the original API builds several ``AgentMemoryAPI()`` on one store; a data directory can
     be open once per process, so API objects on the same directory share its Database."""
     key = os.path.realpath(os.fspath(path))
     with _SHARED_LOCK:
@@ -113,7 +113,7 @@ def _close_shared(db: Any) -> None:
 
 
 class AgentMemoryAPI:
-    """Seed 002's Agent Memory API: states, actions and interactions of agents by step, in
+    """The Agent Memory API: states, actions and interactions of agents by step, in
     three tiers, searched by step, clock time, attributes, similarity, meaning and importance.
 
     ``database`` (default ``config.database``): a data directory (opened embedded with
@@ -150,7 +150,7 @@ class AgentMemoryAPI:
         self.clock: Clock = clock or getattr(self.db, "clock", None) or SystemClock()
         self.ns = self.db.namespace(self.config.namespace, agent=writer)
         if self.config.hot_limit is not None:
-            with _failing(MemoryAPIException, "configure"):
+            with _failing(MemoryAPIError, "configure"):
                 self.ns.configure(max_hot=self.config.hot_limit, policy="evict")
         self.cache = ResultCache(self.config.cache_ttl, self.config.cache_size)
         self._stores: dict[str, int] = {}
@@ -185,7 +185,7 @@ class AgentMemoryAPI:
             data = data.as_dict()
         state = check_state(data, field)
         payload = memory_payload(kind, state, check_step(step), check_priority(priority))
-        with _failing(MemoryStoreException, f"store_agent_{kind}"):
+        with _failing(MemoryStoreError, f"store_agent_{kind}"):
             try:
                 mid = str(self.ns.write(agent, payload).id)
             except ValidationError as err:
@@ -232,11 +232,11 @@ class AgentMemoryAPI:
     # -- retrieving ------------------------------------------------------------------------------
 
     def get_memory_space(self, agent_id: str) -> MemorySpace:
-        """One agent's memory, for seed 002's ``MemorySpace`` calls."""
+        """One agent's memory, for the Agent Memory API's ``MemorySpace`` calls."""
         return MemorySpace(self, check_entity(agent_id, "agent_id"))
 
     def _cached(self, agent: str, key: Any, compute: Any) -> Any:
-        with _failing(MemoryRetrievalException, str(key[0])):
+        with _failing(MemoryRetrievalError, str(key[0])):
             return self.cache.get_or_compute(agent, key, compute)
 
     def _all(self, agent: str, flt: Mapping[str, Any] | None, types: list[str] | None,
@@ -382,7 +382,7 @@ class AgentMemoryAPI:
     ) -> list[dict[str, Any]]:
         """The ``k`` memories whose data is nearest to ``query_state`` by value (numbers
         scaled, categories encoded, nested fields flattened, text embedded:
-        ``synapsedb.agents.similar``), nearest first, each with its ``distance``."""
+        ``synapsedb.agent_state.similar``), nearest first, each with its ``distance``."""
         agent = check_entity(agent_id, "agent_id")
         query = check_state(query_state, "query_state")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -406,7 +406,7 @@ class AgentMemoryAPI:
     def retrieve_by_id(self, agent_id: str, memory_id: str) -> dict[str, Any]:
         """One memory of the agent as it is now (NotFoundError if it is not the agent's)."""
         agent = check_entity(agent_id, "agent_id")
-        with _failing(MemoryRetrievalException, "retrieve_by_id"):
+        with _failing(MemoryRetrievalError, "retrieve_by_id"):
             m = self.ns.get(memory_id)
         if m.entity != agent:
             raise NotFoundError(f"memory {memory_id!r} is not agent {agent!r}'s", id=memory_id)
@@ -420,7 +420,7 @@ class AgentMemoryAPI:
         agent = check_entity(agent_id, "agent_id")
         if not isinstance(restore, bool):
             raise ValidationError("restore: expected true or false", field="restore")
-        with _failing(MemoryRetrievalException, "expand_memory"):
+        with _failing(MemoryRetrievalError, "expand_memory"):
             versions = self.ns.history(memory_id)
         live = [v for v in versions if not v.deleted and not v.erased]
         if not live or live[-1].entity != agent:
@@ -434,7 +434,7 @@ class AgentMemoryAPI:
         if restore and live[-1].metadata.get("tier") != "stm":
             cur = live[-1]
             meta = dict(full[-1].metadata)
-            with _failing(MemoryStoreException, "expand_memory"):
+            with _failing(MemoryStoreError, "expand_memory"):
                 self.ns.write(agent, {"id": cur.id, "type": cur.type, "ts": cur.ts.isoformat(),
                                       "content": full[-1].content, "metadata": meta,
                                       "salience": meta["importance"], "pinned": True})  # fmt: skip
@@ -455,7 +455,7 @@ class AgentMemoryAPI:
         engine's (hot/cold moves, TTL erasure). Returns what moved: ``{"agents", "to_im",
         "to_ltm"}``."""
         report = TierReport()
-        with _failing(MemoryMaintenanceException, "force_memory_maintenance"):
+        with _failing(MemoryMaintenanceError, "force_memory_maintenance"):
             agents = (
                 [check_entity(agent_id, "agent_id")] if agent_id is not None
                 else self.ns.entities()
@@ -470,7 +470,7 @@ class AgentMemoryAPI:
         ``tier_distribution`` (stm/im/ltm), ``engine_tiers`` (hot/cold), ``step_range``,
         ``mean_importance``, and the result cache's ``cache`` hits and misses."""
         agent = check_entity(agent_id, "agent_id")
-        with _failing(MemoryRetrievalException, "get_memory_statistics"):
+        with _failing(MemoryRetrievalError, "get_memory_statistics"):
             hits = self._all(agent, None, None)
         types = {t: 0 for t in MEMORY_TYPES}
         tiers = {"stm": 0, "im": 0, "ltm": 0}
@@ -540,7 +540,7 @@ class AgentMemoryAPI:
         flt = None if len(wanted) == 3 else {"tier": {"$in": list(wanted)}}
         engine = ("hot", "cold") if "ltm" in wanted else ("hot",)
         mode = "vector" if embedding is not None else "hybrid"
-        with _failing(MemoryRetrievalException, "search"):
+        with _failing(MemoryRetrievalError, "search"):
             try:
                 res = self.ns.query(text, embedding=embedding, entity=agent, filter=flt, k=k,
                                     mode=mode, types=types, tiers=engine,

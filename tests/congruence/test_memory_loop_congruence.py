@@ -19,11 +19,11 @@ import pytest
 from starlette.testclient import TestClient
 
 import synapsedb
-from synapsedb.agentic import LoopSettings, MemoryLoop
 from synapsedb.client import RemoteDatabase
 from synapsedb.embed import OnnxMiniLM
 from synapsedb.errors import SynapseError, UpstreamError
 from synapsedb.llm import ChatClient, LLMSettings
+from synapsedb.memory_loop import LoopSettings, MemoryLoop
 from synapsedb.server import create_app
 from synapsedb.types import Recalled, Remembered
 from tests.congruence.conftest import ServedStorage

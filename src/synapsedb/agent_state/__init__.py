@@ -1,25 +1,30 @@
-"""Seed 002's Agent Memory API over SynapseDB (docs/agents.md).
+"""The Agent Memory API over SynapseDB (docs/agent-state.md).
 
-    from synapsedb.agents import AgentMemoryAPI, MemoryConfig
+    from synapsedb.agent_state import AgentMemoryAPI, MemoryConfig
     api = AgentMemoryAPI(MemoryConfig(), "./agent-data")          # or "http://127.0.0.1:7379"
     api.store_agent_state("agent-123", {"health": 0.85, "position": [10, 20]}, step_number=1)
     api.retrieve_by_time_range("agent-123", 0, 10)
 
 States, actions and interactions are JSON objects stored by step as memories of the agent's
 entity in one namespace; they age from STM (full detail) through IM (compressed) to LTM
-(abstract) with every earlier version kept. The seed's hooks (``install_memory_hooks``,
-``with_memory``, ``BaseAgent``: synapsedb.agents.hooks) and ``cacheable`` (synapsedb.cache) are
-importable from here too, as the seed imports them from one module.
+(abstract) with every earlier version kept. The original API's hooks (``install_memory_hooks``,
+``with_memory``, ``BaseAgent``: synapsedb.agent_state.hooks) and ``cacheable`` (synapsedb.cache) are
+importable from here too, as the original API imports them from one module.
 """
 
 from __future__ import annotations
 
 from ..cache import cacheable
 from ..errors import (
+    MemoryAPIError,
     MemoryAPIException,
+    MemoryConfigError,
     MemoryConfigException,
+    MemoryMaintenanceError,
     MemoryMaintenanceException,
+    MemoryRetrievalError,
     MemoryRetrievalException,
+    MemoryStoreError,
     MemoryStoreException,
 )
 from .api import AgentMemoryAPI
@@ -45,12 +50,17 @@ __all__ = [
     "BaseAgent",
     "IMConfig",
     "LTMConfig",
+    "MemoryAPIError",
     "MemoryAPIException",
     "MemoryConfig",
+    "MemoryConfigError",
     "MemoryConfigException",
+    "MemoryMaintenanceError",
     "MemoryMaintenanceException",
+    "MemoryRetrievalError",
     "MemoryRetrievalException",
     "MemorySpace",
+    "MemoryStoreError",
     "MemoryStoreException",
     "RedisIMConfig",
     "RedisSTMConfig",

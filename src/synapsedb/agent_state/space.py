@@ -1,4 +1,4 @@
-"""Seed 002's ``MemorySpace``: one agent's memory (``AgentMemoryAPI.get_memory_space``), and
+"""The Agent Memory API's ``MemorySpace``: one agent's memory (``AgentMemoryAPI.get_memory_space``), and
 the argument checks its searches share with the API."""
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def attribute_match(data: Any, attributes: Mapping[str, Any]) -> bool:
 
 
 class MemorySpace:
-    """One agent's memory. Methods that take ``agent_id`` (as the seed's examples pass it)
+    """One agent's memory. Methods that take ``agent_id`` (as the original API's examples pass it)
     accept only this space's agent."""
 
     def __init__(self, api: AgentMemoryAPI, agent_id: str) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import MemoryRetrievalException
+from ..errors import MemoryRetrievalError
 
 __all__ = ["PAGE", "collect"]
 
@@ -55,7 +55,7 @@ def _pages(
         bound = oldest.isoformat()
         ties.extend(h.id for h in hits if h.ts == oldest)
         if len(ties) > MAX_TIES:
-            raise MemoryRetrievalException(
+            raise MemoryRetrievalError(
                 f"more than {MAX_TIES} memories of {entity!r} share the event time "
                 f"{bound}; a scan cannot page past them",
                 limit=MAX_TIES,

@@ -1,4 +1,4 @@
-"""The memory loop (synapsedb.agentic) on an embedded database with the real local embedder.
+"""The memory loop (synapsedb.memory_loop) on an embedded database with the real local embedder.
 
 The LLM is ScriptedUpstream, a stand-in for a hosted model speaking OpenAI's protocol over a
 real loopback socket; it answers by the schema a request asks for (``memories`` for
@@ -20,10 +20,6 @@ from tests.support.scripted_upstream import Reply, Request, ScriptedUpstream
 
 import synapsedb
 from synapsedb import Database, ManualClock
-from synapsedb.agentic import CONFIG_ENTITY, DECISIONS_STREAM, LoopSettings, MemoryLoop
-from synapsedb.agentic import jobs as queue
-from synapsedb.agentic.extract import Turn, candidates
-from synapsedb.agentic.loop import turn_memory_id
 from synapsedb.embed import OnnxMiniLM
 from synapsedb.errors import (
     EmbeddingError,
@@ -33,6 +29,10 @@ from synapsedb.errors import (
     ValidationError,
 )
 from synapsedb.llm import ChatClient, LLMSettings
+from synapsedb.memory_loop import CONFIG_ENTITY, DECISIONS_STREAM, LoopSettings, MemoryLoop
+from synapsedb.memory_loop import jobs as queue
+from synapsedb.memory_loop.extract import Turn, candidates
+from synapsedb.memory_loop.loop import turn_memory_id
 
 START_US = 1_761_318_000_000_000  # 2025-10-24T15:00:00Z, a Friday
 SAID = datetime(2025, 10, 24, 15, tzinfo=UTC)
@@ -1227,7 +1227,7 @@ def test_an_llm_outage_leaves_the_other_jobs_indexed_in_the_same_pass(
 
 
 def test_an_embedder_outage_is_an_outage() -> None:
-    from synapsedb.agentic.loop import is_outage
+    from synapsedb.memory_loop.loop import is_outage
 
     assert is_outage(EmbeddingError("model unavailable"))
     assert is_outage(UpstreamError("down", status=503))

@@ -1,4 +1,4 @@
-"""The seed's hooks (synapsedb.agents.hooks) storing into a real AgentMemoryAPI, embedded and
+"""The seed's hooks (synapsedb.agent_state.hooks) storing into a real AgentMemoryAPI, embedded and
 over HTTP: what an agent's ``act`` captured is found again by step."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from synapsedb import ManualClock
-from synapsedb.agents import AgentMemoryAPI, BaseAgent, MemoryConfig, with_memory
+from synapsedb.agent_state import AgentMemoryAPI, BaseAgent, MemoryConfig, with_memory
 
 
 class Counter:

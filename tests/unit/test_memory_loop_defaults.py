@@ -18,12 +18,12 @@ from tests.support.scripted_upstream import Reply, ScriptedUpstream
 
 import synapsedb
 from synapsedb import Database
-from synapsedb.agentic import LoopSettings, MemoryLoop
-from synapsedb.agentic import jobs as queue
-from synapsedb.agentic.extract import turn_memory_id
 from synapsedb.embed import OnnxMiniLM
 from synapsedb.errors import EmbeddingError
 from synapsedb.llm import ChatClient, LLMSettings
+from synapsedb.memory_loop import LoopSettings, MemoryLoop
+from synapsedb.memory_loop import jobs as queue
+from synapsedb.memory_loop.extract import turn_memory_id
 
 ADA = "My name is Ada and I live in Lisbon"
 ACK = "Nice to meet you, Ada! I'll keep that in mind."

@@ -1,4 +1,4 @@
-"""The retrieval result cache of ``AgentMemoryAPI`` (seed 002's ``clear_cache`` and
+"""The retrieval result cache of ``AgentMemoryAPI`` (the Agent Memory API's ``clear_cache`` and
 ``set_cache_ttl``): LRU, entries live ``ttl`` seconds, and every store or maintenance of an
 agent drops that agent's entries, so a cached answer never hides a write made through the
 same API object. Writes by other processes are seen once the TTL runs out."""

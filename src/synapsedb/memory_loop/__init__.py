@@ -1,4 +1,4 @@
-"""The memory loop (seed 001): retrieve, inject, extract, store. A layer above the engine that
+"""The memory loop: retrieve, inject, extract, store. A layer above the engine that
 uses only the public namespace API, so it runs on embedded and remote namespaces alike; the
 engine never imports it (``Namespace.remember``/``recall`` reach it through the
 ``Database.memory_loop`` seam that :func:`synapsedb.open` fills)."""

@@ -17,12 +17,12 @@ from tests.support.scripted_upstream import Reply, ScriptedUpstream
 
 import synapsedb
 from synapsedb import Database
-from synapsedb.agentic import LoopSettings, MemoryLoop
-from synapsedb.agentic import jobs as queue
-from synapsedb.agentic.loop import WINDOW_CALLS, turn_memory_id
 from synapsedb.embed import OnnxMiniLM
 from synapsedb.errors import ValidationError
 from synapsedb.llm import ChatClient, LLMSettings
+from synapsedb.memory_loop import LoopSettings, MemoryLoop
+from synapsedb.memory_loop import jobs as queue
+from synapsedb.memory_loop.loop import WINDOW_CALLS, turn_memory_id
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """The agent-state API's configuration: ``MemoryConfig`` and one config per tier.
 
-The design note keeps STM and IM in Redis and LTM in SQLite; here every tier is a SynapseDB
-namespace (docs/agents.md). A tier's connection fields (``host``, ``port``, ``db``,
+The original Agent Memory API keeps STM and IM in Redis and LTM in SQLite; here every tier is a SynapseDB
+namespace (docs/agent-state.md). A tier's connection fields (``host``, ``port``, ``db``,
 ``password``, ``namespace``, ``db_path``) are refused when set, with an error that says so:
 the database is the one given to ``AgentMemoryAPI`` (or ``MemoryConfig.database``).
 """
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import MemoryConfigException
+from ..errors import MemoryConfigError
 
 __all__ = [
     "IMConfig",
@@ -32,7 +32,7 @@ __all__ = [
 class TierConfig:
     """How long memories stay in a tier: at most ``memory_limit`` per agent (the lowest
     retention scores move down first) and at most ``ttl`` seconds since they were stored
-    (``None``: no limit). The connection fields of the design note's Redis and SQLite tiers
+    (``None``: no limit). The connection fields of the original API's Redis and SQLite tiers
     (``host``, ``port``, ``db``, ``password``, ``namespace``, ``db_path``) are refused when
     set: every tier lives in the one database, so a setting there would be ignored."""
 
@@ -48,7 +48,7 @@ class TierConfig:
     def check(self, where: str) -> None:
         for name in CONNECTION_FIELDS:
             if getattr(self, name) is not None:
-                raise MemoryConfigException(
+                raise MemoryConfigError(
                     f"{where}.{name}: every tier lives in the one SynapseDB database (the one "
                     "given to AgentMemoryAPI, or MemoryConfig.database: a data directory or an "
                     "http(s):// server URL); no Redis or SQLite connection of a tier is used. "
@@ -56,7 +56,7 @@ class TierConfig:
                 )  # fmt: skip
         lim = self.memory_limit
         if lim is not None and (isinstance(lim, bool) or not isinstance(lim, int) or lim < 1):
-            raise MemoryConfigException(
+            raise MemoryConfigError(
                 f"{where}.memory_limit: expected a positive integer or None, got {lim!r}",
                 field=f"{where}.memory_limit", limit=1,
             )  # fmt: skip
@@ -65,7 +65,7 @@ class TierConfig:
             isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl)
             or ttl <= 0
         ):  # fmt: skip
-            raise MemoryConfigException(
+            raise MemoryConfigError(
                 f"{where}.ttl: expected a positive number of seconds or None, got {ttl!r}",
                 field=f"{where}.ttl",
             )
@@ -98,7 +98,7 @@ class LTMConfig(TierConfig):
 
 CONNECTION_FIELDS = ("host", "port", "db", "password", "namespace", "db_path")
 
-RedisSTMConfig = STMConfig  # the design note's names
+RedisSTMConfig = STMConfig  # the original API's names
 RedisIMConfig = IMConfig
 SQLiteLTMConfig = LTMConfig
 
@@ -112,13 +112,13 @@ def _tier(value: Any, cls: type[TierConfig], where: str) -> TierConfig:
         names = {f.name for f in dataclasses.fields(TierConfig)}
         for key in value:
             if key not in names:
-                raise MemoryConfigException(
+                raise MemoryConfigError(
                     f"{where}.{key}: unknown setting; allowed: {', '.join(sorted(names))}",
                     field=f"{where}.{key}",
                 )
         out = cls(**dict(value))
     else:
-        raise MemoryConfigException(
+        raise MemoryConfigError(
             f"{where}: expected a {cls.__name__} or an object, got {type(value).__name__}",
             field=where,
         )
@@ -128,7 +128,7 @@ def _tier(value: Any, cls: type[TierConfig], where: str) -> TierConfig:
 
 @dataclass(slots=True)
 class MemoryConfig:
-    """Seed 002's ``MemoryConfig``.
+    """The Agent Memory API's ``MemoryConfig``.
 
     * ``database``: a data directory or an ``http(s)://`` URL, used when ``AgentMemoryAPI``
       is given no database (if None too: ``$SYNAPSEDB_AGENT_DATABASE``, read when the API is
@@ -165,33 +165,33 @@ class MemoryConfig:
         for name, low in (("cleanup_interval", 0), ("decay_steps", 1), ("cache_size", 1)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
-                raise MemoryConfigException(
+                raise MemoryConfigError(
                     f"{name}: expected an integer >= {low}, got {v!r}", field=name, limit=low
                 )
         d = self.memory_priority_decay
         if isinstance(d, bool) or not isinstance(d, int | float) or not 0 < d <= 1:
-            raise MemoryConfigException(
+            raise MemoryConfigError(
                 f"memory_priority_decay: expected a number in (0, 1], got {d!r}",
                 field="memory_priority_decay", limit=1,
             )  # fmt: skip
         hl = self.hot_limit
         if hl is not None and (isinstance(hl, bool) or not isinstance(hl, int) or hl < 1):
-            raise MemoryConfigException(
+            raise MemoryConfigError(
                 f"hot_limit: expected a positive integer or None, got {hl!r}", field="hot_limit"
             )
         check_ttl(self.cache_ttl)
         if self.database is not None and not isinstance(self.database, str):
-            raise MemoryConfigException("database: expected a path or URL", field="database")
+            raise MemoryConfigError("database: expected a path or URL", field="database")
 
 
 def check_ttl(value: Any) -> float:
     """A cache TTL in seconds (0 turns the cache off)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise MemoryConfigException(
+        raise MemoryConfigError(
             f"cache_ttl: expected a number of seconds, got {value!r}", field="cache_ttl"
         )
     if value < 0:
-        raise MemoryConfigException(
+        raise MemoryConfigError(
             f"cache_ttl: expected >= 0 seconds, got {value!r}", field="cache_ttl", limit=0
         )
     return float(value)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from synapsedb.agents.similar import (
+from synapsedb.agent_state.similar import (
     MAX_K,
     MAX_LEAVES,
     EmbeddingCache,

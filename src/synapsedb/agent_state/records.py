@@ -1,4 +1,4 @@
-"""How an agent's memory is a SynapseDB memory, and back (docs/agents.md).
+"""How an agent's memory is a SynapseDB memory, and back (docs/agent-state.md).
 
 One agent memory (a state, an action or an interaction at a step) is one SynapseDB memory in
 the API's namespace:
@@ -205,7 +205,7 @@ def _epoch(ts: Any) -> float | None:
 
 
 def to_record(m: Any, score: float | None = None) -> dict[str, Any]:
-    """A memory (or query hit) as seed 002's memory entry."""
+    """A memory (or query hit) as the Agent Memory API's memory entry."""
     meta = m.metadata
     rec: dict[str, Any] = {
         "memory_id": m.id,

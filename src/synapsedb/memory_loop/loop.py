@@ -45,7 +45,7 @@ from .when import resolve
 
 __all__ = ["CONFIG_ENTITY", "MemoryLoop", "turn_memory_id"]
 
-log = logging.getLogger("synapsedb.agentic")
+log = logging.getLogger("synapsedb.memory_loop")
 CONFIG_ENTITY = "synapsedb:config"
 JOBS_PER_PASS = 8  # jobs the worker runs in one namespace before visiting the next
 
@@ -72,7 +72,7 @@ def malformed(spec: Mapping[str, Any]) -> str | None:
 
 
 class MemoryLoop:
-    """Seed 001's loop (retrieve, inject, extract, store) over SynapseDB namespaces.
+    """The memory loop (retrieve, inject, extract, store) over SynapseDB namespaces.
 
     ``llm`` is a :class:`~synapsedb.llm.ChatClient` (or anything with its ``chat_json`` and
     ``configured``); None or an unconfigured client is a supported mode: turns are stored,
@@ -419,7 +419,7 @@ class MemoryLoop:
         agent: str | None = None,
     ) -> Recalled:
         """The memories the last user turn needs, as a context block within ``budget_tokens``
-        (see :mod:`synapsedb.agentic.recall`)."""
+        (see :mod:`synapsedb.memory_loop.recall`)."""
         budget = self.settings.budget_tokens if budget_tokens is None else budget_tokens
         if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= 100_000:
             raise ValidationError("budget_tokens: expected an integer from 1 to 100000",

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from synapsedb import ManualClock, SynapseError, ValidationError
-from synapsedb.agents import (
+from synapsedb.agent_state import (
     ActionData,
     AgentMemoryAPI,
     AgentState,
@@ -319,7 +319,7 @@ def test_store_failures_are_seed_exceptions_and_synapse_errors(tmp_path: Any) ->
         api.store_agent_state("a1", {"x": 2}, 2)
     assert isinstance(exc.value, MemoryAPIException) and isinstance(exc.value, SynapseError)
     assert exc.value.details["cause"] == "closed"
-    from synapsedb.agents import MemoryRetrievalException
+    from synapsedb.agent_state import MemoryRetrievalException
 
     with pytest.raises(MemoryRetrievalException):
         api.retrieve_by_time_range("a1", 0, 5)

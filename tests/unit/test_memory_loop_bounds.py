@@ -18,11 +18,11 @@ from tests.support.scripted_upstream import Reply, Request, ScriptedUpstream
 
 import synapsedb
 from synapsedb import Database
-from synapsedb.agentic import LoopSettings, MemoryLoop
-from synapsedb.agentic.extract import answer_tokens
-from synapsedb.agentic.resolve import decision_tokens
 from synapsedb.errors import UpstreamError
 from synapsedb.llm import ChatClient, LLMSettings
+from synapsedb.memory_loop import LoopSettings, MemoryLoop
+from synapsedb.memory_loop.extract import answer_tokens
+from synapsedb.memory_loop.resolve import decision_tokens
 
 LISBON = {"type": "fact", "content": "The user lives in Lisbon", "entity": None,
           "confidence": 0.9, "valid_from": None, "source_turns": [1]}  # fmt: skip

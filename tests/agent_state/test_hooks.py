@@ -14,14 +14,14 @@ import pytest
 from tests.support.live_server import serve
 
 import synapsedb
-from synapsedb.agents import AgentMemoryAPI, MemoryConfig
-from synapsedb.agents.hooks import (
+from synapsedb.agent_state import AgentMemoryAPI, MemoryConfig
+from synapsedb.agent_state.hooks import (
     BaseAgent,
     install_memory_hooks,
     memory_hook_stats,
     with_memory,
 )
-from synapsedb.agents.models import ActionResult, AgentState
+from synapsedb.agent_state.models import ActionResult, AgentState
 from synapsedb.errors import StorageError, ValidationError
 from synapsedb.server import create_app
 
@@ -220,7 +220,7 @@ def test_memory_failure_never_breaks_the_agent_with_fake_api(
 ) -> None:
     api = FakeApi(fail=True)
     agent = hooked_walker(api)(agent_id="w")
-    with caplog.at_level(logging.WARNING, logger="synapsedb.agents.hooks"):
+    with caplog.at_level(logging.WARNING, logger="synapsedb.agent_state.hooks"):
         assert agent.act({"dx": 1}).action_type == "move"
         assert agent.act({"dx": 1}).action_type == "move"
     assert agent.x == 2

@@ -1,4 +1,4 @@
-"""Memory hooks (seed 002): an agent's steps recorded without changing the agent.
+"""Memory hooks: an agent's steps recorded without changing the agent.
 
 ``@install_memory_hooks`` on a :class:`BaseAgent` subclass, or ``with_memory(agent,
 agent_id=...)`` on an object that already exists, wraps its ``act``. Each call to ``act`` is
@@ -20,7 +20,7 @@ follows them. ``agent_id`` and ``step_number`` are left out of the stored state 
 memory's agent and step).
 
 Memory never breaks the agent: a failure to capture or store (the database down, a state that is
-not JSON, a hostile ``get_state``) is logged on the ``synapsedb.agents.hooks`` logger and counted
+not JSON, a hostile ``get_state``) is logged on the ``synapsedb.agent_state.hooks`` logger and counted
 (:func:`memory_hook_stats`), and ``act`` goes on. The API is ``api=`` if given, else the agent's
 ``memory_api`` attribute, else one default ``AgentMemoryAPI()`` per process.
 """
@@ -44,13 +44,13 @@ from .models import ActionResult, AgentState, state_difference
 __all__ = [
     "BaseAgent",
     "HookStats",
-    "MemoryStore",
+    "StepRecorder",
     "install_memory_hooks",
     "memory_hook_stats",
     "with_memory",
 ]
 
-log = logging.getLogger("synapsedb.agents.hooks")
+log = logging.getLogger("synapsedb.agent_state.hooks")
 
 _MAX_DEPTH = 16
 _HOOK_ATTR = "__synapsedb_memory_hook__"
@@ -59,7 +59,7 @@ _API_ATTR = "__synapsedb_memory_api__"
 _STRIP = ("agent_id", "step_number")
 
 
-class MemoryStore(Protocol):
+class StepRecorder(Protocol):
     """What the hooks need of the memory API (``AgentMemoryAPI`` has it)."""
 
     def store_agent_state(
@@ -72,7 +72,7 @@ class MemoryStore(Protocol):
 
 
 class BaseAgent:
-    """The agent base class of seed 002: ``act(observation)`` runs ``process(observation)``;
+    """The agent base class of the Agent Memory API: ``act(observation)`` runs ``process(observation)``;
     ``get_state()`` returns an :class:`~.models.AgentState` that subclasses extend (its
     ``extra_data``). ``step_number`` counts the steps (the hooks advance it)."""
 
@@ -107,7 +107,7 @@ class HookStats:
 @dataclass
 class _Hook:
     agent_id: str | None
-    api: MemoryStore | None
+    api: StepRecorder | None
     step: int | None = None
     last_state: dict[str, Any] | None = None
     depth: int = 0
@@ -116,10 +116,10 @@ class _Hook:
 
 
 @functools.lru_cache(maxsize=1)
-def _default_api() -> MemoryStore:
+def _default_api() -> StepRecorder:
     from . import AgentMemoryAPI  # type: ignore[attr-defined]  # the core API, built lazily
 
-    api: MemoryStore = AgentMemoryAPI()
+    api: StepRecorder = AgentMemoryAPI()
     return api
 
 
@@ -219,7 +219,7 @@ class _Recorder:
             )  # fmt: skip
             return None
 
-    def api(self) -> MemoryStore:
+    def api(self) -> StepRecorder:
         if self.hook.api is not None:
             return self.hook.api
         own = getattr(self.agent, "memory_api", None)
@@ -313,7 +313,7 @@ class _Recorder:
             hook.last_state = after
 
 
-def _hook_of(agent: Any, agent_id: str | None = None, api: MemoryStore | None = None) -> _Hook:
+def _hook_of(agent: Any, agent_id: str | None = None, api: StepRecorder | None = None) -> _Hook:
     hook = agent.__dict__.get(_HOOK_ATTR) if hasattr(agent, "__dict__") else None
     if hook is None:
         hook = _Hook(agent_id=agent_id, api=api)
@@ -342,7 +342,7 @@ def _wrap_act(act: Callable[..., Any]) -> Callable[..., Any]:
 _C = TypeVar("_C", bound=type)
 
 
-def install_memory_hooks(cls: _C | None = None, *, api: MemoryStore | None = None) -> Any:
+def install_memory_hooks(cls: _C | None = None, *, api: StepRecorder | None = None) -> Any:
     """Class decorator: every ``act`` of the class (and of subclasses that override it) records
     its step in memory. ``@install_memory_hooks`` or ``@install_memory_hooks(api=memory_api)``."""
 
@@ -403,7 +403,7 @@ class _MemoryProxy:
         setattr(self._agent, name, value)
 
 
-def with_memory(agent: Any, agent_id: str | None = None, api: MemoryStore | None = None) -> Any:
+def with_memory(agent: Any, agent_id: str | None = None, api: StepRecorder | None = None) -> Any:
     """Hook an existing agent object's ``act``; returns the agent (the same object when its
     attributes can be set, else a stand-in forwarding everything else to it)."""
     act = getattr(agent, "act", None)

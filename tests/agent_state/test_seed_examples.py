@@ -1,9 +1,9 @@
 """Seed 002's examples, as the seed writes them, run against SynapseDB embedded and over HTTP.
 
 The only edits: the seed's imports (``memory.api``, ``memory.config``) name
-``synapsedb.agents``; the seed's placeholder vector ``[0.1, 0.2, 0.3, ...]`` becomes a 384-d
+``synapsedb.agent_state``; the seed's placeholder vector ``[0.1, 0.2, 0.3, ...]`` becomes a 384-d
 one; the hooks and ``@cacheable`` examples are tested with their own modules
-(tests/agents/test_hooks.py, the cache's tests). ``AgentMemoryAPI()`` with no database finds
+(tests/agent_state/test_hooks.py, the cache's tests). ``AgentMemoryAPI()`` with no database finds
 it in ``SYNAPSEDB_AGENT_DATABASE`` (here the server's URL) or uses ``./agent-memory-data``.
 """
 
@@ -18,9 +18,9 @@ from tests.support.live_server import serve
 import synapsedb
 
 IMPORTS = """
-from synapsedb.agents import AgentMemoryAPI, MemoryConfig, RedisSTMConfig
-from synapsedb.agents import AgentState, ActionResult, ActionData
-from synapsedb.agents import MemoryStoreException, MemoryRetrievalException
+from synapsedb.agent_state import AgentMemoryAPI, MemoryConfig, RedisSTMConfig
+from synapsedb.agent_state import AgentState, ActionResult, ActionData
+from synapsedb.agent_state import MemoryStoreException, MemoryRetrievalException
 """
 
 SEED = """
@@ -247,17 +247,17 @@ memory_api = AgentMemoryAPI(config)
 def _run(monkeypatch: pytest.MonkeyPatch, cwd: Path) -> dict[str, object]:
     """Run the examples; every AgentMemoryAPI they build is closed after (the seed's code
     leaves them open: its Redis clients need no closing, a client socket does)."""
-    import synapsedb.agents
+    import synapsedb.agent_state
 
-    made: list[synapsedb.agents.AgentMemoryAPI] = []
+    made: list[synapsedb.agent_state.AgentMemoryAPI] = []
 
-    class Recorded(synapsedb.agents.AgentMemoryAPI):
+    class Recorded(synapsedb.agent_state.AgentMemoryAPI):
         def __init__(self, *args: object, **kwargs: object) -> None:
             super().__init__(*args, **kwargs)  # type: ignore[arg-type]
             made.append(self)
 
     monkeypatch.chdir(cwd)
-    monkeypatch.setattr(synapsedb.agents, "AgentMemoryAPI", Recorded)
+    monkeypatch.setattr(synapsedb.agent_state, "AgentMemoryAPI", Recorded)
     scope: dict[str, object] = {"PLACEHOLDER_VECTOR": [0.1, 0.2, 0.3] + [0.05] * 381}
     try:
         exec(compile(IMPORTS + SEED, "seed-002-examples", "exec"), scope)
@@ -313,7 +313,7 @@ def test_seed_examples_over_http(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_a_tiers_redis_connection_is_refused_not_ignored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from synapsedb.agents import MemoryConfigException
+    from synapsedb.agent_state import MemoryConfigException
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(MemoryConfigException) as err:
@@ -327,3 +327,15 @@ def test_a_tiers_redis_connection_is_refused_not_ignored(
     exec(compile(IMPORTS + works + "memory_api.close()\n", "design-note-config", "exec"), scope)
     config = scope["config"]
     assert config.stm_config.memory_limit == 10000 and config.stm_config.ttl == 3600  # type: ignore[attr-defined]
+
+
+def test_the_design_notes_error_names_are_the_same_classes() -> None:
+    import synapsedb.agent_state as agents
+    import synapsedb.errors as errors
+
+    for kind in ("API", "Store", "Retrieval", "Maintenance", "Config"):
+        new = getattr(errors, f"Memory{kind}Error")
+        assert getattr(errors, f"Memory{kind}Exception") is new
+        assert getattr(agents, f"Memory{kind}Exception") is new
+        assert issubclass(new, errors.SynapseError) and new.__name__.endswith("Error")
+    assert errors.error_from_code("memory_config", "bad").__class__ is errors.MemoryConfigError

@@ -1,4 +1,4 @@
-"""Seed 002's structured models: an agent's state, an action's result, and an action's record.
+"""The Agent Memory API's structured models: an agent's state, an action's result, and an action's record.
 
 Each has ``as_dict()``, the JSON object that ``AgentMemoryAPI.store_agent_state`` (or
 ``store_agent_action``) stores. Fields left ``None`` are left out, so a stored state holds only
@@ -42,7 +42,7 @@ def _merge(named: dict[str, Any], extra: Mapping[str, Any], where: str) -> dict[
 
 @dataclass(slots=True)
 class AgentState:
-    """An agent's state at one step (seed 002): the usual fields, and ``extra_data`` for the
+    """An agent's state at one step: the usual fields, and ``extra_data`` for the
     rest (inventory, goals, ...)."""
 
     agent_id: str
@@ -74,7 +74,7 @@ class AgentState:
 
 @dataclass(slots=True)
 class ActionResult:
-    """What an agent's action did (seed 002): its type, parameters and reward."""
+    """What an agent's action did: its type, parameters and reward."""
 
     action_type: str
     params: dict[str, Any] = field(default_factory=dict)
@@ -104,7 +104,7 @@ class ActionResult:
 
 @dataclass(slots=True)
 class ActionData:
-    """One action as memory keeps it (seed 002): the action, the states before and after it,
+    """One action as memory keeps it: the action, the states before and after it,
     its reward and how long it took. ``as_dict()`` adds ``state_difference``."""
 
     action_type: str

@@ -18,7 +18,7 @@ REWRITES = ("llm", "heuristic")
 
 @dataclass(frozen=True, slots=True)
 class LoopSettings:
-    """Settings of :class:`~synapsedb.agentic.MemoryLoop` (``SYNAPSEDB_LOOP_<NAME>``).
+    """Settings of :class:`~synapsedb.memory_loop.MemoryLoop` (``SYNAPSEDB_LOOP_<NAME>``).
 
     ``threshold`` applies to the calibrated similarity (0..1): ``similarity = 1 / (1 +
     exp(-(calib_a * cosine + calib_b)))``, the embedding cosine (all-MiniLM-L6-v2) of a hit to
@@ -29,7 +29,7 @@ class LoopSettings:
     with at most ``max_memories`` (7) in the block was chosen on a dev set of what users tell
     an assistant and ask later (bench/data/injection_dev.json): 91% of statements injected
     from the turns alone, 97% with extracted memories, at about 4.5 memories per question;
-    0.6 (a design note's number) injected 54%, with a fact phrased unlike its question ("The
+    0.6 (the earlier default) injected 54%, with a fact phrased unlike its question ("The
     user lives in Lisbon" for "Where do I live?") under it. docs/benchmarks.md has the curve.
     Another embedder needs its own fit.
     """
