@@ -11,7 +11,7 @@ the write-lock hold plus a vector copy); the index wait's CPU seconds are the wh
 
 Usage: python bench/bench_catchup.py --n 100000 [--threads 1] [--runs 1] [--no-client]
        [--durability fsync] [--ef-construction 200]
-Prints one markdown row per run; nothing is appended to docs/benchmarks.md.
+Prints one markdown row per run; nothing is appended to bench/runs/.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``synapsedb demo --story hawaii``: seed 001's two sessions, through the memory proxy.
+"""``synapsedb demo --story hawaii``: two chat sessions, through the memory proxy.
 
 Session A (March 15) tells the assistant the budget for the Hawaii trip, in a Responses API
 chain. Session B (March 20) starts a NEW chain, without ``previous_response_id``, and asks
@@ -15,6 +15,8 @@ import time
 from typing import Any
 
 import httpx
+
+from .errors import NotFoundError
 
 __all__ = ["run_hawaii"]
 
@@ -88,7 +90,15 @@ def run_hawaii(
         b = _post(http, "/responses", {"input": q3, "user": user})
         _say("user", q3)
         _say("assistant", _text(b))
-    lin = mem.lineage(b["id"])
+    lin = None
+    deadline = time.monotonic() + 10
+    while lin is None:  # the answer is recorded just after it was sent
+        try:
+            lin = mem.lineage(b["id"])
+        except NotFoundError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
     print(f"\n-- lineage of {b['id']}: the memories the answer was built on --")
     for c in lin.cited:
         print(f"  {c.id} v{c.version}  {c.content}")

@@ -158,6 +158,7 @@ def test_the_proxy_rewrites_with_the_heuristic_never_an_extra_model_call(
     from synapsedb.llm import ChatClient
 
     llm = ChatClient(LLMSettings(base_url=proxy.upstream.base_url, model="m", max_retries=0))
+    loop.stop()  # its worker would extract the stored turns with this LLM meanwhile
     monkeypatch.setattr(loop, "llm", llm)
     try:
         proxy.seed("user:rw", "The budget for the Hawaii trip is $10,000")
@@ -173,6 +174,7 @@ def test_the_proxy_rewrites_with_the_heuristic_never_an_extra_model_call(
     finally:
         monkeypatch.setattr(loop, "llm", None)
         llm.close()
+        loop.start(proxy.db)
 
 
 def test_a_pasted_document_is_stored_cut_not_lost(proxy: ProxyEnv) -> None:

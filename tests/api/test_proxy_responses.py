@@ -119,6 +119,7 @@ def test_input_items_instructions_and_formats_become_chat_messages(proxy: ProxyE
     with proxy.sdk() as client:
         out = client.responses.create(
             model="m", instructions="Answer in JSON.", max_output_tokens=50, temperature=0.2,
+            user="user:formats",  # nobody with memories: nothing is injected
             input=[
                 {"role": "developer", "content": "Cities only."},
                 {"type": "message", "role": "user", "content": [

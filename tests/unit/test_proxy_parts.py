@@ -182,9 +182,9 @@ def test_one_conversations_work_stays_in_order_and_others_do_not_wait_for_it() -
                  and hash((ns.name, t.entity, None)) % LANES
                  != hash((ns.name, held.entity, None)) % LANES)  # fmt: skip
     try:
-        proxy.finish(ns, held, None, "a", "held-1", [])  # type: ignore[arg-type]
-        proxy.finish(ns, held, None, "b", "held-2", [])  # type: ignore[arg-type]
-        proxy.finish(ns, other, None, "c", "other-1", [])  # type: ignore[arg-type]
+        for turn, text, ident in ((held, "a", "held-1"), (held, "b", "held-2"),
+                                  (other, "c", "other-1")):  # fmt: skip
+            asyncio.run(proxy.finish(ns, turn, None, text, ident, []))  # type: ignore[arg-type]
         deadline = time.monotonic() + 30
         while "other-1" not in ns.order:  # another conversation is not held up
             assert time.monotonic() < deadline

@@ -15,6 +15,7 @@ Errors on these routes have OpenAI's shape, ``{"error": {"message", "type", "par
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -36,6 +37,7 @@ from ..engine import Database, Namespace
 from ..errors import NotFoundError, SynapseError, UpstreamError, ValidationError
 from ..ids import new_memory_id
 from ..llm import AsyncChatClient, Chunk, ChunkStream
+from ..memory_loop import MemoryLoop
 from ..types import Recalled
 from ..validation import check_entity, check_namespace
 from .proxy_tenants import Slot, Tenants
@@ -53,6 +55,7 @@ ANSWER_HEADER = "X-SynapseDB-Answer-Id"
 MEMORIES_HEADER = "X-SynapseDB-Memories"
 AGENT = "proxy"
 LANES = 4  # threads storing what was said after the answers
+SETTLE_S = 5.0  # longest a recall waits for the entity's earlier answers to be stored
 TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
          404: "not_found_error", 408: "invalid_request_error", 409: "conflict_error",
          413: "invalid_request_error", 415: "invalid_request_error", 429: "rate_limit_error",
@@ -130,7 +133,7 @@ def new_turns(messages: Sequence[Any]) -> list[dict[str, Any]]:
     return out[::-1]
 
 
-TURN_BYTES = 32_000  # what remember takes of one turn (agentic.loop.MAX_TURN_BYTES)
+TURN_BYTES = 32_000  # what remember takes of one turn (memory_loop.turns.MAX_TURN_BYTES)
 CUT_MARK = " [...]"
 
 
@@ -202,6 +205,7 @@ class Proxy:
         self._lanes = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="synapsedb-proxy")
                        for _ in range(LANES)]  # fmt: skip
         self._queued: set[Future[None]] = set()
+        self._by_entity: dict[tuple[str, str], set[Future[None]]] = {}  # (ns, entity) -> work
         self._closed = False
 
     @property
@@ -261,6 +265,7 @@ class Proxy:
         loop = self.db.memory_loop
         if loop is None:
             return None
+        await self.settled(ns, turn.entity)  # what this entity said before is searchable
         try:
             how = getattr(getattr(loop, "settings", None), "proxy_rewrite", "heuristic")
             found = await run_in_threadpool(
@@ -273,7 +278,7 @@ class Proxy:
             return None
         return found if isinstance(found, Recalled) else None
 
-    def finish(
+    async def finish(
         self,
         ns: Namespace,
         turn: Turn,
@@ -283,32 +288,76 @@ class Proxy:
         said: Sequence[Mapping[str, Any]],
         record: tuple[str, dict[str, Any]] | None = None,
     ) -> None:
-        """After a complete answer, in the background: record the answer (lineage) as about the
-        entity and the session, store the response's record (``record``: its id and value,
-        Responses API), and remember the turns ``said`` and the answer. Never raises; failures
-        are logged."""
+        """Once an answer is complete, before the caller has its end: store the turns
+        ``said`` and the answer durably (the memory loop's ``remember``, embedding deferred:
+        a process killed now loses no turn). Then, in the background: make them searchable,
+        record the answer (lineage) as about the entity and the session, and store the
+        response's record (``record``: its id and value, Responses API). The next recall of
+        the same entity waits for that background work, so it finds these turns. Never
+        raises; failures are logged."""
         if record is not None:
             self.pending[(ns.name, record[0])] = record[1]
         if self._closed:
             return
+        # the session the turns go to: the caller's, else one per day (the memory loop's own
+        # default, named here so that the answer can be tied to it)
+        session = turn.session or datetime.now(UTC).strftime("%Y-%m-%d")
+        job = await run_in_threadpool(self._keep, ns, turn, session, answer, said)
         lane = self._lanes[hash((ns.name, turn.entity, turn.session)) % LANES]
-        job = lane.submit(self._finish, ns, turn, recalled, answer, answer_id, said, record)
-        self._queued.add(job)
-        job.add_done_callback(self._queued.discard)
+        work = lane.submit(self._finish, ns, turn, session, recalled, answer, answer_id, job,
+                           record)  # fmt: skip
+        self._queued.add(work)
+        who = (ns.name, turn.entity)
+        self._by_entity.setdefault(who, set()).add(work)
+        work.add_done_callback(lambda done: self._done(who, done))
+
+    def _done(self, who: tuple[str, str], work: Future[None]) -> None:
+        self._queued.discard(work)
+        held = self._by_entity.get(who)
+        if held is not None:
+            held.discard(work)
+            if not held:
+                self._by_entity.pop(who, None)
+
+    async def settled(self, ns: Namespace, entity: str) -> None:
+        """Wait (at most SETTLE_S) until the background work of the entity's earlier answers
+        is done: what they said is then searchable."""
+        held = [asyncio.wrap_future(f) for f in self._by_entity.get((ns.name, entity), ())]
+        if held:
+            await asyncio.wait(held, timeout=SETTLE_S)
+
+    def _keep(self, ns: Namespace, turn: Turn, session: str, answer: str,
+              said: Sequence[Mapping[str, Any]]) -> str | None:  # fmt: skip
+        """Store the turns and the answer (not embedded yet); the job's key, if one."""
+        loop = self.db.memory_loop
+        turns = [*said, {"role": "assistant", "content": answer}] if answer else list(said)
+        turns = [fit_turn(t) for t in turns]
+        if loop is None or not turns:
+            return None
+        try:
+            if isinstance(loop, MemoryLoop):  # embedded after the answer is out
+                done = loop.remember(ns, turns, entity=turn.entity, session=session,
+                                     agent=turn.agent, defer_index=True)  # fmt: skip
+            else:  # another loop behind the seam: stored as it stores them
+                done = loop.remember(ns, turns, entity=turn.entity, session=session,
+                                     agent=turn.agent)  # fmt: skip
+        except Exception as exc:
+            self.warnings.warn("remember", f"turns of {turn.entity!r} not remembered: "
+                               f"{type(exc).__name__}: {exc}")  # fmt: skip
+            return None
+        return done.job
 
     def _finish(
         self,
         ns: Namespace,
         turn: Turn,
+        session: str,
         recalled: Recalled | None,
         answer: str,
         answer_id: str,
-        said: Sequence[Mapping[str, Any]],
+        job: str | None,
         record: tuple[str, dict[str, Any]] | None,
     ) -> None:
-        # the session the turns go to: the caller's, else one per day (the memory loop's own
-        # default, named here so that the answer can be tied to it)
-        session = turn.session or datetime.now(UTC).strftime("%Y-%m-%d")
         # the answer is about the user and the session: a purge of either erases its text
         about = [turn.entity, f"session:{session}"]
         try:
@@ -334,16 +383,13 @@ class Proxy:
                                    f"{type(exc).__name__}: {exc}")  # fmt: skip
             finally:
                 self.pending.pop((ns.name, record[0]), None)
-        loop = self.db.memory_loop
-        turns = [*said, {"role": "assistant", "content": answer}] if answer else list(said)
-        turns = [fit_turn(t) for t in turns]
-        if loop is None or not turns:
-            return
-        try:
-            loop.remember(ns, turns, entity=turn.entity, session=session, agent=turn.agent)
-        except Exception as exc:
-            self.warnings.warn("remember", f"turns of {turn.entity!r} not remembered: "
-                               f"{type(exc).__name__}: {exc}")  # fmt: skip
+        loop = self.db.memory_loop  # last: the next recall of the entity waits for it
+        if isinstance(loop, MemoryLoop) and job is not None:
+            try:
+                loop.index_now(ns, job)
+            except Exception as exc:  # the job is durable: the worker indexes them later
+                self.warnings.warn("remember", f"turns of {turn.entity!r} not indexed yet: "
+                                   f"{type(exc).__name__}: {exc}")  # fmt: skip
 
     def drain(self) -> None:
         """Wait until the background work queued so far is done (tests, shutdown)."""
@@ -424,22 +470,25 @@ async def relay(
     ident: str,
     said: Sequence[Mapping[str, Any]],
 ) -> AsyncIterator[bytes]:
-    """The chat-completions stream passed through event by event; once it has ended well,
-    the answer is stored in the background. A stream that breaks part-way ends with an
-    OpenAI error event; a client that leaves closes the upstream."""
-    text: list[str] = []
+    """The chat-completions stream passed through event by event, one event behind: once it
+    has ended well, the turns are stored before its last event goes out. A stream that
+    breaks part-way ends with an OpenAI error event; a client that leaves closes the
+    upstream."""
+    text: list[str] = [first.text]
+    held = frame(first)
     done = False
     try:
-        text.append(first.text)
-        yield frame(first)
         async for chunk in rest:
             text.append(chunk.text)
-            yield frame(chunk)
+            yield held
+            held = frame(chunk)
         done = True
     except UpstreamError as err:
+        yield held
         yield b"data: " + encoder.encode(error_chunk(err)) + b"\n\n"
     finally:
         with anyio.CancelScope(shield=True):
             await stream.aclose()
     if done:
-        proxy.finish(ns, turn, recalled, "".join(text), ident, said)
+        await proxy.finish(ns, turn, recalled, "".join(text), ident, said)
+        yield held

@@ -373,7 +373,7 @@ async def events(
                  part={**part, "text": answer.text})  # fmt: skip
     yield _event("response.output_item.done", seq := seq + 1, output_index=0,
                  item=answer.message("completed"))  # fmt: skip
-    proxy.finish(ns, turn, recalled, answer.text, answer.id, said,
+    await proxy.finish(ns, turn, recalled, answer.text, answer.id, said,
                  record=(answer.id, answer.record(turn)))  # fmt: skip
     kind = "response.completed" if answer.status == "completed" else "response.incomplete"
     yield _event(kind, seq + 1, response=answer.response(answer.status))

@@ -65,7 +65,7 @@ async def chat_completions(request: Request, ns: Namespace) -> Response:
     if isinstance(answer, Completion):
         if answer.status >= 300:
             return _refused(answer)
-        proxy.finish(ns, turn, recalled, answer.text, ident, said)
+        await proxy.finish(ns, turn, recalled, answer.text, ident, said)
         return Response(answer.raw, media_type=answer.content_type,
                         headers=_headers(ident, recalled))  # fmt: skip
     first, rest = await first_chunk(answer)
@@ -103,7 +103,7 @@ async def responses(request: Request, ns: Namespace) -> Response:
         if upstream.status >= 300:
             return _refused(upstream)
         out = api.from_completion(answer, upstream.body or {})
-        proxy.finish(ns, turn, recalled, answer.text, answer.id, said,
+        await proxy.finish(ns, turn, recalled, answer.text, answer.id, said,
                      record=(answer.id, answer.record(turn)))  # fmt: skip
         return Response(encoder.encode(out), media_type="application/json",
                         headers=_headers(answer.id, recalled))  # fmt: skip
