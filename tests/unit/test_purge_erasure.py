@@ -219,3 +219,23 @@ def test_a_purge_by_an_open_without_checkpoints_deletes_an_earlier_one(tmp_path:
         assert mem.forget(entity=ENTITY, purge=True, agent="dpo").purged
         assert found(d) == {}
     assert found(d) == {} and not (d / "indexes" / "acme.ckpt").exists()
+
+
+def test_a_purge_deletes_the_partial_file_of_a_killed_checkpoint_write(tmp_path: Path) -> None:
+    """A process killed while it wrote a checkpoint leaves <namespace>.ckpt.tmp, texts and all;
+    a later purge deletes it with the checkpoint."""
+    d = tmp_path / "d"
+    kw: dict[str, Any] = {"checkpoint_min_rows": 1, "background_maintenance": False}
+    with synapsedb.open(d, **kw) as db:
+        mem = db.namespace("acme", agent="intake")
+        mem.write(ENTITY, {"content": f"Card ending {CONTENT}", "metadata": {"n": META}})
+        mem.write("user:9", {"content": "Unrelated customer prefers email"})
+    ckpt = d / "indexes" / "acme.ckpt"
+    partial = ckpt.with_name("acme.ckpt.tmp")
+    partial.write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2 + 4096])
+    assert CONTENT in found(partial.parent) or ENTITY in found(partial.parent)
+    with synapsedb.open(d, **kw) as db:
+        mem = db.namespace("acme", agent="intake")
+        assert mem.forget(entity=ENTITY, purge=True, agent="dpo").purged
+        assert found(d) == {}
+    assert found(d) == {} and not partial.exists()

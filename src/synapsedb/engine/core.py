@@ -303,10 +303,12 @@ class EngineCore:
         """Delete the checkpoints of ``names``: before an erasure, a tier move or an import is
         committed to them (the writer calls this), and when they are reloaded from the log.
         Also when this open keeps no checkpoints: one left by an earlier open holds what an
-        erasure removes from the log."""
+        erasure removes from the log. And the partial file of a write that was killed."""
         for ns in names:
+            path = checkpoint.path_of(self.path / "indexes", ns)
             try:
-                checkpoint.path_of(self.path / "indexes", ns).unlink(missing_ok=True)
+                path.unlink(missing_ok=True)
+                path.with_name(path.name + ".tmp").unlink(missing_ok=True)
             except OSError:  # the next open finds it disagreeing with the log, and drops it
                 log.exception("could not delete the checkpoint of namespace %r", ns)
 
