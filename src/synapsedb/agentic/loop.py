@@ -562,22 +562,18 @@ class MemoryLoop:
         self._thread.start()
 
     def _work(self, db: Any) -> None:
-        # the queues as they are, before any job runs (a pass of slow extractions must not
-        # leave /readyz saying nothing is queued)
-        for name in self._names():
-            if self._stop.is_set():
-                return
-            try:
-                self._recount(db.namespace(name))
-            except SynapseError as exc:
-                self.last_error = f"{name}: {exc.message}"
-            except Exception:  # a bug: logged, the worker goes on with the others
-                log.exception("memory loop: jobs of namespace %r not counted", name)
+        counted = False
         while not self._stop.is_set():
             self._wake.wait(self.settings.poll_s)
             self._wake.clear()
             if self._stop.is_set():
                 continue
+            if not counted:
+                # the queues as they are, before any job runs (a pass of slow extractions must
+                # not leave /readyz saying nothing is queued); after the first wait, so that an
+                # open still loads each namespace at its first use (engine/lazy.py)
+                counted = True
+                self._count(db)
             for name in self._names():
                 if self._stop.is_set():
                     break
@@ -590,6 +586,17 @@ class MemoryLoop:
                     self.last_error = f"{name}: {exc.message}"
                 except Exception:  # a bug: logged, the worker goes on with the others
                     log.exception("memory loop: jobs of namespace %r failed", name)
+
+    def _count(self, db: Any) -> None:
+        for name in self._names():
+            if self._stop.is_set():
+                return
+            try:
+                self._recount(db.namespace(name))
+            except SynapseError as exc:
+                self.last_error = f"{name}: {exc.message}"
+            except Exception:  # a bug: logged, the worker goes on with the others
+                log.exception("memory loop: jobs of namespace %r not counted", name)
 
     def stop(self) -> None:
         """Stop the worker: it finishes the job it is running if that takes at most
