@@ -143,6 +143,14 @@ bench-hot: install wrk redis-server
 bench-pg: install
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_pg.py $(BENCH_PG_ARGS)
 
+# Issue 30's residency budget (docs/benchmarks.md; not part of make bench, about an hour on 2 cores):
+# 100,000 namespaces of 100 memories (about 25 GB if all held) served under a 4 GB budget: the first
+# query of every namespace, cold first queries and the in-memory floor, p50/p99, and the server's
+# RSS. BENCH_RESIDENCY_ARGS e.g. "--namespaces 10000 --budget-mb 512" for a shorter run.
+.PHONY: bench-residency
+bench-residency: install
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_residency.py $(BENCH_RESIDENCY_ARGS)
+
 # The HTTP benchmark's load generator, from Debian's packages (installed when we are root).
 wrk:
 	@command -v wrk >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get install -y -qq wrk >/dev/null; } \

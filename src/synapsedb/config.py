@@ -158,6 +158,14 @@ class Settings:
             "namespace before it returns"
         },
     )
+    memory_budget_mb: int = field(
+        default=0,
+        metadata={
+            "doc": "MiB of namespaces a process keeps in memory; over it, the least recently "
+            "used idle namespaces are unloaded and load again at their next use (0: half of "
+            "this machine's memory)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.durability not in ("fsync", "os"):
@@ -182,6 +190,8 @@ class Settings:
             )
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.name in _ZERO_MEANS_DEFAULT and value == 0:
+                continue
             if f.type == "int" and (not isinstance(value, int) or value <= 0):
                 raise ValidationError(
                     f"{f.name}: expected a positive integer, got {value!r}", field=f.name
@@ -203,6 +213,15 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         return _replace(self, changes)
 
+    def memory_budget_bytes(self) -> int:
+        """``memory_budget_mb`` in bytes; 0 is half of this machine's physical memory."""
+        if self.memory_budget_mb:
+            return self.memory_budget_mb << 20
+        try:
+            return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+        except (ValueError, OSError):  # a system that does not say: 4 GiB
+            return 4 << 30
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read ``SYNAPSEDB_<SETTING>`` variables (e.g. ``SYNAPSEDB_DURABILITY=os``)."""
@@ -213,6 +232,9 @@ class Settings:
         """Setting name -> one-line description (the settings reference is built from this)."""
         return _docs(Settings)
 
+
+# int settings where 0 asks for the default worked out at run time (not "none")
+_ZERO_MEANS_DEFAULT = frozenset({"memory_budget_mb"})
 
 STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
 

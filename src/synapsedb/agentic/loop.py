@@ -562,6 +562,12 @@ class MemoryLoop:
         self._thread.start()
 
     def _work(self, db: Any) -> None:
+        # what the worker reads keeps no namespace in memory (engine/residency.py)
+        quietly = getattr(getattr(db, "core", None), "quietly", contextlib.nullcontext)
+        with quietly():
+            self._run_jobs(db)
+
+    def _run_jobs(self, db: Any) -> None:
         counted = False
         while not self._stop.is_set():
             self._wake.wait(self.settings.poll_s)

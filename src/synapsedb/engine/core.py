@@ -41,6 +41,7 @@ from .lifecycle import RateLimiter
 from .lineage import Flush, QueryLog, changes_of
 from .loader import MAX_LEAD_US, load_states
 from .observers import Observers
+from .residency import Residency, Unload
 from .state import NamespaceState
 from .unavailable import Unloadable
 from .writer import Op, Tx, Writer
@@ -110,10 +111,22 @@ class EngineCore:
         self._shared = storage if isinstance(storage, SharedStorage) else None
         marks = self._shared.follow_marks() if self._shared is not None else None
         open_us = clock.now_us()
+        # the namespaces in memory are held to a budget; the least recently used idle ones
+        # are unloaded, and load again on first need (residency.py; a storage that cannot
+        # load one namespace at a time keeps everything)
+        self.residency = (
+            Residency(settings.memory_budget_bytes(), unload=self._unload, save=self._save_graph)
+            if _loads_lazily(storage)
+            else None
+        )
+        if self.residency is not None:
+            self.states.on_install = self.residency.installed
+            self.states.on_drop = self.residency.dropped
         # stored times are checked against the present, never before the open's
         self._loader = Loader(storage, self.states, self.unavailable,
                               now_us=lambda: max(clock.now_us(), open_us),
-                              adopt=self._adopt, report=self._report)  # fmt: skip
+                              adopt=self._adopt, report=self._report,
+                              room=self.residency.room if self.residency else None)  # fmt: skip
         if settings.load == "lazy" and _loads_lazily(storage):
             named, unnamed = storage.namespace_names()
             self._loader.begin([*named, *unnamed])
@@ -126,7 +139,9 @@ class EngineCore:
         else:
             last_us = self._apply_rows(storage.load(), self.states, open_us)
         self._follower = (
-            Follower(self._shared, self.states, marks) if self._shared is not None else None
+            Follower(self._shared, self.states, marks, self._loader.lock)
+            if self._shared is not None
+            else None
         )
         self.observers = Observers()
         embedding.on_batch = lambda n: self.observers.emit(self.observers.embed, n)
@@ -151,6 +166,7 @@ class EngineCore:
             unavailable=self.unavailable,
             serialize=self._shared.exclusive if self._shared is not None else None,
             follow=self._follow if self._follower is not None else None,
+            unload=self._loader.unload,
         )
 
     def start(self) -> None:
@@ -159,6 +175,8 @@ class EngineCore:
         ``maintain`` is ready for them. On a shared storage, start following the other
         processes' commits as they are notified."""
         self._indexer.start()
+        if self.residency is not None:
+            self.residency.start()
         self._loader.start()
         if self._shared is not None:
             self._shared.listen(self.catch_up)
@@ -194,6 +212,8 @@ class EngineCore:
         state = self.states.get(ns)
         if state is None and ns in self.unavailable:
             raise self.unavailable[ns].error()
+        if self.residency is not None:
+            self.residency.touch(ns)
         return state
 
     def submit(self, op: Op) -> Any:
@@ -202,8 +222,11 @@ class EngineCore:
         if self.closed:
             raise ClosedError("the database is closed")
         ns = getattr(op, "ns", None)
-        if ns is not None and ns in self.states.pending:
-            self._loader.load(ns)  # here, not in the writer's thread while others wait
+        if ns is not None:
+            if ns in self.states.pending:
+                self._loader.load(ns)  # here, not in the writer's thread while others wait
+            if self.residency is not None:
+                self.residency.touch(ns)
         return self._writer.submit(op)
 
     def load_all(self, timeout: float | None = None) -> bool:
@@ -219,6 +242,18 @@ class EngineCore:
         pending = [ns for ns in list(self.states.pending) if type(ns) is str]
         unavailable = self.unavailable
         return sorted({*self.states.keys(), *(ns for ns in pending if ns not in unavailable)})
+
+    def holding(self, ns: str) -> contextlib.AbstractContextManager[None]:
+        """``ns`` stays in memory while the block runs (residency.py): a change feed's
+        follower waits in one, so it misses no change that another process commits."""
+        if self.residency is None:
+            return contextlib.nullcontext()
+        return self.residency.holding(ns)
+
+    def quietly(self) -> contextlib.AbstractContextManager[None]:
+        """Uses of namespaces inside the block (maintenance) leave their recency as it was:
+        they do not keep a namespace in memory (residency.py)."""
+        return self.residency.quietly() if self.residency is not None else contextlib.nullcontext()
 
     @property
     def loading_pending(self) -> int:
@@ -279,6 +314,8 @@ class EngineCore:
                 return
             self.closed = True
         self._loader.close()  # after the chunk it is reading
+        if self.residency is not None:
+            self.residency.close()  # after the unloads in hand
         if self.memory_loop is not None:
             self.memory_loop.close()  # its worker writes through this core
         self.flush_log()
@@ -320,7 +357,8 @@ class EngineCore:
         more than a day after ``now_us``) is logged with the repair and made unavailable.
         Returns the latest system time loaded."""
         loaded = load_states(rows, now_us)
-        states.update(loaded.states)
+        for ns, state in loaded.states.items():
+            states[ns] = state  # (States: counted by the residency budget)
         for ns, problem in loaded.unavailable.items():
             if ns not in self.unavailable:
                 self._report(problem)
@@ -335,6 +373,24 @@ class EngineCore:
         """A namespace just loaded: it takes its saved vector graph (before it serves)."""
         self._indexer.adopt(ns, state)
 
+    # -- the residency budget --------------------------------------------------------------------
+
+    def _unload(self, names: list[str]) -> list[tuple[str, NamespaceState]]:
+        """Drop the namespaces of ``names`` still idle from memory (through the writer, so
+        that no batch sees a state go); the (namespace, state) pairs dropped."""
+        assert self.residency is not None
+        try:
+            dropped: list[tuple[str, NamespaceState]] = self._writer.submit(
+                Unload(names, idle=self.residency.idle)
+            )
+        except ClosedError:
+            return []
+        return dropped
+
+    def _save_graph(self, ns: str, state: NamespaceState) -> None:
+        """An unloaded namespace's vector graph goes to ``indexes/`` (its reload takes it)."""
+        self._indexer.save(ns, state)
+
     # -- writer callbacks ------------------------------------------------------------------------
 
     def _after_commit(self, rows: int, seconds: float) -> None:
@@ -342,6 +398,8 @@ class EngineCore:
         self._indexer.wake()
 
     def _after_apply(self, tx: Tx) -> None:
+        if self.residency is not None:
+            self.residency.resized(tx.touched(), self.states.resident)
         if tx.purged:  # visible now: queries that started before may still log the name
             visible_us = self.now_us()
             for ns, entity, ids in tx.purged:

@@ -199,10 +199,17 @@ class Database:
             os.close(self._lock_fd)
 
     def maintain(self, *, dry_run: bool = False) -> list[MaintenanceReport]:
-        """Run maintenance in every namespace (see :meth:`Namespace.maintain`), and retry a
-        pending erasure (see :attr:`erasure_pending`)."""
-        self.core.load_all()
-        reports = [self.namespace(ns).maintain(dry_run=dry_run) for ns in sorted(self.core.states)]
+        """Run maintenance in every namespace (see :meth:`Namespace.maintain`; each is loaded
+        for it, one after another), and retry a pending erasure (see
+        :attr:`erasure_pending`)."""
+        reports = []
+        with self.core.quietly():  # (one at a time: under a memory budget, not all fit)
+            for ns in self.core.names():
+                try:
+                    reports.append(self.namespace(ns).maintain(dry_run=dry_run))
+                except StorageError:
+                    if ns not in self.core.unavailable:  # (found bad as it loaded: skipped)
+                        raise
         if not dry_run and self.core.storage.erasure_pending:
             self.core.storage.finish_erasure(0)  # no waiting here: writers share the connection
         return reports
@@ -223,15 +230,16 @@ class Database:
         due = now - self._last_maintenance >= self.settings.maintenance_interval_s
         if due:
             self._last_maintenance = now
-        for ns, state in sorted(list(self.core.states.items()), key=lambda item: item[0]):
-            try:
-                if due or _over_quota(state):
-                    self.namespace(ns).maintain()
-            except ClosedError:
-                return
-            except Exception:
-                log.exception("background maintenance of namespace %r failed; the other "
-                              "namespaces are maintained", ns)  # fmt: skip
+        with self.core.quietly():  # maintenance keeps no namespace in memory
+            for ns, state in sorted(list(self.core.states.items()), key=lambda item: item[0]):
+                try:
+                    if due or _over_quota(state):
+                        self.namespace(ns).maintain()
+                except ClosedError:
+                    return
+                except Exception:
+                    log.exception("background maintenance of namespace %r failed; the other "
+                                  "namespaces are maintained", ns)  # fmt: skip
 
     def wait_for_indexes(self, timeout: float | None = None) -> bool:
         """Block until background indexing has caught up with every write (False on timeout).

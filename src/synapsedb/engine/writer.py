@@ -76,6 +76,9 @@ class Tx:
         self.new_live: dict[str, tuple[int, int]] = {}  # per namespace: memories, bytes added
         # (namespace, entity, erased memory ids) of each purge in this batch
         self.purged: list[tuple[str, str, frozenset[str]]] = []
+        # namespaces to drop from memory once the batch applied: (names, keep them pending,
+        # the list the dropped (name, state) pairs go to): residency.Unload
+        self.unloads: list[tuple[list[str], bool, list[tuple[str, NamespaceState]]]] = []
         self._mem_tip: dict[tuple[str, str], MemRec] = {}
         self._fact_tip: dict[tuple[str, str, str], FactRec] = {}
         self._stream_tip: dict[tuple[str, str], tuple[int, int]] = {}
@@ -214,7 +217,9 @@ class Writer:
         unavailable: dict[str, Unloadable] | None = None,
         serialize: Callable[[], AbstractContextManager[Any]] | None = None,
         follow: Callable[[], Tx | None] | None = None,
+        unload: Callable[..., NamespaceState | None] | None = None,
     ) -> None:
+        self._unload = unload  # drops a namespace from memory (lazy.Loader.unload)
         self._serialize = serialize  # the storage's commit lock (shared storage only)
         self._follow = follow  # other processes' commits since the last call, as a Tx
         self._log = log
@@ -401,6 +406,15 @@ class Writer:
             log.exception("applying a committed batch failed; rebuilding %s from storage", rebuild)
         for ns in dict.fromkeys(rebuild):
             self._rebuild(ns)
+        for names, keep, dropped in tx.unloads:  # last: after every change to them
+            for ns in names:
+                try:
+                    state = self._unload(ns, keep=keep) if self._unload is not None else None
+                except Exception:  # it stays in memory (and counted): nothing is lost
+                    log.exception("unloading namespace %r failed", ns)
+                    continue
+                if state is not None:
+                    dropped.append((ns, state))
         if self._on_apply is not None and (tx.mems or tx.facts or tx.events or tx.purged):
             try:
                 self._on_apply(tx)

@@ -106,12 +106,13 @@ class _Loop(Collector):
 
 
 class _Loading(Collector):
-    """``synapsedb_namespaces_loading`` (server-wide): stored namespaces not loaded yet."""
+    """``synapsedb_namespaces_loading`` (server-wide): stored namespaces not loaded yet; and
+    the namespaces in memory against the memory budget (engine/residency.py)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         family = GaugeMetricFamily(
             "synapsedb_namespaces_loading",
             "Stored namespaces not loaded yet (each loads at its first request; a background "
@@ -119,6 +120,26 @@ class _Loading(Collector):
         )
         family.add_metric([], 0 if self.db.closed else self.db.loading_pending)
         yield family
+        res = self.db.core.residency
+        if res is None:
+            return
+        for name, doc, value in (
+            ("synapsedb_memory_budget_bytes", "The namespaces' memory budget (memory_budget_mb)",
+             res.budget),
+            ("synapsedb_resident_bytes", "Estimated memory of the namespaces in memory",
+             res.total),
+            ("synapsedb_resident_namespaces", "Namespaces in memory", res.resident),
+        ):  # fmt: skip
+            gauge = GaugeMetricFamily(name, doc)
+            gauge.add_metric([], value)
+            yield gauge
+        unloads = CounterMetricFamily(
+            "synapsedb_namespace_unloads",
+            "Namespaces unloaded to stay within the memory budget (each loads again at its next "
+            "request)",
+        )
+        unloads.add_metric([], res.unloads)
+        yield unloads
 
 
 class Metrics:
