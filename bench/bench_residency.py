@@ -150,9 +150,17 @@ class Server:
 
     def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
         headers = {"Content-Type": "application/json"} if body is not None else {}
-        self.conn.request(method, path, body=body, headers=headers)
-        resp = self.conn.getresponse()
-        return resp.status, resp.read()
+        for attempt in (1, 2):
+            try:
+                self.conn.request(method, path, body=body, headers=headers)
+                resp = self.conn.getresponse()
+                return resp.status, resp.read()
+            except (http.client.HTTPException, ConnectionError):
+                if attempt == 2 or self.proc.poll() is not None:
+                    raise  # (a keep-alive connection the server closed: once more, anew)
+                self.conn.close()
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
+        raise AssertionError("unreachable")
 
     def metrics(self) -> dict[str, float]:
         _, text = self.request("GET", "/metrics")

@@ -18,12 +18,18 @@ The background loader that warms a server after its start stops at :data:`WARM_L
 the budget, so the warm-up never evicts what it loaded.
 
 The estimate counts the namespaces, not the process: the embedding model, the HTTP server and
-the allocator's slack come on top (docs/deploy.md says how much to leave).
+the allocator's slack come on top (docs/deploy.md says how much to leave). After unloading,
+the C allocator is asked to hand freed pages back to the system (glibc's ``malloc_trim``, at
+most once a second): without it, with namespaces loading and unloading all the time, the
+process kept 1.7 times the memory its namespaces held (a 256 MiB budget: 393 MiB more than
+at the start, against 216 MiB with it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import logging
 import threading
 import time
@@ -41,6 +47,18 @@ IDLE_S = 1.0  # a namespace used more recently than this is never unloaded
 LOW_WATER = 0.9  # unloading stops once the namespaces take at most this share of the budget
 WARM_LIMIT = 0.8  # the background warm-up loads namespaces up to this share of the budget
 BATCH = 64  # namespaces unloaded per writer op
+TRIM_EVERY_S = 1.0  # the allocator is asked to give memory back at most this often
+
+
+def _trimmer() -> Callable[[], object] | None:
+    """glibc's ``malloc_trim(0)``, or None where there is none (another C library)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return lambda: trim(0)
 
 
 class Residency:
@@ -70,6 +88,8 @@ class Residency:
         self.unloads = 0  # namespaces unloaded so far (a metric)
         self._quiet = threading.local()
         self._shrinking = threading.Lock()  # one shrink at a time
+        self._trim = _trimmer()
+        self._trimmed = 0.0  # time.monotonic() of the last trim
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -202,7 +222,12 @@ class Residency:
         """Unload victims until the total is under the low-water mark (or none is idle);
         returns how many namespaces were unloaded."""
         with self._shrinking:
-            return self._shrink()
+            done = self._shrink()
+            now = time.monotonic()
+            if done and self._trim is not None and now - self._trimmed >= TRIM_EVERY_S:
+                self._trimmed = now
+                self._trim()  # the pages the unloaded namespaces freed go back to the system
+            return done
 
     def _shrink(self) -> int:
         done = 0
