@@ -163,10 +163,22 @@ def _serve(args: argparse.Namespace) -> int:
     # (vector query p99 during a 100,000-row keyword catch-up: 21-29 ms, 11 ms at 1 ms)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     tracing = Tracing(args.otel_exporter, endpoint=args.otel_endpoint)
-    settings = Settings.from_env()
     try:
+        settings = Settings.from_env()
         llm = LLMSettings.from_env()
         check_namespace(args.proxy_namespace)
+        if args.advertise:
+            settings = settings.replace(advertise_url=args.advertise)
+        if settings.placement == "sharded" and not settings.advertise_url:
+            if args.host in ("0.0.0.0", "::", ""):
+                raise ValidationError(
+                    "--advertise: with sharded placement, give the address the other "
+                    f"processes reach this one at (it binds {args.host or 'every address'})",
+                    field="advertise_url",
+                )
+            host = f"[{args.host}]" if ":" in args.host else args.host
+            scheme = "https" if args.tls_cert else "http"
+            settings = settings.replace(advertise_url=f"{scheme}://{host}:{args.port}")
     except ValidationError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2
@@ -283,6 +295,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="address to bind (env SYNAPSEDB_HOST)")  # fmt: skip
     p.add_argument("--port", type=int, default=int(os.environ.get("SYNAPSEDB_PORT", "7379")),
                    help="port (env SYNAPSEDB_PORT)")  # fmt: skip
+    p.add_argument("--advertise", default=None,
+                   help="sharded placement (SYNAPSEDB_PLACEMENT=sharded): this process's "
+                        "address for the others, e.g. http://10.0.0.5:7379 (env "
+                        "SYNAPSEDB_ADVERTISE_URL; default http://<host>:<port>)")  # fmt: skip
     p.add_argument("--log-level", default=os.environ.get("SYNAPSEDB_LOG_LEVEL", "warning"),
                    choices=("debug", "info", "warning", "error", "critical"),
                    help="log level; info adds one access line per request "

@@ -24,6 +24,7 @@ __all__ = ["LLMSettings", "Settings"]
 Durability = Literal["fsync", "os"]
 Load = Literal["lazy", "eager"]
 LOADS = ("lazy", "eager")
+PLACEMENTS = ("replicated", "sharded")
 EMBEDDERS = ("minilm", "openai", "sentence-transformers", "none")
 MINILM_PRECISIONS = ("float32", "uint8")  # synapsedb.embed.export.PRECISIONS' keys
 MAX_DIM = 1 << 20  # the largest embedding dimension any namespace may have (max_dim's bound)
@@ -166,6 +167,28 @@ class Settings:
             "this machine's memory)"
         },
     )
+    placement: str = field(
+        default="replicated",
+        metadata={
+            "doc": "several processes on one PostgreSQL schema: replicated (each holds every "
+            "namespace and follows the others' commits) or sharded (each owns a share, by "
+            "rendezvous hashing over the live processes, and forwards the rest)"
+        },
+    )
+    lease_s: int = field(
+        default=10,
+        metadata={
+            "doc": "sharded placement: seconds a process's lease lasts unrenewed (renewed "
+            "every third of it); a process that dies loses its share this long after"
+        },
+    )
+    advertise_url: str = field(
+        default="",
+        metadata={
+            "doc": "sharded placement: this process's address for the others, e.g. "
+            "http://10.0.0.5:7379 (synapsedb serve uses http://<host>:<port> when empty)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.durability not in ("fsync", "os"):
@@ -176,6 +199,16 @@ class Settings:
         if self.load not in LOADS:
             raise ValidationError(
                 f"load: expected one of {', '.join(LOADS)}, got {self.load!r}", field="load"
+            )
+        if self.placement not in PLACEMENTS:
+            raise ValidationError(
+                f"placement: expected one of {', '.join(PLACEMENTS)}, got {self.placement!r}",
+                field="placement",
+            )
+        if self.advertise_url and not self.advertise_url.startswith(("http://", "https://")):
+            raise ValidationError(
+                f"advertise_url: expected an http:// or https:// URL, got {self.advertise_url!r}",
+                field="advertise_url",
             )
         if self.embedder not in EMBEDDERS:
             raise ValidationError(

@@ -20,6 +20,8 @@ rebuild the very same class from the code (:func:`error_from_code`)::
     ├── EmbeddingError              embedding               502   the embedding service failed
     ├── UpstreamError               upstream                502   the chat model (LLM) failed
     ├── ClosedError                 closed                  503   the database was closed
+    ├── NotOwnerError               not_owner               503   another process serves the
+    │                                                             namespace (sharded placement)
     └── MemoryAPIException          memory_api              500   the agent memory layer
         ├── MemoryStoreException    memory_store            503   storing a state, action...
         ├── MemoryRetrievalException memory_retrieval       503   a retrieval failed
@@ -53,6 +55,7 @@ __all__ = [
     "MemoryStoreException",
     "MethodNotAllowedError",
     "NotFoundError",
+    "NotOwnerError",
     "PayloadTooLargeError",
     "QuotaExceededError",
     "RequestTimeoutError",
@@ -240,6 +243,21 @@ class ClosedError(SynapseError):
     http_status = 503
 
 
+class NotOwnerError(SynapseError):
+    """On PostgreSQL with ``placement = "sharded"`` (docs/deploy.md), another process owns the
+    namespace, or none does while it moves (a process died or joined). A server forwards such
+    requests to the owner itself; this reaches a caller when the owner cannot be reached or is
+    not known yet. Nothing was written: retry (``details["retry_after"]`` seconds), or send it
+    to ``details["owner"]`` (the owner's address, when known)."""
+
+    code = "not_owner"
+    http_status = 503
+
+    @property
+    def owner(self) -> str | None:
+        return self.details.get("owner")
+
+
 class MemoryAPIException(SynapseError):
     """Seed 002's base class: an operation of the agent memory API (:mod:`synapsedb.agents`)
     failed. ``details["cause"]`` holds the wire code of the underlying error, if any."""
@@ -297,6 +315,7 @@ _BY_CODE: dict[str, type[SynapseError]] = {
         EmbeddingError,
         UpstreamError,
         ClosedError,
+        NotOwnerError,
         MemoryAPIException,
         MemoryStoreException,
         MemoryRetrievalException,

@@ -23,6 +23,7 @@
  * ├── EmbeddingError               embedding               502
  * ├── UpstreamError                upstream                502  the chat model failed
  * ├── ClosedError                  closed                  503  the client (or database) was closed
+ * ├── NotOwnerError                not_owner               503  another process serves the namespace
  * └── MemoryAPIException           memory_api              500  the agent memory layer
  *     ├── MemoryStoreException     memory_store            503
  *     ├── MemoryRetrievalException memory_retrieval        503
@@ -193,6 +194,14 @@ export class ClosedError extends SynapseError {
   static override readonly httpStatus: number = 503;
 }
 
+/** Another process owns the namespace, or none does while it moves (sharded placement on
+ * PostgreSQL): nothing was written; retry after `details.retry_after` seconds, or send it to
+ * `details.owner`. */
+export class NotOwnerError extends SynapseError {
+  static override readonly code: string = "not_owner";
+  static override readonly httpStatus: number = 503;
+}
+
 /** The agent memory layer failed (`details.cause`: the underlying error's code). */
 export class MemoryAPIException extends SynapseError {
   static override readonly code: string = "memory_api";
@@ -245,6 +254,7 @@ export const ERROR_CLASSES: ReadonlyMap<string, ErrorClass> = new Map(
       EmbeddingError,
       UpstreamError,
       ClosedError,
+      NotOwnerError,
       MemoryAPIException,
       MemoryStoreException,
       MemoryRetrievalException,

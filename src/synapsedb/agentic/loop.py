@@ -22,6 +22,7 @@ from typing import Any
 from ..errors import (
     EmbeddingError,
     NotFoundError,
+    NotOwnerError,
     SynapseError,
     UpstreamError,
     ValidationError,
@@ -549,13 +550,17 @@ class MemoryLoop:
     # -- the background worker -----------------------------------------------------------------
 
     def start(self, db: Any, *, names: Callable[[], Iterable[str]] | None = None) -> None:
-        """Run queued jobs in a daemon thread: every namespace once (jobs queued before a
-        restart), then those ``remember`` queued into, every ``poll_s`` (at once after a
+        """Run queued jobs in a daemon thread: every namespace with jobs once (jobs queued
+        before a restart; found in storage, not by loading each namespace), then those
+        ``remember`` queued into, every ``poll_s`` (at once after a
         ``remember``)."""
         if self._thread is not None:
             return
+        if names is None:  # those with jobs, found without loading every namespace
+            find = getattr(db, "namespaces_with_facts", None)
+            names = (lambda: find(queue.JOBS_ENTITY)) if callable(find) else db.namespaces
         with self._lock:
-            self._dirty.update((names or db.namespaces)())
+            self._dirty.update(names())
         self._stop.clear()
         self._thread = threading.Thread(target=self._work, args=(db,), daemon=True,
                                         name="synapsedb-memory-loop")  # fmt: skip
@@ -588,10 +593,26 @@ class MemoryLoop:
                     # the others (the rest is due again on the next pass)
                     if self.run_pending(db.namespace(name), limit=JOBS_PER_PASS):
                         self._wake.set()
+                except NotOwnerError:
+                    self._elsewhere(name)
                 except SynapseError as exc:  # a namespace that cannot be read right now
                     self.last_error = f"{name}: {exc.message}"
                 except Exception:  # a bug: logged, the worker goes on with the others
                     log.exception("memory loop: jobs of namespace %r failed", name)
+
+    def _elsewhere(self, name: str) -> None:
+        """Another process owns ``name`` (sharded placement): its jobs are that one's."""
+        with self._lock:
+            self._dirty.discard(name)
+            self._queued.pop(name, None)
+            self._failed.pop(name, None)
+
+    def visit(self, names: list[str]) -> None:
+        """Look at the jobs of ``names`` soon (namespaces this process just took over from
+        another, which may have left jobs queued)."""
+        with self._lock:
+            self._dirty.update(names)
+        self._wake.set()
 
     def _count(self, db: Any) -> None:
         for name in self._names():
@@ -599,6 +620,8 @@ class MemoryLoop:
                 return
             try:
                 self._recount(db.namespace(name))
+            except NotOwnerError:
+                self._elsewhere(name)
             except SynapseError as exc:
                 self.last_error = f"{name}: {exc.message}"
             except Exception:  # a bug: logged, the worker goes on with the others

@@ -25,14 +25,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..clock import Clock
 from ..config import Settings
-from ..errors import ClosedError
+from ..errors import ClosedError, ValidationError
 from ..query.executor import Fusion
 from ..storage.base import LoadedRows, SharedStorage, Storage
 from ..storage.files import restrict_tree
+from ..storage.postgres_shards import shard_of
 from .embedding import EmbeddingService
 from .follower import CatchUp, Follower
 from .indexer import Indexer
@@ -41,6 +42,7 @@ from .lifecycle import RateLimiter
 from .lineage import Flush, QueryLog, changes_of
 from .loader import MAX_LEAD_US, load_states
 from .observers import Observers
+from .placement import Placement, ShardedStorage
 from .residency import Residency, Unload
 from .state import NamespaceState
 from .unavailable import Unloadable
@@ -66,6 +68,8 @@ class MemoryLoopSeam(Protocol):
         budget_tokens: int | None = ..., k: int | None = ..., threshold: float | None = ...,
         rewrite: str | None = ..., agent: str | None = ...,
     ) -> Any: ...  # fmt: skip
+
+    def visit(self, names: list[str]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -106,9 +110,14 @@ class EngineCore:
         self.states = States()
         # namespaces with a stored row that cannot be loaded: unavailable, the others serve
         self.unavailable: dict[str, Unloadable] = {}
-        # several processes on one storage (PostgreSQL): follow the others' commits from
-        # where the rows ended before loading them (follower.py)
-        self._shared = storage if isinstance(storage, SharedStorage) else None
+        # several processes on one PostgreSQL schema, sharded: this process owns a share of
+        # the namespaces and serves only those (placement.py)
+        self.placement = _placement(storage, settings, self._gain, self._lose)
+        # replicated: follow the others' commits from where the rows ended before loading
+        # them (follower.py)
+        self._shared: SharedStorage | None = (
+            storage if isinstance(storage, SharedStorage) and self.placement is None else None
+        )
         marks = self._shared.follow_marks() if self._shared is not None else None
         open_us = clock.now_us()
         # the namespaces in memory are held to a budget; the least recently used idle ones
@@ -126,8 +135,12 @@ class EngineCore:
         self._loader = Loader(storage, self.states, self.unavailable,
                               now_us=lambda: max(clock.now_us(), open_us),
                               adopt=self._adopt, report=self._report,
-                              room=self.residency.room if self.residency else None)  # fmt: skip
-        if settings.load == "lazy" and _loads_lazily(storage):
+                              room=self.residency.room if self.residency else None,
+                              seen=lambda us: self._writer.at_least(us))  # fmt: skip
+        if self.placement is not None:  # the namespaces of the share it takes, at start()
+            self._loader.begin([])
+            last_us = storage.last_sys_us(open_us + MAX_LEAD_US)
+        elif settings.load == "lazy" and _loads_lazily(storage):
             named, unnamed = storage.namespace_names()
             self._loader.begin([*named, *unnamed])
             # rows without a namespaces row: unavailable, reported now as an eager open did
@@ -174,6 +187,8 @@ class EngineCore:
         start background indexing (and with it the ``maintain`` calls): once whoever calls
         ``maintain`` is ready for them. On a shared storage, start following the other
         processes' commits as they are notified."""
+        if self.placement is not None:
+            self.placement.start()  # joins, and takes this process's share
         self._indexer.start()
         if self.residency is not None:
             self.residency.start()
@@ -209,6 +224,8 @@ class EngineCore:
         be loaded."""
         if self.closed:
             raise ClosedError("the database is closed")
+        if self.placement is not None:
+            self.placement.check(ns)  # NotOwnerError: another process serves it
         state = self.states.get(ns)
         if state is None and ns in self.unavailable:
             raise self.unavailable[ns].error()
@@ -223,6 +240,8 @@ class EngineCore:
             raise ClosedError("the database is closed")
         ns = getattr(op, "ns", None)
         if ns is not None:
+            if self.placement is not None:
+                self.placement.check(ns)
             if ns in self.states.pending:
                 self._loader.load(ns)  # here, not in the writer's thread while others wait
             if self.residency is not None:
@@ -237,8 +256,12 @@ class EngineCore:
 
     def names(self) -> list[str]:
         """Every namespace that holds anything and is not known to be unavailable, loaded or
-        not (one whose stored rows turn out bad when it loads then drops out), sorted."""
+        not (one whose stored rows turn out bad when it loads then drops out), sorted; with
+        sharded placement, every process's."""
         self.check_open()
+        if self.placement is not None:  # every process's, read from storage
+            named, _unnamed = self.storage.namespace_names()
+            return sorted({*named, *self.states.keys()} - set(self.unavailable))
         pending = [ns for ns in list(self.states.pending) if type(ns) is str]
         unavailable = self.unavailable
         return sorted({*self.states.keys(), *(ns for ns in pending if ns not in unavailable)})
@@ -320,6 +343,8 @@ class EngineCore:
             self.memory_loop.close()  # its worker writes through this core
         self.flush_log()
         self._writer.close()
+        if self.placement is not None:
+            self.placement.close()  # after the last commit: the others take the share now
         self._indexer.close()
         restrict_tree(self.path / "indexes")  # the vector graphs it just saved
         self.storage.close()
@@ -387,6 +412,29 @@ class EngineCore:
             return []
         return dropped
 
+    def owner_of(self, ns: str) -> str | None:
+        """Sharded placement: the address of the process that serves ``ns`` ("" while its
+        share moves); None when this process does (always, without sharded placement)."""
+        return None if self.placement is None else self.placement.owner_of(ns)
+
+    # -- sharded placement -------------------------------------------------------------------------
+
+    def _gain(self, shards: set[int]) -> None:
+        """Shares just taken over: their stored namespaces load at their first request."""
+        named, unnamed = self.storage.namespace_names()
+        names = [ns for ns in (*named, *unnamed) if type(ns) is str and shard_of(ns) in shards]
+        self._loader.add_pending(names)
+        if self.memory_loop is not None and names:
+            self.memory_loop.visit(names)  # jobs the previous owner left queued there
+
+    def _lose(self, shards: set[int]) -> None:
+        """Shares just handed over: their namespaces leave memory (not to load here again)."""
+        names = [ns for ns in [*list(self.states.keys()), *list(self.states.pending)]
+                 if type(ns) is str and shard_of(ns) in shards]  # fmt: skip
+        if names:
+            with contextlib.suppress(ClosedError):
+                self._writer.submit(Unload(names, keep=False))
+
     def _save_graph(self, ns: str, state: NamespaceState) -> None:
         """An unloaded namespace's vector graph goes to ``indexes/`` (its reload takes it)."""
         self._indexer.save(ns, state)
@@ -410,6 +458,33 @@ class EngineCore:
                 self.observers.emit(self.observers.change, ns, entries)
         if self._follower is not None:
             self._indexer.wake()  # another process's rows, applied without a commit here
+
+
+def _placement(
+    storage: Storage,
+    settings: Settings,
+    gained: Callable[[set[int]], None],
+    lost: Callable[[set[int]], None],
+) -> Placement | None:
+    """The sharded placement of this process (None: replicated, or one process alone)."""
+    if settings.placement != "sharded":
+        return None
+    if not all(callable(getattr(storage, name, None)) for name in ("fence", "take", "placed")):
+        raise ValidationError(
+            "placement: 'sharded' needs PostgreSQL storage (storage='postgresql://...')",
+            field="placement",
+        )
+    if not _loads_lazily(storage):
+        raise ValidationError("placement: 'sharded' needs a storage that loads one namespace "
+                              "at a time", field="placement")  # fmt: skip
+    if not settings.advertise_url:
+        raise ValidationError(
+            "advertise_url: sharded placement needs this process's address for the others "
+            "(e.g. http://10.0.0.5:7379)",
+            field="advertise_url",
+        )
+    return Placement(cast(ShardedStorage, storage), settings.advertise_url.rstrip("/"),
+                     settings.lease_s, gained=gained, lost=lost)  # fmt: skip
 
 
 def _loads_lazily(storage: Storage) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 from ..clock import Clock, SystemClock
 from ..config import Settings
 from ..embed.base import Embedder
-from ..errors import ClosedError, StorageError, ValidationError
+from ..errors import ClosedError, NotOwnerError, StorageError, ValidationError
 from ..query.executor import Fusion
 from ..storage import is_postgres_url, open_storage
 from ..storage.base import Storage
@@ -131,7 +131,15 @@ class Database:
         self._log_query = core.log_query
         self._flush_log = core.flush_log
         self._storage = core.storage
-        core.start()
+        try:
+            core.start()
+        except BaseException:  # (sharded: the address is a live process's)
+            try:
+                core.close()
+            finally:
+                os.close(self._lock_fd)
+                self._released = True
+            raise
 
     # -- public API ------------------------------------------------------------------------------
 
@@ -168,6 +176,14 @@ class Database:
         yet is listed from its stored name; one whose stored rows are bad is not listed once it
         has loaded (:meth:`unavailable_namespaces` loads every namespace and says which)."""
         return self.core.names()
+
+    def namespaces_with_facts(self, entity: str) -> list[str]:
+        """The namespaces of this process that hold a fact about ``entity`` (perhaps deleted
+        since), sorted, read from storage without loading a namespace (what the memory loop
+        looks at after a start: those with jobs). A storage that cannot say: every one."""
+        find = getattr(self.core.storage, "fact_namespaces", None)
+        names = find(entity) if callable(find) else self.core.names()
+        return sorted(ns for ns in names if self.core.owner_of(ns) is None)
 
     def tier_counts(self, *, load: bool = True) -> dict[str, tuple[int, int]]:
         """Per namespace: (live memories in the hot tier, memories in the cold tier). Every
@@ -207,6 +223,8 @@ class Database:
             for ns in self.core.names():
                 try:
                     reports.append(self.namespace(ns).maintain(dry_run=dry_run))
+                except NotOwnerError:
+                    continue  # another process's (sharded placement): it maintains it
                 except StorageError:
                     if ns not in self.core.unavailable:  # (found bad as it loaded: skipped)
                         raise

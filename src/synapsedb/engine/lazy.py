@@ -118,7 +118,8 @@ class Loader:
     takes its saved vector graph); ``report(problem)`` on each namespace found unavailable
     (logged with the repair, as at an eager open); ``now_us()`` is the present that stored
     system times are checked against; ``room()`` says whether the background thread may load
-    more (False: the residency budget is full, the rest loads on first need)."""
+    more (False: the residency budget is full, the rest loads on first need); ``seen(us)``
+    is told the latest system time of each chunk loaded (the commit clock stays after it)."""
 
     def __init__(
         self,
@@ -130,9 +131,11 @@ class Loader:
         adopt: Callable[[str, NamespaceState], None],
         report: Callable[[Unloadable], None],
         room: Callable[[], bool] | None = None,
+        seen: Callable[[int], None] | None = None,
     ) -> None:
         self._storage = storage
         self._room = room
+        self._seen = seen
         self._states = states
         self._unavailable = unavailable
         self._now_us = now_us
@@ -261,6 +264,8 @@ class Loader:
         if not names:
             return
         loaded = load_states(self._storage.load_namespaces(names), self._now_us())
+        if self._seen is not None and loaded.last_us:
+            self._seen(loaded.last_us)
         states, unavailable = self._states, self._unavailable
         for key, problem in loaded.unavailable.items():
             if key not in unavailable:

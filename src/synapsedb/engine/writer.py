@@ -230,6 +230,10 @@ class Writer:
         self._states = states
         self._clock = clock
         self._last_us = last_us
+        # the latest system time of a namespace loaded since the open (another process may
+        # have written it, with a clock ahead of ours): no commit here goes before it
+        self._floor_us = last_us
+        self._floor_lock = threading.Lock()
         self._max_rows = max_rows
         self._on_commit = on_commit
         self._on_apply = on_apply
@@ -242,6 +246,12 @@ class Writer:
     def last_us(self) -> int:
         """System time of the latest batch (never decreases)."""
         return self._last_us
+
+    def at_least(self, us: int) -> None:
+        """No later commit goes before ``us`` (a loaded namespace's latest system time)."""
+        with self._floor_lock:
+            if us > self._floor_us:
+                self._floor_us = us
 
     def submit(self, op: Op) -> Any:
         """Queue ``op``, wait until its batch is durable, return its result or raise its error."""
@@ -323,7 +333,7 @@ class Writer:
                 op.error, op.result = exc, None
 
     def _process_batch(self, ops: list[Op]) -> None:
-        now = max(self._clock.now_us(), self._last_us)
+        now = max(self._clock.now_us(), self._last_us, self._floor_us)
         self._last_us = now
         logged = self._drop_unstorable(self._log.drain()) if self._log is not None else []
         tx = self._plan(ops, now, logged)
