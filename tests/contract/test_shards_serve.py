@@ -64,6 +64,11 @@ class Serve:
         found = re.search(r"^synapsedb_owned_shares (\S+)$", text, re.M)
         return int(float(found.group(1))) if found else -1
 
+    def forwarded(self) -> int:
+        text = httpx.get(f"{self.base}/metrics", timeout=10).text
+        found = re.search(r"^synapsedb_forwarded_requests_total (\S+)$", text, re.M)
+        return int(float(found.group(1))) if found else 0
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -130,9 +135,9 @@ class Load:
             th.join()
 
 
-def _read(base: str, ns: str, mid: str) -> str | None:
+def _read(base: str, ns: str, mid: str) -> str:
     r = httpx.get(f"{base}/v1/namespaces/{ns}/memories/{mid}", timeout=10)
-    return r.json()["content"] if r.status_code == 200 else None
+    return r.json()["content"] if r.status_code == 200 else f"<{r.status_code} {r.text}>"
 
 
 def test_kill_one_under_load_then_add_one(servers: tuple[str, list[Serve]], tmp_path: Path) -> None:
@@ -164,9 +169,21 @@ def test_kill_one_under_load_then_add_one(servers: tuple[str, list[Serve]], tmp_
                            lambda o: sum(o) == 256 and o[2] > 40, deadline_s=60)  # fmt: skip
         assert min(owned) > 40
         for ns, mid, content in load.acked[:: max(1, len(load.acked) // 50)]:
-            for server in (a, b, d):
-                assert _read(server.base, ns, mid) == content
+            for server in (a, b, d):  # (a process that has not looked since may say 503)
+                eventually(lambda s=server, n=ns, m=mid: _read(s.base, n, m),  # type: ignore[misc]
+                           lambda got, want=content: got == want, deadline_s=20)  # fmt: skip
         r = httpx.get(f"{d.base}/v1/namespaces", timeout=10)
         assert set(NAMESPACES) <= set(r.json())
+        # a change feed through a process that does not own the namespace: forwarded, streamed
+        for ns in NAMESPACES[:6]:
+            httpx.post(f"{a.base}/v1/namespaces/{ns}/events",
+                       json={"entity": "user:9", "event": f"called {ns}"}).raise_for_status()  # fmt: skip
+            for server in (a, b, d):
+                with httpx.stream("GET", f"{server.base}/v1/namespaces/{ns}/events/follow",
+                                  params={"stream": "user:9", "idle_timeout": "0.5"},
+                                  timeout=30) as feed:  # fmt: skip
+                    assert feed.status_code == 200
+                    assert f"called {ns}" in "".join(feed.iter_text())
+        assert sum(s.forwarded() for s in (a, b, d)) > 0
     finally:
         d.stop()

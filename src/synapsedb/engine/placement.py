@@ -38,6 +38,8 @@ __all__ = ["Placement", "ShardedStorage", "assign"]
 
 log = logging.getLogger("synapsedb.placement")
 
+LOOK_EVERY_S = 0.2  # the most often a request makes this process read the owners again
+
 
 class ShardedStorage(Protocol):
     """What placement needs of the storage (PostgresStorage: postgres_shards.Membership)."""
@@ -91,6 +93,7 @@ class Placement:
         self._owned: frozenset[int] = frozenset()
         self._owners: list[str] = [""] * SHARDS  # each share's owner's address ("": nobody)
         self._valid_until = 0.0  # time.monotonic() until which our lease surely holds
+        self._looked = 0.0  # time.monotonic() of the last look()
         self._lock = threading.Lock()  # one refresh at a time
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -126,6 +129,21 @@ class Placement:
             "retry in a moment",
             retry_after=1,
         )
+
+    def look(self) -> None:
+        """Read who owns what again, now (at most every :data:`LOOK_EVERY_S`), moving nothing:
+        a request for a namespace whose owner this process does not know (its share just
+        moved) asks this before it answers ``not_owner``."""
+        now = time.monotonic()
+        if now - self._looked < LOOK_EVERY_S:
+            return
+        self._looked = now
+        placed = self.storage.placed()
+        live = {addr: i for addr, i, alive in placed.members if alive}
+        owners = [o if o is not None and live.get(o) == i else "" for o, i in placed.owners]
+        for s in self._owned:  # what this process owns, it knows best
+            owners[s] = self.address
+        self._owners = owners
 
     @property
     def owned(self) -> frozenset[int]:

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
@@ -77,7 +78,7 @@ def _ns_route(
             request.state.key, request.state.ns = key, name
             owner = db.core.owner_of(internal)  # sharded placement: None when served here
             if owner is not None:
-                return await _elsewhere(request, internal, owner)
+                return await _elsewhere(request, handler, internal, owner)
             return await handler(request, db.namespace(internal))
         except SynapseError as err:
             if internal is not None and name is not None:
@@ -91,11 +92,16 @@ def _ns_route(
     return Route(prefix + path, endpoint, methods=methods)
 
 
-async def _elsewhere(request: Request, ns: str, owner: str) -> Response:
+async def _elsewhere(request: Request, handler: Handler, ns: str, owner: str) -> Response:
     """A request for a namespace another process owns: forwarded to it once (forward.py);
     NotOwnerError while nobody owns it, or after one hop already."""
     forwarder: Forwarder | None = request.app.state.forwarder
     placement = request.app.state.db.core.placement
+    if not owner or Forwarder.hops(request):  # the share moved lately: look again, once
+        await run_in_threadpool(placement.look)
+        owner = placement.owner_of(ns)
+        if owner is None:  # (it is this process's after all)
+            return await handler(request, request.app.state.db.namespace(ns))
     if not owner or forwarder is None or Forwarder.hops(request):
         raise placement.not_owner(ns, owner)
     return await forwarder.forward(request, ns, owner)
