@@ -214,3 +214,36 @@ def test_a_namespace_held_by_a_follower_stays(tmp_path: Path, no_idle_wait: None
             _fill(db, f"u{i}", 100, seed=i)
         db.core.residency.shrink()
         assert db.core.states.resident("followed") is None
+
+
+def test_an_unloaded_namespace_is_freed_without_waiting_for_the_garbage_collector(
+    tmp_path: Path, no_idle_wait: None
+) -> None:
+    """A state's catalog and records refer to each other: once nothing reads an unloaded
+    state, it is taken apart so that reference counting frees it (a full collection in a
+    process of millions of objects comes gigabytes later)."""
+    with _open(tmp_path, memory_budget_mb=1) as db:
+        res = db.core.residency
+        assert res is not None
+        _fill(db, "t0", 100)
+        held = db.core.states.resident("t0")  # a reader still holding one
+        for i in range(1, 12):
+            _fill(db, f"t{i}", 100, seed=i)
+            db.namespace(f"t{i}").query("order", k=3)  # (a keyword index too)
+        gc.collect()
+        gc.disable()
+        try:
+            res.shrink()
+            assert res.unloads > 0 and db.core.states.resident("t0") is None
+            assert res.bury() == 0  # within the grace period: nothing yet
+            assert res.bury(now=float("inf")) >= 1
+            assert len(held.catalog.recs) == 100  # the one still held is left whole
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            gc.collect()
+            kinds = {type(o).__name__ for o in gc.garbage}
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+        assert "Catalog" not in kinds and "MemRec" not in kinds
+        assert len(db.namespace("t1").memories("user:1")) > 0  # and it loads again

@@ -19,6 +19,9 @@ the budget, so the warm-up never evicts what it loaded.
 
 The estimate counts the namespaces, not the process: the embedding model, the HTTP server and
 the allocator's slack come on top (docs/deploy.md says how much to leave). After unloading,
+each dropped state's internal references are broken once nothing reads it
+(:meth:`NamespaceState.drop`, :data:`GRACE_S` later; else it would wait for a full garbage
+collection, which in a process of millions of objects came gigabytes over the budget), and
 the C allocator is asked to hand freed pages back to the system (glibc's ``malloc_trim``, at
 most once a second): without it, with namespaces loading and unloading all the time, the
 process kept 1.7 times the memory its namespaces held (a 256 MiB budget: 393 MiB more than
@@ -31,10 +34,12 @@ import contextlib
 import ctypes
 import ctypes.util
 import logging
+import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from .state import NamespaceState
 from .writer import Op, Tx
@@ -48,6 +53,8 @@ LOW_WATER = 0.9  # unloading stops once the namespaces take at most this share o
 WARM_LIMIT = 0.8  # the background warm-up loads namespaces up to this share of the budget
 BATCH = 64  # namespaces unloaded per writer op
 TRIM_EVERY_S = 1.0  # the allocator is asked to give memory back at most this often
+GRACE_S = 5.0  # an unloaded state is taken apart this long after, once nothing holds it
+GIVE_UP_S = 120.0  # one still held then is left to the garbage collector
 
 
 def _trimmer() -> Callable[[], object] | None:
@@ -90,6 +97,9 @@ class Residency:
         self._shrinking = threading.Lock()  # one shrink at a time
         self._trim = _trimmer()
         self._trimmed = 0.0  # time.monotonic() of the last trim
+        # unloaded states to take apart (NamespaceState.drop) once nothing reads them:
+        # [state, when unloaded]
+        self._graveyard: list[list[Any]] = []
         self._wake = threading.Event()
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -215,8 +225,31 @@ class Residency:
                 return
             try:
                 self.shrink()
+                self.bury()
             except Exception:  # the next wake tries again; memory stays over budget meanwhile
                 log.exception("unloading namespaces over the memory budget failed")
+
+    def bury(self, now: float | None = None) -> int:
+        """Take apart the unloaded states that nothing holds any more, :data:`GRACE_S` after
+        their unload (a query that took one just before goes on reading it meanwhile);
+        how many were."""
+        now = time.monotonic() if now is None else now
+        done, keep = 0, []
+        with self._shrinking:
+            for entry in self._graveyard:
+                if now - entry[1] < GRACE_S:
+                    keep.append(entry)
+                    continue
+                # held by the entry, this frame's name and getrefcount's argument alone
+                state = entry[0]
+                if sys.getrefcount(state) <= 3:
+                    state.drop()
+                    done += 1
+                elif now - entry[1] < GIVE_UP_S:
+                    keep.append(entry)
+                del state
+            self._graveyard = keep
+        return done
 
     def shrink(self) -> int:
         """Unload victims until the total is under the low-water mark (or none is idle);
@@ -242,6 +275,8 @@ class Residency:
                         self._save(ns, state)
                     except Exception:  # a cache: the reload builds the graph again
                         log.exception("could not save the vector graph of namespace %r", ns)
+                    self._graveyard.append([state, time.monotonic()])
+                    del state
             if done == before:  # nothing (more) to unload, or every victim was used meanwhile
                 return done
         return done

@@ -182,6 +182,14 @@ class NamespaceState:
                 + len(self.facts) * FACT_BYTES + events * EVENT_BYTES
                 + len(self.cold) * COLD_BYTES)  # fmt: skip
 
+    def drop(self) -> None:
+        """Break the references between this state's parts (the catalog lists the records,
+        each record points back at the catalog for its vector), so that dropping the state
+        frees its memory at once instead of at the next full garbage collection, which in a
+        process of millions of objects comes gigabytes later. Only for a state nothing
+        reads any more (residency.py checks)."""
+        self.catalog.recs.clear()  # (in place: a deferred keyword index reads this list)
+
     # -- reads ---------------------------------------------------------------------------------
 
     def memory_at(self, mid: str, t_us: int) -> MemRec | None:
