@@ -116,6 +116,7 @@ class MemoryLoop:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._dirty: set[str] = set()  # namespaces that may hold due jobs
+        self._arrived: set[str] = set()  # namespaces taken over from another process
         self._queued: dict[str, int] = {}  # namespace -> jobs seen queued
         self._failed: dict[str, int] = {}
         self._claimed: dict[tuple[str, str], tuple[Any, queue.Job]] = {}  # jobs held now
@@ -579,6 +580,10 @@ class MemoryLoop:
             self._wake.clear()
             if self._stop.is_set():
                 continue
+            try:
+                self._take_arrivals(db)
+            except SynapseError as exc:  # storage unreachable: they are looked at next time
+                self.last_error = exc.message
             if not counted:
                 # the queues as they are, before any job runs (a pass of slow extractions must
                 # not leave /readyz saying nothing is queued); after the first wait, so that an
@@ -609,10 +614,20 @@ class MemoryLoop:
 
     def visit(self, names: list[str]) -> None:
         """Look at the jobs of ``names`` soon (namespaces this process just took over from
-        another, which may have left jobs queued)."""
+        another, which may have left jobs queued): those of them with jobs in storage."""
         with self._lock:
-            self._dirty.update(names)
+            self._arrived.update(names)
         self._wake.set()
+
+    def _take_arrivals(self, db: Any) -> None:
+        with self._lock:
+            arrived, self._arrived = self._arrived, set()
+        if not arrived:
+            return
+        find = getattr(db, "namespaces_with_facts", None)
+        with_jobs = set(find(queue.JOBS_ENTITY)) if callable(find) else arrived
+        with self._lock:
+            self._dirty.update(arrived & with_jobs)
 
     def _count(self, db: Any) -> None:
         for name in self._names():

@@ -180,6 +180,7 @@ class EngineCore:
             serialize=self._shared.exclusive if self._shared is not None else None,
             follow=self._follow if self._follower is not None else None,
             unload=self._loader.unload,
+            owned=self.placement.check if self.placement is not None else None,
         )
 
     def start(self) -> None:

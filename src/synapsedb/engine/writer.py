@@ -218,8 +218,12 @@ class Writer:
         serialize: Callable[[], AbstractContextManager[Any]] | None = None,
         follow: Callable[[], Tx | None] | None = None,
         unload: Callable[..., NamespaceState | None] | None = None,
+        owned: Callable[[str], None] | None = None,
     ) -> None:
         self._unload = unload  # drops a namespace from memory (lazy.Loader.unload)
+        # raises NotOwnerError for a namespace another process owns (sharded placement): an
+        # op queued before its share moved fails alone, not its whole batch at the commit
+        self._owned = owned
         self._serialize = serialize  # the storage's commit lock (shared storage only)
         self._follow = follow  # other processes' commits since the last call, as a Tx
         self._log = log
@@ -372,6 +376,8 @@ class Writer:
                 problem = None
                 if isinstance(ns, str):
                     try:
+                        if self._owned is not None:
+                            self._owned(ns)
                         self._states.get(ns)  # one not loaded yet is loaded before its checks
                     except SynapseError as exc:  # its rows could not be read
                         op.error = exc
