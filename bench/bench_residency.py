@@ -113,14 +113,14 @@ def query_body(vec: np.ndarray) -> bytes:
 
 
 class Server:
-    def __init__(self, data: Path, budget_mb: int) -> None:
+    def __init__(self, data: Path, budget_mb: int, extra_env: dict[str, str] | None = None) -> None:
         import socket
 
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = int(s.getsockname()[1])
         env = {**os.environ, "SYNAPSEDB_EMBEDDER": "none", "SYNAPSEDB_LLM_BASE_URL": "",
-               "SYNAPSEDB_MEMORY_BUDGET_MB": str(budget_mb)}  # fmt: skip
+               "SYNAPSEDB_MEMORY_BUDGET_MB": str(budget_mb), **(extra_env or {})}  # fmt: skip
         self.log = (data.parent / "server.log").open("wb")
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(
@@ -201,6 +201,9 @@ def main() -> None:
     ap.add_argument("--memories", type=int, default=100, help="per namespace")
     ap.add_argument("--budget-mb", type=int, default=4096)
     ap.add_argument("--keep", type=Path, help="build the data here, and reuse it if present")
+    ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="an environment variable for the server, e.g. "
+                         "MALLOC_MMAP_THRESHOLD_=65536 (repeatable)")  # fmt: skip
     a = ap.parse_args()
     stamp = dt.datetime.now(dt.UTC)
     r: dict[str, Any] = {"date": stamp.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
@@ -214,7 +217,7 @@ def main() -> None:
             r["build"] = build(data, a.namespaces, a.memories)
             print("built", r["build"], flush=True)
         shutil.rmtree(data / "indexes", ignore_errors=True)
-        server = Server(data, a.budget_mb)
+        server = Server(data, a.budget_mb, dict(v.split("=", 1) for v in a.server_env))
         try:
             r["start_s"] = server.start_s
             t0 = time.perf_counter()  # the warm-up: until the count in memory stops growing
@@ -273,7 +276,9 @@ def report(r: dict[str, Any], a: argparse.Namespace) -> list[str]:
         f"`{r['command']}`. Load (1/5/15 min): {r['load_start']} -> {r['load_end']}.",
         "",
         f"{a.namespaces:,} namespaces of {a.memories} memories (384-d caller vectors), SQLite, "
-        f"`synapsedb serve` with `SYNAPSEDB_MEMORY_BUDGET_MB={a.budget_mb}`, one client "
+        f"`synapsedb serve` with `SYNAPSEDB_MEMORY_BUDGET_MB={a.budget_mb}`"
+        + "".join(f", `{v}`" for v in a.server_env)
+        + ", one client "
         "thread over HTTP, query = caller vector, k=10, mode=vector."
         + (
             f" Data built in {build['build_s']:.0f} s ({build['db_gib']:.1f} GiB)." if build else ""
