@@ -269,13 +269,13 @@ def test_the_process_memory_counts_when_it_is_more(
         for i in range(8):
             _fill(db, f"t{i}", 100, seed=i)
         assert res.total < res.budget and res.victims(now=float("inf")) == []
-        measured[0] += int(4.4 * 2**20)  # the process grew more than counted, over the budget
-        assert res.used() == measured[0] - (100 << 20) > res.budget > res.total
+        measured[0] += int(5.4 * 2**20)  # the process grew more than counted, over the budget
+        assert res.used() == measured[0] - (101 << 20) > res.budget > res.total  # (headroom)
         names = res.victims(now=float("inf"))
         assert names and names[0] == "t0" and len(names) < 8  # the least recently used first
         freed = sum(res.size_of(ns) or 0 for ns in names)
         assert freed >= res.used() - LOW_WATER * res.budget
         # unloaded states not taken apart yet are on their way out: not counted twice
         res._freeing = 1 << 20
-        assert res.used() == measured[0] - (101 << 20)
+        assert res.used() == measured[0] - (102 << 20)
         res._freeing = 0

@@ -54,6 +54,7 @@ LOW_WATER = 0.9  # unloading stops once the namespaces take at most this share o
 WARM_LIMIT = 0.8  # the background warm-up loads namespaces up to this share of the budget
 BATCH = 64  # namespaces unloaded per writer op
 TRIM_EVERY_S = 1.0  # the allocator is asked to give memory back at most this often
+HEADROOM = 0.25  # the process may grow this share of the budget beyond it (allocator slack)
 GRACE_S = 2.0  # an unloaded state is taken apart this long after, once nothing holds it
 GIVE_UP_S = 120.0  # one still held then is left to the garbage collector
 
@@ -204,15 +205,19 @@ class Residency:
         return self.used() < WARM_LIMIT * self.budget
 
     def used(self) -> int:
-        """What counts against the budget: the namespaces' estimated size, or the process's
-        memory beyond its start when that is more (the allocator keeps freed memory in
-        pieces it cannot give back: without this, 100,000 namespaces cycling through a
-        4 GiB budget grew the process to 6.4 GiB)."""
+        """What counts against the budget: the namespaces' estimated size, or, when the
+        process has grown more than :data:`HEADROOM` of the budget beyond that since its
+        start, its growth less that headroom. The allocator keeps some freed memory in
+        pieces it cannot give back, more the more namespaces come and go: without this
+        ceiling, 100,000 namespaces cycling through a 4 GiB budget grew the process to
+        6.4 GiB; with it counted in full, small budgets held a fraction of what they
+        should (the process's own warm-up counted as namespaces)."""
         measured = process_bytes()
         if not measured:
             return self.total
         # (unloaded states not taken apart yet are on their way out: not counted twice)
-        return max(self.total, measured - self._baseline - self._freeing)
+        grown = measured - self._baseline - self._freeing - int(HEADROOM * self.budget)
+        return max(self.total, grown)
 
     def size_of(self, ns: str) -> int | None:
         """The counted size of ``ns`` (None: not in memory)."""
