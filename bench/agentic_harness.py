@@ -35,14 +35,15 @@ import locomo
 from bench_quality import session_ts
 
 import synapsedb
-from synapsedb.agentic import DECISIONS_STREAM, MemoryLoop
+from synapsedb.agentic import DECISIONS_STREAM, LoopSettings, MemoryLoop
+from synapsedb.agentic.acknowledge import worth_a_memory
 from synapsedb.config import LLMSettings
 from synapsedb.errors import SynapseError
 from synapsedb.llm import ChatClient
 
 ENTITY = "conversation"
 TOP = 10  # recall's default k
-THRESHOLD = 0.6  # seed 001's default, on the calibrated scale
+THRESHOLD = LoopSettings().threshold  # the default, on the calibrated scale
 
 
 def current() -> dict[str, Any]:
@@ -65,8 +66,8 @@ class Ingested:
 
 def ingest(db: Any, conv: locomo.Conversation) -> Ingested:
     """Each session's turns through ``remember`` (chunks of at most max_turns), then the
-    queued jobs' indexing (``run_pending``: no LLM, so no extraction), so every turn is a
-    searchable ``event`` memory."""
+    queued jobs (``run_pending``: no LLM, so no extraction); every turn worth a memory (not
+    an acknowledgement, not small talk) is a searchable ``event`` memory."""
     ns = db.namespace(f"locomo-{conv.name}")
     loop = db.memory_loop
     first = conv.turns[0].speaker
@@ -102,8 +103,18 @@ def ingest(db: Any, conv: locomo.Conversation) -> Ingested:
         if m.content != conv.turns[row].content:  # the mapping is checked, not trusted
             raise SystemExit(f"ingest {conv.name}: memory {m.id} is not turn {row}")
         row_of[m.id] = row
-    if len(row_of) != len(conv.turns):
-        raise SystemExit(f"ingest {conv.name}: {len(row_of)} of {len(conv.turns)} turns searchable")
+    # every turn worth a memory is searchable; an acknowledgement or small talk is not (an
+    # evidence turn among those counts as missed, never as found)
+    worth = set()
+    answered = ""
+    for i, t in enumerate(conv.turns):
+        role = "user" if t.speaker == first else "assistant"
+        answered = t.content if role == "user" else answered
+        if worth_a_memory(role, t.content, answered):
+            worth.add(i)
+    if set(row_of.values()) != worth:
+        raise SystemExit(f"ingest {conv.name}: {len(row_of)} turns searchable, {len(worth)} "
+                         f"of {len(conv.turns)} worth a memory")  # fmt: skip
     return Ingested(conv, ns, row_of, t1 - t0, t2 - t1)
 
 

@@ -16,7 +16,15 @@ turn is done before the next), ``back-to-back`` sends the next at once (the back
 each turn competes with the next request on the 2 cores). Time to first token is measured on
 streamed requests (first ``data:`` chunk with content), total time on non-streamed ones.
 
+Fairness between tenants (``--part fairness``): the server with API keys, two tenants. Tenant
+A asks its questions one after another (50 ms apart) while tenant B floods: 16 clients sending
+requests the upstream answers only after the server's 2 s timeout (a huge ``max_tokens``),
+without pause, so B's breaker opens and B's share of calls fills (502s and 429s at once). A's
+proxy latency during the flood is compared with A alone in the same run (alone, flood, alone,
+flood: drift hits both alike), and every one of A's requests must be answered.
+
     .venv/bin/python bench/bench_proxy.py [--quick] [--local-llm] [--no-report]
+                                          [--part overhead|fairness|all]
 """
 
 from __future__ import annotations
@@ -28,7 +36,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,7 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import ROOT, append_report
-from tests.support.scripted_upstream import ScriptedUpstream
+from tests.support.scripted_upstream import Reply, Request, ScriptedUpstream
 
 USER = "user:alice"
 
@@ -49,12 +59,13 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def synapsedb_server(base_url: str, model: str, data: Path) -> Iterator[str]:
+def synapsedb_server(base_url: str, model: str, data: Path, *, auth: str = "none",
+                     timeout_s: float = 300) -> Iterator[str]:  # fmt: skip
     port = free_port()
     env = {**os.environ, "SYNAPSEDB_LLM_BASE_URL": base_url, "SYNAPSEDB_LLM_MODEL": model,
-           "SYNAPSEDB_LLM_MAX_RETRIES": "0", "SYNAPSEDB_LLM_TIMEOUT_S": "300"}  # fmt: skip
+           "SYNAPSEDB_LLM_MAX_RETRIES": "0", "SYNAPSEDB_LLM_TIMEOUT_S": str(timeout_s)}  # fmt: skip
     cmd = [sys.executable, "-m", "synapsedb", "serve", "--data", str(data), "--port", str(port),
-           "--auth", "none", "--log-level", "warning"]  # fmt: skip
+           "--auth", auth, "--log-level", "error"]  # fmt: skip
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -74,11 +85,11 @@ def synapsedb_server(base_url: str, model: str, data: Path) -> Iterator[str]:
         proc.wait(timeout=60)
 
 
-def seed(url: str, n: int) -> None:
+def seed(url: str, n: int, headers: dict[str, str] | None = None) -> None:
     items = [{"entity": USER, "content": f"Note {i}: the user mentioned plan number {i} for "
               f"trip {i % 37} and a preference for option {i % 11}"} for i in range(n)]  # fmt: skip
     items.append({"entity": USER, "content": "The user's budget for the Hawaii trip is $10,000"})
-    with httpx.Client(timeout=120) as c:
+    with httpx.Client(timeout=120, headers=headers) as c:
         for i in range(0, len(items), 500):
             r = c.post(
                 f"{url}/v1/namespaces/acme/memories:batch", json={"items": items[i : i + 500]}
@@ -187,6 +198,85 @@ def measure(upstream_url: str, model: str, n: int, max_tokens: int | None,
     return lines
 
 
+FLOODERS = 16  # tenant B's clients sending without pause
+FLOOD_TIMEOUT_S = 2.0  # the server's upstream timeout in the fairness run
+
+
+def flood_answer(request: Request) -> Reply:
+    """B's requests are answered after the server has given up on them; A's at once."""
+    last = str(request.messages[-1].get("content"))
+    if last.startswith("flood"):
+        return Reply.slow(FLOOD_TIMEOUT_S * 5, "too late")
+    return Reply.text("Your budget for the Hawaii trip is $10,000.")
+
+
+def flood(url: str, key: str, stop: threading.Event, seen: Counter[str]) -> None:
+    b = {"model": "m", "user": "user:bob", "max_tokens": 4096,
+         "messages": [{"role": "user", "content": "flood: write a novel"}]}  # fmt: skip
+    with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {key}"}) as c:
+        while not stop.is_set():
+            try:
+                r = c.post(url, json=b)
+                kind = str(r.status_code)
+                if r.status_code == 502:
+                    kind += " breaker open" if "circuit breaker" in r.text else " timed out"
+            except httpx.TransportError as exc:
+                kind = type(exc).__name__
+            seen[kind] += 1
+
+
+def fairness(n: int) -> list[str]:
+    """Tenant A's latency while tenant B floods, against A alone, in one run."""
+    from synapsedb.server.keys import KeyStore
+
+    with tempfile.TemporaryDirectory() as tmp, ScriptedUpstream(responder=flood_answer) as up:
+        data = Path(tmp) / "d"
+        keys = KeyStore(data)
+        a = keys.create("tenant-a", ["read", "write"])[1]
+        b = keys.create("tenant-b", ["read", "write"])[1]
+        keys.close()
+        with synapsedb_server(up.base_url, "scripted", data, auth="keys",
+                              timeout_s=FLOOD_TIMEOUT_S) as url:  # fmt: skip
+            auth = {"Authorization": f"Bearer {a}"}
+            seed(url, 2000, auth)
+            target = f"{url}/v1/namespaces/acme/chat/completions"
+            alone: list[np.ndarray] = []
+            flooded: list[np.ndarray] = []
+            seen: Counter[str] = Counter()
+            with httpx.Client(timeout=60, headers=auth) as c:
+                run(c, target, 20, stream=False, pace_s=0.0, offset=50_000, max_tokens=None)
+                for half in range(2):
+                    alone.append(run(c, target, n // 2, stream=False, pace_s=0.05,
+                                     offset=half * n, max_tokens=None)[1])  # fmt: skip
+                    stop = threading.Event()
+                    threads = [threading.Thread(target=flood, args=(target, b, stop, seen))
+                               for _ in range(FLOODERS)]  # fmt: skip
+                    for t in threads:
+                        t.start()
+                    time.sleep(FLOOD_TIMEOUT_S * 3)  # B's breaker opens, its share fills
+                    flooded.append(run(c, target, n // 2, stream=False, pace_s=0.05,
+                                       offset=10_000 + half * n, max_tokens=None)[1])  # fmt: skip
+                    stop.set()
+                    for t in threads:
+                        t.join()
+    lone, busy = np.concatenate(alone), np.concatenate(flooded)
+    floods = ", ".join(f"{k}: {v:,}" for k, v in sorted(seen.items()))
+    return [
+        f"Fairness: tenant A's non-streamed requests through the proxy (50 ms apart, {n} per "
+        f"cell, every one answered: run() raises on any error), alone and while tenant B "
+        f"floods with {FLOODERS} clients sending without pause requests the upstream answers "
+        f"after the server's {FLOOD_TIMEOUT_S:g} s timeout. B's answers during the flood: "
+        f"{floods}.",
+        "",
+        "| tenant A | p50 ms | p99 ms |",
+        "|---|---|---|",
+        f"| alone | {ms(lone, 50):.2f} | {ms(lone, 99):.2f} |",
+        f"| while B floods | {ms(busy, 50):.2f} | {ms(busy, 99):.2f} |",
+        f"| added by B's flood | {ms(busy, 50) - ms(lone, 50):.2f} | "
+        f"{ms(busy, 99) - ms(lone, 99):.2f} |",
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer requests")
@@ -195,15 +285,27 @@ def main() -> None:
                     help="requests per cell against the local model (each waits for the "
                     "extraction of the turns before it: seconds to a minute)")  # fmt: skip
     ap.add_argument("--no-report", action="store_true", help="do not append to docs/benchmarks.md")
+    ap.add_argument(
+        "--part",
+        choices=("overhead", "fairness", "all"),
+        default="all",
+        help="the overhead against a direct call, fairness between tenants, or both",
+    )
     args = ap.parse_args()
     n = 60 if args.quick else 300
-    lines = ["Scripted upstream (a stand-in for a hosted model; answers in well under a "
-             "millisecond of its own), 2,000 memories for the user, a new question each "
-             f"request, {n} requests per cell:", ""]  # fmt: skip
-    modes = [("paced, non-streamed", False, 0.05), ("paced, streamed", True, 0.05),
-             ("back-to-back, non-streamed", False, 0.0)]  # fmt: skip
-    with ScriptedUpstream(responder=lambda r: "Your budget for the Hawaii trip is $10,000.") as up:
-        lines += measure(up.base_url, "scripted", n, None, modes, warm=20)
+    lines: list[str] = []
+    if args.part in ("overhead", "all"):
+        lines += ["Scripted upstream (a stand-in for a hosted model; answers in well under a "
+                  "millisecond of its own), 2,000 memories for the user, a new question each "
+                  f"request, {n} requests per cell:", ""]  # fmt: skip
+        modes = [("paced, non-streamed", False, 0.05), ("paced, streamed", True, 0.05),
+                 ("back-to-back, non-streamed", False, 0.0)]  # fmt: skip
+        answer = "Your budget for the Hawaii trip is $10,000."
+        with ScriptedUpstream(responder=lambda r: answer) as up:
+            lines += measure(up.base_url, "scripted", n, None, modes, warm=20)
+    if args.part in ("fairness", "all"):
+        lines += ["", *fairness(n)] if lines else fairness(n)
+        print("\n".join(lines[-6:]), flush=True)
     if args.local_llm:
         from tests.support.local_llm import serve
 
@@ -218,7 +320,9 @@ def main() -> None:
                              settled=True)  # fmt: skip
     if not args.no_report:
         cmd = "make bench-proxy" + (" (with --local-llm)" if args.local_llm else "")
-        append_report("Memory proxy overhead (issue 11)", cmd, lines)
+        if args.part != "all":
+            cmd += f" (BENCH_PROXY_ARGS=--part {args.part})"
+        append_report("Memory proxy overhead and fairness between tenants", cmd, lines)
     else:
         print("\n".join(lines))
 

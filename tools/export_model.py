@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 
 try:
-    from synapsedb.embed.export import export_model, resolve_model_dir
+    from synapsedb.embed.export import DEFAULT_PRECISION, export_model, resolve_model_dir
 except ImportError:  # run from a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-    from synapsedb.embed.export import export_model, resolve_model_dir
+    from synapsedb.embed.export import DEFAULT_PRECISION, export_model, resolve_model_dir
 
+from synapsedb.embed.cpu import has_int8_dot
 from synapsedb.errors import SynapseError
 
 
@@ -28,18 +29,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true", help="rebuild even if up to date")
     args = ap.parse_args(argv)
     print(f"model dir: {resolve_model_dir(args.model_dir)}")
-    try:
-        res = export_model(args.model_dir, force=args.force)
-    except SynapseError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    if res.exported:
-        print(
-            f"exported {res.model_path} ({res.size_bytes / 1e6:.1f} MB) and {res.tokenizer_path.name}"
-            f" in {res.seconds:.2f} s from weights sha256 {res.source_sha256[:16]}..."
-        )
-    else:
-        print(f"up to date: {res.model_path} ({res.size_bytes / 1e6:.1f} MB); nothing to do")
+    # the float32 model, and the int8 query model where the default query_model "auto" uses it
+    precisions = [DEFAULT_PRECISION, *(["int8"] if has_int8_dot() else [])]
+    for precision in precisions:
+        try:
+            res = export_model(args.model_dir, force=args.force, precision=precision)
+        except SynapseError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        if res.exported:
+            print(
+                f"exported {res.model_path} ({res.size_bytes / 1e6:.1f} MB) and {res.tokenizer_path.name}"
+                f" in {res.seconds:.2f} s from weights sha256 {res.source_sha256[:16]}..."
+            )
+        else:
+            print(f"up to date: {res.model_path} ({res.size_bytes / 1e6:.1f} MB); nothing to do")
     return 0
 
 

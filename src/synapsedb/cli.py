@@ -388,6 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_mcp import add_parser as add_mcp
 
     add_mcp(sub, remote)
+    from .cli_models import add_parser as add_models
+
+    add_models(sub, Help)
     data = os.environ.get("SYNAPSEDB_DATA", "./synapse-data")
     p = sub.add_parser("keys", help="create, list and revoke API keys (stored as hashes)")
     ks = p.add_subparsers(dest="keys_command", required=True)

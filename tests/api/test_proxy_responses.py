@@ -40,10 +40,15 @@ def test_a_chain_of_responses_carries_its_turns_and_its_memories(proxy: ProxyEnv
                      ("assistant", "Your budget is $3000."), ("user", "And in euros?")]  # fmt: skip
     assert one.body["model"] == two.body["model"] == "gpt-test" and not one.stream
     proxy.drain()
-    # the chain is stored durably in the namespace, under the entity it was about
-    stored = proxy.call("GET", "/facts", params={"entity": CHAIN, "key": first.id}).json()
-    assert stored["value"]["entity"] == "user:hana" and stored["value"]["session"] == first.id
-    assert stored["value"]["output"] == "Your budget is $3000."
+    # the chain is stored durably in the namespace: the record an event about its user in
+    # the session's companion stream, found by the response id
+    where = proxy.call("GET", "/facts", params={"entity": CHAIN, "key": first.id}).json()
+    assert where["value"]["stream"] == f"synapsedb:session:{first.id}"
+    (stored,) = proxy.call("GET", "/events", params={"stream": where["value"]["stream"],
+                                                     "start": where["value"]["event"],
+                                                     "limit": 1}).json()  # fmt: skip
+    assert stored["entity"] == "user:hana" and stored["data"]["session"] == first.id
+    assert stored["data"]["output"] == "Your budget is $3000."
     # both turns went to one session, the chain's, under the entity of its first response
     said = proxy.call("GET", "/events", params={"stream": f"session:{first.id}"}).json()
     assert [e["content"] for e in said] == ["What is my budget for the Hawaii trip?",
@@ -114,6 +119,7 @@ def test_input_items_instructions_and_formats_become_chat_messages(proxy: ProxyE
     with proxy.sdk() as client:
         out = client.responses.create(
             model="m", instructions="Answer in JSON.", max_output_tokens=50, temperature=0.2,
+            user="user:formats",  # nobody with memories: nothing is injected
             input=[
                 {"role": "developer", "content": "Cities only."},
                 {"type": "message", "role": "user", "content": [
@@ -162,6 +168,12 @@ def test_the_default_namespace_and_a_length_cut_answer(proxy: ProxyEnv) -> None:
         ({"model": "m", "input": [{"role": "robot", "content": "x"}]}, "input[0].role"),
         ({"model": "m", "input": [{"role": "user", "content": [{"type": "input_file"}]}]},
          "input[0].content[0].type"),
+        ({"model": "m", "input": [{"role": "user", "content": [{"type": "input_text",
+                                                                "text": 1}]}]},
+         "input[0].content[0].text"),
+        ({"model": "m", "input": [{"role": "user", "content": [{"type": "input_image"}]}]},
+         "input[0].content[0].image_url"),
+        ({"model": "m", "input": [{"role": "user", "content": ["hi"]}]}, "input[0].content[0]"),
         ({"model": "m", "input": "x", "tools": [{"type": "web_search"}]}, "tools"),
         ({"model": "m", "input": "x", "frobnicate": True}, "frobnicate"),
         ({"model": "m", "input": "x", "temperature": 3}, "temperature"),
@@ -180,6 +192,14 @@ def test_a_bad_body_is_a_400_naming_the_field(
     assert r.status_code == 400 and err["param"] == param, r.text
     assert err["type"] == "invalid_request_error" and param.split("[")[0] in err["message"]
     assert proxy.upstream.requests == []
+
+
+def test_a_part_whose_text_is_not_a_string_names_that_field(proxy: ProxyEnv) -> None:
+    body = {"model": "m", "input": [{"role": "user", "content": [
+        {"type": "input_text", "text": "fine"}, {"type": "input_text", "text": 1}]}]}  # fmt: skip
+    err = proxy.call("POST", "/responses", json=body).json()["error"]
+    assert err["message"] == "input[0].content[1].text: expected a string, got a number"
+    assert err["param"] == "input[0].content[1].text"
 
 
 def test_another_tenant_cannot_continue_a_response(proxy: ProxyEnv) -> None:

@@ -163,7 +163,8 @@ def scenario(db: Any) -> list[Any]:
             {"role": "user", "content": "what's my budget for it?"}]  # fmt: skip
     out.append(mem.recall(msgs, entity="user:1", rewrite="heuristic"))
     out.append(mem.recall(msgs, entity="user:1", rewrite="llm"))
-    out.append(mem.recall(msgs, entity="user:1", threshold=0, k=3, budget_tokens=40))
+    # 100 tokens: the block's frame (first line, markers, note) is about 33 of them
+    out.append(mem.recall(msgs, entity="user:1", threshold=0, k=3, budget_tokens=100))
     out.append(mem.recall("vegetarian food", threshold=0.0))
     # one clock instant: memories tie on time and then order by their random ids
     out.append(sorted(mem.memories("user:1"), key=lambda m: (m.type, m.content, m.version)))

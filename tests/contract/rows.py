@@ -102,8 +102,9 @@ def query(ns: str, qid: str, sys_us: int, *, text: str | None = "what does alice
 
 
 def answer(ns: str, aid: str, sys_us: int, *, text: str | None = "Alice drinks tea.",
-           query_ids: str = "[]", memories: str = "[]") -> AnswerInsert:  # fmt: skip
-    return AnswerInsert(ns, aid, sys_us, "writer", text, query_ids, "[]", memories)
+           query_ids: str = "[]", memories: str = "[]",
+           entities: str = "[]") -> AnswerInsert:  # fmt: skip
+    return AnswerInsert(ns, aid, sys_us, "writer", text, query_ids, "[]", memories, entities)
 
 
 def loaded(row: Row, erased: int = 0) -> Row:

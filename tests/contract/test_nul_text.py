@@ -102,7 +102,7 @@ class _RawAnswer(Op):
 
     def plan(self, tx: Tx) -> str:
         tx.batch.answers.append(("acme", self.answer_id, tx.now_us, None, self.text, "[]", "[]",
-                                 "[]"))  # fmt: skip
+                                 "[]", "[]"))  # fmt: skip
         return self.answer_id
 
 

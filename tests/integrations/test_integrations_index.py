@@ -30,3 +30,9 @@ def test_named_extras_exist() -> None:
     ]
     named = set(re.findall(r"synapsedb\[(\w+)\]", INDEX))
     assert named and named <= set(extras), named - set(extras)
+
+
+def test_every_page_says_how_to_install_the_model() -> None:
+    """What a plain pip install lacks, named where each integration is set up."""
+    for page in sorted((ROOT / "docs" / "integrations").glob("*.md")):
+        assert "synapsedb models install" in page.read_text(), page.name

@@ -18,5 +18,7 @@ def test_the_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.chdir(tmp_path)
     for name in ("SYNAPSEDB_LLM_BASE_URL", "SYNAPSEDB_LLM_MODEL"):  # no model: as documented
         monkeypatch.delenv(name, raising=False)
-    (code,) = blocks()
-    exec(compile(code, "docs/integrations/llamaindex.md[0]", "exec"), {})
+    found = blocks()
+    assert len(found) == 2  # the chat stores and memory block; the vector store
+    for i, code in enumerate(found):
+        exec(compile(code, f"docs/integrations/llamaindex.md[{i}]", "exec"), {})

@@ -50,7 +50,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     keys.revoke(made["revoked"][0].id)
     try:
         with serve(create_app(db, keys, allowed_hosts=LOOPBACK_HOSTS)) as url:
-            yield {"url": url, "db": db, **{name: tok for name, (_k, tok) in made.items()}}
+            yield {"url": url, "db": db, "keys": keys,
+                   **{name: tok for name, (_k, tok) in made.items()}}  # fmt: skip
     finally:
         db.close()
 
@@ -205,10 +206,14 @@ def test_the_endpoint_s_own_refusals(env: dict[str, Any]) -> None:
     for headers in ({}, {"Authorization": "Bearer sdb_bogus_x"},
                     {"Authorization": f"Bearer {env['revoked']}"}):  # fmt: skip
         r = httpx.post(url, json=init, headers={**accept, **headers})
-        assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert r.json()["jsonrpc"] == "2.0" and r.json()["id"] is None  # JSON-RPC's shape
+        assert r.json()["error"]["code"] == -32000
+        assert r.json()["error"]["data"]["error"]["code"] == "unauthorized"
     auth = {**accept, "Authorization": f"Bearer {env['a']}"}
     r = httpx.post(url, content=b"{}", headers={**auth, "Content-Type": "text/plain"})
-    assert r.status_code == 415 and r.json()["error"]["code"] == "unsupported_media_type"
+    assert r.status_code == 415
+    assert r.json()["error"]["data"]["error"]["code"] == "unsupported_media_type"
     r = httpx.get(url, headers=auth)
     assert r.status_code == 405 and r.json()["error"]["details"]["allowed"] == ["POST"]
     r = httpx.post(url, json=init, headers={**auth, "Host": "evil.example"})
@@ -217,6 +222,37 @@ def test_the_endpoint_s_own_refusals(env: dict[str, Any]) -> None:
     assert r.status_code == 200 and r.json()["result"]["serverInfo"]["name"] == "synapsedb"
     r = httpx.post(url, content=b"{not json", headers={**auth, "Content-Type": "application/json"})
     assert r.status_code == 400 and r.json()["error"]["code"] == -32700  # JSON-RPC's own shape
+
+
+@pytest.mark.parametrize("key", ["revoked", "bogus"])
+def test_a_refused_key_says_why_in_the_handshake(env: dict[str, Any], key: str) -> None:
+    """The official client's error carries the server's words ("unauthorized: ..."), not
+    "Server returned an error response". The SDK itself wraps a failed handshake in an
+    ExceptionGroup (its task group), holding that one MCPError."""
+
+    async def never(client: Any) -> None:  # pragma: no cover - the handshake is refused
+        raise AssertionError("the session opened with a refused key")
+
+    env = {**env, "bogus": "sdb_bogus_x"}
+    with pytest.raises(BaseExceptionGroup) as exc:
+        session(env, key, never, mode="legacy")
+    assert exc.group_contains(mcp.MCPError, match=r"^unauthorized: a valid API key is required")
+
+
+def test_a_key_revoked_mid_session_is_an_mcp_error(env: dict[str, Any]) -> None:
+    """A call after the key was revoked raises MCPError itself, which a host shows as is."""
+    made, token = env["keys"].create("acme", ["read", "write"])
+
+    async def scenario(client: Any) -> mcp.MCPError:
+        await ok(client, "get_fact", entity="user:1")
+        env["keys"].revoke(made.id)
+        with pytest.raises(mcp.MCPError) as exc:
+            await client.call_tool("get_fact", {"entity": "user:1"})
+        return exc.value
+
+    err = session({**env, "fresh": token}, "fresh", scenario)
+    assert str(err).startswith("unauthorized: ")
+    assert err.error.data["error"]["code"] == "unauthorized"
 
 
 def test_an_open_server_refuses_tenant_names(tmp_path: Path) -> None:

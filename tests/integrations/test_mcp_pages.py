@@ -31,6 +31,8 @@ from synapsedb.integrations.mcp.server import build_server  # noqa: E402
 
 NS = "travel"
 NAMES = sorted([f"user:{i:04d}" for i in range(2 * PAGE + 37)] + ["ünïcode:1", "a b/c?d"])
+# more than a page of them, so that a page made only of them is skipped too
+INTERNAL = ["synapsedb:jobs", "synapsedb:config"] + [f"synapsedb:x{i:04d}" for i in range(PAGE + 5)]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,10 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     path = tmp_path_factory.mktemp("mcp-pages") / "d"
     with synapsedb.open(path, embedder=None, llm=None, durability="os",
                         background_maintenance=False) as database:  # fmt: skip
-        database.namespace(NS).write_many([(n, f"note about {n}") for n in NAMES])
+        ns = database.namespace(NS)
+        ns.write_many([(n, f"note about {n}") for n in NAMES])
+        for name in INTERNAL:  # SynapseDB's own entities: hidden from every list below
+            ns.set(name, "state", {"queued": 1})
         yield database
 
 
@@ -102,6 +107,20 @@ def test_the_entities_resource_pages_through_mcp(db: Any) -> None:
     assert "synapsedb://{namespace}/entities{?as_of,prefix,after}" in templates
 
 
+def test_synapsedb_s_own_entities_are_not_resources(db: Any) -> None:
+    async def scenario(c: Any) -> tuple[Any, Any]:
+        base = f"synapsedb://{NS}/entities"
+        listed = json.loads((await c.read_resource(base + "?prefix=synapsedb%3A")).contents[0].text)
+        with pytest.raises(mcp.MCPError) as exc:
+            await c.read_resource(entity_uri(NS, "synapsedb:jobs"))
+        return listed, exc.value.error
+
+    listed, err = run(db, scenario)
+    assert listed == {"entities": []}
+    assert err.code == -32002 and err.data["error"]["code"] == "not_found"
+    assert db.namespace(NS).facts("synapsedb:jobs")  # there, only not a resource
+
+
 class _Spy:
     """A namespace handle recording the entities() calls ``page`` makes."""
 
@@ -151,3 +170,20 @@ def test_a_cursor_past_the_last_name_is_an_empty_last_page(tmp_path: Path) -> No
         ns.write("b", "note")
         assert page(ns, encode_cursor("a")) == (["b"], None)
         assert page(ns, encode_cursor("b")) == ([], None)
+
+
+def test_an_output_schema_refuses_an_answer_that_drifted() -> None:
+    """The schemas say something: a remember answer without its id, or with a field of the wrong type, fails."""
+    import jsonschema
+
+    from synapsedb.integrations.mcp.encode import to_json
+    from synapsedb.integrations.mcp.schemas import output_schema
+
+    with synapsedb.open(Path(__import__("tempfile").mkdtemp()) / "d", embedder=None,
+                        llm=None) as db:  # fmt: skip
+        memory = to_json(db.namespace("n").write("user:1", {"content": "x", "embedding": [1.0]}))
+    schema = output_schema("remember")
+    jsonschema.validate(memory, schema)
+    for broken in ({k: v for k, v in memory.items() if k != "id"}, {**memory, "salience": "hi"}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(broken, schema)

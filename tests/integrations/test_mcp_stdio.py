@@ -22,6 +22,7 @@ from tests.support.live_server import serve
 mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
 
 TOOLS = {"remember", "remember_conversation", "recall", "get_memory", "get_fact", "set_fact",
          "history", "forget", "lineage", "record_answer"}  # fmt: skip
@@ -63,6 +64,9 @@ def test_every_tool_over_stdio_on_a_data_directory(tmp_path: Path) -> None:
         assert set(listed) == TOOLS
         for tool in listed.values():
             assert tool.description and tool.input_schema["additionalProperties"] is False
+            # what the client checks every structured answer against (an object, with $defs)
+            assert tool.output_schema["type"] == "object", tool.name
+            assert tool.output_schema.get("properties") or tool.output_schema.get("anyOf")
             for name, prop in tool.input_schema["properties"].items():
                 assert prop.get("description"), (tool.name, name)
         assert listed["remember"].input_schema["required"] == ["entity", "content"]
@@ -199,3 +203,48 @@ def test_a_bad_start_is_said_on_stderr_with_status_2(tmp_path: Path) -> None:
                          timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
     assert out.returncode == 2 and out.stdout == ""
     assert "namespace" in out.stderr and "validation" in out.stderr
+
+
+def test_a_data_directory_in_use_is_said_to_the_host(tmp_path: Path) -> None:
+    """A second server on a held data directory: the host's initialize gets a JSON-RPC error
+    saying so (what hosts display), not only "Connection closed"; stderr says it too."""
+    errlog = tmp_path / "stderr.txt"
+
+    async def main() -> None:
+        with errlog.open("w") as err:
+            transport = stdio_client(params("--data", str(tmp_path / "d")), errlog=err)
+            async with Client(transport, mode="legacy", read_timeout_seconds=120):
+                raise AssertionError("the session opened on a held data directory")
+
+    held = synapsedb.open(tmp_path / "d", embedder=None, llm=None)
+    try:
+        with pytest.raises(BaseExceptionGroup) as exc:  # the SDK's task group wraps it
+            anyio.run(main)
+    finally:
+        held.close()
+    assert exc.group_contains(mcp.MCPError, match=r"^storage: data directory .* is in use")
+    found = exc.value.exceptions[0]
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    assert isinstance(found, mcp.MCPError) and found.error.data["error"]["code"] == "storage"
+    assert "error [storage]: data directory" in errlog.read_text()
+
+
+def test_the_refusal_answers_the_first_request_only() -> None:
+    import io
+
+    from synapsedb.errors import StorageError
+    from synapsedb.integrations.mcp.stdio import REFUSED, refuse_stdio
+
+    out = io.StringIO()
+    stdin = io.StringIO('not json\n{"jsonrpc": "2.0", "method": "notifications/x"}\n'
+                        '{"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {}}\n'
+                        '{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}\n')  # fmt: skip
+    refuse_stdio(StorageError("data directory d is in use"), stdin, out)
+    answer = json.loads(out.getvalue())
+    assert answer["id"] == 7 and answer["error"]["code"] == REFUSED
+    assert answer["error"]["message"] == "storage: data directory d is in use"
+    assert stdin.readline().startswith('{"jsonrpc": "2.0", "id": 8')  # left unread
+    empty = io.StringIO()
+    refuse_stdio(StorageError("x"), io.StringIO(""), empty)  # end of input: no word
+    assert empty.getvalue() == ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -91,3 +92,34 @@ def test_typescript_client_suite() -> None:
         out = _run([node, "--test", "--test-concurrency=2", *files], "node --test", timeout=900,
                    env=env)  # fmt: skip
     assert "# fail 0" in out and "# pass " in out, out[-4000:]
+
+
+def test_installs_from_a_path_and_as_a_packed_tarball(tmp_path: Path) -> None:
+    """``npm install <path>`` of a fresh copy (no node_modules, no dist: a clone) builds dist/
+    through ``prepare``, and so does ``npm pack``; a project then imports the package."""
+    node, npm = _tools()
+    pkg = tmp_path / "client"
+    shutil.copytree(PACKAGE, pkg, ignore=shutil.ignore_patterns("node_modules", "dist", "build"))
+    check = ("import { connect, ModelMissingError } from '@synapsedb/client'; "
+             "console.log(typeof connect, ModelMissingError.code)")  # fmt: skip
+
+    def project(name: str, spec: str) -> str:
+        app = tmp_path / name
+        app.mkdir()
+        (app / "package.json").write_text(json.dumps({"name": name, "private": True,
+                                                      "type": "module"}))  # fmt: skip
+        out = subprocess.run([npm, "install", "--no-audit", "--no-fund", spec], cwd=app,
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+        ran = subprocess.run([node, "--input-type=module", "-e", check], cwd=app,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert ran.returncode == 0, ran.stderr[-4000:]
+        return ran.stdout.strip()
+
+    assert project("from-path", str(pkg)) == "function model_missing"
+    assert (pkg / "dist" / "index.js").is_file() and (pkg / "dist" / "ai.d.ts").is_file()
+    packed = subprocess.run([npm, "pack", "--pack-destination", str(tmp_path)], cwd=pkg,
+                            capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert packed.returncode == 0, packed.stderr[-4000:]
+    tarball = tmp_path / packed.stdout.strip().splitlines()[-1]
+    assert project("from-tarball", str(tarball)) == "function model_missing"

@@ -42,17 +42,18 @@ def client(url: str) -> openai.OpenAI:
 
 def test_chat_completion_through_the_proxy(proxied: tuple[str, Database]) -> None:
     url, db = proxied
-    out = client(url).chat.completions.create(
+    raw = client(url).chat.completions.with_raw_response.create(
         model="smollm2-135m-instruct", user=USER, max_tokens=24,
         messages=[{"role": "user", "content": "What is my budget for the Hawaii trip?"}],
     )  # fmt: skip
+    out = raw.parse()
     answer = out.choices[0].message.content
     print(f"\nSmolLM2 through the proxy: {answer!r}")
     assert answer and out.id
     lin = None  # the answer is recorded after it was sent: wait for its lineage
     for _ in range(200):
         try:
-            lin = db.namespace("travel").lineage(out.id)
+            lin = db.namespace("travel").lineage(raw.headers["x-synapsedb-answer-id"])
             break
         except synapsedb.NotFoundError:
             time.sleep(0.05)

@@ -72,9 +72,10 @@ class ProxyEnv:
 
 
 @contextlib.contextmanager
-def start_proxy(path: Path) -> Iterator[ProxyEnv]:
+def start_proxy(path: Path, **llm: Any) -> Iterator[ProxyEnv]:
     """Keys: ``a`` (tenant-a), ``b`` (tenant-b), ``a_read`` (read only), ``a_only`` (only
-    namespace "only"), ``op`` (operator). The loop has no LLM of its own (turns are stored, extraction waits)."""
+    namespace "only"), ``a_admin`` (tenant-a, purges too), ``op`` (operator). The loop has no LLM of its own (turns are stored,
+    extraction waits). ``llm``: settings of the upstream client other than the defaults here."""
     with ScriptedUpstream() as up:
         db = synapsedb.open(path, durability="os", background_maintenance=False, llm=None)
         keys = KeyStore(path)
@@ -83,11 +84,14 @@ def start_proxy(path: Path) -> Iterator[ProxyEnv]:
             ("b", "tenant-b", ["read", "write"], None),
             ("a_read", "tenant-a", ["read"], None),
             ("a_only", "tenant-a", ["read", "write"], ["only"]),
+            ("a_admin", "tenant-a", ["read", "write", "admin"], None),
             ("op", "ops", ["operator"], None),
         ]}  # fmt: skip
-        llm = LLMSettings(base_url=up.base_url, model="proxy-model", api_key=UPSTREAM_KEY,
-                          max_retries=0, breaker_failures=1000, timeout_s=10)  # fmt: skip
-        app = create_app(db, keys, llm=llm)
+        options: dict[str, Any] = {"max_retries": 0, "breaker_failures": 1000, "timeout_s": 10,
+                                   **llm}  # fmt: skip
+        settings = LLMSettings(base_url=up.base_url, model="proxy-model", api_key=UPSTREAM_KEY,
+                               **options)  # fmt: skip
+        app = create_app(db, keys, llm=settings)
         try:
             with serve(app) as url:
                 yield ProxyEnv(url, up, db, app, tokens)

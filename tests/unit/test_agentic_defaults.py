@@ -88,6 +88,26 @@ def test_the_turns_are_found_by_another_process_after_this_one_closes(
         database.close()
 
 
+def test_a_process_killed_right_after_remember_loses_no_turn(
+    tmp_path: Path, model: OnnxMiniLM
+) -> None:
+    path = tmp_path / "data"
+    code = (
+        "import os, signal, synapsedb\n"
+        f"db = synapsedb.open({str(path)!r}, llm=None)\n"
+        f"db.namespace('acme').remember({convo(ADA)!r}, entity='user:ada', session='s1')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], timeout=120)
+    assert done.returncode == -9  # killed: no close, no background work finished
+    database = synapsedb.open(path, durability="os", embedder=model, llm=None)
+    try:
+        found = database.namespace("acme").recall("Where do I live?", entity="user:ada")
+        assert [m.content for m in found.memories] == [ADA]  # at the defaults
+    finally:
+        database.close()
+
+
 def test_with_the_embedder_down_the_turns_are_kept_and_indexed_later(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -942,10 +942,10 @@ def test_the_threshold_can_be_set_per_namespace(
 ) -> None:  # fmt: skip
     loop = attach(None)
     q = "What is my budget for the Hawaii trip?"
-    assert loop.threshold(hawaii) == 0.6
+    assert loop.threshold(hawaii) == 0.25
     assert loop.configure(hawaii, threshold=0.0) == 0.0
     assert len(hawaii.recall(q, entity="user:1").memories) == 2
-    assert loop.threshold(db.namespace("other")) == 0.6  # other namespaces keep the default
+    assert loop.threshold(db.namespace("other")) == 0.25  # other namespaces keep the default
     loop.configure(hawaii, threshold=1)
     assert hawaii.recall(q, entity="user:1").memories == ()
     assert len(hawaii.recall(q, entity="user:1", threshold=0).memories) == 2  # the call wins
@@ -955,10 +955,31 @@ def test_the_threshold_can_be_set_per_namespace(
     # the setting is a KV fact: one written by hand that configure would refuse is ignored
     for odd in (True, 7, "high", None):
         hawaii.set(CONFIG_ENTITY, "recall", {"threshold": odd})
-        assert loop.threshold(hawaii) == 0.6
+        assert loop.threshold(hawaii) == 0.25
 
 
-def test_the_budget_limits_the_block_and_the_memories_match_it(db: Database) -> None:
+def test_the_block_holds_at_most_max_memories(
+    db: Database, attach: Callable[..., MemoryLoop]
+) -> None:
+    mem = db.namespace("acme")
+    places = ["Maui", "Oahu", "Kauai", "Lanai", "Molokai", "Hilo", "Kona", "Lahaina", "Hana",
+              "Waikiki", "Kailua", "Princeville"]  # fmt: skip
+    mem.write_many([("user:1", f"In {2000 + i} the user flew to {p} with {n} friends")
+                    for i, (p, n) in enumerate(zip(places, range(2, 14), strict=True))])  # fmt: skip
+    q = "Where did I fly with my friends?"
+    assert len(mem.recall(q, entity="user:1", threshold=0).memories) == 7  # the default cap
+    attach(None, max_memories=3)
+    found = mem.recall(q, entity="user:1", threshold=0)
+    assert len(found.memories) == 3 and found.dropped == 7
+    assert found.context.count("\n- [") == 3
+    with pytest.raises(ValidationError, match="max_memories"):
+        LoopSettings(max_memories=0)
+
+
+def test_the_budget_limits_the_block_and_the_memories_match_it(
+    db: Database, attach: Callable[..., MemoryLoop]
+) -> None:
+    attach(None, max_memories=100)  # the budget alone decides here
     mem = db.namespace("acme")
     islands = ["Maui", "Oahu", "Kauai", "Lanai", "Molokai", "the Big Island", "Niihau",
                "Kahoolawe"]  # fmt: skip
@@ -968,11 +989,11 @@ def test_the_budget_limits_the_block_and_the_memories_match_it(db: Database) -> 
     q = "How much do the Hawaii trips cost?"
     full = mem.recall(q, entity="user:1", threshold=0, budget_tokens=10_000)
     assert len(full.memories) == 8
-    for budget in (40, 60, 100):
+    for budget in (70, 90, 130):  # the block's frame (its first line, markers, note): ~33
         out = mem.recall(q, entity="user:1", threshold=0, budget_tokens=budget)
         assert 0 < out.tokens <= budget
         assert 0 < len(out.memories) < 8
-        lines = out.context.splitlines()[1:]
+        lines = out.context.splitlines()[2:-2]
         assert [line.split("]")[0][3:] for line in lines] == [m.id for m in out.memories]
         assert out.dropped == 8 - len(out.memories)
         # in ranking order (one that does not fit is skipped for a shorter one after it)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
+import dataclasses
+import json
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -350,15 +353,28 @@ def test_chat_json_refuses_unusable_schemas_and_names(
 # -- retries -----------------------------------------------------------------------------------
 
 
-def test_5xx_is_retried_with_jittered_exponential_backoff(
+def test_refusals_are_retried_with_jittered_exponential_backoff(
     make: Callable[..., Client], upstream: ScriptedUpstream, fake_time: FakeTime
 ) -> None:
-    upstream.push(Reply.error(503), Reply.error(502), Reply.error(500), "finally")
+    upstream.push(Reply.error(503), Reply.error(429), Reply.error(503), "finally")
     reply = make(max_retries=3, backoff_base_s=0.5, backoff_cap_s=1.5).chat(USER)
     assert reply.content == "finally"
     # random() = 0.5 times min(cap, base * 2**n): 0.5*0.5, 0.5*1.0, 0.5*1.5 (capped)
     assert fake_time.sleeps == [0.25, 0.5, 0.75]
     assert len(upstream.requests) == 4
+
+
+@pytest.mark.parametrize("status", [500, 502, 504])
+def test_a_5xx_that_may_have_done_the_work_is_not_retried(
+    make: Callable[..., Client], upstream: ScriptedUpstream, fake_time: FakeTime, status: int
+) -> None:
+    upstream.push(Reply.error(status, "boom"), "never sent")
+    client = make(max_retries=3, breaker_failures=2)
+    with pytest.raises(UpstreamError, match=f"answered {status}: boom [(]not retried") as err:
+        client.chat(USER)
+    assert (err.value.status, err.value.attempts, err.value.breaker_open) == (status, 1, False)
+    assert fake_time.sleeps == [] and len(upstream.requests) == 1 and upstream.pending == 1
+    assert client.breaker_state == BreakerState.CLOSED  # one failure counted of two
 
 
 def test_retry_after_is_honoured(
@@ -384,10 +400,10 @@ def test_a_retry_after_longer_than_the_cap_is_not_waited_for(
 def test_retries_run_out(
     make: Callable[..., Client], upstream: ScriptedUpstream, fake_time: FakeTime
 ) -> None:
-    upstream.push(*[Reply.error(500, "boom")] * 3)
-    with pytest.raises(UpstreamError, match="answered 500: boom") as err:
+    upstream.push(*[Reply.error(503, "busy")] * 3)
+    with pytest.raises(UpstreamError, match=r"answered 503: busy \(gave up after 3") as err:
         make(max_retries=2).chat(USER)
-    assert (err.value.status, err.value.attempts, err.value.breaker_open) == (500, 3, False)
+    assert (err.value.status, err.value.attempts, err.value.breaker_open) == (503, 3, False)
     assert len(fake_time.sleeps) == 2 and len(upstream.requests) == 3
 
 
@@ -412,12 +428,16 @@ def test_an_upstream_408_is_a_timeout_and_retried(
     assert fake_time.sleeps == [0.25]
 
 
-def test_a_dropped_connection_is_retried(
+def test_a_connection_dropped_after_the_request_is_not_retried(
     make: Callable[..., Client], upstream: ScriptedUpstream, fake_time: FakeTime
 ) -> None:
-    upstream.push(Reply.dropped(), "back again")
-    assert make().chat(USER).content == "back again"
-    assert len(fake_time.sleeps) == 1 and len(upstream.requests) == 2
+    """The upstream had the whole request: it may have crashed on it (a second one would crash
+    it again) or still be working behind a gateway."""
+    upstream.push(Reply.dropped(), "never sent")
+    with pytest.raises(UpstreamError, match="connection broke before the answer") as err:
+        make(max_retries=2).chat(USER)
+    assert err.value.attempts == 1 and "not retried" in err.value.message
+    assert fake_time.sleeps == [] and len(upstream.requests) == 1
 
 
 def test_an_unreachable_upstream_is_an_upstream_error(
@@ -430,14 +450,39 @@ def test_an_unreachable_upstream_is_an_upstream_error(
     assert err.value.attempts == 2 and len(fake_time.sleeps) == 1
 
 
-def test_a_slow_upstream_times_out_and_is_retried(
+def test_a_read_timeout_is_not_retried_the_model_is_still_generating(
     make: Callable[..., Client], upstream: ScriptedUpstream, fake_time: FakeTime
 ) -> None:
+    """A cold local model still writing its first answer: a second request would run beside
+    it and double the load (it was retried twice, a 134 s first answer)."""
     upstream.push(Reply.slow(60), Reply.slow(60))  # cut short when the upstream closes
-    with pytest.raises(UpstreamError, match="timed out") as err:
-        make(timeout_s=0.2, max_retries=1).chat(USER)
-    assert err.value.attempts == 2 and len(upstream.requests) == 2
-    assert len(fake_time.sleeps) == 1
+    with pytest.raises(UpstreamError, match="timed out waiting for the answer") as err:
+        make(timeout_s=0.2, max_retries=2).chat(USER)
+    assert "not retried" in err.value.message and err.value.attempts == 1
+    assert len(upstream.requests) == 1 and fake_time.sleeps == [] and upstream.pending == 1
+
+
+def test_a_request_that_could_not_connect_in_time_is_retried(
+    make: Callable[..., Client], fake_time: FakeTime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing reached the upstream: safe to send again."""
+    import httpx
+
+    sent: list[str] = []
+
+    def refuse(self: Any, request: httpx.Request) -> httpx.Response:
+        sent.append(str(request.url))
+        raise httpx.ConnectTimeout("connect timed out", request=request)
+
+    monkeypatch.setattr(httpx.HTTPTransport, "handle_request", refuse)
+
+    async def refuse_async(self: Any, request: httpx.Request) -> httpx.Response:
+        return refuse(self, request)
+
+    monkeypatch.setattr(httpx.AsyncHTTPTransport, "handle_async_request", refuse_async)
+    with pytest.raises(UpstreamError, match=r"timed out \(ConnectTimeout\) \(gave up after 3"):
+        make(max_retries=2).chat(USER)
+    assert len(sent) == 3 and len(fake_time.sleeps) == 2
 
 
 # -- circuit breaker ---------------------------------------------------------------------------
@@ -546,7 +591,51 @@ def test_a_password_in_the_base_url_never_shows(make: Callable[..., Client]) -> 
     with pytest.raises(UpstreamError) as err:
         client.chat(USER)
     assert "hunter2-pw" not in str(err.value) and "hunter2-pw" not in repr(client)
-    assert f"127.0.0.1:{port}/v1" in str(err.value)
+    assert "127.0.0.1" not in str(err.value) and f"127.0.0.1:{port}/v1" in repr(client)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        Reply.error(500, "boom at {url}/chat/completions"),
+        Reply.error(503, "busy"),
+        Reply(body=b"<html>bad gateway at {url}</html>"),
+        Reply.dropped(),
+        Reply.slow(30),
+    ],
+    ids=["500-echoing-the-url", "503", "not-a-completion", "dropped", "timeout"],
+)
+def test_an_upstream_error_never_names_the_operators_upstream(
+    make: Callable[..., Client], upstream: ScriptedUpstream, caplog: pytest.LogCaptureFixture,
+    failure: Reply,
+) -> None:  # fmt: skip
+    """Its message reaches tenants (the proxy's 502, a job's recorded error): the address is
+    the operator's, and is in the operator's log only."""
+    body = failure.body
+    if isinstance(body, dict):
+        body = json.loads(json.dumps(body).replace("{url}", upstream.base_url))
+    elif isinstance(body, bytes):
+        body = body.replace(b"{url}", upstream.base_url.encode())
+    upstream.push(dataclasses.replace(failure, body=body))
+    client = make(max_retries=0, timeout_s=0.3)
+    with (
+        caplog.at_level(logging.WARNING, logger="synapsedb.llm"),
+        pytest.raises(UpstreamError) as err,
+    ):
+        client.chat(USER)
+    shown = f"{err.value} {err.value.details}"
+    assert str(upstream.port) not in shown and "127.0.0.1" not in shown, shown
+    assert str(err.value).startswith("LLM upstream: ")
+    assert upstream.base_url in caplog.text  # the operator's log names it
+    upstream.push("ok")
+    client.chat(USER)  # closes the breaker's count for the next case
+    with pytest.raises(UpstreamError, match="circuit breaker") as err:
+        opened = make(max_retries=0, breaker_failures=1)
+        upstream.push(Reply.error(503))
+        with contextlib.suppress(UpstreamError):
+            opened.chat(USER)
+        opened.chat(USER)
+    assert "127.0.0.1" not in str(err.value)
 
 
 # -- settings ----------------------------------------------------------------------------------
@@ -578,6 +667,8 @@ def test_settings_from_env() -> None:
     [({"base_url": "localhost:8080"}, "base_url"), ({"max_retries": -1}, "max_retries"),
      ({"timeout_s": 0}, "timeout_s"), ({"backoff_cap_s": float("inf")}, "backoff_cap_s"),
      ({"breaker_failures": 0}, "breaker_failures"), ({"structured_output": "xml"}, "structured_output"),
+     ({"proxy_max_tokens": 0}, "proxy_max_tokens"), ({"proxy_tenant_calls": True},
+     "proxy_tenant_calls"), ({"max_connections": 2.5}, "max_connections"),
      ({"nonsense": 1}, "nonsense")],
 )  # fmt: skip
 def test_settings_refuse_bad_values(change: dict[str, Any], field: str) -> None:

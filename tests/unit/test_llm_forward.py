@@ -101,11 +101,22 @@ def test_a_stream_yields_each_event_as_sent(h: Harness) -> None:
 
 
 def test_failures_before_the_first_byte_are_retried_then_streamed(h: Harness) -> None:
-    h.upstream.push(Reply.error(503), Reply.dropped(), Reply.text("finally here"))
+    h.upstream.push(Reply.error(503), Reply.error(429), Reply.text("finally here"))
     stream = h.run(h.client().forward({**BODY, "stream": True}))
     assert isinstance(stream, ChunkStream)
     assert "".join(c.text for c in h.drain(stream)) == "finally here"
     assert len(h.upstream.chat_requests()) == 3 and h.sleeps == [0.25, 0.5]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_forward_that_times_out_waiting_is_sent_once(h: Harness, stream: bool) -> None:
+    """The caller's generation is still running upstream: no second copy of it."""
+    h.upstream.push(Reply.slow(60), Reply.text("never sent"))
+    llm = h.client(timeout_s=0.2, max_retries=2)
+    with pytest.raises(UpstreamError, match="timed out waiting for the answer") as err:
+        h.run(llm.forward({**BODY, "stream": stream}))
+    assert err.value.attempts == 1 and "not retried" in err.value.message
+    assert len(h.upstream.chat_requests()) == 1 and h.sleeps == [] and h.upstream.pending == 1
 
 
 def test_a_dead_upstream_is_an_upstream_error_and_opens_the_breaker(h: Harness) -> None:

@@ -169,6 +169,14 @@ def test_redactor() -> None:
     assert redact.url == "https://api.example.com:8443/v1"
     assert redact("key sk-abc123 and pw-secret") == "key [redacted] and [redacted]"
     assert Redactor("", "")("nothing to hide") == "nothing to hide"
+    hide = redact.hide
+    assert hide("at https://me:pw-secret@api.example.com:8443/v1/chat, key sk-abc123") == (
+        "at [upstream]/chat, key [redacted]")  # fmt: skip
+    assert hide("API.EXAMPLE.COM:8443 or api.example.com, not myapi.example.com") == (
+        "[upstream] or [upstream], not myapi.example.com")  # fmt: skip
+    raw = b'{"error": {"message": "https:\\/\\/api.example.com:8443\\/v1 says sk-abc123"}}'
+    assert redact.hide_bytes(raw) == b'{"error": {"message": "[upstream] says [redacted]"}}'
+    assert Redactor("", "").hide_bytes(b"nothing") == b"nothing"
 
 
 # -- backoff and breaker -----------------------------------------------------------------------

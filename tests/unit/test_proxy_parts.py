@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -16,15 +17,8 @@ import pytest
 
 import synapsedb
 from synapsedb import errors
-from synapsedb.server.proxy import (
-    CHAIN_ENTITY,
-    Warnings,
-    answer_id,
-    inject,
-    new_turns,
-    openai_error,
-    save_record,
-)
+from synapsedb.server.proxy import Warnings, answer_id, inject, new_turns, openai_error
+from synapsedb.server.response_records import CHAIN_ENTITY, save_record, stored_record
 from synapsedb.server.responses import history, load_chain, parse
 from synapsedb.types import Recalled
 
@@ -50,11 +44,10 @@ def test_new_turns_are_the_user_turns_after_the_last_other_message() -> None:
     assert new_turns([*convo, {"role": "tool", "content": "x"}]) == []
 
 
-def test_an_answer_id_is_the_upstreams_when_valid() -> None:
-    assert answer_id("chatcmpl-abc123", "chatcmpl") == "chatcmpl-abc123"
-    for bad in (None, 7, "", "has space", "x" * 200):
-        made = answer_id(bad, "chatcmpl")
-        assert made.startswith("chatcmpl-sdb-") and answer_id(made, "chatcmpl") == made
+def test_an_answer_id_is_always_a_new_one_of_synapsedbs() -> None:
+    made = [answer_id("chatcmpl") for _ in range(1000)]
+    assert len(set(made)) == 1000
+    assert all(re.fullmatch(r"chatcmpl-sdb-[0-9A-Z]{26}", m) for m in made)
 
 
 @pytest.mark.parametrize(
@@ -112,10 +105,14 @@ def test_a_record_over_the_value_limit_keeps_the_end_of_each_turn(ns: synapsedb.
     record = {"entity": "u", "session": "s", "input": [{"role": "user", "content": long}],
               "output": "short answer", "previous": None}  # fmt: skip
     save_record(ns, "resp_1", record)
-    stored = ns.get(CHAIN_ENTITY, "resp_1")
-    kept = stored.value["input"][0]["content"]
+    stored = stored_record(ns, "resp_1")
+    assert stored is not None
+    kept = stored["input"][0]["content"]
     assert kept.endswith(" the end") and not kept.startswith("start") and len(kept) < 4096
-    assert stored.value["output"] == "short answer" and stored.expires_at is not None
+    assert stored["output"] == "short answer"
+    where = ns.get(CHAIN_ENTITY, "resp_1")  # the lookup: where the record is, no words
+    assert where.expires_at is not None and set(where.value) == {"stream", "event"}
+    assert where.value["stream"] == "synapsedb:session:s"
     with pytest.raises(errors.ValidationError):  # what cannot be cut is still refused
         save_record(ns, "resp_2", {**record, "input": [], "output": None,
                                    "blob": "y" * 10_000})  # fmt: skip
@@ -125,8 +122,9 @@ def test_a_chain_is_followed_back_to_its_start_or_its_oldest_kept_link(
     ns: synapsedb.Namespace,
 ) -> None:
     for i, prev in ((1, None), (2, "resp_1"), (3, "resp_2")):
-        save_record(ns, f"resp_{i}", {"input": [{"role": "user", "content": f"q{i}"}],
-                                      "output": f"a{i}", "previous": prev})  # fmt: skip
+        save_record(ns, f"resp_{i}", {"entity": "u", "session": "s", "previous": prev,
+                                      "input": [{"role": "user", "content": f"q{i}"}],
+                                      "output": f"a{i}"})  # fmt: skip
     chain = load_chain(NoPending(), ns, "resp_3")  # type: ignore[arg-type]
     assert [m["content"] for m in history(chain)] == ["q1", "a1", "q2", "a2", "q3", "a3"]
     ns.delete(CHAIN_ENTITY, "resp_1")  # an expired link: the chain starts after it
@@ -136,6 +134,15 @@ def test_a_chain_is_followed_back_to_its_start_or_its_oldest_kept_link(
         load_chain(NoPending(), ns, "resp_9")  # type: ignore[arg-type]
     assert err.value.details["field"] == "previous_response_id"
     assert load_chain(NoPending(), ns, None) == []  # type: ignore[arg-type]
+    # a record stored whole in the lookup fact by an earlier version is still followed
+    ns.set(CHAIN_ENTITY, "resp_0", {"entity": "u", "session": "s", "previous": None,
+                                    "input": [{"role": "user", "content": "q0"}],
+                                    "output": "a0"})  # fmt: skip
+    ns.set(CHAIN_ENTITY, "resp_1", {"entity": "u", "session": "s", "previous": "resp_0",
+                                    "input": [{"role": "user", "content": "q1"}],
+                                    "output": "a1"})  # fmt: skip
+    assert [m["content"] for m in history(load_chain(NoPending(), ns, "resp_3"))] == [  # type: ignore[arg-type]
+        "q0", "a0", "q1", "a1", "q2", "a2", "q3", "a3"]  # fmt: skip
 
 
 def test_parse_maps_the_responses_fields_to_chat_options() -> None:
@@ -175,9 +182,9 @@ def test_one_conversations_work_stays_in_order_and_others_do_not_wait_for_it() -
                  and hash((ns.name, t.entity, None)) % LANES
                  != hash((ns.name, held.entity, None)) % LANES)  # fmt: skip
     try:
-        proxy.finish(ns, held, None, "a", "held-1", [])  # type: ignore[arg-type]
-        proxy.finish(ns, held, None, "b", "held-2", [])  # type: ignore[arg-type]
-        proxy.finish(ns, other, None, "c", "other-1", [])  # type: ignore[arg-type]
+        for turn, text, ident in ((held, "a", "held-1"), (held, "b", "held-2"),
+                                  (other, "c", "other-1")):  # fmt: skip
+            asyncio.run(proxy.finish(ns, turn, None, text, ident, []))  # type: ignore[arg-type]
         deadline = time.monotonic() + 30
         while "other-1" not in ns.order:  # another conversation is not held up
             assert time.monotonic() < deadline

@@ -21,6 +21,7 @@
  * ├── UnsupportedMediaTypeError    unsupported_media_type  415
  * ├── HostNotAllowedError          host_not_allowed        421
  * ├── EmbeddingError               embedding               502
+ * │   └── ModelMissingError        model_missing           503  the local model is not installed
  * ├── UpstreamError                upstream                502  the chat model failed
  * ├── ClosedError                  closed                  503  the client (or database) was closed
  * ├── NotOwnerError                not_owner               503  another process serves the namespace
@@ -170,6 +171,12 @@ export class EmbeddingError extends SynapseError {
   static override readonly httpStatus: number = 502;
 }
 
+/** The server's local embedding model is not installed (`synapsedb models install`). */
+export class ModelMissingError extends EmbeddingError {
+  static override readonly code: string = "model_missing";
+  static override readonly httpStatus: number = 503;
+}
+
 /** The chat model (an OpenAI-compatible endpoint) failed, or none is configured. */
 export class UpstreamError extends SynapseError {
   static override readonly code: string = "upstream";
@@ -252,6 +259,7 @@ export const ERROR_CLASSES: ReadonlyMap<string, ErrorClass> = new Map(
       UnsupportedMediaTypeError,
       HostNotAllowedError,
       EmbeddingError,
+      ModelMissingError,
       UpstreamError,
       ClosedError,
       NotOwnerError,

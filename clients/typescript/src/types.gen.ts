@@ -127,6 +127,7 @@ export interface Lineage {
   queries: LoggedQuery[];
   cited: MemoryRef[];
   erased?: boolean;
+  entities?: string[];
 }
 
 export interface LoggedQuery {
@@ -665,7 +666,7 @@ export interface Operations {
     path: { ns: string };
     query: {};
     bodyFormat: "json";
-    body: "answer_id" | "query_ids" | "agent" | "text" | "cited";
+    body: "answer_id" | "query_ids" | "agent" | "text" | "cited" | "entities";
     status: 201;
     answerFormat: "json";
     answer: Lineage;

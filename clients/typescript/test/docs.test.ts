@@ -31,7 +31,7 @@ after(async () => {
 
 test("the page's example type-checks and runs as written", async () => {
   const blocks = examples();
-  assert.equal(blocks.length, 1, "the page has exactly the examples this test runs");
+  assert.equal(blocks.length, 2, "the page has exactly the examples this test runs");
   // inside the package, so `@synapsedb/client` resolves to it (a package's self-reference)
   const dir = join(PACKAGE, "build", "docs-example");
   rmSync(dir, { recursive: true, force: true });
@@ -55,6 +55,20 @@ test("the page's example type-checks and runs as written", async () => {
   assert.ok(lines.includes("validation k 1000"), stdout);
   assert.ok(lines.includes("not_found 404"), stdout);
   assert.ok(lines.includes("live: Customer said thanks"), stdout);
+});
+
+test("the page's Vercel AI SDK example type-checks against the package and ai", async () => {
+  // compiled, not run: it calls a hosted model (the tools and the proxy run in ai.test.ts)
+  const dir = join(PACKAGE, "build", "docs-example-ai");
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, "example.ts"), examples()[1]!);
+  const tsc = join(PACKAGE, "node_modules/typescript/bin/tsc");
+  const compilerOptions = { strict: true, target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", types: ["node"], outDir: ".", skipLibCheck: true };
+  writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({ compilerOptions, files: ["example.ts"] }));
+  await run(process.execPath, [tsc, "-p", dir], { cwd: dir }).catch((err: { stdout?: string }) => {
+    assert.fail(`the AI SDK example does not compile:\n${err.stdout ?? String(err)}`);
+  });
 });
 
 test("the page names every public method of a namespace", () => {

@@ -18,9 +18,11 @@ from typing import Any, Protocol
 from .settings import MEMORY_TYPES, LoopSettings
 from .when import resolve
 
-__all__ = ["SCHEMA", "Candidate", "Turn", "candidates", "prompt"]
+__all__ = ["SCHEMA", "Candidate", "Turn", "answer_tokens", "candidates", "prompt"]
 
 MAX_CONTENT = 2000  # characters kept of one extracted memory
+ITEM_TOKENS = 48  # one extracted memory's JSON besides its content: keys, type, dates, turns
+ENVELOPE_TOKENS = 16  # the answer's object and list around the memories
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -150,12 +152,20 @@ def candidates(
     return out
 
 
+def answer_tokens(settings: LoopSettings) -> int:
+    """The ``max_tokens`` of an extraction call: what :data:`SCHEMA` can need, ``max_candidates``
+    memories of at most MAX_CONTENT characters (4 per token) with their fields, and never more
+    than ``settings.max_tokens`` (a small model under grammar-constrained decoding can loop
+    inside a string until it is stopped: 4,056 tokens from SmolLM2 when nothing was set)."""
+    need = ENVELOPE_TOKENS + settings.max_candidates * (ITEM_TOKENS + MAX_CONTENT // 4)
+    return max(1, min(settings.max_tokens, need))
+
+
 def extract(
     llm: Chat, turns: Sequence[Turn], entity: str, settings: LoopSettings
 ) -> list[Candidate]:
     """Ask the model, then keep what survives the checks. Raises UpstreamError when the model
     cannot be reached or never answers the schema (the job is retried later)."""
-    # max_tokens: under grammar-constrained decoding a small model can loop inside a string
     answer = llm.chat_json(prompt(turns, entity), SCHEMA, name="memories",
-                           max_tokens=settings.max_tokens)  # fmt: skip
+                           max_tokens=answer_tokens(settings))  # fmt: skip
     return candidates(answer, turns, entity, settings)

@@ -136,6 +136,19 @@ def jobs(ns: Any) -> list[Job]:
     return [Job(f.key, f.version, f.value, f.agent) for f in facts if isinstance(f.value, dict)]
 
 
+def get(ns: Any, key: str) -> Job | None:
+    """One job by its key (None: finished, or never queued)."""
+    try:
+        fact = ns.get(JOBS_ENTITY, key)
+    except NotFoundError:
+        return None
+    return (
+        Job(fact.key, fact.version, fact.value, fact.agent)
+        if isinstance(fact.value, dict)
+        else None
+    )
+
+
 def due(ns: Any, now: float) -> list[Job]:
     """Queued jobs whose time has come, and running ones whose lease ran out or whose holder
     is gone (a process of this host that died holding it), oldest first."""

@@ -21,59 +21,34 @@ from typing import Any
 
 from ..errors import (
     EmbeddingError,
-    NotFoundError,
     NotOwnerError,
     SynapseError,
     UpstreamError,
     ValidationError,
 )
-from ..times import to_us
 from ..types import Decision, Recalled, Remembered
 from ..validation import check_entity
 from . import jobs as queue
-from .acknowledge import worth_a_memory
 from .extract import Candidate, Chat, Turn, extract, turn_memory_id
 from .recall import as_messages, recall
 from .resolve import apply, decide, neighbours
-from .settings import MEMORY_TYPES, LoopSettings
+from .settings import LoopSettings
+from .turns import (
+    MAX_SESSION_CHARS,
+    WINDOW_CALLS,
+    caller_memories,
+    index_turns,
+    index_window,
+    parse_turns,
+    window,
+)
 from .when import resolve
 
 __all__ = ["CONFIG_ENTITY", "MemoryLoop", "turn_memory_id"]
 
 log = logging.getLogger("synapsedb.agentic")
 CONFIG_ENTITY = "synapsedb:config"
-ROLES = ("system", "developer", "user", "assistant", "tool")
-# Checked before anything is stored (the engine's own limits would stop a later turn after the
-# earlier ones were appended): a turn's UTF-8 bytes (32,000: what one extraction prompt takes,
-# well under the engine's max_content_bytes), a participant name (OpenAI's limit), a session
-# name ("session:" + it names a stream).
-MAX_TURN_BYTES = 32_000
 JOBS_PER_PASS = 8  # jobs the worker runs in one namespace before visiting the next
-WINDOW_CALLS = 4  # remember calls whose turns one job's window may hold (see _window)
-MAX_NAME_CHARS = 64
-MAX_SESSION_CHARS = 248
-MAX_MEMORY_CHARS = 2000  # a caller's memory, as an extracted one (extract.MAX_CONTENT)
-
-
-def _text(m: Mapping[str, Any], i: int) -> str:
-    c = m.get("content")
-    if isinstance(c, list):
-        c = " ".join(p.get("text", "") for p in c if isinstance(p, dict)
-                     and isinstance(p.get("text"), str))  # fmt: skip
-    if not isinstance(c, str):
-        raise ValidationError(f"messages[{i}].content: expected a string or text parts",
-                              field=f"messages[{i}].content")  # fmt: skip
-    size = len(c.encode("utf-8", "surrogatepass")) if len(c) * 4 > MAX_TURN_BYTES else 0
-    if size > MAX_TURN_BYTES:
-        raise ValidationError(f"messages[{i}].content: {size} bytes, over the limit of "
-                              f"{MAX_TURN_BYTES}", field=f"messages[{i}].content",
-                              limit=MAX_TURN_BYTES)  # fmt: skip
-    name = m.get("name")
-    if name is not None and (not isinstance(name, str) or len(name) > MAX_NAME_CHARS):
-        raise ValidationError(f"messages[{i}].name: expected a string of at most "
-                              f"{MAX_NAME_CHARS} characters", field=f"messages[{i}].name",
-                              limit=MAX_NAME_CHARS)  # fmt: skip
-    return c
 
 
 def is_outage(exc: SynapseError) -> bool:
@@ -120,6 +95,7 @@ class MemoryLoop:
         self._queued: dict[str, int] = {}  # namespace -> jobs seen queued
         self._failed: dict[str, int] = {}
         self._claimed: dict[tuple[str, str], tuple[Any, queue.Job]] = {}  # jobs held now
+        self._caught_up: set[str] = set()  # namespaces whose stored turns are all indexed
         self.extracted = 0  # jobs done (this process)
         self.last_error: str | None = None
 
@@ -160,13 +136,18 @@ class MemoryLoop:
         agent: str | None = None,
         memories: Sequence[Mapping[str, Any]] | None = None,
         wait: bool = False,
+        defer_index: bool = False,
     ) -> Remembered:
         """Store ``messages`` (OpenAI-style dicts with ``role`` and ``content``, optional
         ``ts``/``name``; or one string, a user turn) in the stream ``session:<session>`` of
         ``entity``, then extract memories from them: queued (``status="queued"``), or inline
         with ``wait=True``. ``memories`` are memories the caller extracted itself (``type``,
         ``content``, optional ``confidence``, ``valid_from``): they skip the LLM and go
-        straight to conflict resolution, inline, and no extraction job is queued."""
+        straight to conflict resolution, inline, and no extraction job is queued.
+
+        ``defer_index`` (the memory proxy, on an answer's path): the turns and their job are
+        stored, durably, but not yet embedded; :meth:`index_now` makes them searchable, and
+        so does the first recall of the namespace in a process that restarted before."""
         entity = check_entity(entity)
         session = check_entity(session or datetime.now(UTC).strftime("%Y-%m-%d"), "session")
         if len(session) > MAX_SESSION_CHARS:
@@ -182,23 +163,8 @@ class MemoryLoop:
             raise ValidationError("wait: expected true or false", field="wait")
         stream = f"session:{session}"
         turns: list[Turn] = []
-        bodies = []
-        for i, m in enumerate(msgs):
-            role = m.get("role")
-            if role not in ROLES:
-                raise ValidationError(f"messages[{i}].role: expected one of {', '.join(ROLES)}",
-                                      field=f"messages[{i}].role")  # fmt: skip
-            text = _text(m, i)
-            data = {"role": role, "session": session, "searchable": role in ("user", "assistant")}
-            if isinstance(m.get("name"), str):
-                data["name"] = m["name"]
-            body: dict[str, Any] = {"content": text, "data": data,
-                                    "metadata": {"role": role, "session": session}}  # fmt: skip
-            if m.get("ts") is not None:
-                to_us(m["ts"], f"messages[{i}].ts")  # checked before anything is stored
-                body["ts"] = m["ts"]
-            bodies.append((role, text, body))
-        extra = self._caller_memories(memories, entity)
+        bodies = parse_turns(msgs, session)
+        extra = caller_memories(memories, self.settings.max_candidates)
         for role, text, body in bodies:  # the turns first: kept whatever extraction does
             if not text.strip():
                 continue
@@ -208,9 +174,9 @@ class MemoryLoop:
         # next recall, from this process or another on the same data, finds them
         index = any(t.role in ("user", "assistant") for t in turns)
         indexed = False
-        if index:
+        if index and not defer_index:
             try:
-                self._index_turns(ns, entity, session, stream, turns, agent)
+                index_turns(ns, entity, session, stream, turns, agent)
                 indexed = True
             except EmbeddingError:  # the embedder is down: the job indexes them later
                 pass
@@ -257,115 +223,46 @@ class MemoryLoop:
         return Remembered(entity, session, stream, tuple(t.id for t in turns), "queued", key,
                           tuple(decisions))  # fmt: skip
 
+    def index_now(self, ns: Any, job: str) -> int:
+        """Make the turns of a job that ``remember(defer_index=True)`` queued searchable now;
+        how many memories were written. Idempotent (a turn already indexed is skipped)."""
+        found = queue.get(ns, job)
+        if found is None or not found.value.get("index") or found.value.get("indexed"):
+            return 0
+        n = self._index(ns, {**found.value, "agent": found.agent})
+        queue.update(ns, found, {"indexed": True}, found.agent)  # lost to a worker: no matter
+        return n
+
+    def _catch_up(self, ns: Any) -> None:
+        """Once per namespace and process, before its first recall: index the turns stored
+        but not yet searchable (their process stopped before it could), so no recall waits
+        for the worker."""
+        if ns.name in self._caught_up:
+            return
+        for job in queue.jobs(ns):
+            if job.state != "failed" and job.value.get("index") and not job.value.get("indexed"):
+                with contextlib.suppress(SynapseError):
+                    self.index_now(ns, job.key)
+        self._caught_up.add(ns.name)
+
     def _enqueue(self, ns: Any, spec: dict[str, Any], agent: str | None) -> str:
         key = queue.enqueue(ns, spec, agent)
         self._note_queued(ns.name, +1)
         self._wake.set()
         return key
 
-    def _caller_memories(
-        self, memories: Sequence[Mapping[str, Any]] | None, entity: str
-    ) -> list[tuple[str, str, float, Any]]:
-        out: list[tuple[str, str, float, Any]] = []
-        if memories is None:
-            return out
-        if not isinstance(memories, Sequence) or isinstance(memories, str | bytes):
-            raise ValidationError("memories: expected a list of objects", field="memories")
-        if len(memories) > self.settings.max_candidates:
-            raise ValidationError(f"memories: {len(memories)} items, over the limit of "
-                                  f"{self.settings.max_candidates}", field="memories",
-                                  limit=self.settings.max_candidates)  # fmt: skip
-        for i, m in enumerate(memories):
-            f = f"memories[{i}]"
-            if not isinstance(m, Mapping):
-                raise ValidationError(f"{f}: expected an object", field=f)
-            t, c = m.get("type", "fact"), m.get("content")
-            if t not in MEMORY_TYPES:
-                raise ValidationError(f"{f}.type: expected one of {', '.join(MEMORY_TYPES)}",
-                                      field=f"{f}.type")  # fmt: skip
-            if not isinstance(c, str) or not c.strip():
-                raise ValidationError(f"{f}.content: expected a non-empty string",
-                                      field=f"{f}.content")  # fmt: skip
-            if len(c) > MAX_MEMORY_CHARS:
-                raise ValidationError(f"{f}.content: {len(c)} characters, over the limit of "
-                                      f"{MAX_MEMORY_CHARS}", field=f"{f}.content",
-                                      limit=MAX_MEMORY_CHARS)  # fmt: skip
-            conf = m.get("confidence", 1.0)
-            if isinstance(conf, bool) or not isinstance(conf, int | float) or not 0 <= conf <= 1:
-                raise ValidationError(f"{f}.confidence: expected a number from 0 to 1",
-                                      field=f"{f}.confidence")  # fmt: skip
-            vf = m.get("valid_from")
-            if vf is not None and (not isinstance(vf, str)
-                                   or resolve(vf, datetime.now(UTC)) is None):  # fmt: skip
-                raise ValidationError(f"{f}.valid_from: expected a date (YYYY-MM-DD) or a "
-                                      "phrase such as 'last week'", field=f"{f}.valid_from")  # fmt: skip
-            out.append((str(t), " ".join(c.split()), float(conf), vf))
-        return out
-
     # -- extraction ------------------------------------------------------------------------------
 
     def _window(self, ns: Any, spec: Mapping[str, Any]) -> tuple[str, list[Any]]:
-        """The job's entity and its events in the job's window of the session stream. A job
-        names no entity (its bookkeeping holds no names): it is the first turn's. Bounded: a
-        job is a fact anyone who can write the namespace can set, naming any window, and the
-        worker is every namespace's; it reads the turns of a few remember calls of the same
-        entity and session that ran at the same time (interleaved)."""
-        evs = ns.events(spec["stream"], start=spec["first"], end=spec["last"], limit=10_000)
-        entity = spec.get("entity")
-        if not isinstance(entity, str):
-            entity = next((e.entity for e in evs if e.id == spec["first"]), None)
-        if entity is None:
-            return "", []
-        mine = [e for e in evs if e.entity == entity]
-        return entity, mine[: WINDOW_CALLS * self.settings.max_turns]
-
-    def _turns(self, ns: Any, spec: Mapping[str, Any]) -> tuple[str, list[Turn]]:
-        entity, evs = self._window(ns, spec)
-        return entity, [Turn(e.id, str((e.data or {}).get("role", "user")), e.content, e.ts)
-                        for e in evs]  # fmt: skip
-
-    def _index_turns(self, ns: Any, entity: str, session: str, stream: str,
-                     turns: Sequence[Turn], agent: str | None) -> int:  # fmt: skip
-        """Write the searchable memories of the turns worth one (type ``event``, metadata
-        ``stream``/``event_id``/``role``/``session``), embedded in one batch: user turns that
-        are not small talk, assistant turns that do more than acknowledge."""
-        items = []
-        answered = ""
-        for t in turns:
-            if t.role == "user":
-                answered = t.content
-            if not worth_a_memory(t.role, t.content, answered):
-                continue
-            items.append({"entity": entity, "id": turn_memory_id(stream, t.id), "type": "event",
-                          "content": t.content, "ts": t.ts,
-                          "metadata": {"stream": stream, "event_id": t.id, "role": t.role,
-                                       "session": session}})  # fmt: skip
-        if items:
-            ns.write_many(items, agent=agent)
-        return len(items)
+        return window(ns, spec, WINDOW_CALLS * self.settings.max_turns)
 
     def _index(self, ns: Any, spec: Mapping[str, Any]) -> int:
-        """Index a job's turns that remember could not (the embedder was down). Idempotent: a
-        turn whose memory exists (or existed) is skipped."""
-        entity, evs = self._window(ns, spec)
-        todo = []
-        for e in evs:
-            d = e.data or {}
-            if not d.get("searchable"):
-                continue
-            try:
-                ns.history(turn_memory_id(e.stream, e.id))
-                continue  # written by an earlier run of this job (or since forgotten)
-            except NotFoundError:
-                pass
-            todo.append(Turn(e.id, str(d.get("role", "user")), e.content, e.ts))
-        if not todo:
-            return 0
-        session = str((evs[0].data or {}).get("session", ""))
-        return self._index_turns(ns, entity, session, spec["stream"], todo, spec.get("agent"))
+        return index_window(ns, spec, WINDOW_CALLS * self.settings.max_turns)
 
     def _extract(self, ns: Any, spec: Mapping[str, Any], chat: Chat) -> list[Decision]:
-        entity, turns = self._turns(ns, spec)
+        entity, evs = self._window(ns, spec)
+        turns = [Turn(e.id, str((e.data or {}).get("role", "user")), e.content, e.ts)
+                 for e in evs]  # fmt: skip
         if not turns:
             return []
         cands = extract(chat, turns, entity, self.settings)
@@ -544,6 +441,7 @@ class MemoryLoop:
             raise ValidationError("rewrite: expected 'llm' or 'heuristic'", field="rewrite")
         if entity is not None:
             entity = check_entity(entity)
+        self._catch_up(ns)
         return recall(ns, messages_or_text, entity=entity, budget_tokens=budget, k=k,
                       threshold=float(threshold), settings=self.settings, llm=self._chat(),
                       rewrite=how, agent=agent)  # fmt: skip

@@ -22,6 +22,7 @@ from ..errors import EmbeddingError, SynapseError, ValidationError
 from ..types import Hit, Recalled, Recollection
 from ..validation import is_internal_entity
 from .extract import Chat
+from .render import render, tokens
 from .resolve import current
 from .settings import LoopSettings
 
@@ -98,12 +99,6 @@ REWRITE_SCHEMA: dict[str, Any] = {
 }
 REWRITE_SYSTEM = ("Rewrite the user's last message as one standalone search query that names "
                   "what it refers to, using the earlier messages. Answer only the query.")  # fmt: skip
-
-
-def tokens(text: str) -> int:
-    """An estimate of the tokens ``text`` costs a model: 4 bytes of UTF-8 per token, rounded
-    up (close for English with BPE tokenizers; no tokenizer is loaded for this)."""
-    return (len(text.encode()) + 3) // 4
 
 
 def similarity(cosine: float, settings: LoopSettings) -> float:
@@ -196,31 +191,6 @@ def _turns_of(hit: Hit) -> tuple[tuple[str, str] | None, set[tuple[str, str]]]:
     return own, sources
 
 
-def render(
-    entity: str | None, memories: Sequence[Recollection], budget: int
-) -> tuple[str, int, list[Recollection]]:
-    """The context block, its token estimate and the memories in it: those that do not fit
-    are left out (they come ranked, so the best ones stay)."""
-    if not memories:
-        return "", 0, []
-    head = f"Memories about {entity}" if entity else "Relevant memories"
-    lines = [head + " (cite by id):"]
-    used = tokens(lines[0]) + 1
-    shown: list[Recollection] = []
-    for m in memories:
-        when = f", since {m.valid_from.date().isoformat()}" if m.valid_from else ""
-        line = f"- [{m.id}] ({m.type}{when}, {m.ts.date().isoformat()}) {m.content}"
-        cost = tokens(line) + 1
-        if used + cost > budget:
-            continue
-        lines.append(line)
-        shown.append(m)
-        used += cost
-    if not shown:
-        return "", 0, []
-    return "\n".join(lines), used, shown
-
-
 def recall(
     ns: Any,
     messages_or_text: Any,
@@ -288,6 +258,6 @@ def recall(
                       if isinstance(vf, int | float) and not isinstance(vf, bool) else None)  # fmt: skip
         kept.append(Recollection(h.id, h.entity, h.type, h.content, round(sim, 4),
                                  round(h.score, 6), h.ts, valid_from))  # fmt: skip
-    block, used, shown = render(entity, kept, budget_tokens)
+    block, used, shown = render(entity, kept, budget_tokens, settings.max_memories)
     dropped += len(kept) - len(shown)
     return Recalled(True, query, how, tuple(shown), block, used, res.query_id, dropped)

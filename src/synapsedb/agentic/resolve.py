@@ -29,10 +29,21 @@ from .extract import Candidate, Chat, turn_memory_id
 from .settings import MEMORY_TYPES, LoopSettings
 from .when import to_datetime
 
-__all__ = ["ACTIONS", "DECISIONS_STREAM", "apply", "decide", "neighbours", "policy"]
+__all__ = [
+    "ACTIONS",
+    "DECISIONS_STREAM",
+    "apply",
+    "decide",
+    "decision_tokens",
+    "neighbours",
+    "policy",
+]
 
 DECISIONS_STREAM = "memory-decisions"
 ACTIONS = ("ADD", "UPDATE", "DELETE", "NOOP")
+REASON_CHARS = 500  # characters kept of the model's reason for a decision
+DECISION_TOKENS = 24  # one decision's JSON besides its reason: keys, numbers, the action
+ENVELOPE_TOKENS = 16  # the answer's object and list around the decisions
 
 
 def current(now: float) -> dict[str, Any]:
@@ -162,6 +173,14 @@ def policy(cand: Candidate, near: Sequence[Near], settings: LoopSettings) -> Ver
     return Verdict("ADD", None, f"nearest memory differs (cosine {cos:.2f})", "similarity")
 
 
+def decision_tokens(count: int, settings: LoopSettings) -> int:
+    """The ``max_tokens`` of a decision call over ``count`` candidates: what
+    :data:`DECIDE_SCHEMA` can need, one decision each with a reason of at most REASON_CHARS
+    (4 characters per token), and never more than ``settings.max_tokens``."""
+    need = ENVELOPE_TOKENS + count * (DECISION_TOKENS + REASON_CHARS // 4)
+    return max(1, min(settings.max_tokens, need))
+
+
 def decide(
     llm: Chat | None,
     cands: Sequence[Candidate],
@@ -182,7 +201,8 @@ def decide(
     messages = [{"role": "system", "content": DECIDE_SYSTEM},
                 {"role": "user", "content": "\n\n".join(blocks)}]  # fmt: skip
     try:
-        answer = llm.chat_json(messages, DECIDE_SCHEMA, name="decisions")
+        answer = llm.chat_json(messages, DECIDE_SCHEMA, name="decisions",
+                               max_tokens=decision_tokens(len(cands), settings))  # fmt: skip
     except SynapseError:
         return verdicts  # the policy decides; extraction already succeeded
     for d in answer.get("decisions", []):
@@ -190,7 +210,7 @@ def decide(
         if not isinstance(i, int) or not 1 <= i <= len(cands):
             continue
         action, near, target = d.get("action"), nears[i - 1], d.get("target")
-        reason = " ".join(str(d.get("reason") or "").split())[:500] or "no reason given"
+        reason = " ".join(str(d.get("reason") or "").split())[:REASON_CHARS] or "no reason given"
         if action == "ADD":
             verdicts[i - 1] = Verdict("ADD", None, reason, "llm")
         elif action in ACTIONS and isinstance(target, int) and 1 <= target <= len(near):

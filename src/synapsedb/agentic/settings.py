@@ -25,18 +25,21 @@ class LoopSettings:
     the query mapped by a logistic regression fitted on LoCoMo dev with balanced class weights:
     among the top 50 hybrid hits of each question, is the hit an evidence turn. Balanced, so
     0.5 is where a cosine is as typical of evidence as of the other hits (cosine 0.32), not a
-    posterior probability (evidence is 2.5% of those hits). Seed 001's default threshold 0.6
-    (cosine 0.37) keeps, out of sample (leave one conversation out), about two thirds of the
-    evidence in the top 10 at a precision of 12-18%, and 60% of questions get at least one
-    evidence turn (85% with no threshold); docs/benchmarks.md. Another embedder needs its
-    own fit.
+    posterior probability (evidence is 2.5% of those hits). The default 0.25 (cosine 0.18)
+    with at most ``max_memories`` (7) in the block was chosen on a dev set of what users tell
+    an assistant and ask later (bench/data/injection_dev.json): 91% of statements injected
+    from the turns alone, 97% with extracted memories, at about 4.5 memories per question;
+    0.6 (a design note's number) injected 54%, with a fact phrased unlike its question ("The
+    user lives in Lisbon" for "Where do I live?") under it. docs/benchmarks.md has the curve.
+    Another embedder needs its own fit.
     """
 
-    threshold: float = 0.6
+    threshold: float = 0.25
     # fitted by `python bench/bench_agentic.py --calibrate` (make bench-agentic) on LoCoMo dev
     calib_a: float = 7.97
     calib_b: float = -2.56
     budget_tokens: int = 1000
+    max_memories: int = 7  # memories in one context block at most (the hybrid rank's best)
     k: int = 10
     rewrite: str = "llm"  # "llm": the LLM rewrites when configured, else the heuristic
     proxy_rewrite: str = "heuristic"  # the memory proxy's: an LLM call would delay every answer
@@ -73,12 +76,15 @@ class LoopSettings:
             if getattr(self, name) > 1:
                 raise ValidationError(f"{name}: expected 0..1, got {getattr(self, name)!r}",
                                       field=name)  # fmt: skip
-        for name in ("budget_tokens", "k", "max_turns", "max_tokens", "max_attempts", "neighbours",
+        for name in ("budget_tokens", "max_memories", "k", "max_turns", "max_tokens", "max_attempts", "neighbours",
                      "max_candidates", "history_turns"):  # fmt: skip
             if not isinstance(getattr(self, name), int):
                 raise ValidationError(f"{name}: expected an integer", field=name)
         if not 1 <= self.k <= 100:
             raise ValidationError(f"k: expected 1 to 100, got {self.k}", field="k", limit=100)
+        if not 1 <= self.max_memories <= 100:
+            raise ValidationError(f"max_memories: expected 1 to 100, got {self.max_memories}",
+                                  field="max_memories", limit=100)  # fmt: skip
 
     def replace(self, **changes: Any) -> LoopSettings:
         return dataclasses.replace(self, **changes)

@@ -335,10 +335,13 @@ def query(ns: str, text: str | None, kwargs: dict[str, Any]) -> Call:
 
 
 def record_answer(ns: str, answer_id: str, query_ids: Sequence[str], agent: str | None,
-                  text: str | None, cited: Sequence[str] | None) -> Call:  # fmt: skip
-    return Call("POST", f"{base(ns)}/answers", Lineage, json={"answer_id": answer_id,
-                "query_ids": list(query_ids), "text": text, "cited": list(cited or [])},
-                agent=agent)  # fmt: skip
+                  text: str | None, cited: Sequence[str] | None,
+                  entities: Sequence[str] | None = None) -> Call:  # fmt: skip
+    body = {"answer_id": answer_id, "query_ids": list(query_ids), "text": text,
+            "cited": list(cited or [])}  # fmt: skip
+    if entities is not None:
+        body["entities"] = list(entities) if not isinstance(entities, str) else entities
+    return Call("POST", f"{base(ns)}/answers", Lineage, json=body, agent=agent)
 
 
 def remember(ns: str, body: dict[str, Any]) -> Call:

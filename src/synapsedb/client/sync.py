@@ -413,8 +413,10 @@ class RemoteNamespace:
         agent: str | None = None,
         text: str | None = None,
         cited: Sequence[str] | None = None,
+        entities: Sequence[str] | None = None,
     ) -> Lineage:
-        call = calls.record_answer(self.name, answer_id, query_ids, self._who(agent), text, cited)
+        call = calls.record_answer(self.name, answer_id, query_ids, self._who(agent), text, cited,
+                                   entities)  # fmt: skip
         return self._run(call)  # type: ignore[no-any-return]
 
     def lineage(self, answer_id: str) -> Lineage:

@@ -11,6 +11,10 @@ One session ``<id>`` is:
   Because the stream is named after the entity, ``forget(entity="session:<id>", purge=True)``
   erases every event of the stream, whoever it is about, with its searchable twin, and every
   one of these facts: nothing of the session survives a purge, not even its id as a key.
+- the companion stream ``synapsedb:session:<id>`` (:func:`records_stream`): what another layer
+  keeps about the session's turns, as events of the user they are about (the memory proxy's
+  Responses API records). A purge of the session erases it too, and a purge of the user erases
+  the user's events in it.
 """
 
 from __future__ import annotations
@@ -22,16 +26,19 @@ from ..errors import ValidationError
 __all__ = [
     "MAX_LAST",
     "MAX_SESSION_ID_CHARS",
+    "RECORDS_PREFIX",
     "SESSION_PREFIX",
     "STATE_KEY",
     "SUMMARY_KEY",
     "check_last",
     "check_session_id",
+    "records_stream",
     "session_entity",
     "session_of",
 ]
 
 SESSION_PREFIX = "session:"
+RECORDS_PREFIX = "synapsedb:session:"  # a session's companion stream (records_stream)
 STATE_KEY = "state"  # the session's own fact: {"cleared_through": event id, "ttl": seconds}
 SUMMARY_KEY = "summary"  # where a summarising strategy keeps its running summary
 MAX_SESSION_ID_CHARS = 200
@@ -73,6 +80,12 @@ def check_last(value: Any, field: str = "last") -> int | None:
 def session_entity(session_id: str) -> str:
     """The stream, and the default entity, of a session: ``session:<id>``."""
     return SESSION_PREFIX + check_session_id(session_id)
+
+
+def records_stream(session: str) -> str:
+    """The session's companion stream, ``synapsedb:session:<session>``: records other layers
+    derive from its turns (the memory proxy's Responses API chains), erased with the session."""
+    return RECORDS_PREFIX + session
 
 
 def session_of(stream: str) -> str | None:

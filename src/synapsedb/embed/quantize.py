@@ -26,7 +26,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ["MS_DOMAIN", "quantize_blockwise_u8", "quantize_rows_u8", "quantize_weight_only"]
+__all__ = [
+    "MS_DOMAIN",
+    "quantize_blockwise_u8",
+    "quantize_dynamic_int8",
+    "quantize_rows_u8",
+    "quantize_weight_only",
+]
 
 MS_DOMAIN = "com.microsoft"
 
@@ -161,4 +167,30 @@ def quantize_weight_only(
         doc_string=model.doc_string,
     )
     out.ir_version = model.ir_version
+    return out
+
+
+def quantize_dynamic_int8(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Dynamic int8 quantization of the float32 encoder, for query embedding only.
+
+    onnxruntime's ``quantize_dynamic`` with signed int8 weights, one scale per output channel:
+    each ``MatMul`` becomes ``DynamicQuantizeLinear`` + ``MatMulInteger``, the activations
+    quantized per call with one scale per tensor. That makes a text's vector depend on the
+    batch it runs in (see the module docstring), so this model embeds one query at a time and
+    never a memory; at batch 1 its vectors have cosine 0.991 or more to float32's (LoCoMo and
+    BEAM questions), and it runs in about half the time on CPUs with VNNI int8 instructions.
+    The metadata of ``model`` is kept.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    with tempfile.TemporaryDirectory(prefix="synapsedb-quantize-") as tmp:
+        src, dst = Path(tmp) / "f32.onnx", Path(tmp) / "int8.onnx"
+        onnx.save(model, str(src))
+        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=True)
+        out = onnx.load(str(dst))
+    del out.metadata_props[:]
+    out.metadata_props.extend(model.metadata_props)
     return out

@@ -96,20 +96,37 @@ class EmbeddingService:
         return model.name
 
     def fill(self, state: NamespaceState | None, items: Sequence[MemoryInput]) -> None:
-        """Give every item without a vector one from the model (one batch), if applicable."""
+        """Give every item without a vector one from the model (one batch), if applicable. A
+        text this namespace was just queried with takes that query's vector (the memory proxy
+        writes the user's turn it recalled for: embedded once, not twice)."""
         todo = [it for it in items if it.vec is None]
         if not todo or not self._usable_for(state, "embedding"):
             return
+        source = self.source_in(state)
+        if state is not None and self._query_vectors_are_memory_vectors():
+            with self._lock:
+                known = [self._cache.get((state.name, it.content)) for it in todo]
+            for it, vec in zip(todo, known, strict=True):
+                if vec is not None:
+                    it.vec, it.source = vec, source
+            todo = [it for it in todo if it.vec is None]
+            if not todo:
+                return
         vecs = self.model.embed([it.content for it in todo])
         self.batches.append(len(todo))
         del self.batches[:-256]
         if self.on_batch is not None:
             self.on_batch(len(todo))
-        source = self.source_in(state)
         for it, vec in zip(todo, vecs, strict=True):
             vec.setflags(write=False)
             it.vec = vec
             it.source = source
+
+    def _query_vectors_are_memory_vectors(self) -> bool:
+        """Whether a cached query vector may be written as a memory's: not when queries are
+        embedded by a query-only model (OnnxMiniLM's int8 one, whose vectors depend on their
+        batch and are never stored)."""
+        return getattr(self.model, "query_model", "same") == "same"
 
     def embed_text(self, state: NamespaceState | None, text: str) -> np.ndarray | None:
         """A vector for a text about to be written (None when the namespace gets none)."""
@@ -147,7 +164,9 @@ class EmbeddingService:
                 self.cache_hits += 1
                 return vec
             self.cache_misses += 1
-        vec = self.model.embed([text])[0]
+        model = self.model
+        embed_query = getattr(model, "embed_query", None)  # a query-only model (embed/)
+        vec = embed_query(text) if embed_query is not None else model.embed([text])[0]
         vec.setflags(write=False)
         with self._lock:
             self._cache[key] = vec
@@ -173,6 +192,7 @@ def _build(spec: str, settings: Settings) -> Embedder:
             precision=settings.minilm_precision,
             intra_op_num_threads=settings.embed_threads,
             spin=settings.embed_spin,
+            query_model=settings.minilm_query_model,
         )
     if spec == "openai":
         from ..embed.openai_compat import OpenAIEmbedder

@@ -7,8 +7,9 @@ the same transaction as every query logged before it, so an answer never points 
 query. The log holds ids and versions, never copies of content: ``lineage`` shows each memory
 version's content from the version history, so it stays right after the memory changes, and
 says ``erased`` after a purge. A purge also erases the text and request of logged queries that
-named the entity or returned its memories, and the text of answers built on its memories (the
-answer keeps its id, time, agent, queries and cited versions, and says ``erased``).
+named the entity or returned its memories, and the text of answers built on its memories or
+about it (``record_answer(entities=...)``; the answer keeps its id, time, agent, queries and
+cited versions, and says ``erased``).
 """
 
 from __future__ import annotations
@@ -129,7 +130,7 @@ def _hits_of(rows: Iterable[QueryRow | QueryInsert]) -> dict[str, list[list[Any]
 class RecordAnswer(Op):
     """Ties an answer to the queries and memories behind it (one durable row)."""
 
-    __slots__ = ("agent", "answer_id", "cited", "ns", "query_ids", "storage", "text")
+    __slots__ = ("agent", "answer_id", "cited", "entities", "ns", "query_ids", "storage", "text")
 
     def __init__(
         self,
@@ -140,10 +141,12 @@ class RecordAnswer(Op):
         agent: str | None,
         text: str | None,
         storage: Storage,
+        entities: list[str] | None = None,
     ) -> None:
         super().__init__()
         self.ns, self.answer_id, self.query_ids, self.cited = ns, answer_id, query_ids, cited
         self.agent, self.text, self.storage = agent, text, storage
+        self.entities = entities or []
 
     def plan(self, tx: Tx) -> list[tuple[str, int]]:
         ns = self.ns
@@ -187,7 +190,7 @@ class RecordAnswer(Op):
         tx.batch.answers.append(
             AnswerInsert(ns, self.answer_id, tx.now_us, self.agent, self.text,
                          orjson.dumps(self.query_ids).decode(), orjson.dumps(cited).decode(),
-                         orjson.dumps(memories).decode())
+                         orjson.dumps(memories).decode(), orjson.dumps(self.entities).decode())
         )  # fmt: skip
         return [(mid, v) for mid, v in behind.items()]
 
@@ -247,6 +250,7 @@ def lineage(storage: Storage, state: NamespaceState | None, ns: str, answer_id: 
         queries=[logged_query(state, by_id[q], storage) for q in qids if q in by_id],
         cited=[_ref(state, mid, v, None, storage) for mid, v in orjson.loads(row.cited)],
         erased=bool(row.erased),
+        entities=orjson.loads(row.entities),
     )
 
 

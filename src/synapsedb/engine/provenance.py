@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import ValidationError
 from ..times import TimeLike, to_us
@@ -15,6 +16,23 @@ from .inputs import MAX_LIMIT, check_limit
 from .lineage import RecordAnswer, audit, lineage
 
 __all__: list[str] = []
+
+MAX_ANSWER_ENTITIES = 16  # entities one answer may be about
+
+
+def check_entities(value: Any) -> list[str]:
+    """``record_answer``'s entities: a list of entity names (duplicates dropped), or 400."""
+    if value is None:
+        return []
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise ValidationError("entities: expected a list of entity names", field="entities")
+    if len(value) > MAX_ANSWER_ENTITIES:
+        raise ValidationError(
+            f"entities: {len(value)} entities, over the limit of {MAX_ANSWER_ENTITIES}",
+            field="entities", limit=MAX_ANSWER_ENTITIES,
+        )  # fmt: skip
+    names = [check_entity(e, f"entities[{i}]") for i, e in enumerate(value)]
+    return list(dict.fromkeys(names))
 
 
 class _Provenance(NamespaceHandle):
@@ -30,16 +48,20 @@ class _Provenance(NamespaceHandle):
         agent: str | None = None,
         text: str | None = None,
         cited: Sequence[str] | None = None,
+        entities: Sequence[str] | None = None,
     ) -> Lineage:
         """Tie an answer to the queries (``query_id`` of each QueryResult) and memories behind
-        it; ``cited`` names the memories the answer actually used. Returns its lineage."""
+        it; ``cited`` names the memories the answer actually used, ``entities`` (at most
+        MAX_ANSWER_ENTITIES) those it is about: ``forget(entity=..., purge=True)`` of any of
+        them erases its text, as of an answer built on their memories. Returns its lineage."""
         answer_id = check_id(answer_id, "answer_id")
         qids = check_id_list(query_ids, "query_ids", MAX_LIMIT)
         cites = check_id_list(cited or [], "cited", MAX_LIMIT)
         if text is not None and not isinstance(text, str):
             raise ValidationError("text: expected a string", field="text")
+        about = check_entities(entities)
         op = RecordAnswer(self.name, answer_id, qids, cites, self._agent_for(agent), text,
-                          self._core.storage)  # fmt: skip
+                          self._core.storage, about)  # fmt: skip
         self._core.submit(op)
         return self.lineage(answer_id)
 

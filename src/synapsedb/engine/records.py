@@ -56,6 +56,7 @@ class MemRec:
         "row",
         "salience",
         "sys_us",
+        "text_flags",
         "ts_us",
         "ttl",
         "type",
@@ -104,6 +105,8 @@ class MemRec:
         self.cat: Catalog | None = None
         # the text as dedup compares it (normalized; a digest when long), computed on first use
         self.norm_key: str | None = None
+        # what the learned re-ranking tests of the text (query/rerank.py), on first use
+        self.text_flags = -1
 
     def visible_at(self, t_us: int) -> bool:
         """Whether this record, being the latest version at ``t_us``, shows at ``t_us``."""

@@ -61,12 +61,13 @@ FACT = ("entity", "key", "version", "recorded_us", "created_us", "value", "agent
 EVENT = ("stream", "ms", "seq", "recorded_us", "entity", "ts_us", "agent", "content", "data",
          "memory_id", "erased")  # fmt: skip
 QUERY = ("id", "recorded_us", "agent", "text", "request", "hits")
-ANSWER = ("id", "recorded_us", "agent", "text", "query_ids", "cited", "memories", "erased")
+ANSWER = ("id", "recorded_us", "agent", "text", "query_ids", "cited", "memories", "erased",
+          "entities")  # fmt: skip
 TIER = ("id", "recorded_us", "tier", "score", "reason")
 ACCESS = ("id", "count", "last_us")
 ERASURE = ("recorded_us", "agent", "subject", "counts")
 _JSON_TEXT = {"metadata", "value", "data", "request", "hits", "query_ids", "cited", "memories",
-              "counts"}  # fmt: skip
+              "counts", "entities"}  # fmt: skip
 
 
 def _record(kind: str, names: tuple[str, ...], row: tuple[Any, ...]) -> dict[str, Any]:
@@ -164,6 +165,14 @@ def _list_of(value: Any, field: str, shape: str, ok: Any) -> str:
     if not isinstance(value, list) or len(value) > MAX_LIST or not all(ok(v) for v in value):
         raise ValidationError(f"{field}: expected a list of {shape}", field=field, limit=MAX_LIST)
     return dump_json(value, field, LOG_TEXT_LIMIT)
+
+
+def _entity_list(value: Any, field: str) -> str:
+    """An answer's entities as JSON text: a list of entity names."""
+    if not isinstance(value, list) or len(value) > MAX_LIST:
+        raise ValidationError(f"{field}: expected a list of entity names", field=field,
+                              limit=MAX_LIST)  # fmt: skip
+    return orjson.dumps([check_entity(e, f"{field}[{i}]") for i, e in enumerate(value)]).decode()
 
 
 def _is_ref(value: Any) -> bool:  # [memory id, version]
@@ -383,8 +392,9 @@ class _Import:
                                            "[memory id, version, score]", _is_hit)))  # fmt: skip
 
     def answer(self, rec: dict[str, Any], where: str) -> None:
-        # ``erased`` (a purge took the text) came after format 1's first exports: optional
-        rec = {"erased": False, **rec}
+        # ``erased`` (a purge took the text) and ``entities`` came after format 1's first
+        # exports: optional
+        rec = {"erased": False, "entities": [], **rec}
         _fields(rec, ANSWER, where, optional=False)
         aid = check_id(rec["id"], f"{where}.id")
         self.unique("answer", aid, f"{where}.id")
@@ -398,7 +408,8 @@ class _Import:
                                   _log_text(rec["text"], f"{where}.text"),
                                   orjson.dumps(query_ids).decode(),
                                   *(_list_of(rec[k], f"{where}.{k}", "[memory id, version]",
-                                             _is_ref) for k in ("cited", "memories"))))  # fmt: skip
+                                             _is_ref) for k in ("cited", "memories")),
+                                  _entity_list(rec["entities"], f"{where}.entities")))  # fmt: skip
 
     def tier(self, rec: dict[str, Any], where: str) -> None:
         _fields(rec, TIER, where, optional=False)

@@ -11,8 +11,9 @@ A layer above the engine (the engine never imports it)::
             facts = llm.chat_json(messages, schema, name="facts")   # a dict matching schema
 
 :class:`AsyncChatClient` has the same methods as coroutines, and ``forward(body)``: the
-caller's own chat-completions request sent on as it is, streamed or not (the memory proxy). Calls retry connection errors,
-timeouts, 429 and 5xx with jittered backoff behind a circuit breaker, and raise
+caller's own chat-completions request sent on as it is, streamed or not (the memory proxy). Calls retry
+what the upstream cannot be working on (no connection, 408, 429, 503; never a timeout waiting for
+the answer) with jittered backoff behind a circuit breaker, and raise
 :class:`~synapsedb.errors.UpstreamError` when the model cannot answer. See docs/llm.md.
 """
 

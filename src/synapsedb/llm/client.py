@@ -19,7 +19,7 @@ import httpx
 from ..config import LLMSettings
 from ..errors import ClosedError, UpstreamError
 from . import forward, protocol
-from .breaker import BreakerState
+from .breaker import BreakerState, CircuitBreaker
 from .forward import ChunkStream, Completion
 from .protocol import Outcome, Send, Session, Steps
 from .wire import ChatReply
@@ -28,6 +28,11 @@ __all__ = ["AsyncChatClient", "ChatClient"]
 
 T = TypeVar("T")
 Messages = Sequence[Mapping[str, Any]]
+
+
+def _limits(settings: LLMSettings) -> httpx.Limits:
+    keep = min(20, settings.max_connections)  # httpx's default of idle connections kept
+    return httpx.Limits(max_connections=settings.max_connections, max_keepalive_connections=keep)
 
 
 class _Base:
@@ -85,7 +90,8 @@ class ChatClient(_Base):
         self._session = Session(settings, clock=clock, random=random)
         self._sleep = sleep
         self._http = httpx.Client(transport=transport, timeout=settings.timeout_s,
-                                  headers=self._session.headers())  # fmt: skip
+                                  headers=self._session.headers(),
+                                  limits=_limits(settings))  # fmt: skip
         self._closed = False
 
     def chat(
@@ -165,7 +171,8 @@ class AsyncChatClient(_Base):
         self._session = Session(settings, clock=clock, random=random)
         self._sleep = sleep
         self._http = httpx.AsyncClient(transport=transport, timeout=settings.timeout_s,
-                                       headers=self._session.headers())  # fmt: skip
+                                       headers=self._session.headers(),
+                                       limits=_limits(settings))  # fmt: skip
         self._closed = False
 
     async def chat(
@@ -192,34 +199,59 @@ class AsyncChatClient(_Base):
                                                   temperature=temperature,
                                                   max_tokens=max_tokens))  # fmt: skip
 
-    async def forward(self, body: Mapping[str, Any]) -> Completion | ChunkStream:
+    async def forward(
+        self,
+        body: Mapping[str, Any],
+        *,
+        breaker: CircuitBreaker | None = None,
+        on_close: Callable[[], object] | None = None,
+    ) -> Completion | ChunkStream:
         """Send the caller's own chat-completions request ``body`` as it is (the memory proxy),
         with the configured ``model`` when it names none, this client's API key, timeouts,
-        retries and breaker. Answers a :class:`~synapsedb.llm.forward.Completion` (not
-        streamed, or a 4xx the request caused, passed on as it is) or, for ``"stream": true``,
-        a :class:`~synapsedb.llm.forward.ChunkStream` over the upstream's events, opened once
-        its 2xx status has arrived: retries happen only before that. UpstreamError when the
-        upstream fails first; ValidationError (nothing sent) when ``body`` is not a
-        chat-completions request."""
-        request = forward.request_body(body, self.settings.model, self.settings.models)
+        retries and breaker (``breaker``: the caller's own instead, e.g. its tenant's).
+        Answers a :class:`~synapsedb.llm.forward.Completion` (not streamed, or a 4xx the
+        request caused: its body without the API key or the upstream's address) or, for
+        ``"stream": true``, a :class:`~synapsedb.llm.forward.ChunkStream` over the upstream's
+        events, opened once its 2xx status has arrived: retries happen only before that.
+        UpstreamError when the upstream fails first; ValidationError (nothing sent) when
+        ``body`` is not a chat-completions request or asks for more output tokens than
+        ``proxy_max_tokens``. ``on_close`` is called once the upstream's connection is done
+        with: on return of a Completion, when a ChunkStream is closed, or on any error."""
+        handed_over = False
+        try:
+            request = forward.request_body(body, self.settings.model, self.settings.models,
+                                           self.settings.proxy_max_tokens)  # fmt: skip
+            out = await self._forward(request, breaker or self._session.breaker, on_close)
+            handed_over = isinstance(out, ChunkStream)
+            return out
+        finally:
+            if on_close is not None and not handed_over:
+                on_close()
+
+    async def _forward(
+        self,
+        request: dict[str, Any],
+        breaker: CircuitBreaker,
+        on_close: Callable[[], object] | None,
+    ) -> Completion | ChunkStream:
         streamed = request.get("stream") is True
-        resp, _ = await self._run(protocol.forward(self._session, request),
+        resp, _ = await self._run(protocol.forward(self._session, request, breaker),
                                   post=self._open if streamed else self._post)  # fmt: skip
         if streamed and resp.status_code < 300 and forward.is_stream(resp):
-            return forward.ChunkStream(resp, error=self._session.error,
-                                       on_broken=self._session.breaker.fail)  # fmt: skip
+            return forward.ChunkStream(resp, error=self._session.error, on_broken=breaker.fail,
+                                       on_close=on_close)  # fmt: skip
         try:
             await resp.aread()
         except httpx.TransportError as exc:
-            self._session.breaker.fail()
+            breaker.fail()
             raise self._session.error(f"the answer broke off ({type(exc).__name__}: {exc})",
                                       status=resp.status_code) from None  # fmt: skip
         finally:
             await resp.aclose()
         try:
-            return forward.completion(resp, self._session.error)
+            return forward.completion(resp, self._session.error, self._session.redact.hide_bytes)
         except UpstreamError:
-            self._session.breaker.fail()
+            breaker.fail()
             raise
 
     async def _open(self, step: Send) -> httpx.Response | httpx.TransportError:

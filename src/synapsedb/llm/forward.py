@@ -4,7 +4,8 @@ memory proxy (``POST /v1/namespaces/{ns}/chat/completions``) sends on.
 :meth:`AsyncChatClient.forward <synapsedb.llm.client.AsyncChatClient.forward>` answers one of
 
 - :class:`Completion`: a whole answer (the request did not stream, or the upstream answered a
-  4xx the caller caused, such as an unknown model), with the upstream's bytes and its JSON;
+  4xx the caller caused, such as an unknown model), with the upstream's bytes and its JSON
+  (a 4xx's with the server's API key and the upstream's address taken out);
 - :class:`ChunkStream`: an async iterator over the upstream's server-sent events, each a
   :class:`Chunk` holding the exact bytes of its ``data`` and their JSON, so the proxy can
   re-emit them unchanged and accumulate the answer's text as they pass.
@@ -27,16 +28,29 @@ import httpx
 from ..errors import UpstreamError, ValidationError
 from . import wire
 
-__all__ = ["Chunk", "ChunkStream", "Completion", "SSEParser", "request_body"]
+__all__ = [
+    "Chunk",
+    "ChunkStream",
+    "Completion",
+    "SSEParser",
+    "check_output_limit",
+    "request_body",
+]
 
 MAX_EVENT = 1 << 20  # bytes of one server-sent event without its blank line: a broken upstream
 
 
-def request_body(body: Any, model: str, allowed: frozenset[str] = frozenset()) -> dict[str, Any]:
+OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens")  # a chat request's output limits
+
+
+def request_body(
+    body: Any, model: str, allowed: frozenset[str] = frozenset(), max_tokens: int | None = None
+) -> dict[str, Any]:
     """The body to send for the caller's ``body``: the same keys and values, plus ``model``
     when it has none and one is configured. ValidationError naming the field when it is not a
-    chat-completions request (``messages`` missing or malformed, ``stream`` not a boolean), or
-    names a model outside ``allowed`` (when not empty)."""
+    chat-completions request (``messages`` missing or malformed, ``stream`` not a boolean),
+    names a model outside ``allowed`` (when not empty), or asks for more output tokens than
+    ``max_tokens`` (``max_tokens``, ``max_completion_tokens``: the server's cap)."""
     if not isinstance(body, Mapping):
         raise ValidationError("body: expected a JSON object", field="body")
     out = dict(body)
@@ -46,6 +60,8 @@ def request_body(body: Any, model: str, allowed: frozenset[str] = frozenset()) -
     stream = out.get("stream")
     if stream is not None and not isinstance(stream, bool):
         raise ValidationError("stream: expected true or false", field="stream")
+    for name in OUTPUT_LIMITS:
+        check_output_limit(out.get(name), name, max_tokens)
     given = out.get("model")
     if given is not None and not isinstance(given, str):
         raise ValidationError("model: expected a string", field="model")
@@ -59,6 +75,21 @@ def request_body(body: Any, model: str, allowed: frozenset[str] = frozenset()) -
     elif not given:
         out.pop("model", None)
     return out
+
+
+def check_output_limit(value: Any, name: str, limit: int | None) -> None:
+    """A caller's output-token limit ``name``: absent, or a positive integer of at most
+    ``limit`` (the server's cap; None: no cap). ValidationError naming the field and the
+    limit otherwise."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(f"{name}: expected a positive integer", field=name)
+    if limit is not None and value > limit:
+        raise ValidationError(
+            f"{name}: {value} is over this server's limit of {limit} output tokens",
+            field=name, limit=limit,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +222,9 @@ def _decode(data: bytes) -> Any:
 class ChunkStream:
     """The events of a streamed answer, in order, as :class:`Chunk` values; ``[DONE]`` is the
     last one yielded (when the upstream sends it). Iterate once; :meth:`aclose` (or the end of
-    the iteration) releases the connection. A transport error part-way raises UpstreamError
-    and counts as a failure of the upstream (``on_broken``)."""
+    the iteration) releases the connection, and then calls ``on_close`` (once). A transport
+    error part-way raises UpstreamError and counts as a failure of the upstream
+    (``on_broken``)."""
 
     def __init__(
         self,
@@ -200,6 +232,7 @@ class ChunkStream:
         *,
         error: Callable[..., UpstreamError],
         on_broken: Callable[[], object],
+        on_close: Callable[[], object] | None = None,
     ) -> None:
         self.status = response.status_code
         self.headers = response.headers
@@ -207,7 +240,14 @@ class ChunkStream:
         self._response = response
         self._error = error
         self._on_broken = on_broken
+        self._on_close = on_close
         self._iterator: AsyncIterator[Chunk] | None = None
+
+    def _closed(self) -> None:
+        """The connection is released: tell ``on_close`` once."""
+        done, self._on_close = self._on_close, None
+        if done is not None:
+            done()
 
     def __aiter__(self) -> AsyncIterator[Chunk]:
         if self._iterator is None:
@@ -232,12 +272,18 @@ class ChunkStream:
                 self.chunks += 1
                 yield chunk
         finally:
-            await self._response.aclose()
+            try:
+                await self._response.aclose()
+            finally:
+                self._closed()
 
     async def aclose(self) -> None:
-        if self._iterator is not None:
-            await self._iterator.aclose()  # type: ignore[attr-defined]
-        await self._response.aclose()
+        try:
+            if self._iterator is not None:
+                await self._iterator.aclose()  # type: ignore[attr-defined]
+            await self._response.aclose()
+        finally:
+            self._closed()
 
 
 def is_stream(response: httpx.Response) -> bool:
@@ -245,9 +291,15 @@ def is_stream(response: httpx.Response) -> bool:
     return media == "text/event-stream"
 
 
-def completion(response: httpx.Response, error: Callable[..., UpstreamError]) -> Completion:
-    """A read answer as a Completion; a 2xx that is not a JSON object is UpstreamError."""
-    raw = response.content
+def completion(
+    response: httpx.Response,
+    error: Callable[..., UpstreamError],
+    hide: Callable[[bytes], bytes] = lambda raw: raw,
+) -> Completion:
+    """A read answer as a Completion; a 2xx that is not a JSON object is UpstreamError. The
+    body of a refusal (3xx, 4xx) goes through ``hide`` (the server's key and upstream address
+    taken out: the caller sees it); a 2xx is kept byte for byte."""
+    raw = response.content if response.status_code < 300 else hide(response.content)
     try:
         body = json.loads(raw)
     except ValueError:

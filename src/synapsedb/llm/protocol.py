@@ -79,8 +79,14 @@ class Session:
         return out
 
     def error(self, message: str, **details: Any) -> UpstreamError:
-        return wire.upstream_error(f"LLM upstream {self.redact.url}: {message}", self.redact,
-                                   **details)  # fmt: skip
+        """An UpstreamError for ``message``, which names the upstream only as "LLM upstream":
+        its message reaches tenants (the proxy's answers, a job's recorded error), so the
+        operator's address and key are taken out. The operator's log gets it with the
+        address (at DEBUG when an open breaker refused the call: no request was made)."""
+        quiet = details.get("breaker_open") and not details.get("attempts")
+        log.log(logging.DEBUG if quiet else logging.WARNING, "LLM upstream %s: %s",
+                self.redact.url, self.redact(message))  # fmt: skip
+        return wire.upstream_error(f"LLM upstream: {message}", self.redact, **details)
 
     def downgrade(self, mode: str) -> str:
         """The mode after ``mode``, remembered for later calls unless another call already
@@ -157,12 +163,15 @@ def chat_json(
         )  # fmt: skip
 
 
-def forward(session: Session, body: dict[str, Any]) -> Steps[tuple[httpx.Response, int]]:
+def forward(
+    session: Session, body: dict[str, Any], breaker: CircuitBreaker | None = None
+) -> Steps[tuple[httpx.Response, int]]:
     """Send a caller's request body as it is (the memory proxy), retried like any call: the
     first answer that is not an upstream failure (a 2xx, or a 4xx the request caused) and the
-    attempts made; UpstreamError when none comes (see :func:`_send`)."""
+    attempts made; UpstreamError when none comes (see :func:`_send`). ``breaker``: the one
+    this caller's failures count in (the proxy keeps one per tenant), else the session's."""
     _require_configured(session)
-    return (yield from _send(session, body))
+    return (yield from _send(session, body, breaker))
 
 
 def _structured_value(
@@ -202,29 +211,55 @@ def _reply(session: Session, resp: httpx.Response, attempts: int) -> ChatReply:
                             breaker_open=opened) from None  # fmt: skip
 
 
-def _retryable(outcome: Outcome) -> bool:
-    """Connection errors, timeouts (ours, or the upstream's 408), 429 and 5xx."""
+# failures after which sending again is safe: the upstream cannot have started on the request
+RESENDABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError,
+              httpx.WriteTimeout)  # fmt: skip
+RESENDABLE_STATUSES = frozenset({408, 429, 503})  # not taken in: too slow to arrive, or refused
+
+
+def _failed(outcome: Outcome) -> bool:
+    """An upstream failure (the breaker counts it): a transport error, 408, 429 or a 5xx.
+    Anything else (a 2xx, another 4xx) is an answer to pass on."""
     if isinstance(outcome, httpx.Response):
         return outcome.status_code in (408, 429) or outcome.status_code >= 500
     return True
 
 
+def _resendable(outcome: Outcome) -> bool:
+    """Whether a failed request may be sent again without doubling the upstream's work: the
+    connection was never made or the request never wholly sent, or the upstream refused it
+    unread (408, 429, 503). Not a timeout or a broken connection while waiting for the answer,
+    nor another 5xx: the model may still be generating (a cold local model takes minutes over
+    its first answer), and a second request would run beside the first."""
+    if isinstance(outcome, httpx.Response):
+        return outcome.status_code in RESENDABLE_STATUSES
+    return isinstance(outcome, RESENDABLE)
+
+
 def _describe(outcome: Outcome) -> str:
     if isinstance(outcome, httpx.Response):
         return f"answered {outcome.status_code}: {wire.error_text(outcome.content)}"
+    if isinstance(outcome, httpx.ReadTimeout):
+        return "timed out waiting for the answer (ReadTimeout)"
     if isinstance(outcome, httpx.TimeoutException):
         return f"timed out ({type(outcome).__name__})"
-    return f"unreachable ({type(outcome).__name__}: {outcome})"
+    if isinstance(outcome, RESENDABLE):
+        return f"unreachable ({type(outcome).__name__}: {outcome})"
+    return f"the connection broke before the answer ({type(outcome).__name__}: {outcome})"
 
 
-def _send(session: Session, body: dict[str, Any]) -> Steps[tuple[httpx.Response, int]]:
+def _send(
+    session: Session, body: dict[str, Any], breaker: CircuitBreaker | None = None
+) -> Steps[tuple[httpx.Response, int]]:
     """Send ``body`` until an answer that is not an upstream failure: a 2xx, or a 4xx other
-    than 408 and 429 (our request is at fault: retrying cannot help). Connection errors,
-    timeouts, 408, 429 and 5xx are retried up to ``max_retries`` times, waiting ``Retry-After`` when the upstream
-    says (if not longer than ``backoff_cap_s``) or the jittered backoff. Answers the response
-    and the number of attempts made; raises UpstreamError when retries are exhausted, the wait
-    asked for is too long, or the breaker is open."""
-    settings, breaker = session.settings, session.breaker
+    than 408 and 429 (our request is at fault: retrying cannot help). Only failures after
+    which the upstream cannot be working on the request are retried (:func:`_resendable`: no
+    connection, 408, 429, 503), up to ``max_retries`` times, waiting ``Retry-After`` when the
+    upstream says (if not longer than ``backoff_cap_s``) or the jittered backoff. Answers the
+    response and the number of attempts made; raises UpstreamError at once for any other
+    failure (a timeout waiting for the answer, another 5xx), and when retries are exhausted,
+    the wait asked for is too long, or the breaker is open."""
+    settings, breaker = session.settings, breaker or session.breaker
     attempts = 0
     while True:
         admitted, probe = breaker.admit()
@@ -239,7 +274,7 @@ def _send(session: Session, body: dict[str, Any]) -> Steps[tuple[httpx.Response,
         settled = False
         try:
             outcome = yield Send(body)
-            if isinstance(outcome, httpx.Response) and not _retryable(outcome):
+            if isinstance(outcome, httpx.Response) and not _failed(outcome):
                 breaker.succeed()
                 settled = True
                 return outcome, attempts
@@ -253,6 +288,11 @@ def _send(session: Session, body: dict[str, Any]) -> Steps[tuple[httpx.Response,
         asked = None
         if isinstance(outcome, httpx.Response):
             asked = wire.retry_after(outcome.headers, session.wall())
+        if not _resendable(outcome):
+            raise session.error(f"{problem} (not retried: the upstream may still be working "
+                                "on it, and a second request would double its load)",
+                                status=status, attempts=attempts, breaker_open=opened,
+                                retry_after=asked)  # fmt: skip
         if opened or attempts > settings.max_retries:
             why = "the circuit breaker opened" if opened else f"{attempts} attempts"
             raise session.error(f"{problem} (gave up after {why})", status=status,

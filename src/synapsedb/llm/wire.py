@@ -302,7 +302,11 @@ def read_json(text: str, schema: Mapping[str, Any]) -> tuple[dict[str, Any] | No
 
 
 class Redactor:
-    """Removes the API key (and any password in the base URL) from text shown to a person."""
+    """Removes secrets from text: the API key and any password in the base URL (``redact(text)``:
+    what the operator's logs show, naming the upstream by :attr:`url`), and also every form of
+    the operator's upstream address (``hide``: what a tenant may see, in error messages and in
+    the upstream's error bodies passed on). ``[redacted]`` stands for a secret, ``[upstream]``
+    for the address."""
 
     def __init__(self, api_key: str, base_url: str) -> None:
         parts = urlsplit(base_url)
@@ -310,12 +314,37 @@ class Redactor:
         host = parts.hostname or ""
         netloc = f"{host}:{parts.port}" if parts.port else host
         self.url = urlunsplit((parts.scheme, netloc, parts.path, "", "")) if base_url else ""
+        origin = f"{parts.scheme}://{netloc}" if host else ""
+        names = {n for n in (base_url, self.url, origin, netloc, parts.netloc) if n}
+        names |= {n.rstrip("/") for n in names}
+        names |= {n.replace("/", "\\/") for n in names}  # as JSON may write it
+        longest = sorted(names, key=len, reverse=True)
+        address = "|".join(re.escape(n) for n in longest)
+        if host:  # the bare host name, as a whole name (not inside a longer one)
+            address += ("|" if address else "") + rf"(?<![\w.-]){re.escape(host)}(?![\w-])"
+        self._address = re.compile(address, re.I) if address else None
+        self._address_bytes = re.compile(address.encode(), re.I) if address else None
 
     def __call__(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, "[redacted]")
         return text
 
+    def hide(self, text: str) -> str:
+        """``text`` with the upstream's address and the secrets taken out."""
+        if self._address is not None:
+            text = self._address.sub("[upstream]", text)
+        return self(text)
+
+    def hide_bytes(self, raw: bytes) -> bytes:
+        """:meth:`hide` for a body passed on as bytes (UTF-8 or not: only ASCII is replaced)."""
+        if self._address_bytes is not None:
+            raw = self._address_bytes.sub(b"[upstream]", raw)
+        for secret in self._secrets:
+            raw = raw.replace(secret.encode(), b"[redacted]")
+        return raw
+
 
 def upstream_error(message: str, redact: Redactor, **details: Any) -> UpstreamError:
-    return UpstreamError(redact(message), **details)
+    """An UpstreamError whose message a tenant may read: no secret, no upstream address."""
+    return UpstreamError(redact.hide(message), **details)

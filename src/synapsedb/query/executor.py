@@ -21,6 +21,7 @@ from ..index.rowmemo import RowMemo
 from ..index.timeline import context, distinct, neighbours
 from ..times import to_datetime
 from ..types import Hit
+from . import rerank
 from .dedup import dedup
 from .feedback import expansion_terms
 from .filters import Node
@@ -51,6 +52,9 @@ class Fusion:
     feedback_docs: int = 3
     feedback_terms: int = 5
     feedback_repeat: int = 2
+    # the learned re-ranking of the best rows (query/rerank.py) for hybrid text queries with
+    # the context term on and no recency or salience weight
+    rerank: bool = True
 
     def __post_init__(self) -> None:
         for name in ("feedback_docs", "feedback_terms", "feedback_repeat"):
@@ -336,7 +340,8 @@ def _ranked(
     v_part = cand_parts[0] if cand_parts else None
     again = fz.feedback_terms > 0 and use_k and hybrid and spec.has_text
     memos = _memos(cat, spec, allowed, q) if again else (None, None)
-    rows, score, comp, cut, cand = _fuse(cat, spec, allowed, q, v_part, k_rows, bm, memos)
+    rows, score, comp, cut, cand = _fuse(cat, spec, allowed, q, v_part, k_rows, bm, memos,
+                                         rerank=not again)  # fmt: skip
     if again and rows.shape[0]:
         t0 = time.perf_counter()
         assert bm is not None
@@ -418,10 +423,13 @@ def _fuse(
     k_rows: np.ndarray | None,
     bm: np.ndarray | None,
     memos: tuple[RowMemo | None, RowMemo | None] = (None, None),
+    *,
+    rerank: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray], bool, np.ndarray]:
     """Fuse the vector and keyword candidate lists: the rows in rank order, their scores, the
     score components (in that order), whether ``min_score`` dropped any, and the candidates
-    (``memos``: :func:`_memos`' when the query fuses more than once)."""
+    (``memos``: :func:`_memos`' when the query fuses more than once; ``rerank``: this is the
+    query's last fusion, whose best rows the learned re-ranking may re-order)."""
     fz = spec.fusion
     use_v, use_k = v_rows is not None, k_rows is not None
     parts = [p for p in (v_rows, k_rows) if p is not None]
@@ -477,9 +485,44 @@ def _fuse(
         rows, score = rows[keep], score[keep]
         comp = {k: v[keep] for k, v in comp.items()}
     order = np.lexsort((rows, -score))
+    if (rerank and fz.rerank and nb is not None and spec.mode == "hybrid" and use_v and use_k
+            and not fz.recency and not fz.salience):  # fmt: skip
+        named = comp["author"] > 0 if "author" in comp else np.zeros(rows.shape[0], bool)
+        order = _reranked(cat, rows, score, order, near, (s0, vec_n, key_n, cos, bmn), nb,
+                          named, comp)  # fmt: skip
     comp = {k: v[order] for k, v in comp.items()}
-    comp["score"] = score[order]
-    return rows[order], score[order], comp, cut, cand
+    score = np.sort(score)[::-1] if "rerank" in comp else score[order]  # k-th hit, k-th score
+    comp["score"] = score
+    return rows[order], score, comp, cut, cand
+
+
+def _reranked(
+    cat: Catalog,
+    rows: np.ndarray,
+    score: np.ndarray,
+    order: np.ndarray,
+    near: np.ndarray,
+    arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    nb: np.ndarray,
+    named: np.ndarray,
+    comp: dict[str, np.ndarray],
+) -> np.ndarray:
+    """``order`` with its best rows re-ordered by the learned ranker (query/rerank.py) when
+    they are transcript lines; its score of each re-ordered row goes to ``comp["rerank"]`` (0
+    for the rest)."""
+    model = rerank.forest()
+    head = order[: model.rows]
+    if head.shape[0] < 2:
+        return order
+    top = rows[head]
+    if not rerank.transcript(cat.label[top]):
+        return order
+    cands = rerank.gather(cat, top, score[head], near, arrays, nb[head], named[head] * 1.0)
+    pred = model.predict(rerank.features(cands))
+    new = np.lexsort((np.arange(head.shape[0]), -pred))
+    comp["rerank"] = np.zeros(rows.shape[0])
+    comp["rerank"][head] = pred
+    return np.concatenate([head[new], order[model.rows :]])
 
 
 def _by_cosine(

@@ -9,7 +9,8 @@ For a text query in hybrid mode (docs/retrieval.md has the measurements)::
           + recency * 2^(-age / half_life) + salience * salience(i)
 
 Candidates are the top ``candidates`` of each list plus their timeline neighbours; every
-neighbour's ``s0`` is computed exactly. Speaker labels come from content written as
+neighbour's ``s0`` is computed exactly. Without recency or salience weights, the best 100 rows
+by ``s`` are then re-ordered by a small learned model over these same signals (query/rerank.py). Speaker labels come from content written as
 ``"Name: text"``; a query word that names a speaker boosts that speaker's memories and is left
 out of the text that gets embedded (names carry no meaning for the embedding model, and every
 one of that speaker's memories would match them).

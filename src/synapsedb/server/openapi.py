@@ -221,7 +221,7 @@ OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/answers"): {
         "summary": "Record an answer and what it was built on",
         "status": 201,
-        "body": ["answer_id", "query_ids", "agent", "text", "cited"],
+        "body": ["answer_id", "query_ids", "agent", "text", "cited", "entities"],
         "answer": Lineage,
     },
     ("POST", "/chat/completions"): {

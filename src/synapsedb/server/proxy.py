@@ -15,12 +15,14 @@ Errors on these routes have OpenAI's shape, ``{"error": {"message", "type", "par
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -30,13 +32,16 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..agentic import MemoryLoop
 from ..config import LLMSettings
 from ..engine import Database, Namespace
 from ..errors import NotFoundError, SynapseError, UpstreamError, ValidationError
 from ..ids import new_memory_id
 from ..llm import AsyncChatClient, Chunk, ChunkStream
 from ..types import Recalled
-from ..validation import ID_RE, check_entity, check_namespace
+from ..validation import check_entity, check_namespace
+from .proxy_tenants import Slot, Tenants
+from .response_records import save_record
 from .wire import agent_of, encoder, error_headers
 
 __all__ = ["Proxy", "Turn", "openai_error"]
@@ -50,8 +55,7 @@ ANSWER_HEADER = "X-SynapseDB-Answer-Id"
 MEMORIES_HEADER = "X-SynapseDB-Memories"
 AGENT = "proxy"
 LANES = 4  # threads storing what was said after the answers
-CHAIN_ENTITY = "synapsedb:responses"  # the Responses API's records: one KV fact per response
-RESPONSE_TTL_S = 30 * 86_400  # as long as OpenAI keeps a stored response
+SETTLE_S = 5.0  # longest a recall waits for the entity's earlier answers to be stored
 TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
          404: "not_found_error", 408: "invalid_request_error", 409: "conflict_error",
          413: "invalid_request_error", 415: "invalid_request_error", 429: "rate_limit_error",
@@ -97,10 +101,10 @@ class Turn:
     agent: str | None
 
 
-def answer_id(given: Any, prefix: str) -> str:
-    """The upstream's id when it is a valid answer id, else a new one."""
-    if isinstance(given, str) and ID_RE.match(given):
-        return given
+def answer_id(prefix: str) -> str:
+    """A new id to record an answer under (``X-SynapseDB-Answer-Id``). Never the upstream's:
+    an upstream may repeat its ids or make them guessable, and the first answer recorded under
+    one would take the lineage of the others, or a request could take another's."""
     return f"{prefix}-sdb-{new_memory_id(time.time_ns() // 1000)}"
 
 
@@ -129,7 +133,7 @@ def new_turns(messages: Sequence[Any]) -> list[dict[str, Any]]:
     return out[::-1]
 
 
-TURN_BYTES = 32_000  # what remember takes of one turn (agentic.loop.MAX_TURN_BYTES)
+TURN_BYTES = 32_000  # what remember takes of one turn (agentic.turns.MAX_TURN_BYTES)
 CUT_MARK = " [...]"
 
 
@@ -193,6 +197,7 @@ class Proxy:
         self.db = db
         self.namespace = check_namespace(namespace)
         self.client = client or AsyncChatClient(llm or LLMSettings())
+        self.tenants = Tenants(self.client.settings)  # each tenant's breaker and share of calls
         self.warnings = Warnings()
         self.pending: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, response id) -> record
         # a few lanes, so that the commits of several answers share group commits; the work
@@ -200,6 +205,7 @@ class Proxy:
         self._lanes = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="synapsedb-proxy")
                        for _ in range(LANES)]  # fmt: skip
         self._queued: set[Future[None]] = set()
+        self._by_entity: dict[tuple[str, str], set[Future[None]]] = {}  # (ns, entity) -> work
         self._closed = False
 
     @property
@@ -208,14 +214,24 @@ class Proxy:
 
     def status(self) -> dict[str, Any]:
         """For /readyz and /metrics: the upstream model (``absent``: none configured, ``ok``,
-        ``unavailable``: its circuit breaker is open) and the memory work that failed after
-        answers, by kind (recall, record, chain, remember)."""
+        ``unavailable``: the circuit breaker of every tenant that called it is open), the
+        tenants whose breaker is open, the upstream calls in flight, and the memory work that
+        failed after answers, by kind (recall, record, chain, remember)."""
+        states = self.tenants.states()
+        opened = sum(1 for s in states if s == "open")
         if not self.client.configured:
             upstream = "absent"
         else:
-            upstream = "unavailable" if self.client.breaker_state == "open" else "ok"
+            upstream = "unavailable" if states and opened == len(states) else "ok"
         return {"upstream": upstream, "memory_failures": dict(self.warnings.counts),
-                "backlog": len(self._queued)}  # fmt: skip
+                "backlog": len(self._queued), "breakers_open": opened,
+                "calls": self.tenants.calls()}  # fmt: skip
+
+    def enter(self, request: Request) -> Slot:
+        """A place for one upstream call of the request's tenant (its key's; with auth off,
+        the one tenant), or a 429 when the tenant has its share in flight."""
+        key = getattr(request.state, "key", None)
+        return self.tenants.enter(key.tenant if key is not None else "")
 
     def require_upstream(self) -> None:
         """503 in OpenAI's shape when no upstream model is configured."""
@@ -249,6 +265,7 @@ class Proxy:
         loop = self.db.memory_loop
         if loop is None:
             return None
+        await self.settled(ns, turn.entity)  # what this entity said before is searchable
         try:
             how = getattr(getattr(loop, "settings", None), "proxy_rewrite", "heuristic")
             found = await run_in_threadpool(
@@ -261,7 +278,7 @@ class Proxy:
             return None
         return found if isinstance(found, Recalled) else None
 
-    def finish(
+    async def finish(
         self,
         ns: Namespace,
         turn: Turn,
@@ -271,39 +288,90 @@ class Proxy:
         said: Sequence[Mapping[str, Any]],
         record: tuple[str, dict[str, Any]] | None = None,
     ) -> None:
-        """After a complete answer, in the background: record it (lineage), store the
-        response's record (``record``: its id and value, Responses API) and remember the
-        turns ``said`` and the answer. Never raises; failures are logged."""
+        """Once an answer is complete, before the caller has its end: store the turns
+        ``said`` and the answer durably (the memory loop's ``remember``, embedding deferred:
+        a process killed now loses no turn). Then, in the background: make them searchable,
+        record the answer (lineage) as about the entity and the session, and store the
+        response's record (``record``: its id and value, Responses API). The next recall of
+        the same entity waits for that background work, so it finds these turns. Never
+        raises; failures are logged."""
         if record is not None:
             self.pending[(ns.name, record[0])] = record[1]
         if self._closed:
             return
+        # the session the turns go to: the caller's, else one per day (the memory loop's own
+        # default, named here so that the answer can be tied to it)
+        session = turn.session or datetime.now(UTC).strftime("%Y-%m-%d")
+        job = await run_in_threadpool(self._keep, ns, turn, session, answer, said)
         lane = self._lanes[hash((ns.name, turn.entity, turn.session)) % LANES]
-        job = lane.submit(self._finish, ns, turn, recalled, answer, answer_id, said, record)
-        self._queued.add(job)
-        job.add_done_callback(self._queued.discard)
+        work = lane.submit(self._finish, ns, turn, session, recalled, answer, answer_id, job,
+                           record)  # fmt: skip
+        self._queued.add(work)
+        who = (ns.name, turn.entity)
+        self._by_entity.setdefault(who, set()).add(work)
+        work.add_done_callback(lambda done: self._done(who, done))
+
+    def _done(self, who: tuple[str, str], work: Future[None]) -> None:
+        self._queued.discard(work)
+        held = self._by_entity.get(who)
+        if held is not None:
+            held.discard(work)
+            if not held:
+                self._by_entity.pop(who, None)
+
+    async def settled(self, ns: Namespace, entity: str) -> None:
+        """Wait (at most SETTLE_S) until the background work of the entity's earlier answers
+        is done: what they said is then searchable."""
+        held = [asyncio.wrap_future(f) for f in self._by_entity.get((ns.name, entity), ())]
+        if held:
+            await asyncio.wait(held, timeout=SETTLE_S)
+
+    def _keep(self, ns: Namespace, turn: Turn, session: str, answer: str,
+              said: Sequence[Mapping[str, Any]]) -> str | None:  # fmt: skip
+        """Store the turns and the answer (not embedded yet); the job's key, if one."""
+        loop = self.db.memory_loop
+        turns = [*said, {"role": "assistant", "content": answer}] if answer else list(said)
+        turns = [fit_turn(t) for t in turns]
+        if loop is None or not turns:
+            return None
+        try:
+            if isinstance(loop, MemoryLoop):  # embedded after the answer is out
+                done = loop.remember(ns, turns, entity=turn.entity, session=session,
+                                     agent=turn.agent, defer_index=True)  # fmt: skip
+            else:  # another loop behind the seam: stored as it stores them
+                done = loop.remember(ns, turns, entity=turn.entity, session=session,
+                                     agent=turn.agent)  # fmt: skip
+        except Exception as exc:
+            self.warnings.warn("remember", f"turns of {turn.entity!r} not remembered: "
+                               f"{type(exc).__name__}: {exc}")  # fmt: skip
+            return None
+        return done.job
 
     def _finish(
         self,
         ns: Namespace,
         turn: Turn,
+        session: str,
         recalled: Recalled | None,
         answer: str,
         answer_id: str,
-        said: Sequence[Mapping[str, Any]],
+        job: str | None,
         record: tuple[str, dict[str, Any]] | None,
     ) -> None:
+        # the answer is about the user and the session: a purge of either erases its text
+        about = [turn.entity, f"session:{session}"]
         try:
             qids = [recalled.query_id] if recalled is not None and recalled.query_id else []
             cited = [m.id for m in recalled.memories] if recalled is not None else []
             try:
-                ns.record_answer(answer_id, qids, cited=cited, text=answer, agent=turn.agent)
+                ns.record_answer(answer_id, qids, cited=cited, text=answer, agent=turn.agent,
+                                 entities=about)  # fmt: skip
             except NotFoundError as exc:
                 # a recall in a namespace that did not exist yet found nothing and logged no
                 # query (namespaces come from writes): the answer is recorded without it
                 if exc.details.get("field") != "query_ids" or cited:
                     raise
-                ns.record_answer(answer_id, [], text=answer, agent=turn.agent)
+                ns.record_answer(answer_id, [], text=answer, agent=turn.agent, entities=about)
         except Exception as exc:
             self.warnings.warn("record", f"answer {answer_id} not recorded: "
                                f"{type(exc).__name__}: {exc}")  # fmt: skip
@@ -315,16 +383,13 @@ class Proxy:
                                    f"{type(exc).__name__}: {exc}")  # fmt: skip
             finally:
                 self.pending.pop((ns.name, record[0]), None)
-        loop = self.db.memory_loop
-        turns = [*said, {"role": "assistant", "content": answer}] if answer else list(said)
-        turns = [fit_turn(t) for t in turns]
-        if loop is None or not turns:
-            return
-        try:
-            loop.remember(ns, turns, entity=turn.entity, session=turn.session, agent=turn.agent)
-        except Exception as exc:
-            self.warnings.warn("remember", f"turns of {turn.entity!r} not remembered: "
-                               f"{type(exc).__name__}: {exc}")  # fmt: skip
+        loop = self.db.memory_loop  # last: the next recall of the entity waits for it
+        if isinstance(loop, MemoryLoop) and job is not None:
+            try:
+                loop.index_now(ns, job)
+            except Exception as exc:  # the job is durable: the worker indexes them later
+                self.warnings.warn("remember", f"turns of {turn.entity!r} not indexed yet: "
+                                   f"{type(exc).__name__}: {exc}")  # fmt: skip
 
     def drain(self) -> None:
         """Wait until the background work queued so far is done (tests, shutdown)."""
@@ -339,28 +404,6 @@ class Proxy:
         self._closed = True
         await anyio.to_thread.run_sync(self._shutdown)
         await self.client.aclose()
-
-
-def save_record(ns: Namespace, ident: str, record: dict[str, Any]) -> None:
-    """Store a response's record durably; a record over the namespace's value limit keeps the
-    end of each long turn (the start is cut first, halving until it fits)."""
-    keep = 1 << 20
-    while True:
-        try:
-            ns.set(CHAIN_ENTITY, ident, _cut(record, keep), ttl=RESPONSE_TTL_S, agent="proxy")
-            return
-        except ValidationError as exc:
-            if exc.details.get("field") != "value" or keep < 64:
-                raise
-            keep //= 2
-
-
-def _cut(record: dict[str, Any], keep: int) -> dict[str, Any]:
-    def short(text: Any) -> Any:
-        return text[-keep:] if isinstance(text, str) and len(text) > keep else text
-
-    turns = [{**t, "content": short(t.get("content"))} for t in record.get("input", [])]
-    return {**record, "input": turns, "output": short(record.get("output"))}
 
 
 class ProxyMetrics(Collector):
@@ -385,6 +428,12 @@ class ProxyMetrics(Collector):
         for kind in self.KINDS:
             failed.add_metric([kind], st["memory_failures"].get(kind, 0))
         yield failed
+        yield GaugeMetricFamily("synapsedb_proxy_breakers_open",
+                                "Tenants whose circuit breaker for the upstream model is open",
+                                value=st["breakers_open"])  # fmt: skip
+        yield GaugeMetricFamily("synapsedb_proxy_upstream_calls",
+                                "Calls of the memory proxy to the upstream model in flight, "
+                                "every tenant's", value=st["calls"])  # fmt: skip
 
 
 async def first_chunk(stream: ChunkStream) -> tuple[Chunk, AsyncIterator[Chunk]]:
@@ -421,22 +470,25 @@ async def relay(
     ident: str,
     said: Sequence[Mapping[str, Any]],
 ) -> AsyncIterator[bytes]:
-    """The chat-completions stream passed through event by event; once it has ended well,
-    the answer is stored in the background. A stream that breaks part-way ends with an
-    OpenAI error event; a client that leaves closes the upstream."""
-    text: list[str] = []
+    """The chat-completions stream passed through event by event, one event behind: once it
+    has ended well, the turns are stored before its last event goes out. A stream that
+    breaks part-way ends with an OpenAI error event; a client that leaves closes the
+    upstream."""
+    text: list[str] = [first.text]
+    held = frame(first)
     done = False
     try:
-        text.append(first.text)
-        yield frame(first)
         async for chunk in rest:
             text.append(chunk.text)
-            yield frame(chunk)
+            yield held
+            held = frame(chunk)
         done = True
     except UpstreamError as err:
+        yield held
         yield b"data: " + encoder.encode(error_chunk(err)) + b"\n\n"
     finally:
         with anyio.CancelScope(shield=True):
             await stream.aclose()
     if done:
-        proxy.finish(ns, turn, recalled, "".join(text), ident, said)
+        await proxy.finish(ns, turn, recalled, "".join(text), ident, said)
+        yield held

@@ -3,9 +3,9 @@ chat-completions call upstream: ``input`` (a string or message items), ``instruc
 ``previous_response_id``, ``stream`` (``response.created`` ... ``response.output_text.delta``
 ... ``response.completed``).
 
-Each response is stored in its namespace as a KV fact of the reserved entity
-``synapsedb:responses`` (key: the response id, kept RESPONSE_TTL_S): its entity, session, the
-turns it was given and its answer, and the response it continued. A request naming
+Each response's record (its entity, session, the turns it was given and its answer, and the
+response it continued) is stored where a purge of its user or of its session erases it
+(:mod:`synapsedb.server.response_records`). A request naming
 ``previous_response_id`` gets that chain's turns back in front of its own; one without still
 gets the entity's long-term memories through recall.
 """
@@ -20,12 +20,14 @@ from typing import Any
 import anyio
 
 from ..engine import Namespace
-from ..errors import NotFoundError, UpstreamError, ValidationError
+from ..errors import UpstreamError, ValidationError
 from ..ids import new_memory_id
 from ..llm import Chunk, ChunkStream
+from ..llm.forward import check_output_limit
 from ..types import Recalled
 from ..validation import check_key
-from .proxy import CHAIN_ENTITY, Proxy, Turn
+from .proxy import Proxy, Turn
+from .response_records import stored_record
 from .wire import encoder, json_type
 
 __all__ = ["Answer", "ResponsesRequest", "events", "load_chain", "parse"]
@@ -67,20 +69,26 @@ def _text_content(content: Any, where: str) -> Any:
     parts: list[dict[str, Any]] = []
     for j, part in enumerate(content):
         at = f"{where}.content[{j}]"
-        kind = part.get("type") if isinstance(part, Mapping) else None
-        if kind in TEXT_PARTS and isinstance(part.get("text"), str):  # type: ignore[union-attr]
-            parts.append({"type": "text", "text": part["text"]})  # type: ignore[index]
-        elif kind == "input_image" and isinstance(part.get("image_url"), str):  # type: ignore[union-attr]
-            image = {"url": part["image_url"]}  # type: ignore[index]
-            if isinstance(part.get("detail"), str):  # type: ignore[union-attr]
-                image["detail"] = part["detail"]  # type: ignore[index]
+        if not isinstance(part, Mapping):
+            raise _fail(at, "a content part (an object with a type)", part)
+        kind = part.get("type")
+        if kind in TEXT_PARTS:
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise _fail(f"{at}.text", "a string", text)
+            parts.append({"type": "text", "text": text})
+        elif kind == "input_image":
+            url = part.get("image_url")
+            if not isinstance(url, str):
+                raise _fail(f"{at}.image_url", "a string", url)
+            image = {"url": url}
+            if isinstance(part.get("detail"), str):
+                image["detail"] = part["detail"]
             parts.append({"type": "image_url", "image_url": image})
         else:
-            raise ValidationError(
-                f"{at}.type: expected input_text, output_text or input_image (with its text "
-                f"or image_url), got {kind!r}",
-                field=f"{at}.type",
-            )  # fmt: skip
+            got = repr(kind[:100]) if isinstance(kind, str) else json_type(kind)
+            raise ValidationError(f"{at}.type: expected input_text, output_text or "
+                                  f"input_image, got {got}", field=f"{at}.type")  # fmt: skip
     if all(p["type"] == "text" for p in parts):
         return "".join(p["text"] for p in parts)
     return parts
@@ -121,8 +129,9 @@ def _number(body: Mapping[str, Any], name: str, low: float, high: float) -> floa
     return value
 
 
-def parse(body: Mapping[str, Any]) -> ResponsesRequest:
-    """A Responses API body, checked (400 naming the field: unknown fields included)."""
+def parse(body: Mapping[str, Any], max_tokens: int | None = None) -> ResponsesRequest:
+    """A Responses API body, checked (400 naming the field: unknown fields included, and a
+    ``max_output_tokens`` over ``max_tokens``, the server's cap)."""
     for name in body:
         if name not in FIELDS:
             raise ValidationError(f"{name}: not supported by the memory proxy; supported: "
@@ -139,10 +148,8 @@ def parse(body: Mapping[str, Any]) -> ResponsesRequest:
         if (number := _number(body, name, low, high)) is not None:
             opts[name] = number
     most = body.get("max_output_tokens")
+    check_output_limit(most, "max_output_tokens", max_tokens)
     if most is not None:
-        if isinstance(most, bool) or not isinstance(most, int) or most < 1:
-            raise ValidationError("max_output_tokens: expected a positive integer",
-                                  field="max_output_tokens")  # fmt: skip
         opts["max_tokens"] = most
     if body.get("user") is not None:
         opts["user"] = body["user"]
@@ -196,17 +203,12 @@ def load_chain(proxy: Proxy, ns: Namespace, previous: str | None) -> list[dict[s
     chain: list[dict[str, Any]] = []
     ident = previous
     while ident is not None and len(chain) < MAX_CHAIN:
-        record = proxy.pending.get((ns.name, ident))
+        record = proxy.pending.get((ns.name, ident)) or stored_record(ns, ident)
         if record is None:
-            try:
-                value = ns.get(CHAIN_ENTITY, ident).value
-            except NotFoundError:
-                if not chain:
-                    raise ValidationError(f"previous_response_id: no response {ident!r} in "
-                                          "this namespace", field="previous_response_id",
-                                          ) from None  # fmt: skip
-                break  # an older link expired: the chain starts here
-            record = value if isinstance(value, dict) else {}
+            if not chain:
+                raise ValidationError(f"previous_response_id: no response {ident!r} in this "
+                                      "namespace", field="previous_response_id")  # fmt: skip
+            break  # an older link expired or was erased: the chain starts here
         chain.append(record)
         prior = record.get("previous")
         ident = prior if isinstance(prior, str) else None
@@ -371,7 +373,7 @@ async def events(
                  part={**part, "text": answer.text})  # fmt: skip
     yield _event("response.output_item.done", seq := seq + 1, output_index=0,
                  item=answer.message("completed"))  # fmt: skip
-    proxy.finish(ns, turn, recalled, answer.text, answer.id, said,
+    await proxy.finish(ns, turn, recalled, answer.text, answer.id, said,
                  record=(answer.id, answer.record(turn)))  # fmt: skip
     kind = "response.completed" if answer.status == "completed" else "response.incomplete"
     yield _event(kind, seq + 1, response=answer.response(answer.status))

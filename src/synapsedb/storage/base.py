@@ -214,6 +214,7 @@ class AnswerInsert(NamedTuple):
     query_ids: str  # JSON [query id, ...]
     cited: str  # JSON [[memory id, version], ...]
     memories: str  # JSON [[memory id, version], ...]: every memory behind it
+    entities: str = "[]"  # JSON [entity, ...] it is about: a purge of any takes its text
 
 
 class AnswerRow(NamedTuple):
@@ -225,6 +226,7 @@ class AnswerRow(NamedTuple):
     cited: str
     memories: str
     erased: int  # 1: a purge took its text
+    entities: str = "[]"  # JSON [entity, ...]; an erased one is its keyed hash
 
 
 class AnswerRefs(NamedTuple):
@@ -317,7 +319,8 @@ class Purge:
     the version rows stay as skeletons in which the entity's name is replaced by ``alias`` (its
     keyed hash), each fact key by ``keys[key]`` and each stream in ``streams`` by its
     replacement. Logged queries that name the entity or returned its memories lose their text
-    and request; recorded answers built on its memories (or naming it) lose their text.
+    and request; recorded answers built on its memories (or naming it, or about it) lose their
+    text, and in their entities the name becomes ``alias``.
     """
 
     ns: str

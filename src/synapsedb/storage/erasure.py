@@ -57,9 +57,10 @@ def purge(conn: sqlite3.Connection, p: Purge) -> None:
         "SELECT DISTINCT id FROM memory_versions WHERE ns = ? AND entity = ?", (ns, entity)
     )
     twins = conn.execute(
-        "SELECT DISTINCT memory_id FROM events WHERE ns = ?1 AND memory_id IS NOT NULL "
-        "AND (entity = ?2 OR stream = ?2 OR stream IN (SELECT value FROM json_each(?3)))",
-        (ns, entity, orjson.dumps(streams).decode()),
+        "SELECT DISTINCT memory_id FROM events WHERE ns = :ns AND memory_id IS NOT NULL "
+        "AND (entity = :entity OR stream = :entity "
+        "OR stream IN (SELECT value FROM json_each(:streams)))",
+        {"ns": ns, "entity": entity, "streams": orjson.dumps(streams).decode()},
     )
     ids = {r[0] for r in own} | {r[0] for r in twins}
     args = {
@@ -86,11 +87,17 @@ def purge(conn: sqlite3.Connection, p: Purge) -> None:
         )
     finally:  # the connection keeps no reference to the name
         conn.create_function("erasure_names", 3, None)
-    # an answer built on the memories (or naming the entity) keeps its id, time, agent, queries
-    # and the versions it cited, and loses its text
+    # an answer built on the memories (or naming the entity, or about it) keeps its id, time,
+    # agent, queries and the versions it cited, and loses its text; among its entities the
+    # name becomes the alias
     conn.execute(
-        """UPDATE answers SET text = NULL, erased = 1
+        """UPDATE answers SET text = NULL, erased = 1,
+                  entities = (SELECT json_group_array(CASE WHEN e.value = :entity THEN :alias
+                                                      ELSE e.value END)
+                              FROM json_each(answers.entities) AS e)
            WHERE ns = :ns AND (instr(coalesce(text, ''), :entity) > 0
+                 OR EXISTS (SELECT 1 FROM json_each(answers.entities) AS e
+                            WHERE e.value = :entity)
                  OR EXISTS (SELECT 1 FROM json_each(answers.memories) AS m
                             WHERE json_extract(m.value, '$[0]') IN
                                   (SELECT value FROM json_each(:ids))))""",
@@ -147,11 +154,11 @@ def prune_queries(conn: sqlite3.Connection, ns: str, keep: int) -> int:
     """Drop the oldest logged queries of ``ns`` beyond the newest ``keep`` (queries a recorded
     answer refers to stay, for lineage). Returns how many went."""
     cur = conn.execute(
-        """DELETE FROM queries WHERE ns = ?1 AND id IN (
-               SELECT id FROM queries WHERE ns = ?1
-               ORDER BY sys_us DESC, id DESC LIMIT -1 OFFSET ?2)
+        """DELETE FROM queries WHERE ns = :ns AND id IN (
+               SELECT id FROM queries WHERE ns = :ns
+               ORDER BY sys_us DESC, id DESC LIMIT -1 OFFSET :keep)
            AND id NOT IN (SELECT j.value FROM answers, json_each(answers.query_ids) AS j
-                          WHERE answers.ns = ?1)""",
-        (ns, keep),
+                          WHERE answers.ns = :ns)""",
+        {"ns": ns, "keep": keep},
     )
     return cur.rowcount

@@ -89,7 +89,9 @@ _MEM_INSERT = _insert("memory_versions", MEM_COLUMNS)
 _FACT_INSERT = _insert("fact_versions", FACT_COLUMNS)
 _EVENT_INSERT = _insert("events", EVENT_COLUMNS)
 _QUERY_INSERT = _insert("queries", "ns, id, sys_us, agent, text, request, hits")
-_ANSWER_INSERT = _insert("answers", "ns, id, sys_us, agent, text, query_ids, cited, memories")
+_ANSWER_INSERT = _insert(
+    "answers", "ns, id, sys_us, agent, text, query_ids, cited, memories, entities"
+)
 _TIER_INSERT = _insert("tiers", "ns, id, sys_us, tier, score, reason")
 _ERASURE_INSERT = _insert("erasures", "ns, sys_us, agent, subject, counts")
 _ACCESS_UPSERT = (

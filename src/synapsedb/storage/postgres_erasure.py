@@ -78,10 +78,18 @@ def purge(cur: Any, p: Purge) -> None:
             "WHERE ns = %(ns)s AND id = ANY(%(named)s)",
             {**args, "named": named},
         )
-    # an answer built on the memories (or naming the entity) loses its text
+    # an answer built on the memories (or naming the entity, or about it) loses its text;
+    # among its entities the name becomes the alias
     cur.execute(
-        """UPDATE answers SET text = NULL, erased = 1
+        """UPDATE answers SET text = NULL, erased = 1,
+                  entities = coalesce((SELECT json_agg(CASE WHEN e.value = %(entity)s
+                                                       THEN %(alias)s ELSE e.value END
+                                                       ORDER BY e.at)::text
+                                       FROM json_array_elements_text(answers.entities::json)
+                                            WITH ORDINALITY AS e(value, at)), '[]')
            WHERE ns = %(ns)s AND (strpos(coalesce(text, ''), %(entity)s) > 0
+                 OR EXISTS (SELECT 1 FROM json_array_elements_text(answers.entities::json)
+                                          AS e WHERE e = %(entity)s)
                  OR EXISTS (SELECT 1 FROM json_array_elements(answers.memories::json) AS m
                             WHERE m ->> 0 = ANY(%(ids)s)))""",
         args,

@@ -76,7 +76,8 @@ class AuditReads:
         rows = _as(
             AnswerRow,
             self._read(
-                "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
+                "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased, entities "
+                "FROM answers "
                 "WHERE ns = %s AND id = %s",
                 (ns, answer_id),
             ),
@@ -87,7 +88,8 @@ class AuditReads:
         return _as(
             AnswerRow,
             self._read(
-                "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
+                "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased, entities "
+                "FROM answers "
                 "WHERE ns = %s AND sys_us >= %s AND sys_us < %s ORDER BY sys_us, id",
                 (ns, since_us, until_us),
             ),

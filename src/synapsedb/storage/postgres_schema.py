@@ -170,7 +170,11 @@ MIGRATIONS: list[str] = [
     CREATE INDEX fact_versions_sys ON fact_versions (sys_us);
     CREATE INDEX events_sys ON events (sys_us);
     """,
-    # 5: sharded placement (postgres_shards.py): the live processes, each with a lease, and the
+    # 5: an answer names the entities it is about (as SQLite's migration 8)
+    """
+    ALTER TABLE answers ADD COLUMN entities TEXT COLLATE "C" NOT NULL DEFAULT '[]';
+    """,
+    # 6: sharded placement (postgres_shards.py): the live processes, each with a lease, and the
     # owner of each share of the namespaces (a namespace's share: postgres_shards.shard_of)
     """
     CREATE TABLE members (
@@ -204,7 +208,7 @@ TEXT_COLUMNS: dict[str, tuple[str, ...]] = {
     "fact_versions": ("ns", "entity", "key", "value", "agent"),
     "events": ("ns", "stream", "entity", "agent", "content", "data", "memory_id"),
     "queries": ("ns", "id", "agent", "text", "request", "hits"),
-    "answers": ("ns", "id", "agent", "text", "query_ids", "cited", "memories"),
+    "answers": ("ns", "id", "agent", "text", "query_ids", "cited", "memories", "entities"),
     "erasures": ("ns", "agent", "subject", "counts"),
     "tiers": ("ns", "id", "tier", "reason"),
     "access": ("ns", "id"),

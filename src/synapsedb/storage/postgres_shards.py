@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SHARDS", "Membership", "Placed", "check_owner", "namespaces_of", "shard_of"]
 
-SHARDS = 256  # the shares of the namespaces (migration 5 makes one row each)
+SHARDS = 256  # the shares of the namespaces (migration 6 makes one row each)
 LOCK_TIMEOUT_MS = 5000  # how long a change of owner waits for the commits holding a share
 
 _T = TypeVar("_T")

@@ -8,6 +8,7 @@ is commit order, so replaying them rebuilds every version chain.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
 import sqlite3
@@ -68,7 +69,9 @@ _FACT_INSERT = _insert("fact_versions", _FACT_COLUMNS)
 _EVENT_INSERT = _insert("events", _EVENT_COLUMNS)
 _R = TypeVar("_R", bound=tuple[Any, ...])  # a named row of storage.base
 _QUERY_INSERT = _insert("queries", "ns, id, sys_us, agent, text, request, hits")
-_ANSWER_INSERT = _insert("answers", "ns, id, sys_us, agent, text, query_ids, cited, memories")
+_ANSWER_INSERT = _insert(
+    "answers", "ns, id, sys_us, agent, text, query_ids, cited, memories, entities"
+)
 
 
 class SQLiteStorage:
@@ -116,14 +119,24 @@ class SQLiteStorage:
             if not checkpoint(self._conn, 0) and self._wal_size():
                 self._erasure_pending = True
         except sqlite3.Error as exc:
+            self._close_after_failed_open()
             raise self._failures.error(
                 f"cannot open {self.path}: {exc}", exc, path=str(self.path)
             ) from exc
+        except BaseException:  # a schema this version cannot read, ...: nothing stays open
+            self._close_after_failed_open()
+            raise
         self._readers = LoadReaders(
             self.path, BUSY_TIMEOUT_MS,
             lambda message, exc: self._failures.error(message, exc, path=str(self.path)),
             _MEM_COLUMNS, _FACT_COLUMNS, _EVENT_COLUMNS,
         )  # fmt: skip
+
+    def _close_after_failed_open(self) -> None:
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
 
     @property
     def schema_version(self) -> int:
@@ -415,7 +428,8 @@ class SQLiteStorage:
     def read_answer(self, ns: str, answer_id: str) -> AnswerRow | None:
         rows = self._read(
             AnswerRow,
-            "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
+            "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased, entities "
+            "FROM answers "
             "WHERE ns = ? AND id = ?",
             (ns, answer_id),
         )
@@ -424,7 +438,8 @@ class SQLiteStorage:
     def scan_answers(self, ns: str, since_us: int, until_us: int) -> list[AnswerRow]:
         return self._read(
             AnswerRow,
-            "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased FROM answers "
+            "SELECT id, sys_us, agent, text, query_ids, cited, memories, erased, entities "
+            "FROM answers "
             "WHERE ns = ? AND sys_us >= ? AND sys_us < ? ORDER BY sys_us",
             (ns, since_us, until_us),
         )

@@ -147,4 +147,9 @@ MIGRATIONS: list[str] = [
     CREATE INDEX fact_versions_sys ON fact_versions (sys_us);
     CREATE INDEX events_sys ON events (sys_us);
     """,
+    # 8: an answer names the entities it is about (record_answer(entities=...)), so that a
+    # purge of any of them erases its text even when it cited none of their memories
+    """
+    ALTER TABLE answers ADD COLUMN entities TEXT NOT NULL DEFAULT '[]';
+    """,
 ]

@@ -74,14 +74,17 @@ export class Server {
     readonly port: number,
     private readonly auth: "keys" | "none",
     private readonly root: string,
+    private readonly env: Record<string, string> = {},
   ) {
     this.url = `http://127.0.0.1:${port}`;
   }
 
   /** A server on a new data directory; `keys`: run `prepare(data)` (create keys) first. */
-  static async start(options: { auth?: "keys" | "none"; prepare?: (data: string) => Promise<void> } = {}): Promise<Server> {
+  static async start(
+    options: { auth?: "keys" | "none"; prepare?: (data: string) => Promise<void>; env?: Record<string, string> } = {},
+  ): Promise<Server> {
     const root = mkdtempSync(join(tmpdir(), "synapsedb-ts-"));
-    const server = new Server(join(root, "data"), await freePort(), options.auth ?? "none", root);
+    const server = new Server(join(root, "data"), await freePort(), options.auth ?? "none", root, options.env);
     if (options.prepare) await options.prepare(server.data);
     await server.boot();
     return server;
@@ -98,7 +101,7 @@ export class Server {
       ["-m", "synapsedb", "serve", "--data", this.data, "--host", "127.0.0.1", "--port", String(this.port), "--auth", this.auth],
       {
         cwd: REPO,
-        env: { ...process.env, SYNAPSEDB_DURABILITY: "os", SYNAPSEDB_EMBEDDER: "minilm" },
+        env: { ...process.env, SYNAPSEDB_DURABILITY: "os", SYNAPSEDB_EMBEDDER: "minilm", ...this.env },
         stdio: ["ignore", "pipe", "pipe"],
       },
     );

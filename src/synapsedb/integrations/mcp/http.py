@@ -26,6 +26,7 @@ from typing import Any
 
 import anyio
 from starlette.requests import Request
+from starlette.responses import Response
 
 from ...errors import ClosedError, NotFoundError, SynapseError
 from ...server.auth import (
@@ -36,12 +37,37 @@ from ...server.auth import (
     require_scope,
 )
 from ...server.limits import MAX_BODY
-from ...server.wire import error_response, read_raw, require_media_type
+from ...server.wire import encoder, error_headers, read_raw, require_media_type
 from .backend import Bound
 
-__all__ = ["McpEndpoint", "ServedBackend"]
+__all__ = ["McpEndpoint", "ServedBackend", "rpc_error_response"]
 
 NAMESPACE_PARAM = "namespace"  # /mcp?namespace=support: the calls' default namespace
+# JSON-RPC error codes of the endpoint's own refusals: the MCP specification's for an unknown
+# resource and JSON-RPC's invalid params; every other refusal (a bad or revoked key, a missing
+# scope, a rate, a body over the limit) is -32000, JSON-RPC's first server-defined code.
+RPC_CODES = {404: -32002, 422: -32602}
+RPC_SERVER_ERROR = -32000
+
+
+def rpc_error_response(err: SynapseError) -> Response:
+    """The endpoint's refusal of a request before MCP sees it: the HTTP status and headers of
+    ``err`` (401 with ``WWW-Authenticate``, 429 with ``Retry-After`` ...) and a JSON-RPC error
+    body, so that an MCP client shows ``code: message`` instead of a bare status (the SDKs
+    raise the JSON-RPC error of a non-2xx answer); ``data`` is the HTTP API's error body.
+    The request is not read for its id: ``id`` is null, which JSON-RPC allows for an error
+    found before the id was."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": RPC_CODES.get(err.http_status, RPC_SERVER_ERROR),
+            "message": f"{err.code}: {err.message}",
+            "data": {"error": err.to_dict()},
+        },
+    }
+    return Response(encoder.encode(body), status_code=err.http_status,
+                    media_type="application/json", headers=error_headers(err))  # fmt: skip
 
 
 class _ServedBound(Bound):
@@ -98,7 +124,7 @@ class McpEndpoint:
             body = await read_raw(request, MAX_BODY)
             manager = await self._session_manager()
         except SynapseError as err:
-            await error_response(err)(scope, receive, send)
+            await rpc_error_response(err)(scope, receive, send)
             return
         await manager.handle_request(scope, _replay(body, receive), send)
 

@@ -12,6 +12,10 @@ URI also takes ``prefix=`` (names starting with it), as ``Namespace.entities`` d
 ``resources/list`` pages too: :func:`page` asks ``Namespace.entities`` for one page of names
 after the cursor, never for all of them; the cursor is the page's last name, encoded so that a
 client treats it as opaque (MCP's cursors are).
+
+SynapseDB's own entities (``synapsedb:...``: the memory loop's jobs and settings,
+:func:`synapsedb.validation.is_internal_entity`) are no tenant's data: they are left out of
+both lists, and reading one is ``not_found``.
 """
 
 from __future__ import annotations
@@ -23,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote
 
-from ...errors import ValidationError
-from ...validation import MAX_NAME_CHARS
+from ...errors import NotFoundError, ValidationError
+from ...validation import MAX_NAME_CHARS, is_internal_entity
 
 __all__ = [
     "MAX_NAMES",
@@ -65,9 +69,12 @@ class ResourceRef:
         ``{"entities": [...]}`` with at most MAX_NAMES names and, when more follow, ``next``:
         the URI that reads them."""
         if self.entity is not None:
+            if is_internal_entity(self.entity):
+                raise NotFoundError(f"entity {self.entity[:100]!r}: no such resource",
+                                    entity=self.entity)  # fmt: skip
             return ns.snapshot(self.entity, as_of=self.as_of)
-        names = ns.entities(as_of=self.as_of, prefix=self.prefix, after=self.after,
-                            limit=MAX_NAMES + 1)  # fmt: skip
+        names = visible_entities(ns, MAX_NAMES + 1, as_of=self.as_of, prefix=self.prefix,
+                                 after=self.after)  # fmt: skip
         if len(names) <= MAX_NAMES:
             return {"entities": names}
         names = names[:MAX_NAMES]
@@ -143,7 +150,21 @@ def page(ns: Any, cursor: str | None) -> tuple[list[str], str | None]:
     name ``cursor`` holds, and the cursor of the next page (None: this is the last). Asks
     ``ns.entities`` for PAGE + 1 names, never the whole list."""
     after = None if cursor is None else decode_cursor(cursor)
-    names = ns.entities(after=after, limit=PAGE + 1)
+    names = visible_entities(ns, PAGE + 1, after=after)
     if len(names) <= PAGE:
         return names, None
     return names[:PAGE], encode_cursor(names[PAGE - 1])
+
+
+def visible_entities(ns: Any, limit: int, *, after: str | None = None, **where: Any) -> list[str]:
+    """At most ``limit`` entity names of ``ns`` after ``after``, SynapseDB's own left out
+    (``where``: ``as_of``, ``prefix``). Asks for pages of ``limit`` names, past the internal
+    ones while they took places in a page."""
+    found: list[str] = []
+    while len(found) < limit:
+        names = ns.entities(after=after, limit=limit, **where)
+        found += [n for n in names if not is_internal_entity(n)]
+        if len(names) < limit:
+            break
+        after = names[-1]
+    return found[:limit]

@@ -26,6 +26,7 @@ from ...errors import SynapseError
 from .backend import Backend, Bound
 from .encode import to_json
 from .resources import TEMPLATES, entities_uri, entity_uri, page, parse_uri
+from .schemas import output_schema
 from .tools import TOOLS, ToolSpec, check_arguments
 
 __all__ = ["RESOURCE_NOT_FOUND", "build_server", "error_body"]
@@ -57,6 +58,7 @@ def _tool(spec: ToolSpec) -> types.Tool:
         title=spec.title,
         description=spec.description,
         input_schema=spec.input_schema(),
+        output_schema=output_schema(spec.name),
         annotations=types.ToolAnnotations(
             title=spec.title,
             read_only_hint=spec.read_only,

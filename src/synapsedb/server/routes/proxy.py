@@ -33,7 +33,8 @@ def _headers(ident: str, recalled: Any) -> dict[str, str]:
 
 def _refused(answer: Completion) -> Response:
     """A 4xx of the upstream: the caller's request was at fault (an unknown model, a bad
-    parameter), passed on as it is; a refused API key is the server's problem (502)."""
+    parameter), passed on with its status (its body without the server's API key or the
+    upstream's address: llm.forward); a refused API key is the server's problem (502)."""
     if answer.status in (401, 403):
         raise UpstreamError(
             f"LLM upstream refused the server's credentials ({answer.status}): check "
@@ -45,22 +46,29 @@ def _refused(answer: Completion) -> Response:
 async def chat_completions(request: Request, ns: Namespace) -> Response:
     proxy: Proxy = request.app.state.proxy
     body = await read_body(request)
-    request_body(body, "")  # a chat-completions request, or 400 naming the field
+    settings = proxy.client.settings
+    # a chat-completions request within the server's limits, or 400 naming the field
+    request_body(body, "", settings.models, settings.proxy_max_tokens)
     turn = proxy.turn(request, body)
     proxy.require_upstream()
-    messages = body["messages"]
-    recalled = await proxy.recall(ns, messages, turn)
-    said = new_turns(messages)
-    answer = await proxy.client.forward({**body, "messages": inject(messages, recalled)})
+    slot = proxy.enter(request)  # the tenant's breaker and place, or 429: before any work
+    try:
+        messages = body["messages"]
+        recalled = await proxy.recall(ns, messages, turn)
+        said = new_turns(messages)
+        answer = await proxy.client.forward({**body, "messages": inject(messages, recalled)},
+                                            breaker=slot.breaker, on_close=slot.release)  # fmt: skip
+    except BaseException:
+        slot.release()
+        raise
+    ident = answer_id("chatcmpl")
     if isinstance(answer, Completion):
         if answer.status >= 300:
             return _refused(answer)
-        ident = answer_id((answer.body or {}).get("id"), "chatcmpl")
-        proxy.finish(ns, turn, recalled, answer.text, ident, said)
+        await proxy.finish(ns, turn, recalled, answer.text, ident, said)
         return Response(answer.raw, media_type=answer.content_type,
                         headers=_headers(ident, recalled))  # fmt: skip
     first, rest = await first_chunk(answer)
-    ident = answer_id(first.id, "chatcmpl")
     return StreamingResponse(
         relay(proxy, ns, turn, recalled, answer, first, rest, ident, said),
         media_type="text/event-stream", headers=_headers(ident, recalled),
@@ -69,7 +77,7 @@ async def chat_completions(request: Request, ns: Namespace) -> Response:
 
 async def responses(request: Request, ns: Namespace) -> Response:
     proxy: Proxy = request.app.state.proxy
-    req = api.parse(await read_body(request))
+    req = api.parse(await read_body(request), proxy.client.settings.proxy_max_tokens)
     chain = api.load_chain(proxy, ns, req.previous)
     last = chain[-1] if chain else {}
     answer = api.Answer(api.new_id("resp"), api.new_id("msg"), req, req.options.get("model")
@@ -78,18 +86,24 @@ async def responses(request: Request, ns: Namespace) -> Response:
     entity = last.get("entity") if isinstance(last.get("entity"), str) else None
     turn = proxy.turn(request, {"user": req.options.get("user")}, session=session, entity=entity)
     proxy.require_upstream()
-    before = api.history(chain)
-    recalled = await proxy.recall(ns, [*before, *req.input], turn)
-    system = [{"role": "system", "content": req.instructions}] if req.instructions else []
-    messages = inject([*system, *before, *req.input], recalled)
-    said = [m for m in req.input if m["role"] == "user"]
-    chat = {**req.options, "messages": messages, "stream": req.stream}
-    upstream = await proxy.client.forward(chat)
+    request_body({**req.options, "messages": req.input}, "", proxy.client.settings.models)
+    slot = proxy.enter(request)
+    try:
+        before = api.history(chain)
+        recalled = await proxy.recall(ns, [*before, *req.input], turn)
+        system = [{"role": "system", "content": req.instructions}] if req.instructions else []
+        messages = inject([*system, *before, *req.input], recalled)
+        said = [m for m in req.input if m["role"] == "user"]
+        chat = {**req.options, "messages": messages, "stream": req.stream}
+        upstream = await proxy.client.forward(chat, breaker=slot.breaker, on_close=slot.release)
+    except BaseException:
+        slot.release()
+        raise
     if isinstance(upstream, Completion):
         if upstream.status >= 300:
             return _refused(upstream)
         out = api.from_completion(answer, upstream.body or {})
-        proxy.finish(ns, turn, recalled, answer.text, answer.id, said,
+        await proxy.finish(ns, turn, recalled, answer.text, answer.id, said,
                      record=(answer.id, answer.record(turn)))  # fmt: skip
         return Response(encoder.encode(out), media_type="application/json",
                         headers=_headers(answer.id, recalled))  # fmt: skip

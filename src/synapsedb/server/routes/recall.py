@@ -42,12 +42,13 @@ async def query(request: Request, mem: Namespace) -> Response:
 
 
 async def record_answer(request: Request, mem: Namespace) -> Response:
-    body = pick(await read_body(request), {"answer_id", "query_ids", "agent", "text", "cited"})
+    body = pick(await read_body(request),
+                {"answer_id", "query_ids", "agent", "text", "cited", "entities"})  # fmt: skip
     if "answer_id" not in body or "query_ids" not in body:
         raise ValidationError("answer_id, query_ids: required", field="answer_id")
     out = await run_in_threadpool(
         mem.record_answer, body["answer_id"], body["query_ids"], agent=agent_of(request, body),
-        text=body.get("text"), cited=body.get("cited"),
+        text=body.get("text"), cited=body.get("cited"), entities=body.get("entities"),
     )  # fmt: skip
     return json_response(out, 201)
 
