@@ -2,7 +2,7 @@
 processes on one schema, each owning a share of the namespaces. Each Database here has its own
 data directory, storage connections and lease, as a separate process would; the refreshes a
 placement thread runs every third of the lease are called directly where a test needs the
-processes to agree now. tests/e2e/test_shards_serve.py runs real ``synapsedb serve``
+processes to agree now. tests/contract/test_shards_serve.py runs real ``synapsedb serve``
 processes (kill -9, a process added)."""
 
 from __future__ import annotations
@@ -198,6 +198,40 @@ def test_sharded_placement_needs_postgresql_and_an_address(tmp_path: Path, url: 
                                placement="sharded", advertise_url="http://same:1")  # fmt: skip
     finally:
         one.close()
+
+
+def test_a_schema_at_version_5_upgrades_keeps_its_rows_and_runs_sharded(
+    postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schema written by the release before sharded placement (migrations 1-5, the last:
+    answers name their entities) gets the membership tables (migration 6) at its next open,
+    with every row kept."""
+    from synapsedb.storage import postgres
+    from synapsedb.storage.postgres_schema import MIGRATIONS
+
+    pg = PostgresBackend(postgres_dsn)
+    url = f"{pg.dsn}{'&' if '?' in pg.dsn else '?'}schema={pg.schema}"
+    with monkeypatch.context() as m:
+        m.setattr(postgres, "MIGRATIONS", MIGRATIONS[:5])
+        old = synapsedb.Database(tmp_path / "old", storage=url, embedder=None,
+                                 durability="os", background_maintenance=False)  # fmt: skip
+        old.namespace("tenant-1").write("user:1", {"id": "m1", "content": "kept"})
+        old.close()
+    assert pg.sql("SELECT max(version) FROM schema_migrations") == [(5,)]
+    assert pg.sql("SELECT to_regclass('shards')") == [(None,)]
+    pg.sql("INSERT INTO answers (ns, id, sys_us, text, query_ids, cited, memories, entities) "
+           "VALUES ('tenant-1', 'a1', 1, 'an answer', '[]', '[]', '[]', '[\"user:1\"]')")  # fmt: skip
+    new = synapsedb.Database(tmp_path / "new", storage=url, embedder=None, durability="os",
+                             background_maintenance=False, placement="sharded",
+                             advertise_url="http://new.test:7379")  # fmt: skip
+    try:
+        assert pg.sql("SELECT max(version) FROM schema_migrations") == [(len(MIGRATIONS),)]
+        assert pg.sql("SELECT count(*) FROM shards") == [(SHARDS,)]
+        assert new.core.owner_of("tenant-1") is None  # the one live process owns everything
+        assert new.namespace("tenant-1").get("m1").content == "kept"
+        assert pg.sql("SELECT entities FROM answers WHERE id = 'a1'") == [('["user:1"]',)]
+    finally:
+        new.close()
 
 
 def _tables(db: synapsedb.Database) -> PostgresBackend:
