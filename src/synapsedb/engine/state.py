@@ -53,6 +53,7 @@ class NamespaceState:
         "embedder",
         "entity_facts",
         "entity_mems",
+        "events",
         "facts",
         "hnsw",
         "hot_bytes",
@@ -93,6 +94,7 @@ class NamespaceState:
         self.streams: dict[str, list[EventRec]] = {}
         # parallel sorted (ms, seq) keys per stream, for bisecting by id
         self.stream_keys: dict[str, list[tuple[int, int]]] = {}
+        self.events = 0  # events in all streams (only add_event adds one; none is removed)
 
     # -- applying committed changes (writer thread only) --------------------------------------
 
@@ -156,6 +158,7 @@ class NamespaceState:
             chain.append(rec)
 
     def add_event(self, rec: EventRec) -> None:
+        self.events += 1
         events = self.streams.get(rec.stream)
         if events is None:
             # keys first: a reader that finds the stream must find its keys
@@ -177,9 +180,8 @@ class NamespaceState:
         hnsw = self.hnsw
         if hnsw is not None:  # hnswlib's own copy of each vector, and its links
             graph = hnsw.count * (vec + 8 * hnsw.m + 64)
-        events = sum(len(stream) for stream in list(self.streams.values()))
         return (STATE_BYTES + cat.n * (vec + ROW_BYTES) + text + graph
-                + len(self.facts) * FACT_BYTES + events * EVENT_BYTES
+                + len(self.facts) * FACT_BYTES + self.events * EVENT_BYTES
                 + len(self.cold) * COLD_BYTES)  # fmt: skip
 
     def drop(self) -> None:
