@@ -111,6 +111,26 @@ def test_a_namespace_used_lately_is_not_unloaded(tmp_path: Path) -> None:
         assert res.victims(now=float("inf"))  # later, the oldest go
 
 
+def test_the_most_recently_used_namespace_stays_even_over_the_budget(
+    tmp_path: Path, no_idle_wait: None
+) -> None:
+    """One namespace larger than the budget (a small machine's only tenant) is not unloaded
+    after each use only to load again at the next."""
+    with _open(tmp_path, memory_budget_mb=1) as db:
+        _fill(db, "small", 10)
+        _fill(db, "big", 2000, seed=1)
+        res = db.core.residency
+        assert res is not None and (res.size_of("big") or 0) > res.budget
+        res.shrink()  # (the residency thread may have done it already)
+        assert db.core.states.resident("small") is None
+        assert db.core.states.resident("big") is not None and res.victims(now=float("inf")) == []
+        assert res.shrink() == 0 and res.unloads == 1
+        db.namespace("small").memories("user:1")  # loaded again, now the latest used
+        res.shrink()
+        assert db.core.states.resident("big") is None
+        assert db.core.states.resident("small") is not None
+
+
 def test_unloading_keeps_the_access_counts_and_everything_written(
     tmp_path: Path, no_idle_wait: None
 ) -> None:

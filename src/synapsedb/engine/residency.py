@@ -232,7 +232,9 @@ class Residency:
 
     def victims(self, now: float | None = None) -> list[str]:
         """The least recently used idle namespaces whose unloading brings what counts
-        (:meth:`used`) under the low-water mark (oldest first; none within the budget)."""
+        (:meth:`used`) under the low-water mark (oldest first; none within the budget).
+        The most recently used namespace is never one: unloading it would make room for
+        nothing but its own next load (one namespace larger than the budget stays)."""
         now = time.monotonic() if now is None else now
         counted = self.used()
         with self._lock:
@@ -241,8 +243,9 @@ class Residency:
             excess = counted - int(LOW_WATER * self.budget)
             out: list[str] = []
             holds = self._holds
+            latest = next(reversed(self._used), None)
             for ns, used in self._used.items():
-                if excess <= 0 or now - used < IDLE_S:
+                if excess <= 0 or now - used < IDLE_S or ns == latest:
                     break  # the rest were used later still
                 if ns not in holds:
                     out.append(ns)
