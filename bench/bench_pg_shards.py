@@ -11,10 +11,16 @@ same run.
    vector) to random namespaces of 600, each request sent to the namespace's owner (read
    from the ``shards`` table, as a client routing directly would); acknowledged memories/s,
    and the CPU seconds the server processes and PostgreSQL used. With three, once more with
-   every request sent to any process (forwarded to the owner).
+   every request sent to any process (forwarded to the owner). Then both again with each
+   server process held to ``--cpu-cap`` CPUs by a cgroup of its own: on a machine of two
+   cores, one process with PostgreSQL and the load generator already keeps both busy, so
+   only processes of a fixed size show what a process added adds.
 3. A move: three processes under a light write load to 60 namespaces; one killed with
    SIGKILL; for each of its namespaces, the time from the kill to the first write to it
-   acknowledged again (lease ``--lease-s``); then every acknowledged write read back.
+   acknowledged again (lease ``--lease-s``). Then a process added under the same load: its
+   start, the time until the shares stop moving, and for the namespaces that moved to it
+   the longest time without an acknowledged write (against those that stayed). Last, every
+   acknowledged write read back.
 
 The load generator shares the machine (2 cores here) with the servers and PostgreSQL: its
 share of the busy CPU is reported.
@@ -27,6 +33,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import http.client
+import itertools
 import json
 import os
 import random
@@ -53,6 +60,7 @@ import synapsedb  # noqa: E402
 from synapsedb.storage.postgres_shards import shard_of  # noqa: E402
 
 DIM = 384
+CGROUP_CPU = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller (--cpu-cap)
 
 
 def loadavg() -> str:
@@ -62,7 +70,8 @@ def loadavg() -> str:
 class Server:
     """``synapsedb serve`` with sharded placement on 127.0.0.1."""
 
-    def __init__(self, root: Path, name: str, url: str, *, budget_mb: int, lease_s: int) -> None:
+    def __init__(self, root: Path, name: str, url: str, *, budget_mb: int, lease_s: int,
+                 cpu_cap: float | None = None) -> None:  # fmt: skip
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         data = root / name
@@ -77,6 +86,7 @@ class Server:
              "--auth", "none"],
             env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
+        self.cgroup = cap_cpu(self.proc.pid, f"{os.getpid()}-{name}", cpu_cap) if cpu_cap else None
         deadline = time.monotonic() + 300
         while True:
             if self.proc.poll() is not None:
@@ -109,6 +119,20 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+        if self.cgroup is not None:
+            self.cgroup.rmdir()
+
+
+def cap_cpu(pid: int, name: str, cores: float) -> Path:
+    """Put process ``pid`` (all its threads, and those it starts later) in a cgroup of its own
+    (the v1 cpu controller) that may use ``cores`` CPUs at most: as if each process ran on a
+    machine of its own of that size, on a machine too small to give each a core."""
+    group = CGROUP_CPU / f"synapsedb-bench-{name}"
+    group.mkdir()
+    (group / "cpu.cfs_period_us").write_text("100000")
+    (group / "cpu.cfs_quota_us").write_text(str(int(cores * 100_000)))
+    (group / "cgroup.procs").write_text(str(pid))
+    return group
 
 
 def request(port: int, method: str, path: str, body: bytes | None,
@@ -316,11 +340,13 @@ def write_load(servers: list[Server], owners: Owners | None, seconds: float, thr
             "per_server_cpu_s": sum(done) / server_cpu if server_cpu else 0.0}  # fmt: skip
 
 
-def bench_writes(root: Path, dsn: str, a: argparse.Namespace, k: int) -> dict[str, Any]:
+def bench_writes(root: Path, dsn: str, a: argparse.Namespace, k: int,
+                 cpu_cap: float | None = None) -> dict[str, Any]:  # fmt: skip
     schema = f"w{k}_{uuid.uuid4().hex[:8]}"
     url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
-    servers = [Server(root, f"w{k}-{i}", url, budget_mb=a.budget_mb, lease_s=a.lease_s)
-               for i in range(k)]  # fmt: skip
+    tag = f"w{k}{'c' if cpu_cap else ''}"
+    servers = [Server(root, f"{tag}-{i}", url, budget_mb=a.budget_mb, lease_s=a.lease_s,
+                      cpu_cap=cpu_cap) for i in range(k)]  # fmt: skip
     names = [f"ns-{i}" for i in range(600)]
     try:
         wait_settled(servers)
@@ -331,7 +357,7 @@ def bench_writes(root: Path, dsn: str, a: argparse.Namespace, k: int) -> dict[st
         t0 = time.perf_counter()
         out = {"routed": write_load(servers, owners, a.seconds, a.threads, names)}
         out["routed"]["pg_cores"] = pg_delta(pg0, pg_cpu(pg)) / (time.perf_counter() - t0)
-        if k > 1:
+        if k > 1 and not cpu_cap:
             out["any"] = write_load(servers, None, a.seconds, a.threads, names)
         out["rss_mib"] = [rss_mib(s.proc.pid) for s in servers]
     finally:
@@ -340,7 +366,17 @@ def bench_writes(root: Path, dsn: str, a: argparse.Namespace, k: int) -> dict[st
     return out
 
 
-# -- 3: a move -------------------------------------------------------------------------------------
+# -- 3: a move, then a process added --------------------------------------------------------------
+
+
+def gaps(acks: dict[str, list[float]], names: list[str], lo: float, hi: float) -> list[float]:
+    """Per namespace of ``names``: the longest time between two acknowledged writes to it
+    (or the window's ends) within [lo, hi]."""
+    out = []
+    for ns in names:
+        ts = [lo, *(t for t in acks.get(ns, []) if lo <= t <= hi), hi]
+        out.append(max(b - a for a, b in itertools.pairwise(ts)))
+    return out
 
 
 def bench_move(root: Path, dsn: str, a: argparse.Namespace) -> dict[str, Any]:
@@ -350,10 +386,13 @@ def bench_move(root: Path, dsn: str, a: argparse.Namespace) -> dict[str, Any]:
                for i in range(3)]  # fmt: skip
     names = [f"mv-{i}" for i in range(60)]
     acked: list[tuple[str, str, str]] = []
+    acks: dict[str, list[float]] = {}  # namespace -> when each write to it was acknowledged
+    refused: list[float] = []  # when a write was not acknowledged (503, a dead process)
     first_ok: dict[str, float] = {}
     lock = threading.Lock()
     stop = threading.Event()
     killed_at = [0.0]
+    out: dict[str, Any] = {}
     try:
         wait_settled(servers)
         owners = Owners(dsn, schema, servers)
@@ -364,22 +403,25 @@ def bench_move(root: Path, dsn: str, a: argparse.Namespace) -> dict[str, Any]:
             i = 0
             while not stop.is_set():
                 ns = names[(t * 13 + i) % len(names)]
-                live = [s for s in servers if s.proc.poll() is None]
+                live = [s for s in list(servers) if s.proc.poll() is None]
                 s = live[(t + i) % len(live)]  # any live process: forwarded to the owner
                 content = f"t{t}-{i} of {ns}"
                 try:
                     status, text = request(s.port, "POST", f"/v1/namespaces/{ns}/memories",
                                            json.dumps({"entity": "user:1",
                                                        "content": content}).encode())  # fmt: skip
-                except OSError:
+                except (OSError, http.client.HTTPException):  # (a process killed mid-answer)
                     status, text = 0, b""
+                now = time.perf_counter()
                 if status == 201:
-                    now = time.perf_counter()
                     with lock:
                         acked.append((ns, json.loads(text)["id"], content))
+                        acks.setdefault(ns, []).append(now)
                         if killed_at[0] and ns in of_victim and ns not in first_ok:
                             first_ok[ns] = now - killed_at[0]
                 else:
+                    with lock:
+                        refused.append(now)
                     time.sleep(0.02)
                 i += 1
 
@@ -394,12 +436,43 @@ def bench_move(root: Path, dsn: str, a: argparse.Namespace) -> dict[str, Any]:
         while len(first_ok) < len(of_victim) and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(2)
+        # a process added under the same load: it takes about a third of the shares
+        live = [s for s in servers if s.proc.poll() is None]
+        owners = Owners(dsn, schema, live)
+        before = {ns: owners.of(ns) for ns in names}
+        added_at = time.perf_counter()
+        newcomer = Server(root, "mv-3", url, budget_mb=a.budget_mb, lease_s=a.lease_s)
+        ready_at = time.perf_counter()
+        servers.append(newcomer)
+        live.append(newcomer)
+        seen: list[float] = []
+        end = time.monotonic() + 10 * a.lease_s + 60
+        while time.monotonic() < end:  # until the shares stop moving
+            owned = [s.metric("synapsedb_owned_shares") for s in live]
+            seen.append(owned[-1])
+            if sum(owned) == 256 and owned[-1] > 0 and seen[-3:] == [owned[-1]] * 3:
+                break
+            time.sleep(0.2)
+        settled_at = time.perf_counter() - 0.4  # (the last two looks found nothing new)
+        time.sleep(3)
         stop.set()
         for w in workers:
             w.join()
+        owners = Owners(dsn, schema, live)
+        to_new = [ns for ns in names if owners.of(ns) is newcomer]
+        stayed = [ns for ns in names if owners.of(ns) is before[ns]]
+        window = (added_at, settled_at + 3)
+        out["add"] = {
+            "ready_s": ready_at - added_at, "settled_s": settled_at - added_at,
+            "shares": seen[-1], "namespaces": len(to_new),
+            "gap_moved": gaps(acks, to_new, *window), "gap_stayed": gaps(acks, stayed, *window),
+            "refused": sum(1 for t in refused if window[0] <= t <= window[1]),
+            "acked": sum(1 for ts in acks.values() for t in ts if window[0] <= t <= window[1]),
+        }  # fmt: skip
+        out["kill"] = {"refused": sum(1 for t in refused if killed_at[0] <= t < added_at)}
         lost = 0
-        for ns, mid, content in acked:  # (503 while a share moves: asked again)
-            s, end = servers[0], time.monotonic() + 60
+        for n, (ns, mid, content) in enumerate(acked):  # (503 while a share moves: again)
+            s, end = live[n % len(live)], time.monotonic() + 60
             while True:
                 status, text = request(s.port, "GET", f"/v1/namespaces/{ns}/memories/{mid}", None)
                 if status != 503 or time.monotonic() > end:
@@ -412,7 +485,7 @@ def bench_move(root: Path, dsn: str, a: argparse.Namespace) -> dict[str, Any]:
             s.stop()
     moved = sorted(first_ok.values())
     return {"namespaces": len(of_victim), "moved": len(moved), "acked": len(acked),
-            "lost": lost, "move_s": moved}  # fmt: skip
+            "lost": lost, "move_s": moved, **out}  # fmt: skip
 
 
 # -- report ----------------------------------------------------------------------------------------
@@ -422,6 +495,7 @@ def report(r: dict[str, Any], a: argparse.Namespace) -> list[str]:
     m1, m3 = r["memory_1"], r["memory_3"]
     w1, w3 = r["writes_1"], r["writes_3"]
     mv = r["move"]
+    ad = mv["add"]
     held1, held3 = sum(m1["held"]), sum(m3["held"])
     rate1, rate3 = w1["routed"]["rate"], w3["routed"]["rate"]
     lines = [
@@ -458,6 +532,7 @@ def report(r: dict[str, Any], a: argparse.Namespace) -> list[str]:
         f"{w3['routed']['gen_share']:.0%} | | |",
         f"| writes, memories/s, each request to any process (forwarded) | | "
         f"{w3['any']['rate']:,.0f} | {w3['any']['rate'] / rate1:.2f}x | |",
+        *capped_rows(r, a),
         "",
         f"A move: 3 processes, 4 client threads writing one memory at a time to 60 namespaces "
         f"through any live process; one process killed with SIGKILL. Its {mv['namespaces']} "
@@ -465,10 +540,48 @@ def report(r: dict[str, Any], a: argparse.Namespace) -> list[str]:
         f"of each): p50 {np.median(mv['move_s'] or [np.nan]):.1f} s, max "
         f"{max(mv['move_s'] or [np.nan]):.1f} s "
         f"({mv['moved']} of {mv['namespaces']} within the wait; lease {a.lease_s} s, renewed "
-        f"every {a.lease_s / 3:.1f} s). Acknowledged writes: {mv['acked']:,}; lost: "
-        f"{mv['lost']}.",
+        f"every {a.lease_s / 3:.1f} s); writes not acknowledged meanwhile (retried): "
+        f"{mv['kill']['refused']:,}.",
+        "",
+        f"Then a fourth process started under the same load: /readyz after "
+        f"{ad['ready_s']:.1f} s; the shares stopped moving {ad['settled_s']:.1f} s after its "
+        f"start, {ad['shares']:.0f} of 256 its own ({ad['namespaces']} of the 60 namespaces). "
+        f"Longest time without an acknowledged write to a namespace, from the start until "
+        f"3 s after it settled: p50 / max {np.median(ad['gap_moved'] or [np.nan]):.2f} / "
+        f"{max(ad['gap_moved'] or [np.nan]):.2f} s for those that moved to it, "
+        f"{np.median(ad['gap_stayed'] or [np.nan]):.2f} / {max(ad['gap_stayed'] or [np.nan]):.2f}"
+        f" s for those that stayed (the floor); writes not acknowledged meanwhile: "
+        f"{ad['refused']:,} of {ad['refused'] + ad['acked']:,}.",
+        "",
+        f"Every acknowledged write (kill and add, {mv['acked']:,}) read back through the "
+        f"processes alive at the end: lost {mv['lost']}.",
     ]
     return lines
+
+
+def capped_rows(r: dict[str, Any], a: argparse.Namespace) -> list[str]:
+    """The write part with each server held to ``--cpu-cap`` CPUs: what the rate does when
+    every process has CPU of its own, which this machine cannot give three processes."""
+    if "capped_1" not in r:
+        return []
+    c1, c3 = r["capped_1"]["routed"], r["capped_3"]["routed"]
+    return [
+        "",
+        f"The same writes with each server process held to {a.cpu_cap} CPU (a cgroup each, "
+        "`cpu.cfs_quota_us`), as if each ran on a machine of its own of that size; "
+        "PostgreSQL and the load generator are not held:",
+        "",
+        "| measure | 1 process (floor) | 3 processes | 3 / 1 | target |",
+        "|---|---|---|---|---|",
+        f"| writes, memories/s (each request to the owner) | {c1['rate']:,.0f} | "
+        f"{c3['rate']:,.0f} | {c3['rate'] / c1['rate']:.2f}x | >= 2x: "
+        f"{'met' if c3['rate'] >= 2 * c1['rate'] else '**missed**'} |",
+        f"| server CPU, cores busy (sum of processes) | {c1['server_cores']:.2f} | "
+        f"{c3['server_cores']:.2f} | | |",
+        f"| PostgreSQL CPU, cores busy | {c1['pg_cores']:.2f} | {c3['pg_cores']:.2f} | | |",
+        f"| machine busy cores / generator's share | {c1['machine_busy']:.2f} / "
+        f"{c1['gen_share']:.0%} | {c3['machine_busy']:.2f} / {c3['gen_share']:.0%} | | |",
+    ]
 
 
 def main() -> None:
@@ -479,6 +592,10 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, help="per write phase (default 20; quick 5)")
     ap.add_argument("--threads", type=int, default=12)
     ap.add_argument("--lease-s", type=int, default=10)
+    ap.add_argument("--cpu-cap", type=float, default=0.25,
+                    help="the write part once more with each server process held to this many "
+                         "CPUs (a cgroup each; 0: skip; needs root and cgroup v1's cpu "
+                         "controller)")  # fmt: skip
     a = ap.parse_args()
     a.namespaces = a.namespaces or (300 if a.quick else 3000)
     a.budget_mb = a.budget_mb or (16 if a.quick else 128)
@@ -509,9 +626,16 @@ def main() -> None:
                 print(f"writes, {k} process(es) ...", flush=True)
                 r[f"writes_{k}"] = bench_writes(root, dsn, a, k)
                 print(r[f"writes_{k}"], flush=True)
+            if a.cpu_cap:
+                for k in (1, 3):
+                    print(f"writes, {k} process(es) of {a.cpu_cap} CPU each ...", flush=True)
+                    r[f"capped_{k}"] = bench_writes(root, dsn, a, k, a.cpu_cap)
+                    print(r[f"capped_{k}"], flush=True)
             print("a move ...", flush=True)
             r["move"] = bench_move(root, dsn, a)
-            print({k: v for k, v in r["move"].items() if k != "move_s"}, flush=True)
+            print({k: v for k, v in r["move"].items() if k not in ("move_s", "add")},
+                  {k: v for k, v in r["move"]["add"].items() if not k.startswith("gap")},
+                  flush=True)  # fmt: skip
     finally:
         shutil.rmtree(root, ignore_errors=True)
     r["load_end"] = loadavg()
