@@ -182,6 +182,28 @@ def test_a_process_added_takes_a_share_from_each_and_a_clean_stop_gives_its_back
     assert {s: cluster.owner(n) for s, n in _one_name_per_shard().items()} == before
 
 
+def test_a_share_handed_over_is_served_by_the_newcomer_at_its_first_look(
+    cluster: Cluster,
+) -> None:
+    """A process joins; an owner hands it a share at its own renewal; the newcomer serves that
+    share's namespaces as soon as a request makes it look, not at its next renewal."""
+    a = cluster.start("a")
+    cluster.settle()
+    ns = next(n for n in _names(80) if assign(["http://a.test:7379", "http://b.test:7379"])[
+        shard_of(n)] == "http://b.test:7379")  # fmt: skip
+    a.namespace(ns).write("user:1", "written on a")
+    b = cluster.start("b")  # joins: owns nothing a holds yet
+    assert b.core.owner_of(ns) == a.core.settings.advertise_url
+    assert b.core.placement.unsettled  # type: ignore[union-attr]  # (so it looks often)
+    a.core.placement.refresh()  # type: ignore[union-attr]  # a hands the share to b
+    assert a.core.owner_of(ns) == b.core.settings.advertise_url
+    assert b.core.owner_of(ns) == a.core.settings.advertise_url  # b has not looked yet
+    b.core.placement.look()  # type: ignore[union-attr]  # (what a forwarded request does)
+    assert b.core.owner_of(ns) is None
+    assert not b.core.placement.unsettled  # type: ignore[union-attr]
+    assert [m.content for m in b.namespace(ns).memories("user:1")] == ["written on a"]
+
+
 def test_sharded_placement_needs_postgresql_and_an_address(tmp_path: Path, url: str) -> None:
     with pytest.raises(synapsedb.ValidationError) as err:
         synapsedb.Database(tmp_path / "x", embedder=None, placement="sharded",

@@ -15,6 +15,10 @@ A :class:`Placement` joins the ``members`` table with a lease, and renews it eve
   first request, reading every row an earlier owner committed (the storage fences commits:
   postgres_shards.py).
 
+While a share assigned to this process is still held by another live one (it joined a moment
+ago: the holder hands it over at its own next renewal), it looks every :data:`SETTLE_S`
+instead, so that it serves the share soon after it is handed over.
+
 Between renewals, :meth:`owner_of` answers from the last reading: None for a namespace of
 this process, else the owner's address ("" while nobody owns its share). A process whose own
 lease may have run out (no renewal for ``lease_s``) owns nothing until it renews again, so it
@@ -39,6 +43,7 @@ __all__ = ["Placement", "ShardedStorage", "assign"]
 log = logging.getLogger("synapsedb.placement")
 
 LOOK_EVERY_S = 0.2  # the most often a request makes this process read the owners again
+SETTLE_S = 0.5  # how often a process looks while shares assigned to it are held elsewhere
 
 
 class ShardedStorage(Protocol):
@@ -97,6 +102,9 @@ class Placement:
         self._lock = threading.Lock()  # one refresh at a time
         self._wake = threading.Event()
         self._stop = threading.Event()
+        # shares rendezvous assigns here that another live process still holds (it hands
+        # them over at its next renewal): look every SETTLE_S meanwhile, not every lease_s/3
+        self._unsettled = False
         self._thread: threading.Thread | None = None
         self.moves = 0  # shares taken or given by this process (a metric)
 
@@ -131,14 +139,21 @@ class Placement:
         )
 
     def look(self) -> None:
-        """Read who owns what again, now (at most every :data:`LOOK_EVERY_S`), moving nothing:
-        a request for a namespace whose owner this process does not know (its share just
-        moved) asks this before it answers ``not_owner``."""
+        """Read who owns what again, now (at most every :data:`LOOK_EVERY_S`): a request for
+        a namespace whose owner this process does not know (its share just moved) asks this
+        before it answers ``not_owner``. Moves nothing, except that a share another process
+        has just handed to this one is taken up at once (a full :meth:`refresh`), instead of
+        at the next renewal."""
         now = time.monotonic()
         if now - self._looked < LOOK_EVERY_S:
             return
         self._looked = now
         placed = self.storage.placed()
+        handed = [s for s, (o, i) in enumerate(placed.owners)
+                  if o == self.address and i == self.incarnation and s not in self._owned]  # fmt: skip
+        if handed:
+            self.refresh()
+            return
         live = {addr: i for addr, i, alive in placed.members if alive}
         owners = [o if o is not None and live.get(o) == i else "" for o, i in placed.owners]
         for s in self._owned:  # what this process owns, it knows best
@@ -148,6 +163,12 @@ class Placement:
     @property
     def owned(self) -> frozenset[int]:
         return self._owned
+
+    @property
+    def unsettled(self) -> bool:
+        """Shares assigned to this process are still held by another live one (it then looks
+        every :data:`SETTLE_S`)."""
+        return self._unsettled
 
     # -- the lease and the shares -----------------------------------------------------------
 
@@ -162,7 +183,8 @@ class Placement:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(self.lease_s / 3)
+            self._wake.wait(min(SETTLE_S, self.lease_s / 3) if self._unsettled
+                            else self.lease_s / 3)  # fmt: skip
             self._wake.clear()
             if self._stop.is_set():
                 return
@@ -225,6 +247,7 @@ class Placement:
             except SynapseError as exc:
                 log.warning("taking shares over failed (%s)", exc.message)
         owned = (mine - given) | taken
+        self._unsettled = any(target[s] == me and s not in owned for s in range(SHARDS))
         for s in owned:
             owners[s] = me
         self.moves += len(given) + len(taken)
