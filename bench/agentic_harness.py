@@ -35,11 +35,11 @@ import locomo
 from bench_quality import session_ts
 
 import synapsedb
-from synapsedb.agentic import DECISIONS_STREAM, LoopSettings, MemoryLoop
-from synapsedb.agentic.acknowledge import worth_a_memory
 from synapsedb.config import LLMSettings
 from synapsedb.errors import SynapseError
 from synapsedb.llm import ChatClient
+from synapsedb.memory_loop import DECISIONS_STREAM, LoopSettings, MemoryLoop
+from synapsedb.memory_loop.acknowledge import worth_a_memory
 
 ENTITY = "conversation"
 TOP = 10  # recall's default k

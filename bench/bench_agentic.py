@@ -1,4 +1,4 @@
-"""Benchmarks of the memory loop (issue 11; synapsedb.agentic, docs/agentic.md).
+"""Benchmarks of the memory loop (issue 11; synapsedb.memory_loop, docs/memory-loop.md).
 
 Parts (each flag runs one; no flag runs them all, the QA harness with ``--local``):
 
@@ -60,10 +60,10 @@ from agentic_harness import (
 from common import append_report, pct
 
 import synapsedb
-from synapsedb.agentic import LoopSettings, MemoryLoop
 from synapsedb.config import LLMSettings
 from synapsedb.embed import OnnxMiniLM
 from synapsedb.llm import ChatClient
+from synapsedb.memory_loop import LoopSettings, MemoryLoop
 
 DEPTH = 50  # hits per question collected for the calibration
 WARMUP = 20  # calls not timed
@@ -460,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     sections.append(f"Load average (1 min) at the start {load:.1f}, at the end "
                     f"{os.getloadavg()[0]:.1f}: the machine is shared, timings are noisy.")  # fmt: skip
     if not args.no_report:
-        append_report("Memory loop (issue 11)", command.strip(), sections)
+        append_report("Memory loop", command.strip(), sections)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Agent memory (seed 002's API, synapsedb.agents): store and retrieval latency, tier maintenance.
+"""Agent memory (seed 002's API, synapsedb.agent_state): store and retrieval latency, tier maintenance.
 
     .venv/bin/python bench/bench_agents.py [--states 10000] [--embedder none|minilm] [--http]
 
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support for --http
 
 import synapsedb
-from synapsedb.agents import AgentMemoryAPI, MemoryConfig
+from synapsedb.agent_state import AgentMemoryAPI, MemoryConfig
 
 
 def _ms(samples: list[float]) -> tuple[float, float]:
@@ -115,7 +115,7 @@ def main() -> None:
     ap.add_argument("--embedder", default="minilm", choices=["none", "minilm"])
     ap.add_argument("--http", action="store_true", help="through synapsedb serve (loopback)")
     ap.add_argument("--repeats", type=int, default=50)
-    ap.add_argument("--report", action="store_true", help="append to docs/benchmarks.md")
+    ap.add_argument("--report", action="store_true", help="append the run to bench/runs/")
     args = ap.parse_args()
     rows = run(args.states, args.embedder, args.http, args.repeats)
     where = "HTTP (loopback)" if args.http else "embedded"
@@ -126,7 +126,7 @@ def main() -> None:
     if args.report:
         from common import append_report
 
-        append_report("Agent memory (issue 14)", "python " + " ".join(sys.argv), lines)
+        append_report("Agent memory", "python " + " ".join(sys.argv), lines)
     else:
         print("\n".join(lines))
 

@@ -118,7 +118,7 @@ def main() -> None:
     if args.no_report:
         print("\n".join(lines))
     else:
-        append_report("Retrieval on BEAM 100K (issue 13)" + (" (quick)" if args.quick else ""),
+        append_report("Retrieval on BEAM 100K" + (" (quick)" if args.quick else ""),
                       "python bench/bench_beam.py" + (" --quick" if args.quick else "")
                       + " (part of make bench)", lines)  # fmt: skip
 

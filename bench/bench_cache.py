@@ -487,7 +487,7 @@ def main() -> None:
     ap.add_argument("--skip-latency", action="store_true")
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--data", type=Path, help="keep the latency data here (reused if present)")
-    ap.add_argument("--report", action="store_true", help="append to docs/benchmarks.md")
+    ap.add_argument("--report", action="store_true", help="append the run to bench/runs/")
     ap.add_argument("--serve", nargs=2, metavar=("DATA", "PORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
@@ -504,7 +504,7 @@ def main() -> None:
         if not args.skip_latency:
             lines += ["", *latency(Path(tmp), args.entries, args.lookups, args.data)]
     if args.report:
-        append_report("Semantic cache (issue 14)", "python " + " ".join(sys.argv), lines)
+        append_report("Semantic cache", "python " + " ".join(sys.argv), lines)
     else:
         print("\n".join(lines))
 

@@ -480,7 +480,7 @@ def main() -> None:
     ap.add_argument("--context", action="store_true", help="context assembly at 8,000 tokens")
     ap.add_argument("--locomo", action="store_true", help="LoCoMo prompt tokens and evidence")
     ap.add_argument("--quick", action="store_true", help="smaller sessions, every 4th question")
-    ap.add_argument("--no-report", action="store_true", help="do not append to docs/benchmarks.md")
+    ap.add_argument("--no-report", action="store_true", help="do not append the run to bench/runs/")
     args = ap.parse_args()
     everything = not (args.sessions or args.context or args.locomo)
     if not encoding_for(MODEL).exact:
@@ -523,7 +523,7 @@ def main() -> None:
         "python bench/bench_conversation.py"
         + "".join(f" --{p}" for p in parts if not everything)
         + (" --quick" if args.quick else ""))  # fmt: skip
-    append_report("Conversation memory (issue 12)" + (" (quick)" if args.quick else ""), cmd, lines)
+    append_report("Conversation memory" + (" (quick)" if args.quick else ""), cmd, lines)
 
 
 if __name__ == "__main__":

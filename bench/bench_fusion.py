@@ -94,7 +94,7 @@ def main() -> None:
     if args.no_report:
         print("\n".join(lines))
     else:
-        append_report("Fusion weights by leave-one-conversation-out, LoCoMo + BEAM (issue 13)"
+        append_report("Fusion weights by leave-one-conversation-out, LoCoMo + BEAM"
                       + (" (quick)" if args.quick else ""),
                       "python bench/bench_fusion.py" + (" --quick" if args.quick else ""), lines)  # fmt: skip
 

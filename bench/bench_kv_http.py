@@ -8,7 +8,7 @@ Each run, as bench_peers.py's kv stage measures it: redis-server pinned to core 
 defaults) pinned to core 0 and ``wrk -t1 -c64`` on core 1, both hitting one key. The ratio is
 SynapseDB's requests/s over redis-server's from the same run; the 1-minute load average before
 and after each run is recorded, since a shared machine moves both. ``--report`` prints the
-markdown table and appends it to docs/benchmarks.md.
+markdown table and appends it to bench/runs/kv-get-over-http.jsonl.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=5.0, help="wrk's duration per run")
     ap.add_argument("--requests", type=int, default=400_000, help="redis-benchmark's -n")
-    ap.add_argument("--report", action="store_true", help="append to docs/benchmarks.md")
+    ap.add_argument("--report", action="store_true", help="append the run to bench/runs/")
     a = ap.parse_args()
     if a.runs < 1 or a.seconds < 1 or a.requests < 1000:
         ap.error("--runs >= 1, --seconds >= 1, --requests >= 1000")
@@ -131,8 +131,8 @@ def main() -> None:
                   f"ratio {fmt_ratio(r['ratio'])} cpu ratio {fmt_ratio(r['cpu_ratio'])}",
                   flush=True)  # fmt: skip
     if a.report:
-        append_report("KV GET over HTTP (issue 18)", "python " + " ".join(sys.argv),
-                      report_lines(runs, a.seconds))  # fmt: skip
+        append_report("KV GET over HTTP", "python " + " ".join(sys.argv),
+                      report_lines(runs, a.seconds), data={"runs": runs})  # fmt: skip
     else:
         print(json.dumps(runs, indent=1))
 

@@ -21,7 +21,7 @@ PostgreSQL is pgserver's (PostgreSQL 16.2 from PyPI, tests/support/backend_serve
 Unix socket, fsync on. Vectors: real MiniLM vectors of bench_retrieval.py's sentences when its
 cache (/tmp/synapsedb-bench-cache) holds them, else clustered synthetic ones; the large
 namespace always uses clustered synthetic vectors. The table goes to stdout and to
-/tmp/synapsedb-bench-pg-<time>.md and .json.
+bench/runs/postgresql-backend.jsonl; every measurement to /tmp/synapsedb-bench-pg-<time>.json.
 
     .venv/bin/python bench/bench_pg.py [--quick] [--pg-1m-size N] [--skip-large]
 """
@@ -51,7 +51,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))  # tests.support
 from bench_pg_processes import follower, open_db, write_latencies  # noqa: E402
 from bench_retrieval import CACHE, sentences, timed  # noqa: E402
-from common import git_rev, machine, pct, rss_mib  # noqa: E402
+from common import append_report, git_rev, machine, pct, rss_mib  # noqa: E402
 
 import synapsedb  # noqa: E402
 
@@ -623,12 +623,11 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     lines = report(r, a)
-    text = "\n".join(lines) + "\n"
     base = Path(tempfile.gettempdir()) / f"synapsedb-bench-pg-{stamp.strftime('%Y%m%d-%H%M%S')}"
-    base.with_suffix(".md").write_text(text)
     base.with_suffix(".json").write_text(json.dumps(r, indent=1, default=str))
-    print(text)
-    print(f"written: {base}.md, {base}.json")
+    data = {k: v for k, v in r.items() if k != "queries"}
+    append_report("PostgreSQL backend" + (" (quick)" if q else ""), r["command"], lines, data)
+    print(f"written: {base}.json (every query too)")
 
 
 if __name__ == "__main__":

@@ -284,7 +284,7 @@ def main() -> None:
     ap.add_argument("--local-requests", type=int, default=10,
                     help="requests per cell against the local model (each waits for the "
                     "extraction of the turns before it: seconds to a minute)")  # fmt: skip
-    ap.add_argument("--no-report", action="store_true", help="do not append to docs/benchmarks.md")
+    ap.add_argument("--no-report", action="store_true", help="do not append the run to bench/runs/")
     ap.add_argument(
         "--part",
         choices=("overhead", "fairness", "all"),

@@ -548,6 +548,7 @@ def main() -> None:
                 + (" --quick" if q else "")
                 + (f" --many-dir {args.many_dir}" if args.many_dir else ""),
                 many_lines(many, ok),
+                data=many,
             )
         return
     from synapsedb.embed import OnnxMiniLM
@@ -639,6 +640,7 @@ def main() -> None:
             + (" --quick" if q else "")
             + (" --big-only" if args.big_only else " (part of make bench)"),
             lines,
+            data={"big": big, "many": many},
         )
     else:
         print("\n".join(lines))

@@ -1,4 +1,4 @@
-"""Similar agent states (issue 14): the value featuriser of ``synapsedb.agents.similar`` against
+"""Similar agent states (issue 14): the value featuriser of ``synapsedb.agent_state.similar`` against
 embedding each state's JSON as text, on generated states with a known nearest-neighbour truth.
 
 Generation. ``P`` situations (prototypes) are drawn; each is observed ``M = 10`` times with noise
@@ -19,7 +19,7 @@ embeddings of ``json.dumps(state)``. Latency per query is timed at 1,000 and 10,
 with the text cache warm (the first, cold query apart).
 
 Usage: python bench/bench_state_similarity.py [--quick] [--seed N]
-Prints a markdown table (docs/benchmarks.md is the lead's to update).
+Prints a markdown table; --report appends the run to bench/runs/similar-agent-states.jsonl.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import append_report, git_rev, machine
 
-from synapsedb.agents.similar import EmbeddingCache, rank_similar
+from synapsedb.agent_state.similar import EmbeddingCache, rank_similar
 from synapsedb.embed.onnx_minilm import OnnxMiniLM
 
 M = 10
@@ -182,7 +182,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer queries")
     ap.add_argument("--seed", type=int, default=14)
     ap.add_argument("--no-baseline-10k", action="store_true")
-    ap.add_argument("--report", action="store_true", help="append to docs/benchmarks.md")
+    ap.add_argument("--report", action="store_true", help="append the run to bench/runs/")
     args = ap.parse_args()
     model = OnnxMiniLM()
     nq = 50 if args.quick else 200
@@ -210,7 +210,7 @@ def main() -> None:
             f"{r['p95_ms']:.1f} | {r['cold_ms']:.0f} | {bl} |"
         )
     if args.report:
-        append_report("Similar agent states (issue 14)", "python " + " ".join(sys.argv), lines)
+        append_report("Similar agent states", "python " + " ".join(sys.argv), lines)
     else:
         print(f"machine: {machine()}; commit {git_rev()}")
         print("\n".join(lines))

@@ -154,7 +154,7 @@ def _serve(args: argparse.Namespace) -> int:
     from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
     # process-wide and for good: OpenBLAS worker threads busy-wait between calls, which on a
-    # 2-core box burned a core and doubled text query latency (docs/benchmarks.md, issue 11)
+    # 2-core box burned a core and doubled text query latency (docs/benchmarks.md)
     threadpool_limits(limits=args.blas_threads, user_api="blas")
     # requests first: a thread waiting for the GIL takes it from a busy one after 1 ms, not
     # Python's 5 ms. The server's background threads (namespaces loading after a start, the
@@ -374,9 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_data import add_parsers
 
     remote = add_parsers(sub, Help)
-    p = sub.add_parser("demo", parents=[remote], help="seed 000's refund story, three agents",
-                       description="refund: seed 000's three agents sharing memory; hawaii: "
-                       "seed 001's two sessions through the memory proxy (the server needs "
+    p = sub.add_parser("demo", parents=[remote], help="the refund story: three support agents share memory",
+                       description="refund: three support agents sharing memory; hawaii: "
+                       "two chat sessions through the memory proxy (the server needs "
                        "SYNAPSEDB_LLM_BASE_URL)", formatter_class=Help,
                        epilog="example:\n  synapsedb demo --story refund")  # fmt: skip
     p.add_argument("--story", choices=["refund", "hawaii"], default="refund")

@@ -1,4 +1,4 @@
-"""``synapsedb demo``: seed 000's refund story against a running server.
+"""``synapsedb demo``: the refund story (three support agents sharing memory) against a running server.
 
 Three stateless agents share one memory. Intake records what the customer said, knowledge
 recalls what is already known instead of re-running a document search, resolution answers

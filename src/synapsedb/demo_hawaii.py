@@ -1,4 +1,4 @@
-"""``synapsedb demo --story hawaii``: seed 001's two sessions, through the memory proxy.
+"""``synapsedb demo --story hawaii``: two chat sessions, through the memory proxy.
 
 Session A (March 15) tells the assistant the budget for the Hawaii trip, in a Responses API
 chain. Session B (March 20) starts a NEW chain, without ``previous_response_id``, and asks

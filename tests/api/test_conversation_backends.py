@@ -1,4 +1,4 @@
-"""Seed 004's memory classes against real stores: one behavioural set for every backend
+"""SynapseKit's memory classes against real stores: one behavioural set for every backend
 (InMemoryConversation, SynapseMemory embedded and over HTTP, RedisMemory on a real redis-server,
 PostgresMemory on a real PostgreSQL), then what is particular to each store.
 
@@ -488,7 +488,7 @@ def test_the_docs_examples_run_against_real_servers(
     import re
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "conversation.md").read_text()
-    section = text.split("## Seed 004 memory classes", 1)[1].split("\n## ", 1)[0]
+    section = text.split("## SynapseKit's memory classes", 1)[1].split("\n## ", 1)[0]
     (code,) = [b for b in re.findall(r"```python\n(.*?)```", section, re.S) if store in b]
     url = request.getfixturevalue("redis_url" if store == "RedisMemory(" else "postgres_dsn")
     assert placeholder in code

@@ -20,9 +20,9 @@ import openai
 import pytest
 
 import synapsedb
-from synapsedb.agentic import LoopSettings
-from synapsedb.agentic.extract import answer_tokens
 from synapsedb.config import LLMSettings
+from synapsedb.memory_loop import LoopSettings
+from synapsedb.memory_loop.extract import answer_tokens
 from synapsedb.server import create_app
 from tests.support.live_server import serve
 from tests.support.proxy_env import UPSTREAM_KEY, ProxyEnv

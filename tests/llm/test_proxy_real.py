@@ -15,8 +15,8 @@ import pytest
 
 import synapsedb
 from synapsedb import Database
-from synapsedb.agentic import LoopSettings
 from synapsedb.config import LLMSettings
+from synapsedb.memory_loop import LoopSettings
 from synapsedb.server import create_app
 from tests.support.live_server import serve
 

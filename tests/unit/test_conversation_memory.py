@@ -382,7 +382,7 @@ def test_memories_close_through_their_context_managers(tmp_path: Path) -> None:
 
 def seed_004_section() -> str:
     text = (Path(__file__).resolve().parents[2] / "docs" / "conversation.md").read_text()
-    return text.split("## Seed 004 memory classes", 1)[1].split("\n## ", 1)[0]
+    return text.split("## SynapseKit's memory classes", 1)[1].split("\n## ", 1)[0]
 
 
 def test_the_seed_004_section_of_the_docs_runs(

@@ -512,3 +512,16 @@ def test_the_sessions_section_of_the_docs_runs(
     for name, _ in inspect.getmembers(Sessions, inspect.isfunction):
         if not name.startswith("_"):
             assert f"`{name}(" in section, name
+
+
+def test_human_and_ai_are_the_store_designs_names_for_user_and_assistant() -> None:
+    from synapsedb.conversation import InMemoryStore, Message
+
+    store = InMemoryStore()
+    store.append("session-1", Message.human("Hello"))
+    store.append("session-1", Message.ai("Hi there!"))
+    loaded = store.load("session-1")
+    assert [(m.role, m.content) for m in loaded] == [("user", "Hello"), ("assistant", "Hi there!")]
+    assert Message.human("x", name="ada") == Message.user("x", name="ada")
+    assert Message.ai(tool_calls=[{"id": "c", "type": "function",
+                                   "function": {"name": "f", "arguments": "{}"}}]).role == "assistant"  # fmt: skip

@@ -1,4 +1,4 @@
-"""The context block recall injects (agentic/render.py): each memory one line, its text one
+"""The context block recall injects (memory_loop/render.py): each memory one line, its text one
 JSON string, so a memory cannot end the block, pose as an instruction or forge an entry."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from synapsedb.agentic.render import BLOCK_END, BLOCK_START, quote, render
+from synapsedb.memory_loop.render import BLOCK_END, BLOCK_START, quote, render
 from synapsedb.types import Recollection
 
 WHEN = datetime(2025, 10, 24, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""``@cacheable(ttl=60)`` (seed 002's name): cache a function's results in a namespace's
+"""``@cacheable(ttl=60)`` (the Agent Memory API's name): cache a function's results in a namespace's
 semantic cache, keyed by its call's arguments.
 
 The key of a call is built from its bound arguments (defaults applied): the text arguments

@@ -1,4 +1,4 @@
-"""A prompt assembled within a token budget: seed 004's ``SmartContextManager``.
+"""A prompt assembled within a token budget: SynapseKit's ``SmartContextManager``.
 
 Four tiers, in priority order: the system prompt, the running summary of older turns, the
 retrieved memories and search results, and the recent messages verbatim. Each tier has a budget
@@ -139,7 +139,7 @@ class SmartContextManager:
         return (f"<SmartContextManager {len(self)} recent, summary v{self._state.version}, "
                 f"{self.counter.name}>")  # fmt: skip
 
-    # -- seed 004's surface ------------------------------------------------------------------
+    # -- SynapseKit's surface ------------------------------------------------------------------
 
     def set_system(self, content: str) -> None:
         """Set (``""``: remove) the system prompt, the first and most stable tier."""

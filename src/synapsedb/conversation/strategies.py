@@ -1,4 +1,4 @@
-"""Memory strategies: what ``load`` gives back of a session (seeds 003 and 004).
+"""Memory strategies: what ``load`` gives back of a session (Synaptic's store and SynapseKit's memory classes).
 
 Each strategy wraps a store and is a store: ``append`` and ``clear`` pass through to the
 wrapped store (``append``'s keyword options too, e.g. ``searchable=`` of Sessions), ``load``

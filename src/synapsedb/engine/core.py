@@ -54,7 +54,7 @@ log = logging.getLogger("synapsedb.database")
 
 
 class MemoryLoopSeam(Protocol):
-    """What the engine needs of the memory loop (``synapsedb.agentic.MemoryLoop``), which
+    """What the engine needs of the memory loop (``synapsedb.memory_loop.MemoryLoop``), which
     lives above it: ``Namespace.remember``/``recall`` pass themselves in. The engine never
     imports the loop; :func:`synapsedb.open` attaches one as ``Database.memory_loop``."""
 
@@ -160,7 +160,7 @@ class EngineCore:
         embedding.on_batch = lambda n: self.observers.emit(self.observers.embed, n)
         self.query_log = QueryLog()
         self.rates = RateLimiter()
-        # the memory loop (synapsedb.agentic), attached by synapsedb.open: the engine never
+        # the memory loop (synapsedb.memory_loop), attached by synapsedb.open: the engine never
         # imports it; Namespace.remember/recall reach it through this seam
         self.memory_loop: MemoryLoopSeam | None = None
         self._indexer = Indexer(

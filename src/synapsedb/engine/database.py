@@ -154,7 +154,7 @@ class Database:
 
     @property
     def memory_loop(self) -> MemoryLoopSeam | None:
-        """The memory loop (synapsedb.agentic) behind ``Namespace.remember``/``recall``,
+        """The memory loop (synapsedb.memory_loop) behind ``Namespace.remember``/``recall``,
         attached by :func:`synapsedb.open`; the engine never imports it."""
         return self.core.memory_loop
 

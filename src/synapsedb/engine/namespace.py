@@ -110,7 +110,7 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance):
         data = import_batch(self.name, records, self._core.settings, self._core.now_us())
         return int(self._core.submit(ImportNamespace(self.name, data)))
 
-    # -- the memory loop (synapsedb.agentic, through the Database.memory_loop seam) ----------
+    # -- the memory loop (synapsedb.memory_loop, through the Database.memory_loop seam) ----------
 
     def remember(
         self,
@@ -126,7 +126,7 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance):
         them (``fact``, ``preference``, ``procedure``, ``episode``) with the configured LLM:
         queued and run in the background, or inline with ``wait=True``. Each extracted memory
         is resolved against the entity's similar memories as ADD/UPDATE/DELETE/NOOP
-        (docs/agentic.md). ``memories`` are memories the caller extracted itself."""
+        (docs/memory-loop.md). ``memories`` are memories the caller extracted itself."""
         return self._loop().remember(self, messages, entity=entity, session=session,
                                      agent=self._agent_for(agent), memories=memories,
                                      wait=wait)  # fmt: skip
@@ -143,7 +143,7 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance):
         agent: str | None = None,
     ) -> Recalled:
         """The memories a conversation's last user turn needs, over a similarity threshold,
-        rendered as a context block within ``budget_tokens`` (docs/agentic.md)."""
+        rendered as a context block within ``budget_tokens`` (docs/memory-loop.md)."""
         return self._loop().recall(self, messages_or_text, entity=entity,
                                    budget_tokens=budget_tokens, k=k, threshold=threshold,
                                    rewrite=rewrite, agent=self._agent_for(agent))  # fmt: skip
@@ -153,7 +153,7 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance):
         if loop is None:
             raise ValidationError(
                 "remember/recall: this database has no memory loop; open it with "
-                "synapsedb.open() or set db.memory_loop = synapsedb.agentic.MemoryLoop(...)",
+                "synapsedb.open() or set db.memory_loop = synapsedb.memory_loop.MemoryLoop(...)",
                 field="memory_loop",
             )
         return loop

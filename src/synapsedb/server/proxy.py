@@ -32,12 +32,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..agentic import MemoryLoop
 from ..config import LLMSettings
 from ..engine import Database, Namespace
 from ..errors import NotFoundError, SynapseError, UpstreamError, ValidationError
 from ..ids import new_memory_id
 from ..llm import AsyncChatClient, Chunk, ChunkStream
+from ..memory_loop import MemoryLoop
 from ..types import Recalled
 from ..validation import check_entity, check_namespace
 from .proxy_tenants import Slot, Tenants
@@ -133,7 +133,7 @@ def new_turns(messages: Sequence[Any]) -> list[dict[str, Any]]:
     return out[::-1]
 
 
-TURN_BYTES = 32_000  # what remember takes of one turn (agentic.turns.MAX_TURN_BYTES)
+TURN_BYTES = 32_000  # what remember takes of one turn (memory_loop.turns.MAX_TURN_BYTES)
 CUT_MARK = " [...]"
 
 

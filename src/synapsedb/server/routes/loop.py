@@ -1,4 +1,4 @@
-"""Routes of the memory loop (synapsedb.agentic): remember and recall. Parse, call the
+"""Routes of the memory loop (synapsedb.memory_loop): remember and recall. Parse, call the
 Namespace, encode; the loop itself runs in the engine's process through its seam."""
 
 from __future__ import annotations

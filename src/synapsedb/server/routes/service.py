@@ -90,7 +90,7 @@ async def readyz(request: Request) -> Response:
 
 def _loop_status(db: Database) -> dict[str, Any]:
     """The memory loop's state: its LLM (``absent``, ``ok``, ``unavailable``) and queue. Ready
-    either way: without an LLM turns are stored and extraction waits (docs/agentic.md)."""
+    either way: without an LLM turns are stored and extraction waits (docs/memory-loop.md)."""
     status = getattr(db.memory_loop, "status", None)
     return status() if status is not None else {"llm": "absent"}
 
