@@ -54,7 +54,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))  # tests.support
 from bench_pg import cpu_s, free_port, machine_busy_s  # noqa: E402
-from common import git_rev, machine, rss_mib  # noqa: E402
+from common import append_report, git_rev, machine, rss_mib  # noqa: E402
 
 import synapsedb  # noqa: E402
 from synapsedb.storage.postgres_shards import shard_of  # noqa: E402
@@ -639,12 +639,13 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     r["load_end"] = loadavg()
-    text = "\n".join(report(r, a)) + "\n"
+    lines = report(r, a)
+    text = "\n".join(lines) + "\n"
     base = Path(tempfile.gettempdir()) / f"synapsedb-bench-shards-{stamp:%Y%m%d-%H%M%S}"
     base.with_suffix(".md").write_text(text)
     base.with_suffix(".json").write_text(json.dumps(r, indent=1, default=str))
-    print(text)
     print(f"written: {base}.md, {base}.json")
+    append_report("Sharded placement on PostgreSQL", r["command"], lines, data=r)
 
 
 if __name__ == "__main__":

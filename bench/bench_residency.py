@@ -49,7 +49,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import git_rev, machine, pct, rss_mib  # noqa: E402
+from common import append_report, git_rev, machine, pct, rss_mib  # noqa: E402
 
 import synapsedb  # noqa: E402
 
@@ -263,8 +263,8 @@ def main() -> None:
     base = Path(tempfile.gettempdir()) / f"synapsedb-bench-residency-{stamp:%Y%m%d-%H%M%S}"
     base.with_suffix(".md").write_text(text)
     base.with_suffix(".json").write_text(json.dumps(r, indent=1, default=str))
-    print(text)
     print(f"written: {base}.md, {base}.json")
+    append_report("Many namespaces within a memory budget", r["command"], lines, data=r)
 
 
 def report(r: dict[str, Any], a: argparse.Namespace) -> list[str]:
