@@ -24,12 +24,13 @@ from ..errors import ValidationError
 from ..times import TimeLike
 from ..types import QueryResult, Recalled, Remembered
 from .core import MemoryLoopSeam
+from .importing import ImportNamespace, import_batch
 from .inputs import MAX_LIMIT
 from .provenance import _Provenance
 from .reads import _Reads
 from .retention import _Retention
 from .retrieval import run_query
-from .transfer import ImportNamespace, export_records, import_batch
+from .transfer import export_records
 from .writes import _Writes
 
 if TYPE_CHECKING:
