@@ -70,22 +70,52 @@ def loadavg() -> str:
 class Server:
     """``synapsedb serve`` with sharded placement on 127.0.0.1."""
 
-    def __init__(self, root: Path, name: str, url: str, *, budget_mb: int, lease_s: int,
-                 cpu_cap: float | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        root: Path,
+        name: str,
+        url: str,
+        *,
+        budget_mb: int,
+        lease_s: int,
+        cpu_cap: float | None = None,
+    ) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         data = root / name
-        env = {**os.environ, "SYNAPSEDB_EMBEDDER": "none", "SYNAPSEDB_LLM_BASE_URL": "",
-               "SYNAPSEDB_PLACEMENT": "sharded", "SYNAPSEDB_LEASE_S": str(lease_s),
-               "SYNAPSEDB_MEMORY_BUDGET_MB": str(budget_mb),
-               "SYNAPSEDB_BACKGROUND_MAINTENANCE": "false"}  # fmt: skip
+        env = {
+            **os.environ,
+            "SYNAPSEDB_EMBEDDER": "none",
+            "SYNAPSEDB_LLM_BASE_URL": "",
+            "SYNAPSEDB_PLACEMENT": "sharded",
+            "SYNAPSEDB_LEASE_S": str(lease_s),
+            "SYNAPSEDB_MEMORY_BUDGET_MB": str(budget_mb),
+            "SYNAPSEDB_BACKGROUND_MAINTENANCE": "false",
+        }
         self.log = (root / f"{name}.log").open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "synapsedb", "serve", "--data", str(data), "--storage", url,
-             "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
-             "--auth", "none"],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "synapsedb",
+                "serve",
+                "--data",
+                str(data),
+                "--storage",
+                url,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+                "--auth",
+                "none",
+            ],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         self.cgroup = cap_cpu(self.proc.pid, f"{os.getpid()}-{name}", cpu_cap) if cpu_cap else None
         deadline = time.monotonic() + 300
         while True:
@@ -135,8 +165,13 @@ def cap_cpu(pid: int, name: str, cores: float) -> Path:
     return group
 
 
-def request(port: int, method: str, path: str, body: bytes | None,
-            conn: http.client.HTTPConnection | None = None) -> tuple[int, bytes]:  # fmt: skip
+def request(
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | None,
+    conn: http.client.HTTPConnection | None = None,
+) -> tuple[int, bytes]:
     own = conn is None
     c = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     try:
@@ -230,37 +265,48 @@ def pg_delta(before: dict[int, float], after: dict[int, float]) -> float:
 
 def preload(root: Path, url: str, namespaces: int, per: int) -> None:
     rng = np.random.default_rng(5)
-    db = synapsedb.Database(root / "preload", storage=url, embedder=None,
-                            background_maintenance=False)  # fmt: skip
+    db = synapsedb.Database(
+        root / "preload", storage=url, embedder=None, background_maintenance=False
+    )
     try:
         for k in range(namespaces):
             vecs = rng.standard_normal((per, DIM)).astype(np.float32)
-            db.namespace(f"cap-{k}").write_many([
-                {"entity": f"user:{i % 7}", "content": f"note {i}: order {k * per + i} and "
-                 "the refund policy", "embedding": vecs[i]} for i in range(per)
-            ])  # fmt: skip
+            db.namespace(f"cap-{k}").write_many(
+                [
+                    {
+                        "entity": f"user:{i % 7}",
+                        "content": f"note {i}: order {k * per + i} and the refund policy",
+                        "embedding": vecs[i],
+                    }
+                    for i in range(per)
+                ]
+            )
     finally:
         db.close()
 
 
-def bench_memory(root: Path, dsn: str, url: str, schema: str, a: argparse.Namespace,
-                 k: int) -> dict[str, Any]:  # fmt: skip
-    servers = [Server(root, f"mem{k}-{i}", url, budget_mb=a.budget_mb, lease_s=a.lease_s)
-               for i in range(k)]  # fmt: skip
+def bench_memory(
+    root: Path, dsn: str, url: str, schema: str, a: argparse.Namespace, k: int
+) -> dict[str, Any]:
+    servers = [
+        Server(root, f"mem{k}-{i}", url, budget_mb=a.budget_mb, lease_s=a.lease_s) for i in range(k)
+    ]
     try:
         wait_settled(servers)
         owners = Owners(dsn, schema, servers)
         body = json.dumps({"embedding": [1.0] * DIM, "k": 10, "mode": "vector"}).encode()
-        conns = {s.base: http.client.HTTPConnection("127.0.0.1", s.port, timeout=120)
-                 for s in servers}  # fmt: skip
+        conns = {
+            s.base: http.client.HTTPConnection("127.0.0.1", s.port, timeout=120) for s in servers
+        }
         names = [f"cap-{i}" for i in range(a.namespaces)]
         random.Random(1).shuffle(names)
         t0 = time.perf_counter()
         for ns in names:
             s = owners.of(ns)
             assert s is not None
-            status, text = request(s.port, "POST", f"/v1/namespaces/{ns}/query", body,
-                                   conns[s.base])  # fmt: skip
+            status, text = request(
+                s.port, "POST", f"/v1/namespaces/{ns}/query", body, conns[s.base]
+            )
             if status != 200:
                 raise RuntimeError(f"query {ns}: {status} {text[:200]!r}")
         took = time.perf_counter() - t0
@@ -279,8 +325,9 @@ def bench_memory(root: Path, dsn: str, url: str, schema: str, a: argparse.Namesp
 # -- 2: writes -------------------------------------------------------------------------------------
 
 
-def write_load(servers: list[Server], owners: Owners | None, seconds: float, threads: int,
-               names: list[str]) -> dict[str, Any]:  # fmt: skip
+def write_load(
+    servers: list[Server], owners: Owners | None, seconds: float, threads: int, names: list[str]
+) -> dict[str, Any]:
     """``threads`` threads posting batches of 20 memories for ``seconds``: to each namespace's
     owner (``owners``) or to any process (None)."""
     done = [0] * threads
@@ -300,11 +347,21 @@ def write_load(servers: list[Server], owners: Owners | None, seconds: float, thr
                 conn = conns.get(s.base) or conns.setdefault(
                     s.base, http.client.HTTPConnection("127.0.0.1", s.port, timeout=120)
                 )
-                body = json.dumps({"items": [
-                    {"entity": f"user:{t}", "content": f"t{t} batch {i} note {j} about order "
-                     f"{rng.randrange(10**6)}"} for j in range(20)]}).encode()  # fmt: skip
-                status, text = request(s.port, "POST", f"/v1/namespaces/{ns}/memories:batch",
-                                       body, conn)  # fmt: skip
+                body = json.dumps(
+                    {
+                        "items": [
+                            {
+                                "entity": f"user:{t}",
+                                "content": f"t{t} batch {i} note {j} about order "
+                                f"{rng.randrange(10**6)}",
+                            }
+                            for j in range(20)
+                        ]
+                    }
+                ).encode()
+                status, text = request(
+                    s.port, "POST", f"/v1/namespaces/{ns}/memories:batch", body, conn
+                )
                 if status in (200, 201):
                     done[t] += 20
                 elif status == 503:
@@ -335,18 +392,26 @@ def write_load(servers: list[Server], owners: Owners | None, seconds: float, thr
     if errors:
         raise RuntimeError(f"load generator: {errors[0]}")
     server_cpu = sum(s.cpu() for s in servers) - sum(cpu0)
-    return {"rate": sum(done) / wall, "refused": sum(refused), "server_cores": server_cpu / wall,
-            "machine_busy": busy / wall, "gen_share": gen / busy if busy else 0.0,
-            "per_server_cpu_s": sum(done) / server_cpu if server_cpu else 0.0}  # fmt: skip
+    return {
+        "rate": sum(done) / wall,
+        "refused": sum(refused),
+        "server_cores": server_cpu / wall,
+        "machine_busy": busy / wall,
+        "gen_share": gen / busy if busy else 0.0,
+        "per_server_cpu_s": sum(done) / server_cpu if server_cpu else 0.0,
+    }
 
 
-def bench_writes(root: Path, dsn: str, a: argparse.Namespace, k: int,
-                 cpu_cap: float | None = None) -> dict[str, Any]:  # fmt: skip
+def bench_writes(
+    root: Path, dsn: str, a: argparse.Namespace, k: int, cpu_cap: float | None = None
+) -> dict[str, Any]:
     schema = f"w{k}_{uuid.uuid4().hex[:8]}"
     url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
     tag = f"w{k}{'c' if cpu_cap else ''}"
-    servers = [Server(root, f"{tag}-{i}", url, budget_mb=a.budget_mb, lease_s=a.lease_s,
-                      cpu_cap=cpu_cap) for i in range(k)]  # fmt: skip
+    servers = [
+        Server(root, f"{tag}-{i}", url, budget_mb=a.budget_mb, lease_s=a.lease_s, cpu_cap=cpu_cap)
+        for i in range(k)
+    ]
     names = [f"ns-{i}" for i in range(600)]
     try:
         wait_settled(servers)
@@ -382,8 +447,9 @@ def gaps(acks: dict[str, list[float]], names: list[str], lo: float, hi: float) -
 def bench_move(root: Path, dsn: str, a: argparse.Namespace) -> dict[str, Any]:
     schema = f"mv_{uuid.uuid4().hex[:8]}"
     url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
-    servers = [Server(root, f"mv-{i}", url, budget_mb=a.budget_mb, lease_s=a.lease_s)
-               for i in range(3)]  # fmt: skip
+    servers = [
+        Server(root, f"mv-{i}", url, budget_mb=a.budget_mb, lease_s=a.lease_s) for i in range(3)
+    ]
     names = [f"mv-{i}" for i in range(60)]
     acked: list[tuple[str, str, str]] = []
     acks: dict[str, list[float]] = {}  # namespace -> when each write to it was acknowledged
@@ -407,9 +473,12 @@ def bench_move(root: Path, dsn: str, a: argparse.Namespace) -> dict[str, Any]:
                 s = live[(t + i) % len(live)]  # any live process: forwarded to the owner
                 content = f"t{t}-{i} of {ns}"
                 try:
-                    status, text = request(s.port, "POST", f"/v1/namespaces/{ns}/memories",
-                                           json.dumps({"entity": "user:1",
-                                                       "content": content}).encode())  # fmt: skip
+                    status, text = request(
+                        s.port,
+                        "POST",
+                        f"/v1/namespaces/{ns}/memories",
+                        json.dumps({"entity": "user:1", "content": content}).encode(),
+                    )
                 except (OSError, http.client.HTTPException):  # (a process killed mid-answer)
                     status, text = 0, b""
                 now = time.perf_counter()
@@ -463,12 +532,15 @@ def bench_move(root: Path, dsn: str, a: argparse.Namespace) -> dict[str, Any]:
         stayed = [ns for ns in names if owners.of(ns) is before[ns]]
         window = (added_at, settled_at + 3)
         out["add"] = {
-            "ready_s": ready_at - added_at, "settled_s": settled_at - added_at,
-            "shares": seen[-1], "namespaces": len(to_new),
-            "gap_moved": gaps(acks, to_new, *window), "gap_stayed": gaps(acks, stayed, *window),
+            "ready_s": ready_at - added_at,
+            "settled_s": settled_at - added_at,
+            "shares": seen[-1],
+            "namespaces": len(to_new),
+            "gap_moved": gaps(acks, to_new, *window),
+            "gap_stayed": gaps(acks, stayed, *window),
             "refused": sum(1 for t in refused if window[0] <= t <= window[1]),
             "acked": sum(1 for ts in acks.values() for t in ts if window[0] <= t <= window[1]),
-        }  # fmt: skip
+        }
         out["kill"] = {"refused": sum(1 for t in refused if killed_at[0] <= t < added_at)}
         lost = 0
         for n, (ns, mid, content) in enumerate(acked):  # (503 while a share moves: again)
@@ -484,8 +556,14 @@ def bench_move(root: Path, dsn: str, a: argparse.Namespace) -> dict[str, Any]:
         for s in servers:
             s.stop()
     moved = sorted(first_ok.values())
-    return {"namespaces": len(of_victim), "moved": len(moved), "acked": len(acked),
-            "lost": lost, "move_s": moved, **out}  # fmt: skip
+    return {
+        "namespaces": len(of_victim),
+        "moved": len(moved),
+        "acked": len(acked),
+        "lost": lost,
+        "move_s": moved,
+        **out,
+    }
 
 
 # -- report ----------------------------------------------------------------------------------------
@@ -592,10 +670,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, help="per write phase (default 20; quick 5)")
     ap.add_argument("--threads", type=int, default=12)
     ap.add_argument("--lease-s", type=int, default=10)
-    ap.add_argument("--cpu-cap", type=float, default=0.25,
-                    help="the write part once more with each server process held to this many "
-                         "CPUs (a cgroup each; 0: skip; needs root and cgroup v1's cpu "
-                         "controller)")  # fmt: skip
+    ap.add_argument(
+        "--cpu-cap",
+        type=float,
+        default=0.25,
+        help="the write part once more with each server process held to this many "
+        "CPUs (a cgroup each; 0: skip; needs root and cgroup v1's cpu "
+        "controller)",
+    )
     a = ap.parse_args()
     a.namespaces = a.namespaces or (300 if a.quick else 3000)
     a.budget_mb = a.budget_mb or (16 if a.quick else 128)
@@ -603,9 +685,13 @@ def main() -> None:
     from tests.support.backend_servers import postgres_server
 
     stamp = dt.datetime.now(dt.UTC)
-    r: dict[str, Any] = {"date": stamp.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
-                         "commit": git_rev(), "command": "python " + " ".join(sys.argv),
-                         "load_start": loadavg()}  # fmt: skip
+    r: dict[str, Any] = {
+        "date": stamp.strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "commit": git_rev(),
+        "command": "python " + " ".join(sys.argv),
+        "load_start": loadavg(),
+    }
     root = Path(tempfile.mkdtemp(prefix="synapsedb-bench-shards-"))
     try:
         with postgres_server() as dsn:
@@ -633,9 +719,11 @@ def main() -> None:
                     print(r[f"capped_{k}"], flush=True)
             print("a move ...", flush=True)
             r["move"] = bench_move(root, dsn, a)
-            print({k: v for k, v in r["move"].items() if k not in ("move_s", "add")},
-                  {k: v for k, v in r["move"]["add"].items() if not k.startswith("gap")},
-                  flush=True)  # fmt: skip
+            print(
+                {k: v for k, v in r["move"].items() if k not in ("move_s", "add")},
+                {k: v for k, v in r["move"]["add"].items() if not k.startswith("gap")},
+                flush=True,
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     r["load_end"] = loadavg()

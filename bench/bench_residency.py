@@ -66,11 +66,18 @@ def build(data: Path, namespaces: int, per: int) -> dict[str, Any]:
         for t in range(TEMPLATES):
             vecs = rng.standard_normal((per, DIM)).astype(np.float32)
             vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-            db.namespace(f"template-{t}").write_many([
-                {"entity": f"user:{i % 7}", "content": f"note {i}: the customer asked about "
-                 f"order {t * per + i} and the refund policy", "embedding": vecs[i],
-                 "metadata": {"bucket": i % 10}} for i in range(per)
-            ])  # fmt: skip
+            db.namespace(f"template-{t}").write_many(
+                [
+                    {
+                        "entity": f"user:{i % 7}",
+                        "content": f"note {i}: the customer asked about "
+                        f"order {t * per + i} and the refund policy",
+                        "embedding": vecs[i],
+                        "metadata": {"bucket": i % 10},
+                    }
+                    for i in range(per)
+                ]
+            )
     finally:
         db.close()
     conn = sqlite3.connect(data / "synapse.db", isolation_level=None)
@@ -84,16 +91,26 @@ def build(data: Path, namespaces: int, per: int) -> dict[str, Any]:
         step = 2000
         for lo in range(0, namespaces, step):
             conn.execute("BEGIN")
-            names = [(name_of(k), f"template-{k % TEMPLATES}")
-                     for k in range(lo, min(namespaces, lo + step))]  # fmt: skip
-            conn.executemany(f"INSERT INTO namespaces (name, {ns_rest}) SELECT ?, {ns_rest} "
-                             "FROM namespaces WHERE name = ?", names)  # fmt: skip
-            conn.executemany(f"INSERT INTO memory_versions (ns, {rest}) SELECT ?, {rest} "
-                             "FROM memory_versions WHERE ns = ?", names)  # fmt: skip
+            names = [
+                (name_of(k), f"template-{k % TEMPLATES}")
+                for k in range(lo, min(namespaces, lo + step))
+            ]
+            conn.executemany(
+                f"INSERT INTO namespaces (name, {ns_rest}) SELECT ?, {ns_rest} "
+                "FROM namespaces WHERE name = ?",
+                names,
+            )
+            conn.executemany(
+                f"INSERT INTO memory_versions (ns, {rest}) SELECT ?, {rest} "
+                "FROM memory_versions WHERE ns = ?",
+                names,
+            )
             conn.execute("COMMIT")
             if lo % 20_000 == 0:
-                print(f"  copies: {lo:,}/{namespaces:,} in {time.perf_counter() - t0:.0f} s",
-                      flush=True)  # fmt: skip
+                print(
+                    f"  copies: {lo:,}/{namespaces:,} in {time.perf_counter() - t0:.0f} s",
+                    flush=True,
+                )
         conn.execute("DELETE FROM memory_versions WHERE ns LIKE 'template-%'")
         conn.execute("DELETE FROM namespaces WHERE name LIKE 'template-%'")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -108,8 +125,9 @@ def name_of(k: int) -> str:
 
 
 def query_body(vec: np.ndarray) -> bytes:
-    return json.dumps({"embedding": [round(float(x), 5) for x in vec], "k": 10,
-                       "mode": "vector"}).encode()  # fmt: skip
+    return json.dumps(
+        {"embedding": [round(float(x), 5) for x in vec], "k": 10, "mode": "vector"}
+    ).encode()
 
 
 class Server:
@@ -119,15 +137,34 @@ class Server:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = int(s.getsockname()[1])
-        env = {**os.environ, "SYNAPSEDB_EMBEDDER": "none", "SYNAPSEDB_LLM_BASE_URL": "",
-               "SYNAPSEDB_MEMORY_BUDGET_MB": str(budget_mb), **(extra_env or {})}  # fmt: skip
+        env = {
+            **os.environ,
+            "SYNAPSEDB_EMBEDDER": "none",
+            "SYNAPSEDB_LLM_BASE_URL": "",
+            "SYNAPSEDB_MEMORY_BUDGET_MB": str(budget_mb),
+            **(extra_env or {}),
+        }
         self.log = (data.parent / "server.log").open("wb")
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "synapsedb", "serve", "--data", str(data), "--host",
-             "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "synapsedb",
+                "serve",
+                "--data",
+                str(data),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
         while True:
             if self.proc.poll() is not None:
@@ -165,9 +202,13 @@ class Server:
     def metrics(self) -> dict[str, float]:
         _, text = self.request("GET", "/metrics")
         out = {}
-        for name in ("synapsedb_memory_budget_bytes", "synapsedb_resident_bytes",
-                     "synapsedb_resident_namespaces", "synapsedb_namespace_unloads_total",
-                     "synapsedb_namespaces_loading"):  # fmt: skip
+        for name in (
+            "synapsedb_memory_budget_bytes",
+            "synapsedb_resident_bytes",
+            "synapsedb_resident_namespaces",
+            "synapsedb_namespace_unloads_total",
+            "synapsedb_namespaces_loading",
+        ):
             found = re.search(rf"^{name} (\S+)$", text.decode(), re.M)
             out[name] = float(found.group(1)) if found else float("nan")
         return out
@@ -201,14 +242,23 @@ def main() -> None:
     ap.add_argument("--memories", type=int, default=100, help="per namespace")
     ap.add_argument("--budget-mb", type=int, default=4096)
     ap.add_argument("--keep", type=Path, help="build the data here, and reuse it if present")
-    ap.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
-                    help="an environment variable for the server, e.g. "
-                         "MALLOC_MMAP_THRESHOLD_=65536 (repeatable)")  # fmt: skip
+    ap.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the server, e.g. "
+        "MALLOC_MMAP_THRESHOLD_=65536 (repeatable)",
+    )
     a = ap.parse_args()
     stamp = dt.datetime.now(dt.UTC)
-    r: dict[str, Any] = {"date": stamp.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
-                         "commit": git_rev(), "command": "python " + " ".join(sys.argv),
-                         "load_start": " / ".join(f"{v:.2f}" for v in os.getloadavg())}  # fmt: skip
+    r: dict[str, Any] = {
+        "date": stamp.strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "commit": git_rev(),
+        "command": "python " + " ".join(sys.argv),
+        "load_start": " / ".join(f"{v:.2f}" for v in os.getloadavg()),
+    }
     root = a.keep or Path(tempfile.mkdtemp(prefix="synapsedb-bench-residency-"))
     data = root / "data"
     try:
@@ -239,16 +289,21 @@ def main() -> None:
             for i, ns in enumerate(order):
                 first.append(server.query(ns, bodies[i % len(bodies)]))
                 if i % 10_000 == 0:
-                    print(f"  first queries: {i:,}/{len(order):,} in {time.perf_counter() - t0:.0f}"
-                          f" s, RSS max {server.rss_max:,.0f} MiB", flush=True)  # fmt: skip
+                    print(
+                        f"  first queries: {i:,}/{len(order):,} in {time.perf_counter() - t0:.0f}"
+                        f" s, RSS max {server.rss_max:,.0f} MiB",
+                        flush=True,
+                    )
             r["first_s"] = time.perf_counter() - t0
             r["first"] = first
             r["after_first"] = server.metrics()
             n_cold = min(2000, a.namespaces // 4)
-            r["cold"] = [server.query(ns, bodies[i % len(bodies)])
-                         for i, ns in enumerate(order[:n_cold])]  # fmt: skip
-            r["warm"] = [server.query(ns, bodies[i % len(bodies)])
-                         for i, ns in enumerate(order[-500:])]  # fmt: skip
+            r["cold"] = [
+                server.query(ns, bodies[i % len(bodies)]) for i, ns in enumerate(order[:n_cold])
+            ]
+            r["warm"] = [
+                server.query(ns, bodies[i % len(bodies)]) for i, ns in enumerate(order[-500:])
+            ]
             r["end"] = server.metrics()
             r["rss_end"] = rss_mib(server.proc.pid)
             r["rss_max"] = server.rss_max

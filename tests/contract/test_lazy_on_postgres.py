@@ -25,8 +25,9 @@ def url(postgres_dsn: str) -> str:
 
 
 def _open(url: str, path: Path, **options: Any) -> synapsedb.Database:
-    return synapsedb.open(path, storage=url, llm=None, embedder=None,
-                          background_maintenance=False, **options)  # fmt: skip
+    return synapsedb.open(
+        path, storage=url, llm=None, embedder=None, background_maintenance=False, **options
+    )
 
 
 def test_the_follower_leaves_a_namespace_not_in_memory_to_its_load(
@@ -51,7 +52,10 @@ def test_the_follower_leaves_a_namespace_not_in_memory_to_its_load(
             mb = b.namespace("acme")
             mems = eventually(lambda: mb.memories("u"), lambda ms: len(ms) == 3)
             assert sorted(m.content for m in mems) == [
-                "called", "first note, edited", "second note"]  # fmt: skip
+                "called",
+                "first note, edited",
+                "second note",
+            ]
             assert [v.version for v in mb.history(first.id)] == [1, 2]  # no version twice
             assert mb.get("u", "plan").version == 2 and mb.get("u", "plan").value == "gold"
             assert [e.content for e in mb.events("u")] == ["called"]
@@ -74,9 +78,14 @@ def test_lazy_and_eager_opens_serve_the_same_on_postgres(url: str, tmp_path: Pat
     for load in ("lazy", "eager"):
         with _open(url, tmp_path / load, load=load) as db:
             got[load] = {
-                name: ([(m.content, m.version) for m in db.namespace(name).memories("u")],
-                       db.namespace(name).get("u", "k").value)
+                name: (
+                    [(m.content, m.version) for m in db.namespace(name).memories("u")],
+                    db.namespace(name).get("u", "k").value,
+                )
                 for name in db.namespaces()
-            }  # fmt: skip
-    assert got["lazy"] == got["eager"] == {"a": ([("a note 2", 2)], "a"),
-                                           "b": ([("b note 2", 2)], "b")}  # fmt: skip
+            }
+    assert (
+        got["lazy"]
+        == got["eager"]
+        == {"a": ([("a note 2", 2)], "a"), "b": ([("b note 2", 2)], "b")}
+    )

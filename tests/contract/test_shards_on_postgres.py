@@ -36,10 +36,15 @@ class Cluster:
 
     def start(self, name: str) -> synapsedb.Database:
         db = synapsedb.Database(
-            self.root / name, storage=self.url, embedder=None, durability="os",
-            background_maintenance=False, placement="sharded", lease_s=30,
+            self.root / name,
+            storage=self.url,
+            embedder=None,
+            durability="os",
+            background_maintenance=False,
+            placement="sharded",
+            lease_s=30,
             advertise_url=f"http://{name}.test:7379",
-        )  # fmt: skip
+        )
         self.dbs[name] = db
         return db
 
@@ -113,8 +118,10 @@ def test_a_commit_of_a_share_taken_away_writes_nothing(cluster: Cluster, url: st
     mem.write("user:1", "before the move")
     # b takes the share while a still believes it owns it (a paused process, say)
     pg = _tables(b)
-    pg.sql("UPDATE shards SET owner = %s, incarnation = %s WHERE shard = %s",
-           (b.core.settings.advertise_url, b.core.placement.incarnation, shard_of(ns)))  # type: ignore[union-attr]  # fmt: skip
+    pg.sql(
+        "UPDATE shards SET owner = %s, incarnation = %s WHERE shard = %s",
+        (b.core.settings.advertise_url, b.core.placement.incarnation, shard_of(ns)),
+    )  # type: ignore[union-attr]
     with pytest.raises(NotOwnerError):
         mem.write("user:1", "after the move")
     rows = pg.sql("SELECT content FROM memory_versions WHERE ns = %s ORDER BY rowid", (ns,))
@@ -144,8 +151,10 @@ def test_a_dead_process_s_share_moves_and_nothing_committed_is_lost(
     # a dies: no more renewals (its thread stopped, nothing given up), its lease runs out
     a.core.placement._stop.set()  # type: ignore[union-attr]
     pg = _tables(a)
-    pg.sql("UPDATE members SET lease_until = now() - interval '1 second' WHERE address = %s",
-           (a.core.settings.advertise_url,))  # fmt: skip
+    pg.sql(
+        "UPDATE members SET lease_until = now() - interval '1 second' WHERE address = %s",
+        (a.core.settings.advertise_url,),
+    )
     for db in (b, c):
         db.core.placement.refresh()  # type: ignore[union-attr]
     for ns in of_a:
@@ -189,8 +198,11 @@ def test_a_share_handed_over_is_served_by_the_newcomer_at_its_first_look(
     share's namespaces as soon as a request makes it look, not at its next renewal."""
     a = cluster.start("a")
     cluster.settle()
-    ns = next(n for n in _names(80) if assign(["http://a.test:7379", "http://b.test:7379"])[
-        shard_of(n)] == "http://b.test:7379")  # fmt: skip
+    ns = next(
+        n
+        for n in _names(80)
+        if assign(["http://a.test:7379", "http://b.test:7379"])[shard_of(n)] == "http://b.test:7379"
+    )
     a.namespace(ns).write("user:1", "written on a")
     b = cluster.start("b")  # joins: owns nothing a holds yet
     assert b.core.owner_of(ns) == a.core.settings.advertise_url
@@ -206,18 +218,29 @@ def test_a_share_handed_over_is_served_by_the_newcomer_at_its_first_look(
 
 def test_sharded_placement_needs_postgresql_and_an_address(tmp_path: Path, url: str) -> None:
     with pytest.raises(synapsedb.ValidationError) as err:
-        synapsedb.Database(tmp_path / "x", embedder=None, placement="sharded",
-                           advertise_url="http://x:1")  # fmt: skip
+        synapsedb.Database(
+            tmp_path / "x", embedder=None, placement="sharded", advertise_url="http://x:1"
+        )
     assert err.value.field == "placement"
     with pytest.raises(synapsedb.ValidationError) as err:
         synapsedb.Database(tmp_path / "y", storage=url, embedder=None, placement="sharded")
     assert err.value.field == "advertise_url"
-    one = synapsedb.Database(tmp_path / "z", storage=url, embedder=None, placement="sharded",
-                             advertise_url="http://same:1")  # fmt: skip
+    one = synapsedb.Database(
+        tmp_path / "z",
+        storage=url,
+        embedder=None,
+        placement="sharded",
+        advertise_url="http://same:1",
+    )
     try:
         with pytest.raises(synapsedb.StorageError):  # a live process has that address
-            synapsedb.Database(tmp_path / "w", storage=url, embedder=None,
-                               placement="sharded", advertise_url="http://same:1")  # fmt: skip
+            synapsedb.Database(
+                tmp_path / "w",
+                storage=url,
+                embedder=None,
+                placement="sharded",
+                advertise_url="http://same:1",
+            )
     finally:
         one.close()
 
@@ -235,17 +258,30 @@ def test_a_schema_at_version_5_upgrades_keeps_its_rows_and_runs_sharded(
     url = f"{pg.dsn}{'&' if '?' in pg.dsn else '?'}schema={pg.schema}"
     with monkeypatch.context() as m:
         m.setattr(postgres, "MIGRATIONS", MIGRATIONS[:5])
-        old = synapsedb.Database(tmp_path / "old", storage=url, embedder=None,
-                                 durability="os", background_maintenance=False)  # fmt: skip
+        old = synapsedb.Database(
+            tmp_path / "old",
+            storage=url,
+            embedder=None,
+            durability="os",
+            background_maintenance=False,
+        )
         old.namespace("tenant-1").write("user:1", {"id": "m1", "content": "kept"})
         old.close()
     assert pg.sql("SELECT max(version) FROM schema_migrations") == [(5,)]
     assert pg.sql("SELECT to_regclass('shards')") == [(None,)]
-    pg.sql("INSERT INTO answers (ns, id, sys_us, text, query_ids, cited, memories, entities) "
-           "VALUES ('tenant-1', 'a1', 1, 'an answer', '[]', '[]', '[]', '[\"user:1\"]')")  # fmt: skip
-    new = synapsedb.Database(tmp_path / "new", storage=url, embedder=None, durability="os",
-                             background_maintenance=False, placement="sharded",
-                             advertise_url="http://new.test:7379")  # fmt: skip
+    pg.sql(
+        "INSERT INTO answers (ns, id, sys_us, text, query_ids, cited, memories, entities) "
+        "VALUES ('tenant-1', 'a1', 1, 'an answer', '[]', '[]', '[]', '[\"user:1\"]')"
+    )
+    new = synapsedb.Database(
+        tmp_path / "new",
+        storage=url,
+        embedder=None,
+        durability="os",
+        background_maintenance=False,
+        placement="sharded",
+        advertise_url="http://new.test:7379",
+    )
     try:
         assert pg.sql("SELECT max(version) FROM schema_migrations") == [(len(MIGRATIONS),)]
         assert pg.sql("SELECT count(*) FROM shards") == [(SHARDS,)]

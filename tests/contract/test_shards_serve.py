@@ -36,16 +36,35 @@ class Serve:
 
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "SYNAPSEDB_EMBEDDER": "none", "SYNAPSEDB_LLM_BASE_URL": "",
-               "SYNAPSEDB_PLACEMENT": "sharded", "SYNAPSEDB_LEASE_S": "2",
-               "SYNAPSEDB_BACKGROUND_MAINTENANCE": "false"}  # fmt: skip
+        env = {
+            **os.environ,
+            "SYNAPSEDB_EMBEDDER": "none",
+            "SYNAPSEDB_LLM_BASE_URL": "",
+            "SYNAPSEDB_PLACEMENT": "sharded",
+            "SYNAPSEDB_LEASE_S": "2",
+            "SYNAPSEDB_BACKGROUND_MAINTENANCE": "false",
+        }
         self.log = data.with_suffix(".log")
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "synapsedb", "serve", "--data", str(data), "--storage",
-                 url, "--port", str(self.port), "--auth", "none"],
-                env=env, stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "synapsedb",
+                    "serve",
+                    "--data",
+                    str(data),
+                    "--storage",
+                    url,
+                    "--port",
+                    str(self.port),
+                    "--auth",
+                    "none",
+                ],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         end = time.monotonic() + 90
         while time.monotonic() < end:
             if self.proc.poll() is not None:
@@ -116,8 +135,10 @@ class Load:
                 ns = NAMESPACES[(t * 7 + i) % len(NAMESPACES)]
                 content = f"w{t}-{i} for {ns}"
                 try:
-                    r = client.post(f"{server.base}/v1/namespaces/{ns}/memories",
-                                    json={"entity": f"user:{t}", "content": content})  # fmt: skip
+                    r = client.post(
+                        f"{server.base}/v1/namespaces/{ns}/memories",
+                        json={"entity": f"user:{t}", "content": content},
+                    )
                 except httpx.HTTPError:
                     r = None
                 if r is not None and r.status_code == 201:
@@ -142,19 +163,24 @@ def _read(base: str, ns: str, mid: str) -> str:
 
 def test_kill_one_under_load_then_add_one(servers: tuple[str, list[Serve]], tmp_path: Path) -> None:
     url, (a, b, c) = servers
-    eventually(lambda: [s.owned() for s in (a, b, c)], lambda o: sum(o) == 256 and min(o) > 0,
-               deadline_s=30)  # fmt: skip
+    eventually(
+        lambda: [s.owned() for s in (a, b, c)],
+        lambda o: sum(o) == 256 and min(o) > 0,
+        deadline_s=30,
+    )
     load = Load([a, b, c])
     try:
         eventually(lambda: len(load.acked), lambda n: n >= 60, deadline_s=60)
         c.proc.send_signal(signal.SIGKILL)  # under load: no goodbye, its lease just ends
         c.proc.wait(10)
         # its share moves: a and b own everything, and writes to every namespace succeed
-        eventually(lambda: [s.owned() for s in (a, b)], lambda o: sum(o) == 256,
-                   deadline_s=60)  # fmt: skip
+        eventually(lambda: [s.owned() for s in (a, b)], lambda o: sum(o) == 256, deadline_s=60)
         mark = len(load.acked)
-        eventually(lambda: {ns for ns, _, _ in load.acked[mark:]},
-                   lambda seen: seen == set(NAMESPACES), deadline_s=60)  # fmt: skip
+        eventually(
+            lambda: {ns for ns, _, _ in load.acked[mark:]},
+            lambda seen: seen == set(NAMESPACES),
+            deadline_s=60,
+        )
     finally:
         load.stop()
     assert load.acked and len({ns for ns, _, _ in load.acked}) == len(NAMESPACES)
@@ -165,23 +191,34 @@ def test_kill_one_under_load_then_add_one(servers: tuple[str, list[Serve]], tmp_
     # namespace stays readable through every process
     d = Serve(url, tmp_path / "d")
     try:
-        owned = eventually(lambda: [s.owned() for s in (a, b, d)],
-                           lambda o: sum(o) == 256 and o[2] > 40, deadline_s=60)  # fmt: skip
+        owned = eventually(
+            lambda: [s.owned() for s in (a, b, d)],
+            lambda o: sum(o) == 256 and o[2] > 40,
+            deadline_s=60,
+        )
         assert min(owned) > 40
         for ns, mid, content in load.acked[:: max(1, len(load.acked) // 50)]:
             for server in (a, b, d):  # (a process that has not looked since may say 503)
-                eventually(lambda s=server, n=ns, m=mid: _read(s.base, n, m),  # type: ignore[misc]
-                           lambda got, want=content: got == want, deadline_s=20)  # fmt: skip
+                eventually(
+                    lambda s=server, n=ns, m=mid: _read(s.base, n, m),  # type: ignore[misc]
+                    lambda got, want=content: got == want,
+                    deadline_s=20,
+                )
         r = httpx.get(f"{d.base}/v1/namespaces", timeout=10)
         assert set(NAMESPACES) <= set(r.json())
         # a change feed through a process that does not own the namespace: forwarded, streamed
         for ns in NAMESPACES[:6]:
-            httpx.post(f"{a.base}/v1/namespaces/{ns}/events",
-                       json={"entity": "user:9", "event": f"called {ns}"}).raise_for_status()  # fmt: skip
+            httpx.post(
+                f"{a.base}/v1/namespaces/{ns}/events",
+                json={"entity": "user:9", "event": f"called {ns}"},
+            ).raise_for_status()
             for server in (a, b, d):
-                with httpx.stream("GET", f"{server.base}/v1/namespaces/{ns}/events/follow",
-                                  params={"stream": "user:9", "idle_timeout": "0.5"},
-                                  timeout=30) as feed:  # fmt: skip
+                with httpx.stream(
+                    "GET",
+                    f"{server.base}/v1/namespaces/{ns}/events/follow",
+                    params={"stream": "user:9", "idle_timeout": "0.5"},
+                    timeout=30,
+                ) as feed:
                     assert feed.status_code == 200
                     assert f"called {ns}" in "".join(feed.iter_text())
         assert sum(s.forwarded() for s in (a, b, d)) > 0

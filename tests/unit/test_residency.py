@@ -24,16 +24,24 @@ DIM = 64
 
 def _open(path: Path, **options: Any) -> synapsedb.Database:
     """The database alone: no memory loop, whose first pass visits every namespace."""
-    return synapsedb.Database(path, durability="os", background_maintenance=False,
-                              embedder=None, **options)  # fmt: skip
+    return synapsedb.Database(
+        path, durability="os", background_maintenance=False, embedder=None, **options
+    )
 
 
 def _fill(db: synapsedb.Database, name: str, n: int, seed: int = 0, dim: int = DIM) -> None:
     vecs = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
-    db.namespace(name).write_many([
-        {"entity": f"user:{i % 7}", "content": f"note {i} about order {seed * 1000 + i}",
-         "embedding": vecs[i], "metadata": {"bucket": i % 10}} for i in range(n)
-    ])  # fmt: skip
+    db.namespace(name).write_many(
+        [
+            {
+                "entity": f"user:{i % 7}",
+                "content": f"note {i} about order {seed * 1000 + i}",
+                "embedding": vecs[i],
+                "metadata": {"bucket": i % 10},
+            }
+            for i in range(n)
+        ]
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -97,8 +105,14 @@ def test_over_the_budget_the_least_recently_used_are_unloaded_and_load_again(
             assert len(hits) == 5 and all(h.metadata["bucket"] == 4 for h in hits)
         assert set(db.namespaces()) == {f"t{i}" for i in range(24)}
     with _open(tmp_path) as db:  # and all of it is stored
-        assert sum(len(db.namespace(f"t{i}").memories(f"user:{e}"))
-                   for i in range(24) for e in range(7)) == 2400  # fmt: skip
+        assert (
+            sum(
+                len(db.namespace(f"t{i}").memories(f"user:{e}"))
+                for i in range(24)
+                for e in range(7)
+            )
+            == 2400
+        )
 
 
 def test_a_namespace_used_lately_is_not_unloaded(tmp_path: Path) -> None:
@@ -150,8 +164,10 @@ def test_unloading_keeps_the_access_counts_and_everything_written(
         db.core.residency.shrink()
         assert db.core.states.resident("kept") is None
         assert "kept" in db.core.states.pending
-        assert [v.content for v in mem.history(m.id)] == ["Prefers email",
-                                                          "Prefers email, not calls"]  # fmt: skip
+        assert [v.content for v in mem.history(m.id)] == [
+            "Prefers email",
+            "Prefers email, not calls",
+        ]
         assert dict(db.core.states.resident("kept").access) == counts
         assert mem.get("user:1", "plan").value == {"tier": "gold"}
         assert [e.content for e in mem.events("user:1")] == ["Called about the invoice"]
@@ -188,8 +204,12 @@ def test_writers_and_unloading_at_once_lose_nothing(tmp_path: Path, no_idle_wait
             th.join()
         assert errors == []
         assert db.core.residency.unloads > 0
-        written = [m for i in range(40) for t in range(8)
-                   for m in db.namespace(f"t{i}").memories(f"user:w{t}")]  # fmt: skip
+        written = [
+            m
+            for i in range(40)
+            for t in range(8)
+            for m in db.namespace(f"t{i}").memories(f"user:w{t}")
+        ]
         assert len(written) == 8 * 25
         assert all(m.version == 2 and m.content.endswith("again") for m in written)
 

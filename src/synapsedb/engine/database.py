@@ -108,9 +108,15 @@ class Database:
                     erasure_wait_ms=self.settings.erasure_wait_ms,
                     query_log_max_rows=self.settings.query_log_max_rows,
                 )
-            self.core = EngineCore(self.path, opened, self.settings, self.clock, self.embedding,
-                                   opened.secret(),
-                                   maintain=self._maintain_in_background)  # fmt: skip
+            self.core = EngineCore(
+                self.path,
+                opened,
+                self.settings,
+                self.clock,
+                self.embedding,
+                opened.secret(),
+                maintain=self._maintain_in_background,
+            )
         except BaseException:
             try:
                 if opened is not None:
@@ -256,8 +262,11 @@ class Database:
                 except ClosedError:
                     return
                 except Exception:
-                    log.exception("background maintenance of namespace %r failed; the other "
-                                  "namespaces are maintained", ns)  # fmt: skip
+                    log.exception(
+                        "background maintenance of namespace %r failed; the other "
+                        "namespaces are maintained",
+                        ns,
+                    )
 
     def wait_for_indexes(self, timeout: float | None = None) -> bool:
         """Block until background indexing has caught up with every write (False on timeout).

@@ -90,8 +90,13 @@ class Follower:
         Raises StorageError when the storage cannot be read (nothing is applied then)."""
         changes = self._storage.changes_since(self._marks)
         self._marks = changes.marks
-        if not (changes.reloads or changes.namespaces or changes.memories or changes.facts
-                or changes.events):  # fmt: skip
+        if not (
+            changes.reloads
+            or changes.namespaces
+            or changes.memories
+            or changes.facts
+            or changes.events
+        ):
             return None
         tx = Tx(self._states, changes.last_us)
         reload = set(changes.reloads)

@@ -108,9 +108,13 @@ class Indexer:
             cat = state.catalog
             if state.hnsw is None:
                 assert cat.dim is not None
-                state.hnsw = HnswIndex(cat.dim, m=s.hnsw_m, ef_construction=s.hnsw_ef_construction,
-                                       ef_search=s.hnsw_ef_search,
-                                       threads=s.hnsw_build_threads)  # fmt: skip
+                state.hnsw = HnswIndex(
+                    cat.dim,
+                    m=s.hnsw_m,
+                    ef_construction=s.hnsw_ef_construction,
+                    ef_search=s.hnsw_ef_search,
+                    threads=s.hnsw_build_threads,
+                )
             if state.hnsw.count < cat.n:
                 state.hnsw.extend(cat, cat.n)
                 return True

@@ -129,9 +129,10 @@ class Placement:
         self._wake.set()  # (someone thought it was here: look again soon)
         if owner:
             return NotOwnerError(
-                f"namespace {ns!r} is served by another process ({owner})", owner=owner,
+                f"namespace {ns!r} is served by another process ({owner})",
+                owner=owner,
                 retry_after=1,
-            )  # fmt: skip
+            )
         return NotOwnerError(
             f"namespace {ns!r} is moving between processes (its owner is being replaced); "
             "retry in a moment",
@@ -149,8 +150,11 @@ class Placement:
             return
         self._looked = now
         placed = self.storage.placed()
-        handed = [s for s, (o, i) in enumerate(placed.owners)
-                  if o == self.address and i == self.incarnation and s not in self._owned]  # fmt: skip
+        handed = [
+            s
+            for s, (o, i) in enumerate(placed.owners)
+            if o == self.address and i == self.incarnation and s not in self._owned
+        ]
         if handed:
             self.refresh()
             return
@@ -183,8 +187,9 @@ class Placement:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait(min(SETTLE_S, self.lease_s / 3) if self._unsettled
-                            else self.lease_s / 3)  # fmt: skip
+            self._wake.wait(
+                min(SETTLE_S, self.lease_s / 3) if self._unsettled else self.lease_s / 3
+            )
             self._wake.clear()
             if self._stop.is_set():
                 return
@@ -260,8 +265,13 @@ class Placement:
         if lost:
             self._lost(lost)
         if given or taken:
-            log.info("placement: took %d shares, gave %d; %d owned, %d live processes",
-                     len(taken), len(given), len(owned), len(live))  # fmt: skip
+            log.info(
+                "placement: took %d shares, gave %d; %d owned, %d live processes",
+                len(taken),
+                len(given),
+                len(owned),
+                len(live),
+            )
 
     def close(self) -> None:
         """Stop renewing, give every share up and leave (the others take them at once)."""

@@ -27,8 +27,19 @@ log = logging.getLogger("synapsedb.server")
 
 FORWARDED = "x-synapsedb-forwarded-by"  # the address of the process that forwarded it
 # hop-by-hop headers (RFC 9110 7.6.1) and those the next hop sets itself
-_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer",
-                  "transfer-encoding", "upgrade", "host", "content-length"})  # fmt: skip
+_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
 
 
 class Forwarder:

@@ -54,14 +54,19 @@ class _Cache(Collector):
         self.db, self.names = db, names
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        lookups = CounterMetricFamily("synapsedb_cache_lookups",
-                                      "Semantic cache lookups per namespace: hit or miss",
-                                      labels=["namespace", "result"])  # fmt: skip
-        stores = CounterMetricFamily("synapsedb_cache_stores", "Semantic cache entries stored",
-                                     labels=["namespace"])  # fmt: skip
-        removed = CounterMetricFamily("synapsedb_cache_invalidated",
-                                      "Semantic cache entries invalidated",
-                                      labels=["namespace"])  # fmt: skip
+        lookups = CounterMetricFamily(
+            "synapsedb_cache_lookups",
+            "Semantic cache lookups per namespace: hit or miss",
+            labels=["namespace", "result"],
+        )
+        stores = CounterMetricFamily(
+            "synapsedb_cache_stores", "Semantic cache entries stored", labels=["namespace"]
+        )
+        removed = CounterMetricFamily(
+            "synapsedb_cache_invalidated",
+            "Semantic cache entries invalidated",
+            labels=["namespace"],
+        )
         totals = counters_for(self.db).totals() if not self.db.closed else {}
         shown = {n: n for n in totals} if self.names is None else self.names(list(totals))
         for name, public in sorted(shown.items(), key=lambda item: item[1]):
@@ -87,20 +92,25 @@ class _Loop(Collector):
         if status is None:
             return
         st = status()
-        up = GaugeMetricFamily("synapsedb_llm_state",
-                               "The memory loop's LLM: 1 for the state it is in",
-                               labels=["state"])  # fmt: skip
+        up = GaugeMetricFamily(
+            "synapsedb_llm_state",
+            "The memory loop's LLM: 1 for the state it is in",
+            labels=["state"],
+        )
         for state in ("absent", "ok", "unavailable"):
             up.add_metric([state], 1.0 if st["llm"] == state else 0.0)
         yield up
-        jobs = GaugeMetricFamily("synapsedb_extraction_jobs",
-                                 "Extraction jobs waiting (queued) or parked (failed)",
-                                 labels=["state"])  # fmt: skip
+        jobs = GaugeMetricFamily(
+            "synapsedb_extraction_jobs",
+            "Extraction jobs waiting (queued) or parked (failed)",
+            labels=["state"],
+        )
         jobs.add_metric(["queued"], st["extraction_queued"])
         jobs.add_metric(["failed"], st["extraction_failed"])
         yield jobs
-        done = GaugeMetricFamily("synapsedb_extractions_done",
-                                 "Extraction jobs finished by this process")  # fmt: skip
+        done = GaugeMetricFamily(
+            "synapsedb_extractions_done", "Extraction jobs finished by this process"
+        )
         done.add_metric([], st["extracted"])
         yield done
 
@@ -124,12 +134,14 @@ class _Loading(Collector):
         if res is None:
             return
         for name, doc, value in (
-            ("synapsedb_memory_budget_bytes", "The namespaces' memory budget (memory_budget_mb)",
-             res.budget),
-            ("synapsedb_resident_bytes", "Estimated memory of the namespaces in memory",
-             res.total),
+            (
+                "synapsedb_memory_budget_bytes",
+                "The namespaces' memory budget (memory_budget_mb)",
+                res.budget,
+            ),
+            ("synapsedb_resident_bytes", "Estimated memory of the namespaces in memory", res.total),
             ("synapsedb_resident_namespaces", "Namespaces in memory", res.resident),
-        ):  # fmt: skip
+        ):
             gauge = GaugeMetricFamily(name, doc)
             gauge.add_metric([], value)
             yield gauge
@@ -152,12 +164,14 @@ class PlacementMetrics(Collector):
         placement = self.db.core.placement
         if placement is None:
             return
-        owned = GaugeMetricFamily("synapsedb_owned_shares",
-                                  "Shares of the namespaces this process owns (of 256)")  # fmt: skip
+        owned = GaugeMetricFamily(
+            "synapsedb_owned_shares", "Shares of the namespaces this process owns (of 256)"
+        )
         owned.add_metric([], len(placement.owned))
         yield owned
-        moves = CounterMetricFamily("synapsedb_share_moves",
-                                    "Shares this process took over or handed over")  # fmt: skip
+        moves = CounterMetricFamily(
+            "synapsedb_share_moves", "Shares this process took over or handed over"
+        )
         moves.add_metric([], placement.moves)
         yield moves
         forwarder = getattr(self.state, "forwarder", None)
@@ -175,34 +189,48 @@ class Metrics:
         self.db = db
         self.registry = r = CollectorRegistry()
         self.requests = Histogram(
-            "synapsedb_http_request_seconds", "HTTP request latency",
-            ["route", "method", "status"], registry=r, buckets=_FAST,
-        )  # fmt: skip
+            "synapsedb_http_request_seconds",
+            "HTTP request latency",
+            ["route", "method", "status"],
+            registry=r,
+            buckets=_FAST,
+        )
         self.stages = Histogram(
-            "synapsedb_query_stage_seconds", "Query stage timings (embed, vector, keyword, fuse)",
-            ["mode", "stage"], registry=r, buckets=_FAST,
-        )  # fmt: skip
+            "synapsedb_query_stage_seconds",
+            "Query stage timings (embed, vector, keyword, fuse)",
+            ["mode", "stage"],
+            registry=r,
+            buckets=_FAST,
+        )
         self._timers: dict[tuple[str, str, int], Any] = {}
         self.commits = Histogram(
-            "synapsedb_commit_seconds", "Storage commit latency (one group commit)",
-            registry=r, buckets=_FAST,
-        )  # fmt: skip
+            "synapsedb_commit_seconds",
+            "Storage commit latency (one group commit)",
+            registry=r,
+            buckets=_FAST,
+        )
         self.commit_rows = Counter("synapsedb_committed_rows", "Rows committed", registry=r)
         self.embed_batch = Histogram(
-            "synapsedb_embedding_batch_size", "Texts per embedding batch",
-            registry=r, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096),
-        )  # fmt: skip
+            "synapsedb_embedding_batch_size",
+            "Texts per embedding batch",
+            registry=r,
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096),
+        )
         r.register(_Loop(db))
         r.register(_Loading(db))
         self.moves = Counter(
-            "synapsedb_tier_moves", "Memories demoted (evicted) or promoted", ["direction"],
+            "synapsedb_tier_moves",
+            "Memories demoted (evicted) or promoted",
+            ["direction"],
             registry=r,
-        )  # fmt: skip
+        )
         obs = db.observers
         self._hooks: list[tuple[list[Any], Callable[..., None]]] = [
-            (obs.commit, self._commit), (obs.query, self._query),
-            (obs.embed, self.embed_batch.observe), (obs.maintain, self._maintain),
-        ]  # fmt: skip
+            (obs.commit, self._commit),
+            (obs.query, self._query),
+            (obs.embed, self.embed_batch.observe),
+            (obs.maintain, self._maintain),
+        ]
         for hooks, hook in self._hooks:
             hooks.append(hook)
 

@@ -77,7 +77,7 @@ def include_param(request: Request) -> frozenset[str]:
                 raise ValidationError(
                     f"include: expected one of {', '.join(INCLUDE)}, got {name!r}",
                     field="include",
-                )  # fmt: skip
+                )
             out.add(name)
     return frozenset(out)
 
@@ -153,8 +153,9 @@ def require_media_type(request: Request, expected: str) -> None:
         got = "none" if raw is None else repr(raw[:100])
         raise UnsupportedMediaTypeError(
             f"content-type: expected {expected}, got {got}",
-            field="content-type", expected=expected,
-        )  # fmt: skip
+            field="content-type",
+            expected=expected,
+        )
 
 
 async def read_raw(request: Request, limit: int | None) -> bytes:
@@ -180,8 +181,9 @@ def _body_slot(request: Request, limits: Limits) -> Iterator[None]:
         err = QuotaExceededError(
             f"tenant {key.tenant!r}: {limits.max_body_reads_per_tenant} request bodies are "
             "being received already; send this one when one of those has arrived",
-            limit=limits.max_body_reads_per_tenant, retry_after=1.0,
-        )  # fmt: skip
+            limit=limits.max_body_reads_per_tenant,
+            retry_after=1.0,
+        )
         err.unread_body = True  # type: ignore[attr-defined]  # answered with Connection: close
         raise err
     reading[key.tenant] = reading.get(key.tenant, 0) + 1
@@ -212,8 +214,9 @@ async def _read_raw(request: Request, limits: Limits, limit: int | None) -> byte
     except TimeoutError:
         raise RequestTimeoutError(
             f"body: not received within {timeout:g} s ({size} bytes arrived)",
-            field="body", limit=timeout,
-        ) from None  # fmt: skip
+            field="body",
+            limit=timeout,
+        ) from None
     except ClientDisconnect:
         raise ValidationError(
             f"body: the client closed the connection after {size} bytes", field="body"
@@ -334,8 +337,9 @@ def event_cursor_param(request: Request, *, header: bool = True) -> str | None:
     if raw is not None and len(raw) > MAX_CURSOR_CHARS:
         raise ValidationError(
             f"{name}: {len(raw)} characters, over the limit of {MAX_CURSOR_CHARS}",
-            field=name, limit=MAX_CURSOR_CHARS,
-        )  # fmt: skip
+            field=name,
+            limit=MAX_CURSOR_CHARS,
+        )
     return raw
 
 

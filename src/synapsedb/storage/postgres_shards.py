@@ -61,9 +61,20 @@ def namespaces_of(batch: Batch) -> set[str]:
     """Every namespace whose rows ``batch`` writes or changes (the query log aside: a logged
     query of a namespace handed over a moment ago is a harmless row of its own)."""
     names: set[str] = set()
-    for rows in (batch.namespaces, batch.memories, batch.facts, batch.events, batch.answers,
-                 batch.erasures, batch.tiers, batch.access, batch.expired_memories,
-                 batch.expired_facts, batch.erased_events, batch.erased_answers):  # fmt: skip
+    for rows in (
+        batch.namespaces,
+        batch.memories,
+        batch.facts,
+        batch.events,
+        batch.answers,
+        batch.erasures,
+        batch.tiers,
+        batch.access,
+        batch.expired_memories,
+        batch.expired_facts,
+        batch.erased_events,
+        batch.erased_answers,
+    ):
         names.update(row[0] for row in rows)
     names.update(row[1] for row in batch.configs)
     names.update(p.ns for p in batch.purges)
