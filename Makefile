@@ -193,9 +193,24 @@ bench-hot: install wrk redis-server
 # backend (pgserver) against SQLite at 100,000 memories in one run, one vs two `synapsedb serve
 # --storage postgresql://...` processes, visibility lag, and a large namespace on PostgreSQL.
 # BENCH_PG_ARGS=--quick for a smoke run, e.g. "--pg-1m-size 1000000" for the large part's size.
-.PHONY: bench-pg
+# Then issue 30's sharded placement: one against three processes (memory held, write rate, each
+# with the one-process floor of the same run) and a process killed (move time); about 10 min.
+# BENCH_PG_SHARDS_ARGS=--quick for a smoke run.
+.PHONY: bench-pg bench-pg-shards
 bench-pg: install
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_pg.py $(BENCH_PG_ARGS)
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_pg_shards.py $(BENCH_PG_SHARDS_ARGS)
+
+bench-pg-shards: install
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_pg_shards.py $(BENCH_PG_SHARDS_ARGS)
+
+# Issue 30's residency budget (docs/benchmarks.md; not part of make bench, about an hour on 2 cores):
+# 100,000 namespaces of 100 memories (about 25 GB if all held) served under a 4 GB budget: the first
+# query of every namespace, cold first queries and the in-memory floor, p50/p99, and the server's
+# RSS. BENCH_RESIDENCY_ARGS e.g. "--namespaces 10000 --budget-mb 512" for a shorter run.
+.PHONY: bench-residency
+bench-residency: install
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_residency.py $(BENCH_RESIDENCY_ARGS)
 
 # The HTTP benchmark's load generator, from Debian's packages (installed when we are root).
 wrk:

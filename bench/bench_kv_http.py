@@ -61,8 +61,9 @@ def one_run(tmp: Path, seconds: float, requests: int) -> dict[str, Any]:
     try:
         wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, 60, "server")
         ns = "/v1/namespaces/kv"
-        httpx.put(f"{base}{ns}/facts", json={"entity": "user:1", "key": "plan",
-                                             "value": {"tier": 1}}).raise_for_status()  # fmt: skip
+        httpx.put(
+            f"{base}{ns}/facts", json={"entity": "user:1", "key": "plan", "value": {"tier": 1}}
+        ).raise_for_status()
         cpu = cpu_seconds(server.pid)
         out["synapsedb"] = got = wrk(f"{base}{ns}/facts?entity=user:1&key=plan", seconds, CONNS)
         # wrk's rate is its requests over its duration (whole seconds)
@@ -100,15 +101,37 @@ def report_lines(runs: list[dict[str, Any]], seconds: float) -> list[str]:
     rows = []
     for i, r in enumerate(runs, 1):
         s, red = r["synapsedb"], r["redis"]
-        rows.append([str(i), f"{r['load_before']:.2f} / {r['load_after']:.2f}",
-                     fmt_num(red["rps"]), fmt_num(s["rps"]), f"{s['p50']:.2f}",
-                     f"{s['p99']:.2f}", str(s["errors"]), fmt_ratio(r["ratio"]),
-                     "met" if r["ratio"] is not None and r["ratio"] >= TARGET else "missed",
-                     f"{red['cpu_per_request'] * 1e6:.1f} / {s['cpu_per_request'] * 1e6:.1f}",
-                     fmt_ratio(r["cpu_ratio"])])  # fmt: skip
-    lines += table(["run", "load", "redis-server GET/s", "SynapseDB GET/s", "p50 ms", "p99 ms",
-                    "non-2xx", "ratio", ">= 1/7", "CPU/request us (redis / SynapseDB)",
-                    "CPU ratio"], rows)  # fmt: skip
+        rows.append(
+            [
+                str(i),
+                f"{r['load_before']:.2f} / {r['load_after']:.2f}",
+                fmt_num(red["rps"]),
+                fmt_num(s["rps"]),
+                f"{s['p50']:.2f}",
+                f"{s['p99']:.2f}",
+                str(s["errors"]),
+                fmt_ratio(r["ratio"]),
+                "met" if r["ratio"] is not None and r["ratio"] >= TARGET else "missed",
+                f"{red['cpu_per_request'] * 1e6:.1f} / {s['cpu_per_request'] * 1e6:.1f}",
+                fmt_ratio(r["cpu_ratio"]),
+            ]
+        )
+    lines += table(
+        [
+            "run",
+            "load",
+            "redis-server GET/s",
+            "SynapseDB GET/s",
+            "p50 ms",
+            "p99 ms",
+            "non-2xx",
+            "ratio",
+            ">= 1/7",
+            "CPU/request us (redis / SynapseDB)",
+            "CPU ratio",
+        ],
+        rows,
+    )
     return lines
 
 
@@ -126,13 +149,19 @@ def main() -> None:
         for i in range(a.runs):
             r = one_run(Path(tmp), a.seconds, a.requests)
             runs.append(r)
-            print(f"run {i + 1}: load {r['load_before']:.2f}/{r['load_after']:.2f} "
-                  f"redis {r['redis']['rps']:,.0f}/s synapsedb {r['synapsedb']['rps']:,.0f}/s "
-                  f"ratio {fmt_ratio(r['ratio'])} cpu ratio {fmt_ratio(r['cpu_ratio'])}",
-                  flush=True)  # fmt: skip
+            print(
+                f"run {i + 1}: load {r['load_before']:.2f}/{r['load_after']:.2f} "
+                f"redis {r['redis']['rps']:,.0f}/s synapsedb {r['synapsedb']['rps']:,.0f}/s "
+                f"ratio {fmt_ratio(r['ratio'])} cpu ratio {fmt_ratio(r['cpu_ratio'])}",
+                flush=True,
+            )
     if a.report:
-        append_report("KV GET over HTTP", "python " + " ".join(sys.argv),
-                      report_lines(runs, a.seconds), data={"runs": runs})  # fmt: skip
+        append_report(
+            "KV GET over HTTP",
+            "python " + " ".join(sys.argv),
+            report_lines(runs, a.seconds),
+            data={"runs": runs},
+        )
     else:
         print(json.dumps(runs, indent=1))
 

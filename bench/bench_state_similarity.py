@@ -46,23 +46,79 @@ ITEMS = ["wood", "stone", "food", "water", "iron", "gold"]
 GOALS = ["explore", "gather", "build", "attack", "trade"]
 TAGS = [f"tag{i}" for i in range(10)]
 MOODS = [
-    ("calm", ["I feel calm and at ease", "everything is peaceful and quiet",
-              "relaxed, nothing to worry about", "a quiet and restful moment"]),
-    ("afraid", ["I am scared of what is coming", "something dangerous is near, I am afraid",
-                "fear grips me, I want to run", "nervous and frightened right now"]),
-    ("angry", ["I am furious at the raiders", "rage, they stole from me",
-               "so angry I could fight anyone", "irritated and hostile today"]),
-    ("hungry", ["I need to find food soon", "starving, my stomach is empty",
-                "hunger is all I can think about", "I must eat something now"]),
-    ("curious", ["I wonder what lies beyond the hills", "eager to explore the unknown",
-                 "curious about the strange ruins", "I want to discover new places"]),
-    ("tired", ["exhausted after a long day", "I need to sleep and rest",
-               "my legs are heavy, so tired", "worn out and sleepy"]),
-    ("greedy", ["I want more gold than anyone", "riches, I must collect every coin",
-                "wealth is all that matters", "I crave treasure and profit"]),
-    ("social", ["I would love to talk with friends", "looking for company and a chat",
-                "meeting other travellers makes me happy", "I enjoy trading stories"]),
-]  # fmt: skip
+    (
+        "calm",
+        [
+            "I feel calm and at ease",
+            "everything is peaceful and quiet",
+            "relaxed, nothing to worry about",
+            "a quiet and restful moment",
+        ],
+    ),
+    (
+        "afraid",
+        [
+            "I am scared of what is coming",
+            "something dangerous is near, I am afraid",
+            "fear grips me, I want to run",
+            "nervous and frightened right now",
+        ],
+    ),
+    (
+        "angry",
+        [
+            "I am furious at the raiders",
+            "rage, they stole from me",
+            "so angry I could fight anyone",
+            "irritated and hostile today",
+        ],
+    ),
+    (
+        "hungry",
+        [
+            "I need to find food soon",
+            "starving, my stomach is empty",
+            "hunger is all I can think about",
+            "I must eat something now",
+        ],
+    ),
+    (
+        "curious",
+        [
+            "I wonder what lies beyond the hills",
+            "eager to explore the unknown",
+            "curious about the strange ruins",
+            "I want to discover new places",
+        ],
+    ),
+    (
+        "tired",
+        [
+            "exhausted after a long day",
+            "I need to sleep and rest",
+            "my legs are heavy, so tired",
+            "worn out and sleepy",
+        ],
+    ),
+    (
+        "greedy",
+        [
+            "I want more gold than anyone",
+            "riches, I must collect every coin",
+            "wealth is all that matters",
+            "I crave treasure and profit",
+        ],
+    ),
+    (
+        "social",
+        [
+            "I would love to talk with friends",
+            "looking for company and a chat",
+            "meeting other travellers makes me happy",
+            "I enjoy trading stories",
+        ],
+    ),
+]
 
 
 def situations(p: int, rng: np.random.Generator) -> list[dict[str, Any]]:

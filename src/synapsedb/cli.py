@@ -82,9 +82,13 @@ def http_limits(args: argparse.Namespace) -> tuple[Limits, list[str] | None]:
     max_connections = args.max_connections
     if isinstance(max_connections, int) and max_connections > 0:
         max_connections = _open_files_for(max_connections)
-    limits = Limits(body_timeout=args.body_timeout, header_timeout=args.header_timeout,
-                    keep_alive=args.keep_alive_timeout, max_connections=max_connections,
-                    max_import_bytes=args.max_import_bytes)  # fmt: skip
+    limits = Limits(
+        body_timeout=args.body_timeout,
+        header_timeout=args.header_timeout,
+        keep_alive=args.keep_alive_timeout,
+        max_connections=max_connections,
+        max_import_bytes=args.max_import_bytes,
+    )
     return limits, hosts or None
 
 
@@ -105,8 +109,11 @@ def _open_files_for(connections: int, spare: int = 256) -> int:
     if target >= need:
         return connections
     fits = max(1, target - spare)
-    print(f"warning: --max-connections {connections} needs {need} open files and the limit is "
-          f"{target} (ulimit -n): serving at most {fits} connections", file=sys.stderr)  # fmt: skip
+    print(
+        f"warning: --max-connections {connections} needs {need} open files and the limit is "
+        f"{target} (ulimit -n): serving at most {fits} connections",
+        file=sys.stderr,
+    )
     return fits
 
 
@@ -121,8 +128,11 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2
     if auth == "none" and live_keys:
-        print("warning: --auth none: the API keys in keys.db are ignored and tenants' "
-              "namespaces cannot be reached", file=sys.stderr)  # fmt: skip
+        print(
+            "warning: --auth none: the API keys in keys.db are ignored and tenants' "
+            "namespaces cannot be reached",
+            file=sys.stderr,
+        )
     if args.tls_client_ca and not (args.tls_cert and args.tls_key):
         print("error: --tls-client-ca needs --tls-cert and --tls-key", file=sys.stderr)
         return 2
@@ -163,10 +173,22 @@ def _serve(args: argparse.Namespace) -> int:
     # (vector query p99 during a 100,000-row keyword catch-up: 21-29 ms, 11 ms at 1 ms)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     tracing = Tracing(args.otel_exporter, endpoint=args.otel_endpoint)
-    settings = Settings.from_env()
     try:
+        settings = Settings.from_env()
         llm = LLMSettings.from_env()
         check_namespace(args.proxy_namespace)
+        if args.advertise:
+            settings = settings.replace(advertise_url=args.advertise)
+        if settings.placement == "sharded" and not settings.advertise_url:
+            if args.host in ("0.0.0.0", "::", ""):
+                raise ValidationError(
+                    "--advertise: with sharded placement, give the address the other "
+                    f"processes reach this one at (it binds {args.host or 'every address'})",
+                    field="advertise_url",
+                )
+            host = f"[{args.host}]" if ":" in args.host else args.host
+            scheme = "https" if args.tls_cert else "http"
+            settings = settings.replace(advertise_url=f"{scheme}://{host}:{args.port}")
     except ValidationError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2
@@ -179,21 +201,37 @@ def _serve(args: argparse.Namespace) -> int:
         if tracing.enabled:
             mode += f", traces to {args.otel_exporter}"
         served = args.data if args.storage is None else f"{args.data} ({db.core.storage.where})"
-        print(f"synapsedb {__version__}: serving {served} on "
-              f"{scheme}://{args.host}:{args.port} ({mode})", flush=True)  # fmt: skip
-        app = create_app(db, keys if auth == "keys" else None, tracing, auth=auth,
-                         max_feeds_per_key=args.max_feeds_per_key, limits=limits,
-                         allowed_hosts=hosts, llm=llm,
-                         proxy_namespace=args.proxy_namespace)  # fmt: skip
+        print(
+            f"synapsedb {__version__}: serving {served} on "
+            f"{scheme}://{args.host}:{args.port} ({mode})",
+            flush=True,
+        )
+        app = create_app(
+            db,
+            keys if auth == "keys" else None,
+            tracing,
+            auth=auth,
+            max_feeds_per_key=args.max_feeds_per_key,
+            limits=limits,
+            allowed_hosts=hosts,
+            llm=llm,
+            proxy_namespace=args.proxy_namespace,
+        )
         uvicorn.run(
-            app, host=args.host, port=args.port,
-            log_level=args.log_level, log_config=None, access_log=False, loop=args.loop,
+            app,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            log_config=None,
+            access_log=False,
+            loop=args.loop,
             server_header=False,
             **limits.uvicorn_options(),  # timeouts, connection limits, guarded HTTP protocol
-            ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key,
+            ssl_certfile=args.tls_cert,
+            ssl_keyfile=args.tls_key,
             ssl_ca_certs=args.tls_client_ca,
             ssl_cert_reqs=ssl.CERT_REQUIRED if args.tls_client_ca else ssl.CERT_NONE,
-        )  # fmt: skip
+        )
     finally:
         db.close()
     return 0
@@ -210,27 +248,52 @@ def _keys(args: argparse.Namespace) -> int:
         tenant = args.tenant
         if tenant is None:
             if scopes != [OPERATOR]:
-                raise ValidationError("tenant: required (--tenant), except for an operator-only "
-                                      "key (--scopes operator)", field="tenant")  # fmt: skip
+                raise ValidationError(
+                    "tenant: required (--tenant), except for an operator-only "
+                    "key (--scopes operator)",
+                    field="tenant",
+                )
             tenant = OPERATOR  # an operator-only key reaches no tenant's data
         key, token = store.create(tenant, scopes, names, args.rate, agents)
-        print(json.dumps({"id": key.id, "tenant": key.tenant, "scopes": list(key.scopes),
-                          "namespaces": names, "rate": key.rate, "agents": agents,
-                          "key": token}, indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "id": key.id,
+                    "tenant": key.tenant,
+                    "scopes": list(key.scopes),
+                    "namespaces": names,
+                    "rate": key.rate,
+                    "agents": agents,
+                    "key": token,
+                },
+                indent=2,
+            )
+        )
         print("store the key now: it is not kept and cannot be shown again", file=sys.stderr)
     elif args.keys_command == "list":
         for name, limit in sorted(store.tenant_rates().items()):
             print(json.dumps({"tenant": name, "rate": limit}))
         for k in store.list():
-            print(json.dumps({"id": k.id, "tenant": k.tenant, "scopes": list(k.scopes),
-                              "namespaces": k.namespaces, "rate": k.rate, "agents": k.agents,
-                              "revoked": k.revoked}))  # fmt: skip
+            print(
+                json.dumps(
+                    {
+                        "id": k.id,
+                        "tenant": k.tenant,
+                        "scopes": list(k.scopes),
+                        "namespaces": k.namespaces,
+                        "rate": k.rate,
+                        "agents": k.agents,
+                        "revoked": k.revoked,
+                    }
+                )
+            )
     elif args.keys_command == "limit":
         try:
             rate = None if args.rate.lower() == "none" else float(args.rate)
         except ValueError:
-            raise ValidationError(f"rate: expected requests per second or 'none', got "
-                                  f"{args.rate!r}", field="rate") from None  # fmt: skip
+            raise ValidationError(
+                f"rate: expected requests per second or 'none', got {args.rate!r}", field="rate"
+            ) from None
         store.set_tenant_rate(args.tenant, rate)
         print(json.dumps({"tenant": args.tenant, "rate": rate}))
     else:
@@ -260,109 +323,193 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="synapsedb", description="SynapseDB: memory for agents")
     parser.add_argument("--version", action="version", version=f"synapsedb {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("stats", help="namespace statistics (JSON) of a data directory or a "
-                       "server", formatter_class=Help, epilog="examples:\n  synapsedb stats "
-                       "--data ./synapse-data\n  synapsedb stats --url http://127.0.0.1:7379 "
-                       "--namespace acme")  # fmt: skip
+    p = sub.add_parser(
+        "stats",
+        help="namespace statistics (JSON) of a data directory or a server",
+        formatter_class=Help,
+        epilog="examples:\n  synapsedb stats "
+        "--data ./synapse-data\n  synapsedb stats --url http://127.0.0.1:7379 "
+        "--namespace acme",
+    )
     p.add_argument("--data", default="./synapse-data", help="data directory")
     p.add_argument("--url", help="a server instead of a data directory")
-    p.add_argument("--api-key", default=os.environ.get("SYNAPSEDB_API_KEY"),
-                   help="API key, with --url (env SYNAPSEDB_API_KEY)")  # fmt: skip
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("SYNAPSEDB_API_KEY"),
+        help="API key, with --url (env SYNAPSEDB_API_KEY)",
+    )
     p.add_argument("--namespace", help="one namespace (default: all)")
     p.set_defaults(func=_stats)
-    p = sub.add_parser("serve", help="run the HTTP server on a data directory",
-                       formatter_class=Help, epilog="example:\n  synapsedb serve --data "
-                       "./synapse-data --host 0.0.0.0 --auth keys")  # fmt: skip
-    p.add_argument("--data", default=os.environ.get("SYNAPSEDB_DATA", "./synapse-data"),
-                   help="data directory (env SYNAPSEDB_DATA)")  # fmt: skip
-    p.add_argument("--storage", default=os.environ.get("SYNAPSEDB_STORAGE") or None,
-                   help="where the rows live: SQLite in the data directory (default), or "
-                        "postgresql://user@host:5432/db?schema=name; the data directory then "
-                        "holds the lock and saved indexes (env SYNAPSEDB_STORAGE)")  # fmt: skip
-    p.add_argument("--host", default=os.environ.get("SYNAPSEDB_HOST", "127.0.0.1"),
-                   help="address to bind (env SYNAPSEDB_HOST)")  # fmt: skip
-    p.add_argument("--port", type=int, default=int(os.environ.get("SYNAPSEDB_PORT", "7379")),
-                   help="port (env SYNAPSEDB_PORT)")  # fmt: skip
-    p.add_argument("--log-level", default=os.environ.get("SYNAPSEDB_LOG_LEVEL", "warning"),
-                   choices=("debug", "info", "warning", "error", "critical"),
-                   help="log level; info adds one access line per request "
-                        "(env SYNAPSEDB_LOG_LEVEL)")  # fmt: skip
-    p.add_argument("--log-format", default=os.environ.get("SYNAPSEDB_LOG_FORMAT", "json"),
-                   choices=("json", "text"),
-                   help="json: one object per line with request_id and trace_id "
-                        "(env SYNAPSEDB_LOG_FORMAT)")  # fmt: skip
-    p.add_argument("--otel-exporter", default=os.environ.get("SYNAPSEDB_OTEL_EXPORTER", "none"),
-                   choices=("none", "otlp", "console"),
-                   help="OpenTelemetry traces: none (default), otlp (HTTP/protobuf), console "
-                        "(env SYNAPSEDB_OTEL_EXPORTER)")  # fmt: skip
-    p.add_argument("--otel-endpoint", default=os.environ.get("SYNAPSEDB_OTEL_ENDPOINT"),
-                   help="OTLP traces URL (default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "
-                        "else http://localhost:4318/v1/traces)")  # fmt: skip
-    p.add_argument("--loop", default=os.environ.get("SYNAPSEDB_LOOP", "asyncio"),
-                   choices=("asyncio", "uvloop"),
-                   help="event loop (env SYNAPSEDB_LOOP). asyncio is the default: under 64 "
-                        "busy connections uvloop served some of them 10-20x later than the "
-                        "median (bench/bench_http.py)")  # fmt: skip
-    p.add_argument("--auth", default=os.environ.get("SYNAPSEDB_AUTH"), choices=("keys", "none"),
-                   help="keys: every request needs an API key; none: open access (env "
-                        "SYNAPSEDB_AUTH; default keys off loopback or when keys.db has a live "
-                        "key, else none). Decided once, at start")  # fmt: skip
-    p.add_argument("--insecure-open", action="store_true",
-                   help="allow --auth none on a non-loopback address (something in front "
-                        "must authenticate)")  # fmt: skip
-    p.add_argument("--max-feeds-per-key", type=int,
-                   default=int(os.environ.get("SYNAPSEDB_MAX_FEEDS_PER_KEY", "32")),
-                   help="live feeds (Server-Sent Events) one API key may hold open at once "
-                        "(env SYNAPSEDB_MAX_FEEDS_PER_KEY)")  # fmt: skip
-    p.add_argument("--allowed-hosts", default=os.environ.get("SYNAPSEDB_ALLOWED_HOSTS"),
-                   help="comma-separated Host names served besides a loopback server's own "
-                        "(127.0.0.1, localhost, [::1]); any port; '*' for any host (env "
-                        "SYNAPSEDB_ALLOWED_HOSTS)")  # fmt: skip
-    p.add_argument("--max-connections", type=int,
-                   default=int(os.environ.get("SYNAPSEDB_MAX_CONNECTIONS", "1024")),
-                   help="open connections; past it a new one closes the longest-waiting "
-                        "idle one, or, when all are busy, gets 503 (env "
-                        "SYNAPSEDB_MAX_CONNECTIONS)")  # fmt: skip
-    p.add_argument("--header-timeout", type=float,
-                   default=float(os.environ.get("SYNAPSEDB_HEADER_TIMEOUT", "10")),
-                   help="seconds a connection has to send a request's headers (env "
-                        "SYNAPSEDB_HEADER_TIMEOUT)")  # fmt: skip
-    p.add_argument("--body-timeout", type=float,
-                   default=float(os.environ.get("SYNAPSEDB_BODY_TIMEOUT", "30")),
-                   help="seconds to receive a request body, per 8 MiB; a slower body answers "
-                        "408 (env SYNAPSEDB_BODY_TIMEOUT)")  # fmt: skip
-    p.add_argument("--max-import-bytes", type=int,
-                   default=int(os.environ.get("SYNAPSEDB_MAX_IMPORT_BYTES", str(256 << 20))),
-                   help="largest import body in bytes (default 256 MiB; env "
-                        "SYNAPSEDB_MAX_IMPORT_BYTES)")  # fmt: skip
-    p.add_argument("--keep-alive-timeout", type=float,
-                   default=float(os.environ.get("SYNAPSEDB_KEEP_ALIVE_TIMEOUT", "5")),
-                   help="seconds an idle keep-alive connection stays open (env "
-                        "SYNAPSEDB_KEEP_ALIVE_TIMEOUT)")  # fmt: skip
-    p.add_argument("--blas-threads", type=int,
-                   default=int(os.environ.get("SYNAPSEDB_BLAS_THREADS", "1")),
-                   help="threads numpy's BLAS may use in this process (env "
-                        "SYNAPSEDB_BLAS_THREADS; default 1: more spin on idle cores and slow "
-                        "the embedder's threads on small machines)")  # fmt: skip
-    p.add_argument("--proxy-namespace",
-                   default=os.environ.get("SYNAPSEDB_PROXY_NAMESPACE", "default"),
-                   help="namespace of the memory proxy's /v1/chat/completions and /v1/responses "
-                        "(the upstream model: SYNAPSEDB_LLM_*; env SYNAPSEDB_PROXY_NAMESPACE)")  # fmt: skip
-    p.add_argument("--tls-cert", default=os.environ.get("SYNAPSEDB_TLS_CERT"),
-                   help="server certificate (PEM): serve HTTPS")  # fmt: skip
-    p.add_argument("--tls-key", default=os.environ.get("SYNAPSEDB_TLS_KEY"),
-                   help="server private key (PEM)")  # fmt: skip
-    p.add_argument("--tls-client-ca", default=os.environ.get("SYNAPSEDB_TLS_CLIENT_CA"),
-                   help="CA bundle: require client certificates signed by it (mutual TLS)")  # fmt: skip
+    p = sub.add_parser(
+        "serve",
+        help="run the HTTP server on a data directory",
+        formatter_class=Help,
+        epilog="example:\n  synapsedb serve --data ./synapse-data --host 0.0.0.0 --auth keys",
+    )
+    p.add_argument(
+        "--data",
+        default=os.environ.get("SYNAPSEDB_DATA", "./synapse-data"),
+        help="data directory (env SYNAPSEDB_DATA)",
+    )
+    p.add_argument(
+        "--storage",
+        default=os.environ.get("SYNAPSEDB_STORAGE") or None,
+        help="where the rows live: SQLite in the data directory (default), or "
+        "postgresql://user@host:5432/db?schema=name; the data directory then "
+        "holds the lock and saved indexes (env SYNAPSEDB_STORAGE)",
+    )
+    p.add_argument(
+        "--host",
+        default=os.environ.get("SYNAPSEDB_HOST", "127.0.0.1"),
+        help="address to bind (env SYNAPSEDB_HOST)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("SYNAPSEDB_PORT", "7379")),
+        help="port (env SYNAPSEDB_PORT)",
+    )
+    p.add_argument(
+        "--advertise",
+        default=None,
+        help="sharded placement (SYNAPSEDB_PLACEMENT=sharded): this process's "
+        "address for the others, e.g. http://10.0.0.5:7379 (env "
+        "SYNAPSEDB_ADVERTISE_URL; default http://<host>:<port>)",
+    )
+    p.add_argument(
+        "--log-level",
+        default=os.environ.get("SYNAPSEDB_LOG_LEVEL", "warning"),
+        choices=("debug", "info", "warning", "error", "critical"),
+        help="log level; info adds one access line per request (env SYNAPSEDB_LOG_LEVEL)",
+    )
+    p.add_argument(
+        "--log-format",
+        default=os.environ.get("SYNAPSEDB_LOG_FORMAT", "json"),
+        choices=("json", "text"),
+        help="json: one object per line with request_id and trace_id (env SYNAPSEDB_LOG_FORMAT)",
+    )
+    p.add_argument(
+        "--otel-exporter",
+        default=os.environ.get("SYNAPSEDB_OTEL_EXPORTER", "none"),
+        choices=("none", "otlp", "console"),
+        help="OpenTelemetry traces: none (default), otlp (HTTP/protobuf), console "
+        "(env SYNAPSEDB_OTEL_EXPORTER)",
+    )
+    p.add_argument(
+        "--otel-endpoint",
+        default=os.environ.get("SYNAPSEDB_OTEL_ENDPOINT"),
+        help="OTLP traces URL (default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "
+        "else http://localhost:4318/v1/traces)",
+    )
+    p.add_argument(
+        "--loop",
+        default=os.environ.get("SYNAPSEDB_LOOP", "asyncio"),
+        choices=("asyncio", "uvloop"),
+        help="event loop (env SYNAPSEDB_LOOP). asyncio is the default: under 64 "
+        "busy connections uvloop served some of them 10-20x later than the "
+        "median (bench/bench_http.py)",
+    )
+    p.add_argument(
+        "--auth",
+        default=os.environ.get("SYNAPSEDB_AUTH"),
+        choices=("keys", "none"),
+        help="keys: every request needs an API key; none: open access (env "
+        "SYNAPSEDB_AUTH; default keys off loopback or when keys.db has a live "
+        "key, else none). Decided once, at start",
+    )
+    p.add_argument(
+        "--insecure-open",
+        action="store_true",
+        help="allow --auth none on a non-loopback address (something in front must authenticate)",
+    )
+    p.add_argument(
+        "--max-feeds-per-key",
+        type=int,
+        default=int(os.environ.get("SYNAPSEDB_MAX_FEEDS_PER_KEY", "32")),
+        help="live feeds (Server-Sent Events) one API key may hold open at once "
+        "(env SYNAPSEDB_MAX_FEEDS_PER_KEY)",
+    )
+    p.add_argument(
+        "--allowed-hosts",
+        default=os.environ.get("SYNAPSEDB_ALLOWED_HOSTS"),
+        help="comma-separated Host names served besides a loopback server's own "
+        "(127.0.0.1, localhost, [::1]); any port; '*' for any host (env "
+        "SYNAPSEDB_ALLOWED_HOSTS)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=int(os.environ.get("SYNAPSEDB_MAX_CONNECTIONS", "1024")),
+        help="open connections; past it a new one closes the longest-waiting "
+        "idle one, or, when all are busy, gets 503 (env "
+        "SYNAPSEDB_MAX_CONNECTIONS)",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        default=float(os.environ.get("SYNAPSEDB_HEADER_TIMEOUT", "10")),
+        help="seconds a connection has to send a request's headers (env SYNAPSEDB_HEADER_TIMEOUT)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=float(os.environ.get("SYNAPSEDB_BODY_TIMEOUT", "30")),
+        help="seconds to receive a request body, per 8 MiB; a slower body answers "
+        "408 (env SYNAPSEDB_BODY_TIMEOUT)",
+    )
+    p.add_argument(
+        "--max-import-bytes",
+        type=int,
+        default=int(os.environ.get("SYNAPSEDB_MAX_IMPORT_BYTES", str(256 << 20))),
+        help="largest import body in bytes (default 256 MiB; env SYNAPSEDB_MAX_IMPORT_BYTES)",
+    )
+    p.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=float(os.environ.get("SYNAPSEDB_KEEP_ALIVE_TIMEOUT", "5")),
+        help="seconds an idle keep-alive connection stays open (env SYNAPSEDB_KEEP_ALIVE_TIMEOUT)",
+    )
+    p.add_argument(
+        "--blas-threads",
+        type=int,
+        default=int(os.environ.get("SYNAPSEDB_BLAS_THREADS", "1")),
+        help="threads numpy's BLAS may use in this process (env "
+        "SYNAPSEDB_BLAS_THREADS; default 1: more spin on idle cores and slow "
+        "the embedder's threads on small machines)",
+    )
+    p.add_argument(
+        "--proxy-namespace",
+        default=os.environ.get("SYNAPSEDB_PROXY_NAMESPACE", "default"),
+        help="namespace of the memory proxy's /v1/chat/completions and /v1/responses "
+        "(the upstream model: SYNAPSEDB_LLM_*; env SYNAPSEDB_PROXY_NAMESPACE)",
+    )
+    p.add_argument(
+        "--tls-cert",
+        default=os.environ.get("SYNAPSEDB_TLS_CERT"),
+        help="server certificate (PEM): serve HTTPS",
+    )
+    p.add_argument(
+        "--tls-key", default=os.environ.get("SYNAPSEDB_TLS_KEY"), help="server private key (PEM)"
+    )
+    p.add_argument(
+        "--tls-client-ca",
+        default=os.environ.get("SYNAPSEDB_TLS_CLIENT_CA"),
+        help="CA bundle: require client certificates signed by it (mutual TLS)",
+    )
     p.set_defaults(func=_serve)
     from .cli_data import add_parsers
 
     remote = add_parsers(sub, Help)
-    p = sub.add_parser("demo", parents=[remote], help="the refund story: three support agents share memory",
-                       description="refund: three support agents sharing memory; hawaii: "
-                       "two chat sessions through the memory proxy (the server needs "
-                       "SYNAPSEDB_LLM_BASE_URL)", formatter_class=Help,
-                       epilog="example:\n  synapsedb demo --story refund")  # fmt: skip
+    p = sub.add_parser(
+        "demo",
+        parents=[remote],
+        help="the refund story: three support agents share memory",
+        description="refund: three support agents sharing memory; hawaii: "
+        "two chat sessions through the memory proxy (the server needs "
+        "SYNAPSEDB_LLM_BASE_URL)",
+        formatter_class=Help,
+        epilog="example:\n  synapsedb demo --story refund",
+    )
     p.add_argument("--story", choices=["refund", "hawaii"], default="refund")
     p.add_argument("--demo-namespace", help="namespace to use (default: a new demo-xxxxxx)")
     p.set_defaults(func=_demo)
@@ -378,30 +525,53 @@ def build_parser() -> argparse.ArgumentParser:
     data = os.environ.get("SYNAPSEDB_DATA", "./synapse-data")
     p = sub.add_parser("keys", help="create, list and revoke API keys (stored as hashes)")
     ks = p.add_subparsers(dest="keys_command", required=True)
-    c = ks.add_parser("create", help="create a key and print it once", formatter_class=Help,
-                      epilog="example:\n  synapsedb keys create --data ./synapse-data --tenant acme --scopes read,write")  # fmt: skip
+    c = ks.add_parser(
+        "create",
+        help="create a key and print it once",
+        formatter_class=Help,
+        epilog="example:\n  synapsedb keys create --data ./synapse-data --tenant acme --scopes read,write",
+    )
     c.add_argument("--data", default=data, help="data directory")
-    c.add_argument("--tenant", help="tenant the key belongs to (not needed with --scopes "
-                   "operator alone)")  # fmt: skip
-    c.add_argument("--scopes", default="read,write",
-                   help="read,write[,admin]; operator: every tenant's metrics")  # fmt: skip
+    c.add_argument(
+        "--tenant", help="tenant the key belongs to (not needed with --scopes operator alone)"
+    )
+    c.add_argument(
+        "--scopes",
+        default="read,write",
+        help="read,write[,admin]; operator: every tenant's metrics",
+    )
     c.add_argument("--namespaces", help="comma-separated namespaces (default: all of the tenant)")
     c.add_argument("--rate", type=float, help="requests per second (default: unlimited)")
-    c.add_argument("--agents", help="comma-separated agent names the key may act as (X-Agent; "
-                   "default: any); with one, requests naming none act as it")  # fmt: skip
+    c.add_argument(
+        "--agents",
+        help="comma-separated agent names the key may act as (X-Agent; "
+        "default: any); with one, requests naming none act as it",
+    )
     c.set_defaults(func=_keys)
-    c = ks.add_parser("list", help="list keys (never their secrets)", formatter_class=Help,
-                      epilog="example:\n  synapsedb keys list --data ./synapse-data")  # fmt: skip
+    c = ks.add_parser(
+        "list",
+        help="list keys (never their secrets)",
+        formatter_class=Help,
+        epilog="example:\n  synapsedb keys list --data ./synapse-data",
+    )
     c.add_argument("--data", default=data, help="data directory")
     c.set_defaults(func=_keys)
-    c = ks.add_parser("limit", help="a request rate for all of a tenant's keys together", formatter_class=Help,
-                      epilog="example:\n  synapsedb keys limit --data ./synapse-data --tenant acme --rate 500")  # fmt: skip
+    c = ks.add_parser(
+        "limit",
+        help="a request rate for all of a tenant's keys together",
+        formatter_class=Help,
+        epilog="example:\n  synapsedb keys limit --data ./synapse-data --tenant acme --rate 500",
+    )
     c.add_argument("--tenant", required=True)
     c.add_argument("--rate", required=True, help="requests per second, or 'none' to lift it")
     c.add_argument("--data", default=data, help="data directory")
     c.set_defaults(func=_keys)
-    c = ks.add_parser("revoke", help="revoke a key by id", formatter_class=Help,
-                      epilog="example:\n  synapsedb keys revoke --data ./synapse-data KEY_ID")  # fmt: skip
+    c = ks.add_parser(
+        "revoke",
+        help="revoke a key by id",
+        formatter_class=Help,
+        epilog="example:\n  synapsedb keys revoke --data ./synapse-data KEY_ID",
+    )
     c.add_argument("id")
     c.add_argument("--data", default=data, help="data directory")
     c.set_defaults(func=_keys)

@@ -23,6 +23,8 @@ rebuild the very same class from the code (:func:`error_from_code`)::
     │                                                             install)
     ├── UpstreamError               upstream                502   the chat model (LLM) failed
     ├── ClosedError                 closed                  503   the database was closed
+    ├── NotOwnerError               not_owner               503   another process serves the
+    │                                                             namespace (sharded placement)
     └── MemoryAPIError              memory_api              500   the agent memory layer
         ├── MemoryStoreError        memory_store            503   storing a state, action...
         ├── MemoryRetrievalError    memory_retrieval        503   a retrieval failed
@@ -64,6 +66,7 @@ __all__ = [
     "MethodNotAllowedError",
     "ModelMissingError",
     "NotFoundError",
+    "NotOwnerError",
     "PayloadTooLargeError",
     "QuotaExceededError",
     "RequestTimeoutError",
@@ -262,6 +265,21 @@ class ClosedError(SynapseError):
     http_status = 503
 
 
+class NotOwnerError(SynapseError):
+    """On PostgreSQL with ``placement = "sharded"`` (docs/deploy.md), another process owns the
+    namespace, or none does while it moves (a process died or joined). A server forwards such
+    requests to the owner itself; this reaches a caller when the owner cannot be reached or is
+    not known yet. Nothing was written: retry (``details["retry_after"]`` seconds), or send it
+    to ``details["owner"]`` (the owner's address, when known)."""
+
+    code = "not_owner"
+    http_status = 503
+
+    @property
+    def owner(self) -> str | None:
+        return self.details.get("owner")
+
+
 class MemoryAPIError(SynapseError):
     """The agent-state API's base class: an operation of the agent memory API (:mod:`synapsedb.agent_state`)
     failed. ``details["cause"]`` holds the wire code of the underlying error, if any."""
@@ -328,6 +346,7 @@ _BY_CODE: dict[str, type[SynapseError]] = {
         ModelMissingError,
         UpstreamError,
         ClosedError,
+        NotOwnerError,
         MemoryAPIError,
         MemoryStoreError,
         MemoryRetrievalError,

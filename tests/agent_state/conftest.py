@@ -17,8 +17,14 @@ def _database(
     request: pytest.FixtureRequest, tmp_path: Path, embedder: Any
 ) -> Iterator[tuple[Any, ManualClock]]:
     clock = ManualClock()
-    db = synapsedb.open(tmp_path / "d", clock=clock, durability="os", llm=None,
-                        background_maintenance=False, embedder=embedder)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d",
+        clock=clock,
+        durability="os",
+        llm=None,
+        background_maintenance=False,
+        embedder=embedder,
+    )
     try:
         if request.param == "embedded":
             yield db, clock

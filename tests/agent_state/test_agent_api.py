@@ -27,9 +27,18 @@ def api_of(agent_db: tuple[Any, ManualClock], **config: Any) -> AgentMemoryAPI:
 
 def test_a_state_round_trips_exactly(agent_db: tuple[Any, ManualClock]) -> None:
     api = api_of(agent_db)
-    state = {"position": [10, 20], "health": 0.85, "inventory": {"wood": 5, "stone": 2},
-             "tags": ["a", "b"], "ok": True, "none": None, "big": 2**62, "tiny": 1e-300,
-             "text": "ünïcode ✓", "nested": {"deep": {"list": [{"x": 1.5}]}}}  # fmt: skip
+    state = {
+        "position": [10, 20],
+        "health": 0.85,
+        "inventory": {"wood": 5, "stone": 2},
+        "tags": ["a", "b"],
+        "ok": True,
+        "none": None,
+        "big": 2**62,
+        "tiny": 1e-300,
+        "text": "ünïcode ✓",
+        "nested": {"deep": {"list": [{"x": 1.5}]}},
+    }
     mid = api.store_agent_state("agent-123", state, step_number=1234, priority=0.75)
     rec = api.retrieve_by_id("agent-123", mid)
     assert rec["contents"] == state
@@ -124,8 +133,11 @@ def test_importance_is_the_k_best_by_a_full_sort(
 
 def test_attributes(agent_db: tuple[Any, ManualClock]) -> None:
     api = api_of(agent_db)
-    api.store_agent_action("a1", {"action_type": "trade", "outcome": "success",
-                                  "items": {"wood": 2}, "pos": [1, 2]}, 10)  # fmt: skip
+    api.store_agent_action(
+        "a1",
+        {"action_type": "trade", "outcome": "success", "items": {"wood": 2}, "pos": [1, 2]},
+        10,
+    )
     api.store_agent_action("a1", {"action_type": "trade", "outcome": "failure"}, 11)
     api.store_agent_action("a1", {"action_type": "move", "outcome": "success", "flag": 1}, 12)
     api.store_agent_action("a1", {"action_type": "move", "flag": True, "pos": [2, 1]}, 13)
@@ -147,12 +159,21 @@ def test_attributes(agent_db: tuple[Any, ManualClock]) -> None:
 
 
 def test_tiers_compress_expand_and_merge_by_score(agent_db: tuple[Any, ManualClock]) -> None:
-    api = api_of(agent_db, stm_config={"memory_limit": 4}, im_config={"memory_limit": 3},
-                 memory_priority_decay=0.8, decay_steps=1)  # fmt: skip
+    api = api_of(
+        agent_db,
+        stm_config={"memory_limit": 4},
+        im_config={"memory_limit": 3},
+        memory_priority_decay=0.8,
+        decay_steps=1,
+    )
     ids = {}
     for step in range(10):
-        state = {"position": [step, 2 * step], "health": 1 / (step + 3),
-                 "log": "x" * 300, "inventory": {"wood": step, "stone": 1}}  # fmt: skip
+        state = {
+            "position": [step, 2 * step],
+            "health": 1 / (step + 3),
+            "log": "x" * 300,
+            "inventory": {"wood": step, "stone": 1},
+        }
         ids[step] = api.store_agent_state("a1", state, step, priority=1.0 if step == 1 else 0.5)
     report = api.force_memory_maintenance("a1")
     assert report == {"agents": 1, "to_im": 3, "to_ltm": 3}
@@ -161,14 +182,28 @@ def test_tiers_compress_expand_and_merge_by_score(agent_db: tuple[Any, ManualClo
     assert stats["total_memories"] == 10
     tiers = {r["step_number"]: r["tier"] for r in api.retrieve_by_time_range("a1", 0, 9)}
     # retention = priority x 0.8 ** age: step 1 (priority 1.0, 0.168) outranks step 3 (0.131)
-    assert tiers == {9: "stm", 8: "stm", 7: "stm", 6: "stm", 5: "im", 4: "im", 1: "im",
-                     3: "ltm", 2: "ltm", 0: "ltm"}  # fmt: skip
+    assert tiers == {
+        9: "stm",
+        8: "stm",
+        7: "stm",
+        6: "stm",
+        5: "im",
+        4: "im",
+        1: "im",
+        3: "ltm",
+        2: "ltm",
+        0: "ltm",
+    }
     im = api.retrieve_by_id("a1", ids[4])
     assert im["contents"]["log"] == "x" * 119 + "…" and im["contents"]["health"] == 0.143
     assert im["metadata"]["compression_level"] == 1
     ltm = api.retrieve_by_id("a1", ids[2])
-    assert ltm["contents"] == {"position": [2, 4], "health": 0.2, "log": "x" * 39 + "…",
-                               "inventory": "<2 fields>"}  # fmt: skip
+    assert ltm["contents"] == {
+        "position": [2, 4],
+        "health": 0.2,
+        "log": "x" * 39 + "…",
+        "inventory": "<2 fields>",
+    }
     full = api.expand_memory("a1", ids[2])
     assert full["contents"]["log"] == "x" * 300 and full["contents"]["inventory"]["wood"] == 2
     assert full["metadata"]["expanded_from"] == "ltm"
@@ -197,8 +232,9 @@ def test_tiers_by_clock_ttl_and_by_cleanup_interval(agent_db: tuple[Any, ManualC
 
 
 def test_hot_limit_sends_ltm_to_the_engines_cold_tier(agent_db: tuple[Any, ManualClock]) -> None:
-    api = api_of(agent_db, hot_limit=6, stm_config={"memory_limit": 3},
-                 im_config={"memory_limit": 3})  # fmt: skip
+    api = api_of(
+        agent_db, hot_limit=6, stm_config={"memory_limit": 3}, im_config={"memory_limit": 3}
+    )
     for step in range(10):
         api.store_agent_state("a1", {"s": step, "word": f"w{step}"}, step)
     api.force_memory_maintenance()
@@ -260,13 +296,21 @@ def test_the_cache_serves_until_a_store_or_clear(agent_db: tuple[Any, ManualCloc
 
 def test_models(agent_db: tuple[Any, ManualClock]) -> None:
     api = api_of(agent_db)
-    state = AgentState(agent_id="a1", step_number=3, health=0.5, position_x=1,
-                       extra_data={"inventory": {"wood": 1}})  # fmt: skip
+    state = AgentState(
+        agent_id="a1",
+        step_number=3,
+        health=0.5,
+        position_x=1,
+        extra_data={"inventory": {"wood": 1}},
+    )
     mid = api.store_agent_state("a1", state, state.step_number)
     assert api.retrieve_by_id("a1", mid)["contents"] == {
-        "agent_id": "a1", "step_number": 3, "health": 0.5, "position_x": 1,
+        "agent_id": "a1",
+        "step_number": 3,
+        "health": 0.5,
+        "position_x": 1,
         "inventory": {"wood": 1},
-    }  # fmt: skip
+    }
     data = ActionData("move", {"dx": 1}, {"x": 1, "hp": 5}, {"x": 2, "hp": 5}, 0.5, 0.01, 3)
     assert data.as_dict()["state_difference"] == {"x": 1}
     aid = api.store_agent_action("a1", data, 3)

@@ -342,8 +342,9 @@ def test_hooks_with_the_real_api_embedded(tmp_path: Path) -> None:
 
 
 def test_with_memory_and_the_real_api_over_http(tmp_path: Path) -> None:
-    db = synapsedb.open(tmp_path / "served", durability="os", embedder=None, llm=None,
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "served", durability="os", embedder=None, llm=None, background_maintenance=False
+    )
     try:
         with serve(create_app(db)) as url, AgentMemoryAPI(MemoryConfig(), url) as api:
             agent = with_memory(Walker(), agent_id="remote-walker", api=api)
@@ -351,9 +352,14 @@ def test_with_memory_and_the_real_api_over_http(tmp_path: Path) -> None:
                 agent.act({"dx": dx})
             got = _steps(api, "remote-walker")
             assert [(k, s) for k, s, _ in got] == [
-                ("action", 0), ("action", 1), ("action", 2),
-                ("state", 0), ("state", 1), ("state", 2), ("state", 3),
-            ]  # fmt: skip
+                ("action", 0),
+                ("action", 1),
+                ("action", 2),
+                ("state", 0),
+                ("state", 1),
+                ("state", 2),
+                ("state", 3),
+            ]
             assert got[-1][2] == {"health": pytest.approx(0.7), "x": 3}
             assert memory_hook_stats(agent).stored == 7
     finally:

@@ -283,8 +283,11 @@ def _check(scope: dict[str, object]) -> None:
     top = {found[0]["memory_type"], found[1]["memory_type"]}  # type: ignore[index]
     assert top == {"action", "interaction"}  # the two that speak of trading wood
     assert [m["step_number"] for m in scope["time_memories"]] == [  # type: ignore[attr-defined]
-        1234, 1234, 1235, 1236,
-    ]  # fmt: skip
+        1234,
+        1234,
+        1235,
+        1236,
+    ]
     assert len(scope["similar_memories"]) == 4  # type: ignore[arg-type]
 
 

@@ -68,9 +68,18 @@ def answer(request: Request) -> Any:
     if name == "memories":
         turns = request.messages[-1]["content"].splitlines()[1:]
         said = [t.split(" user: ", 1)[1] for t in turns if " user: " in t]
-        return {"memories": [{"type": "fact", "content": f"The user said: {said[-1]}",
-                              "entity": None, "confidence": 0.8, "valid_from": "last week",
-                              "source_turns": [1]}]}  # fmt: skip
+        return {
+            "memories": [
+                {
+                    "type": "fact",
+                    "content": f"The user said: {said[-1]}",
+                    "entity": None,
+                    "confidence": 0.8,
+                    "valid_from": "last week",
+                    "source_turns": [1],
+                }
+            ]
+        }
     if name == "decisions":
         return {"decisions": []}
     if name == "query":
@@ -94,9 +103,15 @@ def open_pair(
 ) -> Iterator[tuple[Any, Any]]:
     dbs = []
     for name in ("local", "served"):
-        db = synapsedb.open(tmp_path / name, clock=synapsedb.ManualClock(START_US),
-                            durability="os", background_maintenance=False, embedder=model,
-                            llm=None, storage=storage if name == "served" else None)  # fmt: skip
+        db = synapsedb.open(
+            tmp_path / name,
+            clock=synapsedb.ManualClock(START_US),
+            durability="os",
+            background_maintenance=False,
+            embedder=model,
+            llm=None,
+            storage=storage if name == "served" else None,
+        )
         assert db.memory_loop is not None
         db.memory_loop.close()  # no worker: jobs stay queued, both sides alike
         db.memory_loop = MemoryLoop(llm, LoopSettings())
@@ -138,29 +153,69 @@ HAWAII = "The user's budget for the Hawaii trip is $3000"
 def scenario(db: Any) -> list[Any]:
     mem = db.namespace("acme", agent="concierge")
     out: list[Any] = []
-    out.append(mem.remember([{"role": "system", "content": "You are a travel agent."},
-                             {"role": "user", "content": "I'm planning a Hawaii trip",
-                              "ts": "2025-10-24T14:00:00Z", "name": "ana"},
-                             {"role": "assistant", "content": "Lovely!"}],
-                            entity="user:1", session="s1"))  # fmt: skip
-    out.append(mem.remember("Set the budget to $3000", entity="user:1", session="s1",
-                            memories=[{"type": "fact", "content": HAWAII,
-                                       "valid_from": "2025-10-20"}]))  # fmt: skip
-    out.append(mem.remember("Budget is $3000", entity="user:1", session="s2",
-                            memories=[{"content": HAWAII, "confidence": 0.5}]))  # fmt: skip
-    out.append(mem.remember("Make it $5000", entity="user:1", session="s2",
-                            memories=[{"content": "The user's budget for the Hawaii trip is "
-                                                  "$5000"}], wait=True))  # fmt: skip
-    out.append(mem.remember([{"role": "user", "content": "I'm vegetarian"}], entity="user:2",
-                            session="s3", agent="intake", wait=True))  # fmt: skip
-    out.append(mem.remember([{"role": "assistant", "content": "Anything else?"}],
-                            entity="user:2", session="s3"))  # fmt: skip
+    out.append(
+        mem.remember(
+            [
+                {"role": "system", "content": "You are a travel agent."},
+                {
+                    "role": "user",
+                    "content": "I'm planning a Hawaii trip",
+                    "ts": "2025-10-24T14:00:00Z",
+                    "name": "ana",
+                },
+                {"role": "assistant", "content": "Lovely!"},
+            ],
+            entity="user:1",
+            session="s1",
+        )
+    )
+    out.append(
+        mem.remember(
+            "Set the budget to $3000",
+            entity="user:1",
+            session="s1",
+            memories=[{"type": "fact", "content": HAWAII, "valid_from": "2025-10-20"}],
+        )
+    )
+    out.append(
+        mem.remember(
+            "Budget is $3000",
+            entity="user:1",
+            session="s2",
+            memories=[{"content": HAWAII, "confidence": 0.5}],
+        )
+    )
+    out.append(
+        mem.remember(
+            "Make it $5000",
+            entity="user:1",
+            session="s2",
+            memories=[{"content": "The user's budget for the Hawaii trip is $5000"}],
+            wait=True,
+        )
+    )
+    out.append(
+        mem.remember(
+            [{"role": "user", "content": "I'm vegetarian"}],
+            entity="user:2",
+            session="s3",
+            agent="intake",
+            wait=True,
+        )
+    )
+    out.append(
+        mem.remember(
+            [{"role": "assistant", "content": "Anything else?"}], entity="user:2", session="s3"
+        )
+    )
     out.append(mem.remember([{"role": "system", "content": "Be brief"}], entity="user:2"))
     out.append(mem.recall("thanks!", entity="user:1"))
     out.append(mem.recall("What is my budget for the Hawaii trip?", entity="user:1"))
-    msgs = [{"role": "user", "content": "I'm planning the Hawaii trip"},
-            {"role": "assistant", "content": "Great"},
-            {"role": "user", "content": "what's my budget for it?"}]  # fmt: skip
+    msgs = [
+        {"role": "user", "content": "I'm planning the Hawaii trip"},
+        {"role": "assistant", "content": "Great"},
+        {"role": "user", "content": "what's my budget for it?"},
+    ]
     out.append(mem.recall(msgs, entity="user:1", rewrite="heuristic"))
     out.append(mem.recall(msgs, entity="user:1", rewrite="llm"))
     # 100 tokens: the block's frame (first line, markers, note) is about 33 of them
@@ -180,8 +235,15 @@ def test_same_remembered_and_recalled(pair: tuple[Any, Any]) -> None:
     # the scenario covers what it means to: each status, each action, each rewriter
     # (turns are indexed inline; caller memories are resolved inline; only the LLM's
     # extraction is queued)
-    assert [x.status for x in a[:7]] == ["queued", "extracted", "extracted", "extracted",
-                                         "extracted", "stored", "stored"]  # fmt: skip
+    assert [x.status for x in a[:7]] == [
+        "queued",
+        "extracted",
+        "extracted",
+        "extracted",
+        "extracted",
+        "stored",
+        "stored",
+    ]
     assert [d.action for x in a[1:5] for d in x.decisions] == ["ADD", "NOOP", "UPDATE", "ADD"]
     assert [x.rewritten_by for x in a[7:11]] == ["none", "none", "heuristic", "llm"]
     assert a[8].memories and a[11].memories
@@ -227,7 +289,10 @@ def same_error(pair: tuple[Any, Any], op: Callable[[Any], Any]) -> list[SynapseE
     a, b = caught
     assert type(a) is type(b)
     assert (a.code, a.details.get("field"), a.details.get("limit")) == (
-        b.code, b.details.get("field"), b.details.get("limit"))  # fmt: skip
+        b.code,
+        b.details.get("field"),
+        b.details.get("limit"),
+    )
     assert a.details.get("field"), a.message
     return caught
 

@@ -18,17 +18,24 @@ from synapsedb.config import LLMSettings
 from synapsedb.memory_loop import DECISIONS_STREAM, MEMORY_TYPES, LoopSettings
 
 TURNS = [
-    {"role": "user", "content": "My budget for the Hawaii trip is $10,000.",
-     "ts": "2025-03-15T10:00:00Z"},
+    {
+        "role": "user",
+        "content": "My budget for the Hawaii trip is $10,000.",
+        "ts": "2025-03-15T10:00:00Z",
+    },
     {"role": "assistant", "content": "Noted: $10,000 for Hawaii.", "ts": "2025-03-15T10:00:05Z"},
-]  # fmt: skip
+]
 
 
 @pytest.fixture
 def db(tmp_path: Path, local_llm_settings: LLMSettings) -> Iterator[Any]:
-    d = synapsedb.open(tmp_path / "db", llm=local_llm_settings, durability="os",
-                       background_maintenance=False,
-                       loop_settings=LoopSettings(poll_s=3600))  # fmt: skip
+    d = synapsedb.open(
+        tmp_path / "db",
+        llm=local_llm_settings,
+        durability="os",
+        background_maintenance=False,
+        loop_settings=LoopSettings(poll_s=3600),
+    )
     yield d
     d.close()
 
@@ -76,10 +83,16 @@ def test_queued_job_runs_with_the_real_model(db: Any) -> None:
 def test_recall_with_the_real_model_rewriting(db: Any) -> None:
     ns = db.namespace("travel")
     ns.remember(TURNS, entity="user:9", session="A", wait=True)
-    found = ns.recall([{"role": "user", "content": "I'm going to Hawaii in June."},
-                       {"role": "assistant", "content": "Sounds great!"},
-                       {"role": "user", "content": "What's my budget for it?"}],
-                      entity="user:9", rewrite="llm", threshold=0.0)  # fmt: skip
+    found = ns.recall(
+        [
+            {"role": "user", "content": "I'm going to Hawaii in June."},
+            {"role": "assistant", "content": "Sounds great!"},
+            {"role": "user", "content": "What's my budget for it?"},
+        ],
+        entity="user:9",
+        rewrite="llm",
+        threshold=0.0,
+    )
     print(f"\nSmolLM2 rewrote the query as {found.query!r} ({found.rewritten_by})")
     assert found.needed and found.query
     assert found.rewritten_by in ("llm", "heuristic")

@@ -20,12 +20,30 @@ def test_every_error_has_a_stable_code_and_status() -> None:
         assert 400 <= cls.http_status < 600 or cls is errors.SynapseError
         assert f"{cls.__name__} " in (errors.__doc__ or ""), f"{cls.__name__} not in the diagram"
     assert set(seen) == {
-        "internal", "validation", "not_found", "version_conflict", "quota_exceeded", "storage",
-        "embedding", "closed", "unauthorized", "forbidden", "payload_too_large",
-        "method_not_allowed", "unsupported_media_type", "request_timeout", "host_not_allowed",
-        "upstream", "model_missing", "memory_api", "memory_store", "memory_retrieval",
-        "memory_maintenance", "memory_config",
-    }  # fmt: skip
+        "internal",
+        "validation",
+        "not_found",
+        "version_conflict",
+        "quota_exceeded",
+        "storage",
+        "embedding",
+        "closed",
+        "unauthorized",
+        "forbidden",
+        "payload_too_large",
+        "method_not_allowed",
+        "unsupported_media_type",
+        "request_timeout",
+        "host_not_allowed",
+        "upstream",
+        "model_missing",
+        "memory_api",
+        "memory_store",
+        "memory_retrieval",
+        "memory_maintenance",
+        "memory_config",
+        "not_owner",
+    }
 
 
 @pytest.mark.parametrize("cls", TREE, ids=lambda c: c.__name__)

@@ -60,15 +60,30 @@ class Script:
         return answer if answer is not None else Reply.error(500, f"unscripted {name!r}")
 
     def asked(self, upstream: ScriptedUpstream, name: str) -> list[Request]:
-        return [r for r in upstream.chat_requests()
-                if ((r.response_format or {}).get("json_schema") or {}).get("name") == name]  # fmt: skip
+        return [
+            r
+            for r in upstream.chat_requests()
+            if ((r.response_format or {}).get("json_schema") or {}).get("name") == name
+        ]
 
 
-def memory(content: str, kind: str = "fact", *, turns: list[int] | None = None,
-           confidence: float = 0.9, valid_from: str | None = None,
-           entity: str | None = None) -> dict[str, Any]:  # fmt: skip
-    return {"type": kind, "content": content, "entity": entity, "confidence": confidence,
-            "valid_from": valid_from, "source_turns": turns if turns is not None else [1]}  # fmt: skip
+def memory(
+    content: str,
+    kind: str = "fact",
+    *,
+    turns: list[int] | None = None,
+    confidence: float = 0.9,
+    valid_from: str | None = None,
+    entity: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "content": content,
+        "entity": entity,
+        "confidence": confidence,
+        "valid_from": valid_from,
+        "source_turns": turns if turns is not None else [1],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +103,14 @@ def upstream(script: Script) -> Iterator[ScriptedUpstream]:
 
 
 def chat_client(upstream: ScriptedUpstream, **overrides: Any) -> ChatClient:
-    options: dict[str, Any] = {"base_url": upstream.base_url, "model": "scripted",
-                               "max_retries": 0, "timeout_s": 5.0, "breaker_failures": 1000,
-                               **overrides}  # fmt: skip
+    options: dict[str, Any] = {
+        "base_url": upstream.base_url,
+        "model": "scripted",
+        "max_retries": 0,
+        "timeout_s": 5.0,
+        "breaker_failures": 1000,
+        **overrides,
+    }
     return ChatClient(LLMSettings(**options), sleep=lambda s: None)
 
 
@@ -107,8 +127,9 @@ def clock() -> ManualClock:
 
 
 def open_db(path: Path, clock: ManualClock, embedder: Any, **kw: Any) -> Database:
-    return synapsedb.open(path, clock=clock, durability="os", background_maintenance=False,
-                          embedder=embedder, **kw)  # fmt: skip
+    return synapsedb.open(
+        path, clock=clock, durability="os", background_maintenance=False, embedder=embedder, **kw
+    )
 
 
 def still(database: Database, llm: Any = None, **settings: Any) -> MemoryLoop:
@@ -137,8 +158,9 @@ def attach(db: Database) -> Callable[..., MemoryLoop]:
 
 def convo(*texts: str) -> list[dict[str, str]]:
     """Alternating user/assistant turns, starting with the user."""
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t}
-            for i, t in enumerate(texts)]  # fmt: skip
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(texts)
+    ]
 
 
 def loop_of(db: Database) -> MemoryLoop:
@@ -155,11 +177,17 @@ def test_remember_stores_the_turns_in_the_session_stream_before_anything_else(
 ) -> None:
     loop = loop_of(db)
     mem = db.namespace("acme")
-    msgs = [{"role": "system", "content": "You are a travel agent."},
-            *convo("I'm planning a trip to Hawaii in March", "Lovely! Any budget?")]  # fmt: skip
+    msgs = [
+        {"role": "system", "content": "You are a travel agent."},
+        *convo("I'm planning a trip to Hawaii in March", "Lovely! Any budget?"),
+    ]
     out = mem.remember(msgs, entity="user:1", session="s1")
-    assert (out.entity, out.session, out.stream, out.status) == ("user:1", "s1", "session:s1",
-                                                                  "queued")  # fmt: skip
+    assert (out.entity, out.session, out.stream, out.status) == (
+        "user:1",
+        "s1",
+        "session:s1",
+        "queued",
+    )
     assert out.job is not None and out.decisions == ()
     events = mem.events("session:s1")
     assert tuple(e.id for e in events) == out.turns
@@ -192,16 +220,18 @@ def test_a_string_is_one_user_turn_and_blank_turns_are_skipped(db: Database) -> 
     mem = db.namespace("acme")
     out = mem.remember("I have two cats", entity="user:1", session="s1")
     assert len(out.turns) == 1 and out.status == "queued"
-    out = mem.remember([{"role": "user", "content": "  "}, {"role": "user", "content": "hi"}],
-                       entity="user:1", session="s1")  # fmt: skip
+    out = mem.remember(
+        [{"role": "user", "content": "  "}, {"role": "user", "content": "hi"}],
+        entity="user:1",
+        session="s1",
+    )
     assert len(out.turns) == 1
     assert [e.content for e in mem.events("session:s1")] == ["I have two cats", "hi"]
 
 
 def test_turns_without_a_user_turn_are_indexed_but_not_extracted(db: Database) -> None:
     mem = db.namespace("acme")
-    out = mem.remember([{"role": "system", "content": "Be brief"}], entity="user:1",
-                       session="s1")  # fmt: skip
+    out = mem.remember([{"role": "system", "content": "Be brief"}], entity="user:1", session="s1")
     assert (out.status, out.job, len(out.turns)) == ("stored", None, 1)
     assert queue.jobs(mem) == []
     said = "Your order #1458 ships on Monday."
@@ -213,23 +243,31 @@ def test_turns_without_a_user_turn_are_indexed_but_not_extracted(db: Database) -
 
 def test_acknowledgements_and_small_talk_are_stored_but_not_searchable(db: Database) -> None:
     mem = db.namespace("acme")
-    out = mem.remember(convo("My name is Ada and I live in Lisbon",
-                             "Nice to meet you, Ada! I'll keep that in mind."),
-                       entity="user:1", session="s1")  # fmt: skip
+    out = mem.remember(
+        convo(
+            "My name is Ada and I live in Lisbon", "Nice to meet you, Ada! I'll keep that in mind."
+        ),
+        entity="user:1",
+        session="s1",
+    )
     mem.remember(convo("thanks!", "You're welcome!"), entity="user:1", session="s1")
     assert len(mem.events("session:s1")) == 4  # the conversation as it was
     assert [m.content for m in mem.memories("user:1")] == ["My name is Ada and I live in Lisbon"]
     assert mem.memories("user:1")[0].id == turn_memory_id("session:s1", out.turns[0])
     # an answer that says something of its own is a memory
-    mem.remember(convo("Any tips for Lisbon?", "Try the pastel de nata at Belem."),
-                 entity="user:1", session="s1")  # fmt: skip
+    mem.remember(
+        convo("Any tips for Lisbon?", "Try the pastel de nata at Belem."),
+        entity="user:1",
+        session="s1",
+    )
     assert "Try the pastel de nata at Belem." in {m.content for m in mem.memories("user:1")}
 
 
 def test_turn_times_and_names_are_kept(db: Database) -> None:
     mem = db.namespace("acme")
-    msgs = [{"role": "user", "content": "I moved to Porto", "ts": "2025-09-01T10:00:00Z",
-             "name": "ana"}]  # fmt: skip
+    msgs = [
+        {"role": "user", "content": "I moved to Porto", "ts": "2025-09-01T10:00:00Z", "name": "ana"}
+    ]
     out = mem.remember(msgs, entity="user:1", session="s1")
     (event,) = mem.events("session:s1")
     assert event.id == out.turns[0]
@@ -240,8 +278,7 @@ def test_turn_times_and_names_are_kept(db: Database) -> None:
 def test_remember_without_a_loop_names_the_seam(tmp_path: Path, model: OnnxMiniLM) -> None:
     from synapsedb.engine import Database as Engine
 
-    bare = Engine(tmp_path / "bare", durability="os", background_maintenance=False,
-                  embedder=None)  # fmt: skip
+    bare = Engine(tmp_path / "bare", durability="os", background_maintenance=False, embedder=None)
     try:
         with pytest.raises(ValidationError) as err:
             bare.namespace("acme").remember("hello", entity="user:1")
@@ -270,9 +307,14 @@ def job_of(mem: Any, key: str) -> dict[str, Any]:
     ids=["503", "timeout", "garbage-json", "garbage-body"],
 )
 def test_a_failing_llm_reschedules_the_job_with_backoff_and_keeps_the_turns(
-    db: Database, attach: Callable[..., MemoryLoop], upstream: ScriptedUpstream,
-    script: Script, answer: Reply, overrides: dict[str, Any], says: str,
-) -> None:  # fmt: skip
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    upstream: ScriptedUpstream,
+    script: Script,
+    answer: Reply,
+    overrides: dict[str, Any],
+    says: str,
+) -> None:
     client = chat_client(upstream, **overrides)
     try:
         loop = attach(client, retry_base_s=30.0)
@@ -299,9 +341,12 @@ def test_a_failing_llm_reschedules_the_job_with_backoff_and_keeps_the_turns(
 
 
 def test_the_backoff_doubles_and_the_job_is_parked_after_max_attempts(
-    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script,
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
+    script: Script,
     upstream: ScriptedUpstream,
-) -> None:  # fmt: skip
+) -> None:
     loop = attach(llm, retry_base_s=0.0, max_attempts=3)
     mem = db.namespace("acme")
     script.memories = Reply.text("not json at all")  # answers, never to the schema: counts
@@ -329,7 +374,8 @@ def test_the_backoff_doubles_and_the_job_is_parked_after_max_attempts(
         mem.get(queue.JOBS_ENTITY, key)  # done: the fact is deleted (history keeps it)
     assert [h.value["state"] for h in mem.history(queue.JOBS_ENTITY, key)][-1] == "running"
     assert [m.content for m in mem.memories("user:1", types=["preference"])] == [
-        "The user likes green tea"]  # fmt: skip
+        "The user likes green tea"
+    ]
 
 
 def test_an_outage_never_parks_a_job_and_its_wait_is_capped(
@@ -359,9 +405,11 @@ def test_an_outage_waits_at_most_five_minutes(db: Database) -> None:
 
 
 def test_an_open_breaker_makes_the_llm_unavailable_and_nothing_calls_it(
-    db: Database, attach: Callable[..., MemoryLoop], upstream: ScriptedUpstream,
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    upstream: ScriptedUpstream,
     script: Script,
-) -> None:  # fmt: skip
+) -> None:
     client = chat_client(upstream, breaker_failures=1, breaker_cooldown_s=3600.0)
     try:
         loop = attach(client, retry_base_s=0.0)
@@ -369,16 +417,18 @@ def test_an_open_breaker_makes_the_llm_unavailable_and_nothing_calls_it(
         mem = db.namespace("acme")
         mem.write("user:1", {"content": HAWAII, "type": "fact"})
         script.memories = Reply.error(503)
-        out = mem.remember(convo("I like tea", "ok", "what's my budget for it?"),
-                           entity="user:1", session="s1")  # fmt: skip
+        out = mem.remember(
+            convo("I like tea", "ok", "what's my budget for it?"), entity="user:1", session="s1"
+        )
         assert loop.run_pending(mem) == 0  # fails once: the breaker opens
         assert loop.status()["llm"] == "unavailable"
         asked = len(upstream.chat_requests())
         assert loop.run_pending(mem) == 0
         assert job_of(mem, str(out.job))["state"] == "queued"
         script.query = {"query": "never asked"}
-        recalled = mem.recall(convo("Hawaii!", "ok", "what's my budget for it?"),
-                              entity="user:1", rewrite="llm")  # fmt: skip
+        recalled = mem.recall(
+            convo("Hawaii!", "ok", "what's my budget for it?"), entity="user:1", rewrite="llm"
+        )
         assert recalled.rewritten_by == "heuristic"
         assert len(upstream.chat_requests()) == asked  # the model was not called again
     finally:
@@ -399,8 +449,9 @@ def test_backoff_delays_double_per_attempt(db: Database) -> None:
 
 
 def test_run_pending_without_an_llm_does_nothing_and_keeps_the_job(
-    db: Database, attach: Callable[..., MemoryLoop],
-) -> None:  # fmt: skip
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+) -> None:
     mem = db.namespace("acme")
     for llm in (None, ChatClient(LLMSettings())):  # none, or one that is not configured
         loop = attach(llm)
@@ -413,8 +464,11 @@ def test_run_pending_without_an_llm_does_nothing_and_keeps_the_job(
 
 
 def test_wait_without_an_llm_raises_after_storing_the_turns_and_queues_the_extraction(
-    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script,
-) -> None:  # fmt: skip
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
+    script: Script,
+) -> None:
     mem = db.namespace("acme")
     with pytest.raises(UpstreamError) as err:
         mem.remember(convo("I like green tea"), entity="user:1", session="s1", wait=True)
@@ -428,12 +482,16 @@ def test_wait_without_an_llm_raises_after_storing_the_turns_and_queues_the_extra
     script.memories = {"memories": [memory("The user likes green tea", "preference")]}
     assert loop.run_pending(mem) == 1
     assert [m.content for m in mem.memories("user:1", types=["preference"])] == [
-        "The user likes green tea"]  # fmt: skip
+        "The user likes green tea"
+    ]
 
 
 def test_wait_with_a_failing_llm_raises_and_queues_the_extraction(
-    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script,
-) -> None:  # fmt: skip
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
+    script: Script,
+) -> None:
     loop = attach(llm, retry_base_s=0.0)
     mem = db.namespace("acme")
     script.memories = Reply.error(503, "overloaded")
@@ -448,12 +506,23 @@ def test_wait_with_a_failing_llm_raises_and_queues_the_extraction(
 
 
 def test_a_job_left_with_nothing_to_do_is_finished(
-    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient,
-) -> None:  # fmt: skip
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
+) -> None:
     # a worker died between marking the turns indexed and finishing an index-only job
     mem = db.namespace("acme")
-    spec = {"entity": "user:1", "session": "s1", "stream": "session:s1", "first": "1-0",
-            "last": "1-0", "agent": None, "index": True, "indexed": True, "extract": False}  # fmt: skip
+    spec = {
+        "entity": "user:1",
+        "session": "s1",
+        "stream": "session:s1",
+        "first": "1-0",
+        "last": "1-0",
+        "agent": None,
+        "index": True,
+        "indexed": True,
+        "extract": False,
+    }
     queue.enqueue(mem, spec, None)
     for model_llm in (None, llm):
         loop = attach(model_llm)
@@ -463,8 +532,11 @@ def test_a_job_left_with_nothing_to_do_is_finished(
 
 
 def test_malformed_jobs_are_parked_and_do_not_stop_the_queue(
-    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script,
-) -> None:  # fmt: skip
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
+    script: Script,
+) -> None:
     # jobs are KV facts: anyone who can write the namespace can write odd ones
     loop = attach(llm)
     mem = db.namespace("acme")
@@ -487,12 +559,15 @@ def test_malformed_jobs_are_parked_and_do_not_stop_the_queue(
 
 
 def test_queued_jobs_survive_a_restart_and_run_after_it(
-    tmp_path: Path, clock: ManualClock, model: OnnxMiniLM, llm: ChatClient, script: Script,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    clock: ManualClock,
+    model: OnnxMiniLM,
+    llm: ChatClient,
+    script: Script,
+) -> None:
     path = tmp_path / "data"
     first = open_db(path, clock, model, llm=None)
-    out = first.namespace("acme").remember(convo("I'm vegetarian"), entity="user:1",
-                                           session="s1")  # fmt: skip
+    out = first.namespace("acme").remember(convo("I'm vegetarian"), entity="user:1", session="s1")
     first.close()
     script.memories = {"memories": [memory("The user is vegetarian", "preference")]}
     # reopened with a model: the background worker finds the job left from before
@@ -504,7 +579,8 @@ def test_queued_jobs_survive_a_restart_and_run_after_it(
             time.sleep(0.02)
         assert queue.jobs(mem) == []
         assert [m.content for m in mem.memories("user:1", types=["preference"])] == [
-            "The user is vegetarian"]  # fmt: skip
+            "The user is vegetarian"
+        ]
         (pref,) = mem.memories("user:1", types=["preference"])
         assert pref.metadata["source_turns"] == list(out.turns)
     finally:
@@ -515,29 +591,39 @@ def test_queued_jobs_survive_a_restart_and_run_after_it(
 
 
 def test_extraction_writes_typed_memories_with_lineage_and_valid_time(
-    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script,
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
+    script: Script,
     upstream: ScriptedUpstream,
-) -> None:  # fmt: skip
+) -> None:
     attach(llm)
     mem = db.namespace("acme")
-    script.memories = {"memories": [
-        memory(HAWAII, "fact", turns=[1], valid_from="last week"),
-        memory("The user prefers window seats", "preference", turns=[3], confidence=0.8),
-        memory("Book flights with refundable fares first", "procedure", turns=[1, 3]),
-        memory("The user went scuba diving in Maui", "episode", turns=[3],
-               valid_from="2024-07-02"),
-    ]}  # fmt: skip
-    msgs = convo("I set my Hawaii budget at $3000 last week", "Great.",
-                 "Window seats please; I dived in Maui in July 2024")  # fmt: skip
+    script.memories = {
+        "memories": [
+            memory(HAWAII, "fact", turns=[1], valid_from="last week"),
+            memory("The user prefers window seats", "preference", turns=[3], confidence=0.8),
+            memory("Book flights with refundable fares first", "procedure", turns=[1, 3]),
+            memory(
+                "The user went scuba diving in Maui", "episode", turns=[3], valid_from="2024-07-02"
+            ),
+        ]
+    }
+    msgs = convo(
+        "I set my Hawaii budget at $3000 last week",
+        "Great.",
+        "Window seats please; I dived in Maui in July 2024",
+    )
     out = mem.remember(msgs, entity="user:1", session="s1", wait=True)
     assert out.status == "extracted" and out.job is None
     u1, _, u3 = out.turns
     assert [(d.action, d.type, d.source_turns) for d in out.decisions] == [
-        ("ADD", "fact", (u1,)), ("ADD", "preference", (u3,)),
-        ("ADD", "procedure", (u1, u3)), ("ADD", "episode", (u3,)),
-    ]  # fmt: skip
-    by_type = {m.type: m for m in mem.memories("user:1")
-               if m.type != "event"}  # fmt: skip
+        ("ADD", "fact", (u1,)),
+        ("ADD", "preference", (u3,)),
+        ("ADD", "procedure", (u1, u3)),
+        ("ADD", "episode", (u3,)),
+    ]
+    by_type = {m.type: m for m in mem.memories("user:1") if m.type != "event"}
     fact = by_type["fact"]
     assert fact.content == HAWAII and fact.ts == SAID
     assert fact.metadata["confidence"] == 0.9 and fact.metadata["session"] == "s1"
@@ -556,53 +642,72 @@ def test_extraction_writes_typed_memories_with_lineage_and_valid_time(
 
 
 def test_the_llms_bad_items_are_dropped(
-    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script,
-) -> None:  # fmt: skip
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
+    script: Script,
+) -> None:
     attach(llm, min_confidence=0.5)
     mem = db.namespace("acme")
-    script.memories = {"memories": [
-        memory("   "),  # empty
-        memory("The user is unsure about pineapple", confidence=0.2),  # under min_confidence
-        memory("The user has a sister named Ana", turns=[0, 7, -1]),  # no such turns
-        memory("The user owns a kayak", "fact", turns=[2, 9]),  # one good turn number
-    ]}  # fmt: skip
+    script.memories = {
+        "memories": [
+            memory("   "),  # empty
+            memory("The user is unsure about pineapple", confidence=0.2),  # under min_confidence
+            memory("The user has a sister named Ana", turns=[0, 7, -1]),  # no such turns
+            memory("The user owns a kayak", "fact", turns=[2, 9]),  # one good turn number
+        ]
+    }
     msgs = convo("My sister Ana and I kayak", "Fun!", "I own the kayak")
     out = mem.remember(msgs, entity="user:1", session="s1", wait=True)
-    assert [d.content for d in out.decisions] == ["The user has a sister named Ana",
-                                                  "The user owns a kayak"]  # fmt: skip
+    assert [d.content for d in out.decisions] == [
+        "The user has a sister named Ana",
+        "The user owns a kayak",
+    ]
     u1, a2, u3 = out.turns
     # no usable turn number: the window's user turns are the source
     assert out.decisions[0].source_turns == (u1, u3)
     assert out.decisions[1].source_turns == (a2,)
     assert {m.content for m in mem.memories("user:1", types=["fact"])} == {
-        "The user has a sister named Ana", "The user owns a kayak"}  # fmt: skip
+        "The user has a sister named Ana",
+        "The user owns a kayak",
+    }
 
 
 def test_candidates_drop_what_no_schema_check_would_catch() -> None:
     turns = [Turn("1-0", "user", "I have a kayak", SAID), Turn("1-1", "assistant", "ok", SAID)]
-    answer = {"memories": [
-        {**memory("The user has opinions"), "type": "opinion"},
-        {**memory("The user likes tea"), "confidence": "high"},
-        {**memory("The user is sure"), "confidence": 7},  # clamped to 1
-        "not an object",
-        {**memory("The user owns a kayak"), "source_turns": [True, 2]},
-        {**memory("The user lives here"), "entity": "not an entity"},
-        {**memory("The user's sister lives here"), "entity": "user:2"},
-    ]}  # fmt: skip
+    answer = {
+        "memories": [
+            {**memory("The user has opinions"), "type": "opinion"},
+            {**memory("The user likes tea"), "confidence": "high"},
+            {**memory("The user is sure"), "confidence": 7},  # clamped to 1
+            "not an object",
+            {**memory("The user owns a kayak"), "source_turns": [True, 2]},
+            {**memory("The user lives here"), "entity": "not an entity"},
+            {**memory("The user's sister lives here"), "entity": "user:2"},
+        ]
+    }
     out = candidates(answer, turns, "user:1", LoopSettings())
     assert [(c.content, c.confidence, c.source_turns, c.entity) for c in out] == [
         ("The user is sure", 1.0, ("1-0",), "user:1"),
         ("The user owns a kayak", 0.9, ("1-0", "1-1"), "user:1"),
         ("The user lives here", 0.9, ("1-0",), "user:1"),
-        ("The user's sister lives here", 0.9, ("1-0",), "user:1"),  # the model cannot write into another entity
-    ]  # fmt: skip
+        (
+            "The user's sister lives here",
+            0.9,
+            ("1-0",),
+            "user:1",
+        ),  # the model cannot write into another entity
+    ]
     many = {"memories": [memory(f"The user likes tea number {i}") for i in range(30)]}
     assert len(candidates(many, turns, "user:1", LoopSettings(max_candidates=5))) == 5
 
 
 def test_extraction_through_the_queue_uses_the_same_window(
-    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script,
-) -> None:  # fmt: skip
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
+    script: Script,
+) -> None:
     loop = attach(llm)
     mem = db.namespace("acme")
 
@@ -616,7 +721,9 @@ def test_extraction_through_the_queue_uses_the_same_window(
     second = mem.remember(convo("I like chess"), entity="user:1", session="s1")
     assert loop.run_pending(mem) == 3
     assert {m.content for m in mem.memories("user:1", types=["fact"])} == {
-        "The user said: I like jazz", "The user said: I like chess"}  # fmt: skip
+        "The user said: I like jazz",
+        "The user said: I like chess",
+    }
     jazz = next(m for m in mem.memories("user:1", types=["fact"]) if "jazz" in m.content)
     assert jazz.metadata["source_turns"] == list(first.turns)
     assert second.turns != first.turns
@@ -629,21 +736,26 @@ def test_extraction_through_the_queue_uses_the_same_window(
 
 def seed(mem: Any, content: str, kind: str = "fact", *, entity: str = "user:1") -> str:
     """A memory written by the loop itself (caller-extracted, inline)."""
-    out = mem.remember(convo(content), entity=entity, session="seed",
-                       memories=[{"type": kind, "content": content}])  # fmt: skip
+    out = mem.remember(
+        convo(content), entity=entity, session="seed", memories=[{"type": kind, "content": content}]
+    )
     (decision,) = out.decisions
     assert decision.action == "ADD" and decision.memory_id is not None
     return decision.memory_id
 
 
 def decided_by_llm(action: str, target: int | None, reason: str) -> Callable[[Request], Any]:
-    return lambda req: {"decisions": [{"candidate": 1, "action": action, "target": target,
-                                       "reason": reason}]}  # fmt: skip
+    return lambda req: {
+        "decisions": [{"candidate": 1, "action": action, "target": target, "reason": reason}]
+    }
 
 
 def test_add_by_the_llm_keeps_both(
-    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script,
-) -> None:  # fmt: skip
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
+    script: Script,
+) -> None:
     attach(llm)
     mem = db.namespace("acme")
     old = seed(mem, HAWAII)
@@ -654,13 +766,19 @@ def test_add_by_the_llm_keeps_both(
     assert (d.action, d.target_id, d.reason, d.decided_by) == ("ADD", None, "another trip", "llm")
     assert mem.get(old).version == 1
     assert {m.content for m in mem.memories("user:1", types=["fact"])} == {
-        HAWAII, "The user's budget for the Japan trip is $5000"}  # fmt: skip
+        HAWAII,
+        "The user's budget for the Japan trip is $5000",
+    }
 
 
 def test_update_by_the_llm_supersedes_and_keeps_the_old_belief(
-    db: Database, clock: ManualClock, attach: Callable[..., MemoryLoop], llm: ChatClient,
-    script: Script, upstream: ScriptedUpstream,
-) -> None:  # fmt: skip
+    db: Database,
+    clock: ManualClock,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
+    script: Script,
+    upstream: ScriptedUpstream,
+) -> None:
     attach(llm)
     mem = db.namespace("acme")
     old = seed(mem, HAWAII)
@@ -670,8 +788,7 @@ def test_update_by_the_llm_supersedes_and_keeps_the_old_belief(
     new_text = "The user's budget for the Hawaii trip is $5000"
     script.memories = {"memories": [memory(new_text)]}
     script.decisions = decided_by_llm("UPDATE", 1, "the budget changed")
-    out = mem.remember(convo("Make the budget $5000"), entity="user:1", session="s2",
-                       wait=True)  # fmt: skip
+    out = mem.remember(convo("Make the budget $5000"), entity="user:1", session="s2", wait=True)
     (d,) = out.decisions
     assert (d.action, d.target_id, d.decided_by) == ("UPDATE", old, "llm")
     # the model was shown the existing memory as the candidate's neighbour
@@ -695,9 +812,12 @@ def test_update_by_the_llm_supersedes_and_keeps_the_old_belief(
 
 
 def test_delete_by_the_llm_tombstones_and_as_of_still_shows_it(
-    db: Database, clock: ManualClock, attach: Callable[..., MemoryLoop], llm: ChatClient,
+    db: Database,
+    clock: ManualClock,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
     script: Script,
-) -> None:  # fmt: skip
+) -> None:
     attach(llm)
     mem = db.namespace("acme")
     old = seed(mem, "The user likes sushi", "preference")
@@ -716,8 +836,11 @@ def test_delete_by_the_llm_tombstones_and_as_of_still_shows_it(
 
 
 def test_noop_by_the_llm_writes_no_memory(
-    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script,
-) -> None:  # fmt: skip
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
+    script: Script,
+) -> None:
     attach(llm)
     mem = db.namespace("acme")
     old = seed(mem, "The user likes sushi", "preference")
@@ -731,8 +854,11 @@ def test_noop_by_the_llm_writes_no_memory(
 
 
 def test_an_unusable_llm_decision_falls_back_to_the_policy(
-    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script,
-) -> None:  # fmt: skip
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
+    script: Script,
+) -> None:
     attach(llm)
     mem = db.namespace("acme")
     old = seed(mem, "The user likes sushi", "preference")
@@ -754,19 +880,29 @@ def test_an_unusable_llm_decision_falls_back_to_the_policy(
         ("The user likes sushi", "The user no longer likes sushi", "DELETE"),
         ("The user drinks coffee every morning", "The user stopped drinking coffee", "DELETE"),
         ("The user likes sushi", "The user does not like sushi", "DELETE"),
-        ("The user's flight to Hawaii departs on March 3",
-         "The user's flight to Hawaii departs on April 9", "UPDATE"),
+        (
+            "The user's flight to Hawaii departs on March 3",
+            "The user's flight to Hawaii departs on April 9",
+            "UPDATE",
+        ),
         (HAWAII, "The user's budget for the Hawaii trip is $5000", "UPDATE"),
         ("The user is 34 years old", "The user is 35 years old", "UPDATE"),
     ],
-)  # fmt: skip
+)
 def test_the_similarity_policy_without_an_llm(
-    db: Database, old_text: str, new_text: str, action: str,
-) -> None:  # fmt: skip
+    db: Database,
+    old_text: str,
+    new_text: str,
+    action: str,
+) -> None:
     mem = db.namespace("acme")
     old = seed(mem, old_text)
-    out = mem.remember(convo(new_text), entity="user:1", session="s2",
-                       memories=[{"type": "fact", "content": new_text}])  # fmt: skip
+    out = mem.remember(
+        convo(new_text),
+        entity="user:1",
+        session="s2",
+        memories=[{"type": "fact", "content": new_text}],
+    )
     (d,) = out.decisions
     assert (d.action, d.decided_by) == (action, "similarity"), d.reason
     assert out.status == "extracted"  # the caller's memories: no extraction queued
@@ -783,18 +919,27 @@ def test_the_similarity_policy_without_an_llm(
 
 
 def test_caller_memories_in_a_database_without_an_embedder(
-    tmp_path: Path, clock: ManualClock,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    clock: ManualClock,
+) -> None:
     database = open_db(tmp_path / "plain", clock, None, llm=None)
     still(database)
     try:
         mem = database.namespace("acme")
         first = seed(mem, "The user likes tea")
-        (d,) = mem.remember(convo("tea"), entity="user:1", session="s2",
-                            memories=[{"content": "The user likes tea"}]).decisions  # fmt: skip
+        (d,) = mem.remember(
+            convo("tea"),
+            entity="user:1",
+            session="s2",
+            memories=[{"content": "The user likes tea"}],
+        ).decisions
         assert (d.action, d.target_id) == ("NOOP", first)
-        (d,) = mem.remember(convo("bike"), entity="user:1", session="s2",
-                            memories=[{"content": "The user likes a red bike"}]).decisions  # fmt: skip
+        (d,) = mem.remember(
+            convo("bike"),
+            entity="user:1",
+            session="s2",
+            memories=[{"content": "The user likes a red bike"}],
+        ).decisions
         assert d.action == "ADD" and "no vector" in d.reason
         assert len(mem.memories("user:1", types=["fact"])) == 2
     finally:
@@ -804,15 +949,28 @@ def test_caller_memories_in_a_database_without_an_embedder(
 def test_caller_memories_take_type_confidence_and_valid_from(db: Database) -> None:
     mem = db.namespace("acme")
     out = mem.remember(
-        [{"role": "user", "content": "We moved to Porto last month"},
-         {"role": "assistant", "content": "Noted"}],
-        entity="user:1", session="s1",
-        memories=[{"type": "fact", "content": " The user  lives in Porto ", "confidence": 0.7,
-                   "valid_from": "last month"}],
-    )  # fmt: skip
+        [
+            {"role": "user", "content": "We moved to Porto last month"},
+            {"role": "assistant", "content": "Noted"},
+        ],
+        entity="user:1",
+        session="s1",
+        memories=[
+            {
+                "type": "fact",
+                "content": " The user  lives in Porto ",
+                "confidence": 0.7,
+                "valid_from": "last month",
+            }
+        ],
+    )
     (d,) = out.decisions
-    assert (d.action, d.type, d.content, d.confidence) == ("ADD", "fact",
-                                                           "The user lives in Porto", 0.7)  # fmt: skip
+    assert (d.action, d.type, d.content, d.confidence) == (
+        "ADD",
+        "fact",
+        "The user lives in Porto",
+        0.7,
+    )
     assert d.source_turns == (out.turns[0],)  # the user's turns
     assert d.valid_from == datetime(2025, 9, 24, tzinfo=UTC)
     m = mem.get(str(d.memory_id))
@@ -820,23 +978,33 @@ def test_caller_memories_take_type_confidence_and_valid_from(db: Database) -> No
 
 
 def test_every_decision_is_in_the_decisions_stream_and_the_audit(
-    db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient, script: Script,
-) -> None:  # fmt: skip
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
+    script: Script,
+) -> None:
     attach(llm)
     mem = db.namespace("acme")
     old = seed(mem, "The user likes sushi", "preference")
-    script.memories = {"memories": [memory("The user likes sushi", "preference"),
-                                    memory("The user owns a kayak")]}  # fmt: skip
+    script.memories = {
+        "memories": [memory("The user likes sushi", "preference"), memory("The user owns a kayak")]
+    }
     # one call per candidate; the model calls the sushi one known, the kayak one new
-    script.decisions = lambda req: {"decisions": [
-        {"candidate": 1, "action": "NOOP", "target": 1, "reason": "same"}
-        if "sushi" in req.messages[-1]["content"].splitlines()[0] else
-        {"candidate": 1, "action": "ADD", "target": None, "reason": "new"}]}  # fmt: skip
+    script.decisions = lambda req: {
+        "decisions": [
+            {"candidate": 1, "action": "NOOP", "target": 1, "reason": "same"}
+            if "sushi" in req.messages[-1]["content"].splitlines()[0]
+            else {"candidate": 1, "action": "ADD", "target": None, "reason": "new"}
+        ]
+    }
     out = mem.remember(convo("sushi and my kayak"), entity="user:1", session="s2", wait=True)
     assert [d.action for d in out.decisions] == ["NOOP", "ADD"]
     events = mem.events(DECISIONS_STREAM)
     assert [(e.entity, (e.data or {})["action"]) for e in events] == [
-        ("user:1", "ADD"), ("user:1", "NOOP"), ("user:1", "ADD")]  # fmt: skip
+        ("user:1", "ADD"),
+        ("user:1", "NOOP"),
+        ("user:1", "ADD"),
+    ]
     noop = events[1]
     assert noop.memory_id is None  # not searchable
     assert noop.data is not None
@@ -846,7 +1014,8 @@ def test_every_decision_is_in_the_decisions_stream_and_the_audit(
     audited = {a.target for a in mem.audit("user:1") if a.action == "append"}
     assert {f"{DECISIONS_STREAM}/{e.id}" for e in events} <= audited
     assert mem.query("kayak", mode="keyword", types=["event"]).hits[0].content == (
-        "sushi and my kayak")  # the decisions are not searched as memories  # fmt: skip
+        "sushi and my kayak"
+    )  # the decisions are not searched as memories
 
 
 # -- recall ----------------------------------------------------------------------------------
@@ -856,11 +1025,16 @@ def test_every_decision_is_in_the_decisions_stream_and_the_audit(
 def hawaii(db: Database) -> Any:
     """user:1 with a Hawaii budget and an unrelated memory, written without the LLM."""
     mem = db.namespace("acme")
-    mem.write_many([
-        ("user:1", {"content": HAWAII, "type": "fact"}),
-        ("user:1", {"content": "The user's cat is named Miso", "type": "fact"}),
-        ("user:2", {"content": "The user's budget for the Japan trip is $9000", "type": "fact"}),
-    ])  # fmt: skip
+    mem.write_many(
+        [
+            ("user:1", {"content": HAWAII, "type": "fact"}),
+            ("user:1", {"content": "The user's cat is named Miso", "type": "fact"}),
+            (
+                "user:2",
+                {"content": "The user's budget for the Japan trip is $9000", "type": "fact"},
+            ),
+        ]
+    )
     return mem
 
 
@@ -903,9 +1077,13 @@ def test_the_heuristic_borrows_the_previous_user_turn(hawaii: Any) -> None:
 
 
 def test_the_llm_rewrites_when_asked_and_the_heuristic_takes_over_when_it_fails(
-    hawaii: Any, db: Database, attach: Callable[..., MemoryLoop], llm: ChatClient,
-    script: Script, upstream: ScriptedUpstream,
-) -> None:  # fmt: skip
+    hawaii: Any,
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
+    script: Script,
+    upstream: ScriptedUpstream,
+) -> None:
     attach(llm)
     msgs = convo("I'm planning the Hawaii trip", "Sounds great!", "what's my budget for it?")
     script.query = {"query": "budget for the Hawaii trip"}
@@ -938,8 +1116,10 @@ def test_the_threshold_drops_weak_hits(hawaii: Any) -> None:
 
 
 def test_the_threshold_can_be_set_per_namespace(
-    hawaii: Any, db: Database, attach: Callable[..., MemoryLoop],
-) -> None:  # fmt: skip
+    hawaii: Any,
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+) -> None:
     loop = attach(None)
     q = "What is my budget for the Hawaii trip?"
     assert loop.threshold(hawaii) == 0.25
@@ -962,10 +1142,26 @@ def test_the_block_holds_at_most_max_memories(
     db: Database, attach: Callable[..., MemoryLoop]
 ) -> None:
     mem = db.namespace("acme")
-    places = ["Maui", "Oahu", "Kauai", "Lanai", "Molokai", "Hilo", "Kona", "Lahaina", "Hana",
-              "Waikiki", "Kailua", "Princeville"]  # fmt: skip
-    mem.write_many([("user:1", f"In {2000 + i} the user flew to {p} with {n} friends")
-                    for i, (p, n) in enumerate(zip(places, range(2, 14), strict=True))])  # fmt: skip
+    places = [
+        "Maui",
+        "Oahu",
+        "Kauai",
+        "Lanai",
+        "Molokai",
+        "Hilo",
+        "Kona",
+        "Lahaina",
+        "Hana",
+        "Waikiki",
+        "Kailua",
+        "Princeville",
+    ]
+    mem.write_many(
+        [
+            ("user:1", f"In {2000 + i} the user flew to {p} with {n} friends")
+            for i, (p, n) in enumerate(zip(places, range(2, 14), strict=True))
+        ]
+    )
     q = "Where did I fly with my friends?"
     assert len(mem.recall(q, entity="user:1", threshold=0).memories) == 7  # the default cap
     attach(None, max_memories=3)
@@ -981,11 +1177,20 @@ def test_the_budget_limits_the_block_and_the_memories_match_it(
 ) -> None:
     attach(None, max_memories=100)  # the budget alone decides here
     mem = db.namespace("acme")
-    islands = ["Maui", "Oahu", "Kauai", "Lanai", "Molokai", "the Big Island", "Niihau",
-               "Kahoolawe"]  # fmt: skip
-    mem.write_many([("user:1", {"content": f"The user's trip to {island} in Hawaii cost "
-                                           f"${1000 + 350 * i} in {2010 + i}", "type": "fact"})
-                    for i, island in enumerate(islands)])  # fmt: skip
+    islands = ["Maui", "Oahu", "Kauai", "Lanai", "Molokai", "the Big Island", "Niihau", "Kahoolawe"]
+    mem.write_many(
+        [
+            (
+                "user:1",
+                {
+                    "content": f"The user's trip to {island} in Hawaii cost "
+                    f"${1000 + 350 * i} in {2010 + i}",
+                    "type": "fact",
+                },
+            )
+            for i, island in enumerate(islands)
+        ]
+    )
     q = "How much do the Hawaii trips cost?"
     full = mem.recall(q, entity="user:1", threshold=0, budget_tokens=10_000)
     assert len(full.memories) == 8
@@ -1005,26 +1210,31 @@ def test_the_budget_limits_the_block_and_the_memories_match_it(
 
 
 def test_superseded_memories_are_not_recalled(
-    db: Database, clock: ManualClock, attach: Callable[..., MemoryLoop], llm: ChatClient,
+    db: Database,
+    clock: ManualClock,
+    attach: Callable[..., MemoryLoop],
+    llm: ChatClient,
     script: Script,
-) -> None:  # fmt: skip
+) -> None:
     attach(llm)
     mem = db.namespace("acme")
     old = seed(mem, HAWAII)
     clock.advance(3600)
     script.memories = {"memories": [memory("The user's budget for the Hawaii trip is $5000")]}
     script.decisions = decided_by_llm("UPDATE", 1, "changed")
-    (d,) = mem.remember(convo("budget is $5000 now"), entity="user:1", session="s2",
-                        wait=True).decisions  # fmt: skip
-    out = mem.recall("What is my budget for the Hawaii trip?", entity="user:1", threshold=0,
-                     k=20)  # fmt: skip
+    (d,) = mem.remember(
+        convo("budget is $5000 now"), entity="user:1", session="s2", wait=True
+    ).decisions
+    out = mem.recall("What is my budget for the Hawaii trip?", entity="user:1", threshold=0, k=20)
     ids = [m.id for m in out.memories]
     assert d.memory_id in ids and old not in ids
 
 
 def test_recall_falls_back_to_keywords_when_the_embedder_fails(
-    tmp_path: Path, clock: ManualClock, model: OnnxMiniLM,
-) -> None:  # fmt: skip
+    tmp_path: Path,
+    clock: ManualClock,
+    model: OnnxMiniLM,
+) -> None:
     class Flaky:
         """The real model, until the test takes it down."""
 
@@ -1064,23 +1274,52 @@ def nothing_stored(mem: Any) -> bool:
         ({"messages": []}, "messages"),
         ({"messages": 42}, "messages"),
         ({"messages": [{"content": "no role"}]}, "messages[0]"),
-        ({"messages": [{"role": "user", "content": "ok"}, {"role": "robot", "content": "x"}]},
-         "messages[1].role"),
-        ({"messages": [{"role": "user", "content": "ok"}, {"role": "user", "content": 7}]},
-         "messages[1].content"),
-        ({"messages": [{"role": "user", "content": "ok"},
-                       {"role": "user", "content": "x" * 32_001}]}, "messages[1].content"),
-        ({"messages": [{"role": "user", "content": "ok"},
-                       {"role": "user", "content": "é" * 20_000}]}, "messages[1].content"),
-        ({"messages": [{"role": "user", "content": "ok"},
-                       {"role": "user", "content": "x", "name": "n" * 65}]}, "messages[1].name"),
+        (
+            {"messages": [{"role": "user", "content": "ok"}, {"role": "robot", "content": "x"}]},
+            "messages[1].role",
+        ),
+        (
+            {"messages": [{"role": "user", "content": "ok"}, {"role": "user", "content": 7}]},
+            "messages[1].content",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "ok"},
+                    {"role": "user", "content": "x" * 32_001},
+                ]
+            },
+            "messages[1].content",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "ok"},
+                    {"role": "user", "content": "é" * 20_000},
+                ]
+            },
+            "messages[1].content",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "ok"},
+                    {"role": "user", "content": "x", "name": "n" * 65},
+                ]
+            },
+            "messages[1].name",
+        ),
         ({"messages": [{"role": "user", "content": "ok"}] * 65}, "messages"),
         ({"messages": [{"role": "user", "content": "ok", "ts": "soon"}]}, "messages[0].ts"),
-        ({"memories": [{"type": "fact", "content": "ok"}, {"type": "belief", "content": "x"}]},
-         "memories[1].type"),
+        (
+            {"memories": [{"type": "fact", "content": "ok"}, {"type": "belief", "content": "x"}]},
+            "memories[1].type",
+        ),
         ({"memories": [{"type": "fact", "content": " "}]}, "memories[0].content"),
-        ({"memories": [{"type": "fact", "content": "x", "confidence": 2}]},
-         "memories[0].confidence"),
+        (
+            {"memories": [{"type": "fact", "content": "x", "confidence": 2}]},
+            "memories[0].confidence",
+        ),
         ({"memories": "The user likes tea"}, "memories"),
         ({"memories": [{"content": "The user likes tea"}] * 21}, "memories"),
         ({"memories": [{"content": "x" * 2001}]}, "memories[0].content"),
@@ -1092,13 +1331,19 @@ def nothing_stored(mem: Any) -> bool:
         ({"session": "s" * 249}, "session"),  # "session:" + it would be too long a stream
         ({"wait": "yes"}, "wait"),
     ],
-)  # fmt: skip
+)
 def test_remember_rejects_bad_input_naming_the_field_and_stores_nothing(
-    db: Database, kwargs: dict[str, Any], field: str,
-) -> None:  # fmt: skip
+    db: Database,
+    kwargs: dict[str, Any],
+    field: str,
+) -> None:
     mem = db.namespace("acme")
-    args: dict[str, Any] = {"messages": [{"role": "user", "content": "I like tea"}],
-                            "entity": "user:1", "session": "s1", **kwargs}  # fmt: skip
+    args: dict[str, Any] = {
+        "messages": [{"role": "user", "content": "I like tea"}],
+        "entity": "user:1",
+        "session": "s1",
+        **kwargs,
+    }
     messages = args.pop("messages")
     with pytest.raises(ValidationError) as err:
         mem.remember(messages, **args)
@@ -1141,9 +1386,13 @@ def test_recall_rejects_messages_that_are_not_messages(hawaii: Any) -> None:
 
 
 def test_loop_settings_are_checked() -> None:
-    for bad, field in (({"threshold": 2}, "threshold"), ({"k": 0}, "k"),
-                       ({"rewrite": "x"}, "rewrite"), ({"max_turns": 1.5}, "max_turns"),
-                       ({"retry_base_s": -1}, "retry_base_s")):  # fmt: skip
+    for bad, field in (
+        ({"threshold": 2}, "threshold"),
+        ({"k": 0}, "k"),
+        ({"rewrite": "x"}, "rewrite"),
+        ({"max_turns": 1.5}, "max_turns"),
+        ({"retry_base_s": -1}, "retry_base_s"),
+    ):
         with pytest.raises(ValidationError) as err:
             LoopSettings(**bad)
         assert err.value.details.get("field") == field
@@ -1162,16 +1411,23 @@ def test_an_update_that_cannot_close_the_old_interval_still_supersedes_it(
     but the old memory is superseded, so it is neither recalled nor compared with again."""
     attach(llm)
     mem = db.namespace("acme")
-    script.memories = {"memories": [memory("The user lives at 12 Rua Augusta",
-                                           valid_from="2025-10-20")]}  # fmt: skip
-    first = mem.remember(convo("I live at 12 Rua Augusta"), entity="user:1", session="s1",
-                         wait=True).decisions[0]  # fmt: skip
-    script.memories = {"memories": [memory("The user lives at 14 Rua Augusta",
-                                           valid_from="2025-10-01")]}  # fmt: skip
-    script.decisions = {"decisions": [{"candidate": 1, "action": "UPDATE", "target": 1,
-                                       "reason": "the address was wrong"}]}  # fmt: skip
-    second = mem.remember(convo("Sorry, it is 14 Rua Augusta"), entity="user:1",
-                          session="s2", wait=True).decisions[0]  # fmt: skip
+    script.memories = {
+        "memories": [memory("The user lives at 12 Rua Augusta", valid_from="2025-10-20")]
+    }
+    first = mem.remember(
+        convo("I live at 12 Rua Augusta"), entity="user:1", session="s1", wait=True
+    ).decisions[0]
+    script.memories = {
+        "memories": [memory("The user lives at 14 Rua Augusta", valid_from="2025-10-01")]
+    }
+    script.decisions = {
+        "decisions": [
+            {"candidate": 1, "action": "UPDATE", "target": 1, "reason": "the address was wrong"}
+        ]
+    }
+    second = mem.remember(
+        convo("Sorry, it is 14 Rua Augusta"), entity="user:1", session="s2", wait=True
+    ).decisions[0]
     assert second.action == "UPDATE" and second.target_id == first.memory_id
     old = mem.get(str(first.memory_id))
     assert old.metadata["superseded_by"] == second.memory_id
@@ -1189,13 +1445,16 @@ def test_an_update_supersedes_the_turns_the_old_memory_came_from(
     attach(llm)
     mem = db.namespace("acme")
     script.memories = {"memories": [memory(HAWAII)]}
-    first = mem.remember(convo("Set the Hawaii budget to $3000"), entity="user:1",
-                         session="s1", wait=True)  # fmt: skip
+    first = mem.remember(
+        convo("Set the Hawaii budget to $3000"), entity="user:1", session="s1", wait=True
+    )
     script.memories = {"memories": [memory("The user's budget for the Hawaii trip is $5000")]}
-    script.decisions = {"decisions": [{"candidate": 1, "action": "UPDATE", "target": 1,
-                                       "reason": "budget raised"}]}  # fmt: skip
-    second = mem.remember(convo("Make the Hawaii budget $5000 instead"), entity="user:1",
-                          session="s2", wait=True)  # fmt: skip
+    script.decisions = {
+        "decisions": [{"candidate": 1, "action": "UPDATE", "target": 1, "reason": "budget raised"}]
+    }
+    second = mem.remember(
+        convo("Make the Hawaii budget $5000 instead"), entity="user:1", session="s2", wait=True
+    )
     old_turn = turn_memory_id("session:s1", first.turns[0])
     assert mem.get(old_turn).metadata["superseded_by"] == second.decisions[0].memory_id
     assert len(mem.history(old_turn)) == 2  # the words as first indexed are kept
@@ -1205,8 +1464,10 @@ def test_an_update_supersedes_the_turns_the_old_memory_came_from(
     assert not any("$3000" in t for t in texts), texts
 
 
-@pytest.mark.parametrize("text", ["thank you so much", "thanks a lot!", "Thanks again",
-                                  "that's great, thanks for everything"])  # fmt: skip
+@pytest.mark.parametrize(
+    "text",
+    ["thank you so much", "thanks a lot!", "Thanks again", "that's great, thanks for everything"],
+)
 def test_more_thanks_need_no_memory(db: Database, text: str) -> None:
     assert not db.namespace("acme").recall(text, entity="user:1").needed
 
@@ -1217,8 +1478,10 @@ def test_an_llm_outage_leaves_the_other_jobs_indexed_in_the_same_pass(
     loop = attach(llm)
     mem = db.namespace("acme")
     script.memories = Reply.error(503)
-    outs = [mem.remember(convo(f"I collect stamps from country {i}"), entity="user:1",
-                         session=f"s{i}") for i in range(3)]  # fmt: skip
+    outs = [
+        mem.remember(convo(f"I collect stamps from country {i}"), entity="user:1", session=f"s{i}")
+        for i in range(3)
+    ]
     assert loop.run_pending(mem) == 0
     for out in outs:  # every job's turns are searchable although the model never answered
         mem.get(turn_memory_id(out.stream, out.turns[0]))
@@ -1261,9 +1524,12 @@ def test_recall_without_an_embedder_keeps_keyword_matches(
 
 
 def test_a_bug_in_a_job_counts_as_a_failure_and_is_logged(
-    db: Database, attach: Callable[..., MemoryLoop], monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture, llm: ChatClient,
-) -> None:  # fmt: skip
+    db: Database,
+    attach: Callable[..., MemoryLoop],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    llm: ChatClient,
+) -> None:
     loop = attach(llm, max_attempts=2, retry_base_s=0.0)
     mem = db.namespace("acme")
     out = mem.remember(convo("I like green tea"), entity="user:1", session="s1")

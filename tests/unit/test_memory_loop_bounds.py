@@ -24,8 +24,14 @@ from synapsedb.memory_loop import LoopSettings, MemoryLoop
 from synapsedb.memory_loop.extract import answer_tokens
 from synapsedb.memory_loop.resolve import decision_tokens
 
-LISBON = {"type": "fact", "content": "The user lives in Lisbon", "entity": None,
-          "confidence": 0.9, "valid_from": None, "source_turns": [1]}  # fmt: skip
+LISBON = {
+    "type": "fact",
+    "content": "The user lives in Lisbon",
+    "entity": None,
+    "confidence": 0.9,
+    "valid_from": None,
+    "source_turns": [1],
+}
 
 
 def schema_name(request: Request) -> str | None:
@@ -38,8 +44,7 @@ def answer(request: Request) -> Any:
     if name == "memories":
         return {"memories": [LISBON]}
     if name == "decisions":
-        return {"decisions": [{"candidate": 1, "action": "UPDATE", "target": 1,
-                               "reason": "moved"}]}  # fmt: skip
+        return {"decisions": [{"candidate": 1, "action": "UPDATE", "target": 1, "reason": "moved"}]}
     return Reply.error(500, f"unexpected {name!r}")
 
 
@@ -51,15 +56,18 @@ def upstream() -> Iterator[ScriptedUpstream]:
 
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[Database]:
-    database = synapsedb.open(tmp_path / "data", durability="os", background_maintenance=False,
-                              llm=None)  # fmt: skip
+    database = synapsedb.open(
+        tmp_path / "data", durability="os", background_maintenance=False, llm=None
+    )
     yield database
     database.close()
 
 
 def with_loop(db: Database, upstream: ScriptedUpstream, **settings: Any) -> ChatClient:
-    llm = ChatClient(LLMSettings(base_url=upstream.base_url, model="m", max_retries=2,
-                                 timeout_s=10), sleep=lambda s: None)  # fmt: skip
+    llm = ChatClient(
+        LLMSettings(base_url=upstream.base_url, model="m", max_retries=2, timeout_s=10),
+        sleep=lambda s: None,
+    )
     if db.memory_loop is not None:
         db.memory_loop.close()
     db.memory_loop = MemoryLoop(llm, LoopSettings(**settings))
@@ -83,8 +91,12 @@ def test_extraction_and_decisions_send_their_max_tokens(
     try:
         mem = db.namespace("acme")
         mem.write("user:ada", {"content": "The user lives in Berlin", "type": "fact"})
-        done = mem.remember([{"role": "user", "content": "I moved to Lisbon last month."}],
-                            entity="user:ada", session="s1", wait=True)  # fmt: skip
+        done = mem.remember(
+            [{"role": "user", "content": "I moved to Lisbon last month."}],
+            entity="user:ada",
+            session="s1",
+            wait=True,
+        )
         assert done.status == "extracted"
     finally:
         llm.close()
@@ -98,15 +110,21 @@ def test_an_extraction_that_times_out_waiting_is_not_sent_again(
 ) -> None:
     """A cold local model still writing the answer: one request, and the job waits its turn
     (the loop retries it later, after its backoff), not three requests in a row."""
-    llm = ChatClient(LLMSettings(base_url=upstream.base_url, model="m", max_retries=2,
-                                 timeout_s=0.3), sleep=lambda s: None)  # fmt: skip
+    llm = ChatClient(
+        LLMSettings(base_url=upstream.base_url, model="m", max_retries=2, timeout_s=0.3),
+        sleep=lambda s: None,
+    )
     db.memory_loop = MemoryLoop(llm, LoopSettings())
     upstream.push(Reply.slow(30, "{}"), Reply.slow(30, "{}"))
     try:
         mem = db.namespace("acme")
         with pytest.raises(UpstreamError, match="timed out waiting for the answer"):
-            mem.remember([{"role": "user", "content": "I moved to Lisbon last month."}],
-                         entity="user:ada", session="s1", wait=True)  # fmt: skip
+            mem.remember(
+                [{"role": "user", "content": "I moved to Lisbon last month."}],
+                entity="user:ada",
+                session="s1",
+                wait=True,
+            )
     finally:
         llm.close()
     assert len(upstream.chat_requests()) == 1 and upstream.pending == 1
@@ -121,8 +139,11 @@ def test_a_failed_jobs_recorded_error_does_not_name_the_upstream(
     upstream.push(Reply.error(500, f"crashed serving {upstream.base_url}"))
     try:
         mem = db.namespace("acme")
-        mem.remember([{"role": "user", "content": "I moved to Lisbon last month."}],
-                     entity="user:ada", session="s1")  # fmt: skip
+        mem.remember(
+            [{"role": "user", "content": "I moved to Lisbon last month."}],
+            entity="user:ada",
+            session="s1",
+        )
         assert db.memory_loop is not None
         db.memory_loop.run_pending(mem)
     finally:

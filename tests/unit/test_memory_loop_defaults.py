@@ -30,8 +30,9 @@ ACK = "Nice to meet you, Ada! I'll keep that in mind."
 
 
 def convo(*texts: str) -> list[dict[str, str]]:
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": t}
-            for i, t in enumerate(texts)]  # fmt: skip
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(texts)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +51,9 @@ def still(database: Database, llm: Any = None) -> MemoryLoop:
 
 @pytest.fixture
 def db(tmp_path: Path, model: OnnxMiniLM) -> Iterator[Database]:
-    database = synapsedb.open(tmp_path / "data", durability="os", background_maintenance=False,
-                              embedder=model, llm=None)  # fmt: skip
+    database = synapsedb.open(
+        tmp_path / "data", durability="os", background_maintenance=False, embedder=model, llm=None
+    )
     still(database)
     yield database
     database.close()
@@ -81,8 +83,9 @@ def test_the_turns_are_found_by_another_process_after_this_one_closes(
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
     database = synapsedb.open(path, durability="os", embedder=model, llm=None)
     try:
-        found = database.namespace("acme").recall("Where do I live?", entity="user:ada",
-                                                  threshold=0.0)  # fmt: skip
+        found = database.namespace("acme").recall(
+            "Where do I live?", entity="user:ada", threshold=0.0
+        )
         assert [m.content for m in found.memories] == [ADA]
     finally:
         database.close()
@@ -146,9 +149,15 @@ def test_recall_never_returns_what_the_request_holds(db: Database) -> None:
 
 def test_a_memory_and_its_own_source_turn_are_one_item(db: Database) -> None:
     mem = db.namespace("acme")
-    out = mem.remember(convo(ADA), entity="user:ada", session="s1",
-                       memories=[{"type": "fact", "content": "The user lives in Lisbon"},
-                                 {"type": "fact", "content": "The user's name is Ada"}])  # fmt: skip
+    out = mem.remember(
+        convo(ADA),
+        entity="user:ada",
+        session="s1",
+        memories=[
+            {"type": "fact", "content": "The user lives in Lisbon"},
+            {"type": "fact", "content": "The user's name is Ada"},
+        ],
+    )
     assert [d.action for d in out.decisions] == ["ADD", "ADD"]
     found = mem.recall("Which city is my home?", entity="user:ada", threshold=0.0)
     contents = [m.content for m in found.memories]
@@ -173,27 +182,41 @@ def test_a_job_held_by_a_process_that_died_is_due_at_once(db: Database, tmp_path
     mem = db.namespace("acme")
     out = mem.remember(convo(ADA), entity="user:ada", session="s1")
     (job,) = queue.jobs(mem)
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     dead = {**queue.holder(), "pid": int(gone.stdout), "started": "1"}
-    mem.set(queue.JOBS_ENTITY, str(out.job),
-            {**job.value, "state": "running", "due": 4e9, "holder": dead})  # fmt: skip
+    mem.set(
+        queue.JOBS_ENTITY,
+        str(out.job),
+        {**job.value, "state": "running", "due": 4e9, "holder": dead},
+    )
     assert [j.key for j in queue.due(mem, 0.0)] == [out.job]  # its lease runs to 2096
     alive = {**queue.holder(), "pid": os.getppid(), "started": None}
-    mem.set(queue.JOBS_ENTITY, str(out.job),
-            {**job.value, "state": "running", "due": 4e9, "holder": alive})  # fmt: skip
+    mem.set(
+        queue.JOBS_ENTITY,
+        str(out.job),
+        {**job.value, "state": "running", "due": 4e9, "holder": alive},
+    )
     assert queue.due(mem, 0.0) == []  # a live holder keeps its lease
     far = {"host": "another-host", "pid": int(gone.stdout), "started": "1"}
-    mem.set(queue.JOBS_ENTITY, str(out.job),
-            {**job.value, "state": "running", "due": 4e9, "holder": far})  # fmt: skip
+    mem.set(
+        queue.JOBS_ENTITY,
+        str(out.job),
+        {**job.value, "state": "running", "due": 4e9, "holder": far},
+    )
     assert queue.due(mem, 0.0) == []  # another host's process is not judged from here
 
 
 def test_a_stopping_loop_gives_back_the_job_it_could_not_finish(db: Database) -> None:
     mem = db.namespace("acme")
     with ScriptedUpstream([Reply.slow(3.0)]) as up:
-        llm = ChatClient(LLMSettings(base_url=up.base_url, model="scripted", max_retries=0,
-                                     timeout_s=10.0))  # fmt: skip
+        llm = ChatClient(
+            LLMSettings(base_url=up.base_url, model="scripted", max_retries=0, timeout_s=10.0)
+        )
         loop = MemoryLoop(llm, LoopSettings(poll_s=0.01, stop_wait_s=0.2))
         db.memory_loop.close()  # type: ignore[union-attr]
         db.memory_loop = loop
@@ -218,13 +241,19 @@ def test_the_queue_is_counted_before_the_first_job_runs(tmp_path: Path, model: O
     path = tmp_path / "data"
     first = synapsedb.open(path, durability="os", embedder=model, llm=None)
     for i in range(3):
-        first.namespace("acme").remember(convo(f"I water the garden on day {i}"),
-                                         entity="user:ada", session=f"s{i}")  # fmt: skip
+        first.namespace("acme").remember(
+            convo(f"I water the garden on day {i}"), entity="user:ada", session=f"s{i}"
+        )
     first.close()
     with ScriptedUpstream(responder=lambda request: Reply.slow(2.0)) as up:
         llm = LLMSettings(base_url=up.base_url, model="scripted", max_retries=0, timeout_s=10.0)
-        again = synapsedb.open(path, durability="os", embedder=model, llm=llm,
-                               loop_settings=LoopSettings(stop_wait_s=0.1))  # fmt: skip
+        again = synapsedb.open(
+            path,
+            durability="os",
+            embedder=model,
+            llm=llm,
+            loop_settings=LoopSettings(stop_wait_s=0.1),
+        )
         try:
             loop = again.memory_loop
             assert isinstance(loop, MemoryLoop)
@@ -274,8 +303,7 @@ def test_indexing_by_the_proxy_while_the_worker_holds_the_job_does_not_strand_it
         llm = ChatClient(LLMSettings(base_url=up.base_url, model="scripted", max_retries=0))
         loop = still(db, llm)
         try:
-            out = loop.remember(mem, convo(ADA), entity="user:ada", session="s1",
-                                defer_index=True)  # fmt: skip
+            out = loop.remember(mem, convo(ADA), entity="user:ada", session="s1", defer_index=True)
             monkeypatch.setattr(queue, "claim", claim_then_index)
             assert loop.run_pending(mem) == 1
         finally:

@@ -32,8 +32,9 @@ def model() -> OnnxMiniLM:
 
 @pytest.fixture
 def db(tmp_path: Path, model: OnnxMiniLM) -> Iterator[Database]:
-    database = synapsedb.open(tmp_path / "data", durability="os", background_maintenance=False,
-                              embedder=model, llm=None)  # fmt: skip
+    database = synapsedb.open(
+        tmp_path / "data", durability="os", background_maintenance=False, embedder=model, llm=None
+    )
     yield database
     database.close()
 
@@ -57,8 +58,11 @@ def test_a_forged_attempt_count_parks_the_job_instead_of_hanging_or_crashing_the
     mem = db.namespace("acme")
     for n, attempts in enumerate([2000, -1e9, 1e300]):
         key = f"extract:forged{n}"
-        mem.set(queue.JOBS_ENTITY, key, {"state": "queued", "due": 0, "index": True,
-                                          "attempts": attempts})  # fmt: skip
+        mem.set(
+            queue.JOBS_ENTITY,
+            key,
+            {"state": "queued", "due": 0, "index": True, "attempts": attempts},
+        )
         assert loop.run_pending(mem) == 0
         job = mem.get(queue.JOBS_ENTITY, key).value
         assert job["state"] == "failed" and "malformed job" in job["error"]
@@ -74,16 +78,22 @@ def test_an_outage_count_forged_huge_still_gives_a_bounded_delay(db: Database) -
     assert value["due"] <= queue.OUTAGE_DELAY_S and value["outages"] <= queue.MAX_COUNT + 1
 
 
-@pytest.mark.parametrize("phrase", ["in 5000000000 years", "in 9000 years",
-                                    "8000 years ago", "99999999 days ago", "January 0000"])  # fmt: skip
+@pytest.mark.parametrize(
+    "phrase",
+    ["in 5000000000 years", "in 9000 years", "8000 years ago", "99999999 days ago", "January 0000"],
+)
 def test_a_caller_memory_whose_date_no_calendar_holds_is_a_400_not_a_500(
     db: Database, phrase: str
 ) -> None:
     still(db)
     mem = db.namespace("acme")
     with pytest.raises(ValidationError) as err:
-        mem.remember("I plan far ahead", entity="user:1", session="s1",
-                     memories=[{"content": "The user plans far ahead", "valid_from": phrase}])  # fmt: skip
+        mem.remember(
+            "I plan far ahead",
+            entity="user:1",
+            session="s1",
+            memories=[{"content": "The user plans far ahead", "valid_from": phrase}],
+        )
     assert err.value.details["field"] == "memories[0].valid_from"
     # checked before anything is stored
     assert mem.events("session:s1") == []
@@ -101,15 +111,30 @@ def test_an_extracted_memory_naming_a_date_out_of_range_is_stored_without_a_vali
     # the memory's own words are read for a date when the model gives none: "in 5000000000
     # years" raised OverflowError out of run_pending, the job stayed "running" and was taken
     # again every lease (5 minutes) forever, never parked; with wait=True a 500 and no job
-    client = ChatClient(LLMSettings(base_url=upstream.base_url, model="scripted",
-                                    max_retries=0, timeout_s=5.0), sleep=lambda s: None)  # fmt: skip
+    client = ChatClient(
+        LLMSettings(base_url=upstream.base_url, model="scripted", max_retries=0, timeout_s=5.0),
+        sleep=lambda s: None,
+    )
     try:
         loop = still(db, client)
         mem = db.namespace("acme")
         said = "The sun will swallow the Earth in 5000000000 years, I read."
-        upstream.push(Reply.json({"memories": [
-            {"type": "fact", "content": "The sun will swallow the Earth in 5000000000 years",
-             "entity": None, "confidence": 0.9, "valid_from": None, "source_turns": [1]}]}))  # fmt: skip
+        upstream.push(
+            Reply.json(
+                {
+                    "memories": [
+                        {
+                            "type": "fact",
+                            "content": "The sun will swallow the Earth in 5000000000 years",
+                            "entity": None,
+                            "confidence": 0.9,
+                            "valid_from": None,
+                            "source_turns": [1],
+                        }
+                    ]
+                }
+            )
+        )
         out = mem.remember(said, entity="user:1", session="s1")
         assert loop.run_pending(mem) == 1
         assert queue.jobs(mem) == []  # done, not left running
@@ -129,12 +154,33 @@ def test_a_forged_job_window_indexes_no_more_turns_than_one_remember_call_may_ca
     loop = still(db, max_turns=1)
     mem = db.namespace("acme")
     data = {"role": "user", "session": "s1", "searchable": True}
-    ids = [mem.append("user:1", {"content": f"turn number {i} about bees", "data": data},
-                      stream="session:s1", searchable=False).id for i in range(WINDOW_CALLS + 3)]  # fmt: skip
-    mem.set(queue.JOBS_ENTITY, "extract:wide", {
-        "entity": "user:1", "session": "s1", "stream": "session:s1", "first": ids[0],
-        "last": ids[-1], "agent": None, "index": True, "indexed": False, "extract": False,
-        "state": "queued", "due": 0, "attempts": 0})  # fmt: skip
+    ids = [
+        mem.append(
+            "user:1",
+            {"content": f"turn number {i} about bees", "data": data},
+            stream="session:s1",
+            searchable=False,
+        ).id
+        for i in range(WINDOW_CALLS + 3)
+    ]
+    mem.set(
+        queue.JOBS_ENTITY,
+        "extract:wide",
+        {
+            "entity": "user:1",
+            "session": "s1",
+            "stream": "session:s1",
+            "first": ids[0],
+            "last": ids[-1],
+            "agent": None,
+            "index": True,
+            "indexed": False,
+            "extract": False,
+            "state": "queued",
+            "due": 0,
+            "attempts": 0,
+        },
+    )
     assert loop.run_pending(mem) == 1
     written = {m.id for m in mem.memories("user:1")}
     assert written == {turn_memory_id("session:s1", i) for i in ids[:WINDOW_CALLS]}
@@ -148,11 +194,27 @@ def test_a_job_runs_as_the_agent_that_wrote_it_not_the_agent_its_value_names(
     loop = still(db)
     alice = db.namespace("acme", agent="alice")
     data = {"role": "user", "session": "s1", "searchable": True}
-    ev = alice.append("user:1", {"content": "I keep bees on the roof", "data": data},
-                      stream="session:s1", searchable=False)  # fmt: skip
-    alice.set(queue.JOBS_ENTITY, "extract:forged", {
-        "entity": "user:1", "session": "s1", "stream": "session:s1", "first": ev.id,
-        "last": ev.id, "agent": "bob", "index": True, "indexed": False, "extract": False})  # fmt: skip
+    ev = alice.append(
+        "user:1",
+        {"content": "I keep bees on the roof", "data": data},
+        stream="session:s1",
+        searchable=False,
+    )
+    alice.set(
+        queue.JOBS_ENTITY,
+        "extract:forged",
+        {
+            "entity": "user:1",
+            "session": "s1",
+            "stream": "session:s1",
+            "first": ev.id,
+            "last": ev.id,
+            "agent": "bob",
+            "index": True,
+            "indexed": False,
+            "extract": False,
+        },
+    )
     assert loop.run_pending(db.namespace("acme")) == 1
     (turn,) = alice.memories("user:1")
     assert turn.id == turn_memory_id("session:s1", ev.id) and turn.agent == "alice"

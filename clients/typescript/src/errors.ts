@@ -24,6 +24,7 @@
  * │   └── ModelMissingError        model_missing           503  the local model is not installed
  * ├── UpstreamError                upstream                502  the chat model failed
  * ├── ClosedError                  closed                  503  the client (or database) was closed
+ * ├── NotOwnerError                not_owner               503  another process serves the namespace
  * └── MemoryAPIError               memory_api              500  the agent memory layer
  *     ├── MemoryStoreError         memory_store            503
  *     ├── MemoryRetrievalError     memory_retrieval        503
@@ -203,6 +204,14 @@ export class ClosedError extends SynapseError {
   static override readonly httpStatus: number = 503;
 }
 
+/** Another process owns the namespace, or none does while it moves (sharded placement on
+ * PostgreSQL): nothing was written; retry after `details.retry_after` seconds, or send it to
+ * `details.owner`. */
+export class NotOwnerError extends SynapseError {
+  static override readonly code: string = "not_owner";
+  static override readonly httpStatus: number = 503;
+}
+
 /** The agent memory layer failed (`details.cause`: the underlying error's code). */
 export class MemoryAPIError extends SynapseError {
   static override readonly code: string = "memory_api";
@@ -265,6 +274,7 @@ export const ERROR_CLASSES: ReadonlyMap<string, ErrorClass> = new Map(
       ModelMissingError,
       UpstreamError,
       ClosedError,
+      NotOwnerError,
       MemoryAPIError,
       MemoryStoreError,
       MemoryRetrievalError,

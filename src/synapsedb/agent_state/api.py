@@ -178,8 +178,9 @@ class AgentMemoryAPI:
 
     # -- storing ---------------------------------------------------------------------------------
 
-    def _store(self, agent_id: Any, kind: str, data: Any, step: Any, priority: Any,
-               field: str) -> str:  # fmt: skip
+    def _store(
+        self, agent_id: Any, kind: str, data: Any, step: Any, priority: Any, field: str
+    ) -> str:
         agent = check_entity(agent_id, "agent_id")
         if hasattr(data, "as_dict") and not isinstance(data, Mapping):
             data = data.as_dict()
@@ -218,16 +219,16 @@ class AgentMemoryAPI:
         self, agent_id: str, interaction_data: Any, step_number: int, priority: float = 1.0
     ) -> str:
         """Store an interaction (a JSON object) at a step; returns the memory id."""
-        return self._store(agent_id, "interaction", interaction_data, step_number, priority,
-                           "interaction_data")  # fmt: skip
+        return self._store(
+            agent_id, "interaction", interaction_data, step_number, priority, "interaction_data"
+        )
 
     def store_agent_action(
         self, agent_id: str, action_data: Any, step_number: int, priority: float = 1.0
     ) -> str:
         """Store an action (a JSON object, an ``ActionData`` or ``ActionResult``) at a step;
         returns the memory id."""
-        return self._store(agent_id, "action", action_data, step_number, priority,
-                           "action_data")  # fmt: skip
+        return self._store(agent_id, "action", action_data, step_number, priority, "action_data")
 
     # -- retrieving ------------------------------------------------------------------------------
 
@@ -239,8 +240,9 @@ class AgentMemoryAPI:
         with _failing(MemoryRetrievalError, str(key[0])):
             return self.cache.get_or_compute(agent, key, compute)
 
-    def _all(self, agent: str, flt: Mapping[str, Any] | None, types: list[str] | None,
-             cold: bool = False) -> list[Any]:  # fmt: skip
+    def _all(
+        self, agent: str, flt: Mapping[str, Any] | None, types: list[str] | None, cold: bool = False
+    ) -> list[Any]:
         return collect(self.ns, agent, flt, types=types, cold=cold)
 
     def retrieve_by_time_range(
@@ -274,8 +276,14 @@ class AgentMemoryAPI:
             hits.sort(key=lambda h: (h.metadata["step"], h.ts, h.id))
             return [to_record(h) for h in hits]
 
-        key = ("retrieve_by_time_range", start_step, end_step, memory_type, str(start_time),
-               str(end_time))  # fmt: skip
+        key = (
+            "retrieve_by_time_range",
+            start_step,
+            end_step,
+            memory_type,
+            str(start_time),
+            str(end_time),
+        )
         return self._cached(agent, key, run)  # type: ignore[no-any-return]
 
     def retrieve_by_attributes(
@@ -289,8 +297,11 @@ class AgentMemoryAPI:
         types = type_list(memory_type)
 
         def run() -> list[dict[str, Any]]:
-            hits = [h for h in self._all(agent, flt, types)
-                    if attribute_match(h.metadata.get("data"), attributes)]  # fmt: skip
+            hits = [
+                h
+                for h in self._all(agent, flt, types)
+                if attribute_match(h.metadata.get("data"), attributes)
+            ]
             hits.sort(key=lambda h: (-h.metadata["step"], h.id))
             return [to_record(h) for h in hits]
 
@@ -427,17 +438,27 @@ class AgentMemoryAPI:
             raise NotFoundError(f"memory {memory_id!r} is not agent {agent!r}'s", id=memory_id)
         full = [v for v in live if v.metadata.get("tier") == "stm"]
         if not full:
-            raise NotFoundError(f"memory {memory_id!r} has no full-detail version (erased?)",
-                                id=memory_id)  # fmt: skip
+            raise NotFoundError(
+                f"memory {memory_id!r} has no full-detail version (erased?)", id=memory_id
+            )
         rec = to_record(full[-1])
         rec["metadata"]["expanded_from"] = live[-1].metadata.get("tier")
         if restore and live[-1].metadata.get("tier") != "stm":
             cur = live[-1]
             meta = dict(full[-1].metadata)
             with _failing(MemoryStoreError, "expand_memory"):
-                self.ns.write(agent, {"id": cur.id, "type": cur.type, "ts": cur.ts.isoformat(),
-                                      "content": full[-1].content, "metadata": meta,
-                                      "salience": meta["importance"], "pinned": True})  # fmt: skip
+                self.ns.write(
+                    agent,
+                    {
+                        "id": cur.id,
+                        "type": cur.type,
+                        "ts": cur.ts.isoformat(),
+                        "content": full[-1].content,
+                        "metadata": meta,
+                        "salience": meta["importance"],
+                        "pinned": True,
+                    },
+                )
             self.cache.invalidate(agent)
         return rec
 
@@ -457,9 +478,8 @@ class AgentMemoryAPI:
         report = TierReport()
         with _failing(MemoryMaintenanceError, "force_memory_maintenance"):
             agents = (
-                [check_entity(agent_id, "agent_id")] if agent_id is not None
-                else self.ns.entities()
-            )  # fmt: skip
+                [check_entity(agent_id, "agent_id")] if agent_id is not None else self.ns.entities()
+            )
             for agent in agents:
                 self._maintain(agent, report)
             self.ns.maintain()
@@ -515,8 +535,7 @@ class AgentMemoryAPI:
             if count > PAGE:
                 hits = self._all(agent, None, types)
             else:
-                first = list(self.ns.query(None, entity=agent, types=types, k=count,
-                                           dedup=False))  # fmt: skip
+                first = list(self.ns.query(None, entity=agent, types=types, k=count, dedup=False))
                 if len(first) < count:
                     hits = first
                 else:
@@ -529,26 +548,43 @@ class AgentMemoryAPI:
 
     # -- searches used by MemorySpace -------------------------------------------------------------
 
-    def _search(self, agent: str, *, text: str | None = None,
-                embedding: Sequence[float] | None = None, k: int,
-                memory_tiers: Sequence[str] | None = None,
-                types: list[str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    def _search(
+        self,
+        agent: str,
+        *,
+        text: str | None = None,
+        embedding: Sequence[float] | None = None,
+        k: int,
+        memory_tiers: Sequence[str] | None = None,
+        types: list[str] | None = None,
+    ) -> list[dict[str, Any]]:
         wanted = check_tiers(memory_tiers)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
-            raise ValidationError(f"k: expected an integer from 1 to 1000, got {k!r}",
-                                  field="k", limit=1000)  # fmt: skip
+            raise ValidationError(
+                f"k: expected an integer from 1 to 1000, got {k!r}", field="k", limit=1000
+            )
         flt = None if len(wanted) == 3 else {"tier": {"$in": list(wanted)}}
         engine = ("hot", "cold") if "ltm" in wanted else ("hot",)
         mode = "vector" if embedding is not None else "hybrid"
         with _failing(MemoryRetrievalError, "search"):
             try:
-                res = self.ns.query(text, embedding=embedding, entity=agent, filter=flt, k=k,
-                                    mode=mode, types=types, tiers=engine,
-                                    dedup=False)  # fmt: skip
+                res = self.ns.query(
+                    text,
+                    embedding=embedding,
+                    entity=agent,
+                    filter=flt,
+                    k=k,
+                    mode=mode,
+                    types=types,
+                    tiers=engine,
+                    dedup=False,
+                )
             except ValidationError as err:
                 if err.field == "embedding":
-                    raise ValidationError(err.message.replace("embedding", "query_embedding", 1),
-                                          field="query_embedding",
-                                          limit=err.details.get("limit")) from None  # fmt: skip
+                    raise ValidationError(
+                        err.message.replace("embedding", "query_embedding", 1),
+                        field="query_embedding",
+                        limit=err.details.get("limit"),
+                    ) from None
                 raise
         return [to_record(h, h.score) for h in res.hits]

@@ -52,19 +52,23 @@ class TierConfig:
                     f"{where}.{name}: every tier lives in the one SynapseDB database (the one "
                     "given to AgentMemoryAPI, or MemoryConfig.database: a data directory or an "
                     "http(s):// server URL); no Redis or SQLite connection of a tier is used. "
-                    f"Leave {name} out.", field=f"{where}.{name}",
-                )  # fmt: skip
+                    f"Leave {name} out.",
+                    field=f"{where}.{name}",
+                )
         lim = self.memory_limit
         if lim is not None and (isinstance(lim, bool) or not isinstance(lim, int) or lim < 1):
             raise MemoryConfigError(
                 f"{where}.memory_limit: expected a positive integer or None, got {lim!r}",
-                field=f"{where}.memory_limit", limit=1,
-            )  # fmt: skip
+                field=f"{where}.memory_limit",
+                limit=1,
+            )
         ttl = self.ttl
         if ttl is not None and (
-            isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl)
+            isinstance(ttl, bool)
+            or not isinstance(ttl, int | float)
+            or not math.isfinite(ttl)
             or ttl <= 0
-        ):  # fmt: skip
+        ):
             raise MemoryConfigError(
                 f"{where}.ttl: expected a positive number of seconds or None, got {ttl!r}",
                 field=f"{where}.ttl",
@@ -172,8 +176,9 @@ class MemoryConfig:
         if isinstance(d, bool) or not isinstance(d, int | float) or not 0 < d <= 1:
             raise MemoryConfigError(
                 f"memory_priority_decay: expected a number in (0, 1], got {d!r}",
-                field="memory_priority_decay", limit=1,
-            )  # fmt: skip
+                field="memory_priority_decay",
+                limit=1,
+            )
         hl = self.hot_limit
         if hl is not None and (isinstance(hl, bool) or not isinstance(hl, int) or hl < 1):
             raise MemoryConfigError(

@@ -215,8 +215,11 @@ class _Recorder:
             hook.stats.last_error = f"{what}: {type(exc).__name__}: {exc}"[:500]
             log.warning(
                 "memory hook failed (%s) for agent %r: %s: %s",
-                what, hook.agent_id, type(exc).__name__, exc,
-            )  # fmt: skip
+                what,
+                hook.agent_id,
+                type(exc).__name__,
+                exc,
+            )
             return None
 
     def api(self) -> StepRecorder:

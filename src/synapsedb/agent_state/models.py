@@ -62,8 +62,14 @@ class AgentState:
             raise ValidationError(
                 f"step_number: expected an integer, got {self.step_number!r}", field="step_number"
             )
-        for name in ("health", "reward", "position_x", "position_y", "position_z",
-                     "resource_level"):  # fmt: skip
+        for name in (
+            "health",
+            "reward",
+            "position_x",
+            "position_y",
+            "position_z",
+            "resource_level",
+        ):
             _number(getattr(self, name), name)
 
     def as_dict(self) -> dict[str, Any]:
@@ -93,8 +99,12 @@ class ActionResult:
             raise ValidationError("success: expected true or false", field="success")
 
     def as_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"action_type": self.action_type, "params": dict(self.params),
-                               "reward": self.reward, "success": self.success}  # fmt: skip
+        out: dict[str, Any] = {
+            "action_type": self.action_type,
+            "params": dict(self.params),
+            "reward": self.reward,
+            "success": self.success,
+        }
         if self.action_id is not None:
             out["action_id"] = self.action_id
         if self.metadata:

@@ -70,8 +70,9 @@ def check_step(value: Any, field: str = "step_number") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not -MAX_STEP <= value <= MAX_STEP:
         raise ValidationError(
             f"{field}: expected an integer of at most {MAX_STEP} in magnitude, got {value!r}",
-            field=field, limit=MAX_STEP,
-        )  # fmt: skip
+            field=field,
+            limit=MAX_STEP,
+        )
     return value
 
 
@@ -184,8 +185,13 @@ def memory_payload(
     """The ``write`` payload of a new (STM, full detail) agent memory; its event time is the
     database's clock at the write."""
     meta = {"step": step, "importance": priority, "tier": "stm", "level": 0, "data": data}
-    return {"content": render(memory_type, step, data), "type": memory_type, "metadata": meta,
-            "salience": priority, "pinned": True}  # fmt: skip
+    return {
+        "content": render(memory_type, step, data),
+        "type": memory_type,
+        "metadata": meta,
+        "salience": priority,
+        "pinned": True,
+    }
 
 
 def moved_payload(hit: Any, tier: str, retention: float, data: dict[str, Any]) -> dict[str, Any]:
@@ -194,10 +200,16 @@ def moved_payload(hit: Any, tier: str, retention: float, data: dict[str, Any]) -
     meta = dict(hit.metadata)
     level = LEVEL[tier]
     meta.update(tier=tier, level=level, data=data)
-    return {"id": hit.id, "entity": hit.entity, "type": hit.type, "ts": hit.ts.isoformat(),
-            "content": render(hit.type, meta["step"], data, level), "metadata": meta,
-            "salience": _salience(tier, float(meta["importance"]), retention),
-            "pinned": tier == "stm"}  # fmt: skip
+    return {
+        "id": hit.id,
+        "entity": hit.entity,
+        "type": hit.type,
+        "ts": hit.ts.isoformat(),
+        "content": render(hit.type, meta["step"], data, level),
+        "metadata": meta,
+        "salience": _salience(tier, float(meta["importance"]), retention),
+        "pinned": tier == "stm",
+    }
 
 
 def _epoch(ts: Any) -> float | None:

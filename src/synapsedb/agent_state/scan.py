@@ -42,8 +42,15 @@ def _pages(
     ties: list[str] = []
     saw_cold = False
     while True:
-        res = ns.query(None, entity=entity, filter=_page_filter(base, bound, ties), types=types,
-                       k=PAGE, dedup=False, tiers=(tier,))  # fmt: skip
+        res = ns.query(
+            None,
+            entity=entity,
+            filter=_page_filter(base, bound, ties),
+            types=types,
+            k=PAGE,
+            dedup=False,
+            tiers=(tier,),
+        )
         hits = [h for h in res.hits if h.tier == tier]
         saw_cold = saw_cold or len(hits) < len(res.hits)
         out.extend(hits)

@@ -77,8 +77,11 @@ def attribute_filter(attributes: Any) -> dict[str, Any] | None:
     parts: list[dict[str, Any]] = []
     for path, value in flat.items():
         if isinstance(value, list):
-            parts.extend({path: {"$contains": v}} for v in value
-                         if v is None or isinstance(v, str | int | float))  # fmt: skip
+            parts.extend(
+                {path: {"$contains": v}}
+                for v in value
+                if v is None or isinstance(v, str | int | float)
+            )
             if not value:
                 parts.append({path: {"$exists": True}})
         elif isinstance(value, Mapping):  # an empty object: the field exists
@@ -161,8 +164,9 @@ class MemorySpace:
         merged by score; each record has its ``score`` and ``tier``."""
         if query_embedding is None:
             raise ValidationError("query_embedding: required", field="query_embedding")
-        return self.api._search(self.agent_id, embedding=query_embedding, k=k,
-                                memory_tiers=memory_tiers)  # fmt: skip
+        return self.api._search(
+            self.agent_id, embedding=query_embedding, k=k, memory_tiers=memory_tiers
+        )
 
     def search_by_content(
         self,
@@ -201,8 +205,9 @@ class MemorySpace:
         agent_id: str | None = None,
         **times: Any,
     ) -> list[dict[str, Any]]:
-        return self.api.retrieve_by_time_range(self._own(agent_id), start_step, end_step,
-                                               memory_type, **times)  # fmt: skip
+        return self.api.retrieve_by_time_range(
+            self._own(agent_id), start_step, end_step, memory_type, **times
+        )
 
     def retrieve_by_attributes(
         self,
@@ -213,8 +218,9 @@ class MemorySpace:
     ) -> list[dict[str, Any]]:
         return self.api.retrieve_by_attributes(self._own(agent_id), attributes, memory_type)
 
-    def retrieve_by_importance(self, k: int = 10, memory_type: str | None = None,
-                               **kw: Any) -> list[dict[str, Any]]:  # fmt: skip
+    def retrieve_by_importance(
+        self, k: int = 10, memory_type: str | None = None, **kw: Any
+    ) -> list[dict[str, Any]]:
         return self.api.retrieve_by_importance(self.agent_id, k, memory_type, **kw)
 
     def expand_memory(self, memory_id: str, *, restore: bool = False) -> dict[str, Any]:

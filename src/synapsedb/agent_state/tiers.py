@@ -71,8 +71,10 @@ def plan_tiers(
         return []
     newest = max(h.metadata["step"] for h in hits)
     decay, unit = config.memory_priority_decay, config.decay_steps
-    score = {h.id: retention(h.metadata["importance"], h.metadata["step"], newest, decay, unit)
-             for h in hits}  # fmt: skip
+    score = {
+        h.id: retention(h.metadata["importance"], h.metadata["step"], newest, decay, unit)
+        for h in hits
+    }
     stm = [h for h in hits if h.metadata["tier"] == "stm"]
     im = [h for h in hits if h.metadata["tier"] == "im"]
     _, stm_go = _down(stm, config.stm_config, now_s, score)

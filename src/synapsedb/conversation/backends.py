@@ -193,8 +193,10 @@ class PostgresMemory(BlockingMemory):
         )
         with self._conn.transaction():
             # one creator at a time: two first uses at once would race in CREATE TABLE
-            self._conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                               (f"synapsedb:create:{self.table}",))  # fmt: skip
+            self._conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"synapsedb:create:{self.table}",),
+            )
             self._conn.execute(self._sql.create_table)
             self._conn.execute(self._sql.create_index)
         return self._conn

@@ -262,8 +262,9 @@ class SummaryMemory(BaseMemory):
         limit = check_max_messages(max_messages, optional=False)
         assert limit is not None
         if limit < 2:
-            raise ValidationError("max_messages: a summary needs at least 2", field="max_messages",
-                                  limit=2)  # fmt: skip
+            raise ValidationError(
+                "max_messages: a summary needs at least 2", field="max_messages", limit=2
+            )
         keep = limit // 2 if keep is None else keep
         if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep < limit:
             raise ValidationError(f"keep: expected 0..{limit - 1}, got {keep!r}", field="keep")
@@ -276,8 +277,9 @@ class SummaryMemory(BaseMemory):
         super().__init__(limit)
         self.backend = backend
         self.keep = keep
-        self.summarizer = Summarizer(llm, summary_prompt=summary_prompt,
-                                     max_tokens=max_summary_tokens)  # fmt: skip
+        self.summarizer = Summarizer(
+            llm, summary_prompt=summary_prompt, max_tokens=max_summary_tokens
+        )
         self._state: SummaryState | None = None
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()

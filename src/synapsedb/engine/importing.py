@@ -103,19 +103,30 @@ def _list_of(value: Any, field: str, shape: str, ok: Any) -> str:
 def _entity_list(value: Any, field: str) -> str:
     """An answer's entities as JSON text: a list of entity names."""
     if not isinstance(value, list) or len(value) > MAX_LIST:
-        raise ValidationError(f"{field}: expected a list of entity names", field=field,
-                              limit=MAX_LIST)  # fmt: skip
+        raise ValidationError(
+            f"{field}: expected a list of entity names", field=field, limit=MAX_LIST
+        )
     return orjson.dumps([check_entity(e, f"{field}[{i}]") for i, e in enumerate(value)]).decode()
 
 
 def _is_ref(value: Any) -> bool:  # [memory id, version]
-    return (isinstance(value, list) and len(value) == 2 and isinstance(value[0], str)
-            and type(value[1]) is int and value[1] > 0)  # fmt: skip
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and isinstance(value[0], str)
+        and type(value[1]) is int
+        and value[1] > 0
+    )
 
 
 def _is_hit(value: Any) -> bool:  # [memory id, version, score]
-    return (isinstance(value, list) and len(value) == 3 and _is_ref(value[:2])
-            and type(value[2]) in (int, float) and math.isfinite(value[2]))  # fmt: skip
+    return (
+        isinstance(value, list)
+        and len(value) == 3
+        and _is_ref(value[:2])
+        and type(value[2]) in (int, float)
+        and math.isfinite(value[2])
+    )
 
 
 class _Import:
@@ -130,10 +141,23 @@ class _Import:
         self.ns, self.settings, self.now_us = ns, settings, now_us
         self.dim: int | None = None
         self.latest = (0, "")  # the latest system time seen, and the field holding it
-        self.b: dict[str, Any] = {k: [] for k in ("memories", "facts", "events", "queries",
-                                                  "answers", "tiers", "access", "erased_mem",
-                                                  "erased_fact", "erased_event", "erased_answer",
-                                                  "erasures")}  # fmt: skip
+        self.b: dict[str, Any] = {
+            k: []
+            for k in (
+                "memories",
+                "facts",
+                "events",
+                "queries",
+                "answers",
+                "tiers",
+                "access",
+                "erased_mem",
+                "erased_fact",
+                "erased_event",
+                "erased_answer",
+                "erasures",
+            )
+        }
         self.b["namespace"], self.b["config"] = None, None
         self.mem_tips: dict[str, tuple[int, int, str]] = {}  # id -> version, recorded, entity
         self.fact_tips: dict[tuple[str, str], tuple[int, int]] = {}
@@ -170,8 +194,9 @@ class _Import:
         recorded = self.sys_time(rec["recorded_us"], f"{where}.recorded_us")
         created = self.sys_time(rec["created_us"], f"{where}.created_us")
         if created > recorded:
-            raise ValidationError(f"{where}.created_us: later than recorded_us",
-                                  field=f"{where}.created_us")  # fmt: skip
+            raise ValidationError(
+                f"{where}.created_us: later than recorded_us", field=f"{where}.created_us"
+            )
         return version, recorded, created
 
     # -- records ----------------------------------------------------------------------------------
@@ -180,8 +205,10 @@ class _Import:
         if self.b["namespace"] is not None:
             raise ValidationError(f"{where}: a second 'namespace' record", field=where)
         if rec.get("format") != FORMAT:
-            raise ValidationError(f"{where}.format: expected {FORMAT}, got "
-                                  f"{_show(rec.get('format'))}", field=f"{where}.format")  # fmt: skip
+            raise ValidationError(
+                f"{where}.format: expected {FORMAT}, got {_show(rec.get('format'))}",
+                field=f"{where}.format",
+            )
         _fields(rec, _NAMESPACE, where, optional=True)
         if "created_us" not in rec:
             raise ValidationError(f"{where}.created_us: required", field=f"{where}.created_us")
@@ -195,8 +222,10 @@ class _Import:
         config = rec.get("config")
         if config is not None:
             if not isinstance(config, dict):
-                raise ValidationError(f"{where}.config: expected an object, got "
-                                      f"{type(config).__name__}", field=f"{where}.config")  # fmt: skip
+                raise ValidationError(
+                    f"{where}.config: expected an object, got {type(config).__name__}",
+                    field=f"{where}.config",
+                )
             try:
                 cfg = check_config(NamespaceConfig(), config)  # the parser configure() uses
             except ValidationError as exc:
@@ -217,11 +246,23 @@ class _Import:
         if tip is not None:
             self.follows(where, f"memory {mid!r}", tip[:2], version, recorded)
             if entity != tip[2]:
-                raise ValidationError(f"{where}.entity: memory {mid!r} is about {tip[2]!r}",
-                                      field=f"{where}.entity")  # fmt: skip
+                raise ValidationError(
+                    f"{where}.entity: memory {mid!r} is about {tip[2]!r}", field=f"{where}.entity"
+                )
         self.mem_tips[mid] = (version, recorded, entity)
-        payload = {k: rec[k] for k in ("content", "type", "metadata", "embedding", "salience",
-                                       "agent", "pinned", "ttl")}  # fmt: skip
+        payload = {
+            k: rec[k]
+            for k in (
+                "content",
+                "type",
+                "metadata",
+                "embedding",
+                "salience",
+                "agent",
+                "pinned",
+                "ttl",
+            )
+        }
         if erased:  # stored blank whatever the record says; the rest is checked as written
             payload.update(content="(erased)", metadata=None, embedding=None)
         item = memory_input(entity, payload, self.settings, prefix=f"{where}.")
@@ -231,28 +272,54 @@ class _Import:
             if self.dim is None:
                 raise ValidationError(f"{field}: the namespace record has no dim", field=field)
             if item.vec.shape[0] != self.dim:
-                raise ValidationError(f"{field}: {item.vec.shape[0]} dimensions, the namespace "
-                                      f"record says dim {self.dim}", field=field,
-                                      limit=self.dim)  # fmt: skip
+                raise ValidationError(
+                    f"{field}: {item.vec.shape[0]} dimensions, the namespace "
+                    f"record says dim {self.dim}",
+                    field=field,
+                    limit=self.dim,
+                )
             emb = item.vec.tobytes()
         ts_us = _integer(rec["ts_us"], f"{where}.ts_us", EARLIEST_US, LATEST_US)
         expires = rec["expires_us"]
         if expires is not None:
             expires = _integer(expires, f"{where}.expires_us", EARLIEST_US, LATEST_US)
         content, meta = ("", "{}") if erased else (item.content, item.meta_json)
-        self.b["memories"].append((self.ns, mid, version, recorded, created, entity, item.type,
-                                   content, meta, emb, item.salience, ts_us, item.agent,
-                                   int(item.pinned), item.ttl, expires, int(deleted)))  # fmt: skip
+        self.b["memories"].append(
+            (
+                self.ns,
+                mid,
+                version,
+                recorded,
+                created,
+                entity,
+                item.type,
+                content,
+                meta,
+                emb,
+                item.salience,
+                ts_us,
+                item.agent,
+                int(item.pinned),
+                item.ttl,
+                expires,
+                int(deleted),
+            )
+        )
         if erased:
             self.b["erased_mem"].append((self.ns, mid))
 
     def follows(self, where: str, what: str, tip: tuple[int, int], version: int, us: int) -> None:
         if version <= tip[0]:
-            raise ValidationError(f"{where}.version: {version} after version {tip[0]} of {what}; "
-                                  "versions must increase", field=f"{where}.version")  # fmt: skip
+            raise ValidationError(
+                f"{where}.version: {version} after version {tip[0]} of {what}; "
+                "versions must increase",
+                field=f"{where}.version",
+            )
         if us < tip[1]:
-            raise ValidationError(f"{where}.recorded_us: earlier than the previous version of "
-                                  f"{what}", field=f"{where}.recorded_us")  # fmt: skip
+            raise ValidationError(
+                f"{where}.recorded_us: earlier than the previous version of {what}",
+                field=f"{where}.recorded_us",
+            )
 
     def fact(self, rec: dict[str, Any], where: str) -> None:
         _fields(rec, FACT, where, optional=False)
@@ -264,36 +331,55 @@ class _Import:
         if tip is not None:
             self.follows(where, f"fact {entity!r}/{key!r}", tip, version, recorded)
         self.fact_tips[(entity, key)] = (version, recorded)
-        value = "null" if erased else dump_json(rec["value"], f"{where}.value",
-                                                self.settings.max_value_bytes)  # fmt: skip
+        value = (
+            "null"
+            if erased
+            else dump_json(rec["value"], f"{where}.value", self.settings.max_value_bytes)
+        )
         expires = rec["expires_us"]
         if expires is not None:
             expires = _integer(expires, f"{where}.expires_us", EARLIEST_US, LATEST_US)
-        self.b["facts"].append((self.ns, entity, key, version, recorded, created, value,
-                                check_agent(rec["agent"], f"{where}.agent"),
-                                check_ttl(rec["ttl"], f"{where}.ttl"), expires,
-                                int(_flag(rec["deleted"], f"{where}.deleted"))))  # fmt: skip
+        self.b["facts"].append(
+            (
+                self.ns,
+                entity,
+                key,
+                version,
+                recorded,
+                created,
+                value,
+                check_agent(rec["agent"], f"{where}.agent"),
+                check_ttl(rec["ttl"], f"{where}.ttl"),
+                expires,
+                int(_flag(rec["deleted"], f"{where}.deleted")),
+            )
+        )
         if erased:
             self.b["erased_fact"].append((self.ns, entity, key))
 
     def event(self, rec: dict[str, Any], where: str) -> None:
         _fields(rec, EVENT, where, optional=False)
         stream = check_entity(rec["stream"], f"{where}.stream")
-        key = (_integer(rec["ms"], f"{where}.ms", 0, IMPORT_MAX_EVENT_PART),
-               _integer(rec["seq"], f"{where}.seq", 0, IMPORT_MAX_EVENT_PART))  # fmt: skip
+        key = (
+            _integer(rec["ms"], f"{where}.ms", 0, IMPORT_MAX_EVENT_PART),
+            _integer(rec["seq"], f"{where}.seq", 0, IMPORT_MAX_EVENT_PART),
+        )
         tail = self.stream_tips.get(stream)
         if tail is not None and key <= tail:
-            raise ValidationError(f"{where}.seq: event {key[0]}-{key[1]} after {tail[0]}-"
-                                  f"{tail[1]} in stream {stream!r}; ids must increase",
-                                  field=f"{where}.seq")  # fmt: skip
+            raise ValidationError(
+                f"{where}.seq: event {key[0]}-{key[1]} after {tail[0]}-"
+                f"{tail[1]} in stream {stream!r}; ids must increase",
+                field=f"{where}.seq",
+            )
         self.stream_tips[stream] = key
         recorded = self.sys_time(rec["recorded_us"], f"{where}.recorded_us")
         entity = check_entity(rec["entity"], f"{where}.entity")
         erased = _flag(rec["erased"], f"{where}.erased")
         content = ""  # erased: stored blank
         if not erased:  # checked as append() checks it
-            content = memory_input(entity, {"content": rec["content"]}, self.settings,
-                                   prefix=f"{where}.").content  # fmt: skip
+            content = memory_input(
+                entity, {"content": rec["content"]}, self.settings, prefix=f"{where}."
+            ).content
         data = rec["data"]
         if data is not None and not erased:
             if not isinstance(data, dict):
@@ -304,10 +390,20 @@ class _Import:
             memory_id = check_id(memory_id, f"{where}.memory_id")
         if erased:
             self.b["erased_event"].append((self.ns, stream, *key))
-        self.b["events"].append((self.ns, stream, *key, recorded, entity,
-                                 _integer(rec["ts_us"], f"{where}.ts_us", EARLIEST_US, LATEST_US),
-                                 check_agent(rec["agent"], f"{where}.agent"), content,
-                                 None if erased else data, memory_id))  # fmt: skip
+        self.b["events"].append(
+            (
+                self.ns,
+                stream,
+                *key,
+                recorded,
+                entity,
+                _integer(rec["ts_us"], f"{where}.ts_us", EARLIEST_US, LATEST_US),
+                check_agent(rec["agent"], f"{where}.agent"),
+                content,
+                None if erased else data,
+                memory_id,
+            )
+        )
 
     def query(self, rec: dict[str, Any], where: str) -> None:
         _fields(rec, QUERY, where, optional=False)
@@ -316,13 +412,17 @@ class _Import:
         request = rec["request"]
         if not isinstance(request, dict):
             raise ValidationError(f"{where}.request: expected an object", field=f"{where}.request")
-        self.b["queries"].append((self.ns, qid,
-                                  self.sys_time(rec["recorded_us"], f"{where}.recorded_us"),
-                                  check_agent(rec["agent"], f"{where}.agent"),
-                                  _log_text(rec["text"], f"{where}.text"),
-                                  dump_json(request, f"{where}.request", LOG_TEXT_LIMIT),
-                                  _list_of(rec["hits"], f"{where}.hits",
-                                           "[memory id, version, score]", _is_hit)))  # fmt: skip
+        self.b["queries"].append(
+            (
+                self.ns,
+                qid,
+                self.sys_time(rec["recorded_us"], f"{where}.recorded_us"),
+                check_agent(rec["agent"], f"{where}.agent"),
+                _log_text(rec["text"], f"{where}.text"),
+                dump_json(request, f"{where}.request", LOG_TEXT_LIMIT),
+                _list_of(rec["hits"], f"{where}.hits", "[memory id, version, score]", _is_hit),
+            )
+        )
 
     def answer(self, rec: dict[str, Any], where: str) -> None:
         # ``erased`` (a purge took the text) and ``entities`` came after format 1's first
@@ -335,62 +435,96 @@ class _Import:
             self.b["erased_answer"].append((self.ns, aid))
             rec["text"] = None
         query_ids = check_id_list(rec["query_ids"], f"{where}.query_ids", MAX_LIST)
-        self.b["answers"].append((self.ns, aid,
-                                  self.sys_time(rec["recorded_us"], f"{where}.recorded_us"),
-                                  check_agent(rec["agent"], f"{where}.agent"),
-                                  _log_text(rec["text"], f"{where}.text"),
-                                  orjson.dumps(query_ids).decode(),
-                                  *(_list_of(rec[k], f"{where}.{k}", "[memory id, version]",
-                                             _is_ref) for k in ("cited", "memories")),
-                                  _entity_list(rec["entities"], f"{where}.entities")))  # fmt: skip
+        self.b["answers"].append(
+            (
+                self.ns,
+                aid,
+                self.sys_time(rec["recorded_us"], f"{where}.recorded_us"),
+                check_agent(rec["agent"], f"{where}.agent"),
+                _log_text(rec["text"], f"{where}.text"),
+                orjson.dumps(query_ids).decode(),
+                *(
+                    _list_of(rec[k], f"{where}.{k}", "[memory id, version]", _is_ref)
+                    for k in ("cited", "memories")
+                ),
+                _entity_list(rec["entities"], f"{where}.entities"),
+            )
+        )
 
     def tier(self, rec: dict[str, Any], where: str) -> None:
         _fields(rec, TIER, where, optional=False)
         mid = check_id(rec["id"], f"{where}.id")
         self.refs.append((f"{where}.id", mid))
         if rec["tier"] not in ("hot", "cold"):
-            raise ValidationError(f"{where}.tier: expected 'hot' or 'cold', got "
-                                  f"{_show(rec['tier'])}", field=f"{where}.tier")  # fmt: skip
+            raise ValidationError(
+                f"{where}.tier: expected 'hot' or 'cold', got {_show(rec['tier'])}",
+                field=f"{where}.tier",
+            )
         score = rec["score"]
-        if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)
-                                  or not math.isfinite(score)):  # fmt: skip
-            raise ValidationError(f"{where}.score: expected null or a number",
-                                  field=f"{where}.score")  # fmt: skip
+        if score is not None and (
+            isinstance(score, bool)
+            or not isinstance(score, int | float)
+            or not math.isfinite(score)
+        ):
+            raise ValidationError(
+                f"{where}.score: expected null or a number", field=f"{where}.score"
+            )
         if not isinstance(rec["reason"], str) or len(rec["reason"]) > LOG_TEXT_LIMIT:
             raise ValidationError(f"{where}.reason: expected a string", field=f"{where}.reason")
-        self.b["tiers"].append((self.ns, mid,
-                                self.sys_time(rec["recorded_us"], f"{where}.recorded_us"),
-                                rec["tier"], score, rec["reason"]))  # fmt: skip
+        self.b["tiers"].append(
+            (
+                self.ns,
+                mid,
+                self.sys_time(rec["recorded_us"], f"{where}.recorded_us"),
+                rec["tier"],
+                score,
+                rec["reason"],
+            )
+        )
 
     def access(self, rec: dict[str, Any], where: str) -> None:
         _fields(rec, ACCESS, where, optional=False)
         mid = check_id(rec["id"], f"{where}.id")
         self.unique("access", mid, f"{where}.id")
         self.refs.append((f"{where}.id", mid))
-        self.b["access"].append((self.ns, mid,
-                                 _integer(rec["count"], f"{where}.count", 0, IMPORT_MAX_COUNTER),
-                                 self.sys_time(rec["last_us"], f"{where}.last_us")))  # fmt: skip
+        self.b["access"].append(
+            (
+                self.ns,
+                mid,
+                _integer(rec["count"], f"{where}.count", 0, IMPORT_MAX_COUNTER),
+                self.sys_time(rec["last_us"], f"{where}.last_us"),
+            )
+        )
 
     def erasure(self, rec: dict[str, Any], where: str) -> None:
         _fields(rec, ERASURE, where, optional=False)
         subject, counts = rec["subject"], rec["counts"]
         if not isinstance(subject, str) or not 0 < len(subject) <= 128:
-            raise ValidationError(f"{where}.subject: expected a keyed hash (a string of up to "
-                                  "128 characters)", field=f"{where}.subject")  # fmt: skip
+            raise ValidationError(
+                f"{where}.subject: expected a keyed hash (a string of up to 128 characters)",
+                field=f"{where}.subject",
+            )
         if not isinstance(counts, dict) or not all(
             type(v) is int and v >= 0 for v in counts.values()
         ):
-            raise ValidationError(f"{where}.counts: expected an object of counts",
-                                  field=f"{where}.counts")  # fmt: skip
-        self.b["erasures"].append((self.ns,
-                                   self.sys_time(rec["recorded_us"], f"{where}.recorded_us"),
-                                   check_agent(rec["agent"], f"{where}.agent"), subject,
-                                   dump_json(counts, f"{where}.counts", LOG_TEXT_LIMIT)))  # fmt: skip
+            raise ValidationError(
+                f"{where}.counts: expected an object of counts", field=f"{where}.counts"
+            )
+        self.b["erasures"].append(
+            (
+                self.ns,
+                self.sys_time(rec["recorded_us"], f"{where}.recorded_us"),
+                check_agent(rec["agent"], f"{where}.agent"),
+                subject,
+                dump_json(counts, f"{where}.counts", LOG_TEXT_LIMIT),
+            )
+        )
 
     def finish(self) -> dict[str, Any]:
         if self.b["namespace"] is None:
-            raise ValidationError("records: no 'namespace' record (not an export?)",
-                                  field="records")  # fmt: skip
+            raise ValidationError(
+                "records: no 'namespace' record (not an export?)", field="records"
+            )
         for field, mid in self.refs:
             if mid not in self.mem_tips:
                 raise ValidationError(f"{field}: no memory {mid!r} among the records", field=field)
@@ -411,11 +545,13 @@ def import_batch(
     recs = list(records)
     for i, rec in enumerate(recs):
         if not isinstance(rec, dict) or "kind" not in rec:
-            raise ValidationError(f"records[{i}]: expected an object with a 'kind'",
-                                  field=f"records[{i}]")  # fmt: skip
+            raise ValidationError(
+                f"records[{i}]: expected an object with a 'kind'", field=f"records[{i}]"
+            )
         if rec["kind"] not in _KINDS:
-            raise ValidationError(f"records[{i}].kind: unknown kind {_show(rec['kind'])}",
-                                  field=f"records[{i}].kind")  # fmt: skip
+            raise ValidationError(
+                f"records[{i}].kind: unknown kind {_show(rec['kind'])}", field=f"records[{i}].kind"
+            )
     state = _Import(ns, settings, now_us)
     for i, rec in enumerate(recs):  # the namespace record first: memories need its dim
         if rec["kind"] == "namespace":

@@ -108,9 +108,13 @@ class Indexer:
             cat = state.catalog
             if state.hnsw is None:
                 assert cat.dim is not None
-                state.hnsw = HnswIndex(cat.dim, m=s.hnsw_m, ef_construction=s.hnsw_ef_construction,
-                                       ef_search=s.hnsw_ef_search,
-                                       threads=s.hnsw_build_threads)  # fmt: skip
+                state.hnsw = HnswIndex(
+                    cat.dim,
+                    m=s.hnsw_m,
+                    ef_construction=s.hnsw_ef_construction,
+                    ef_search=s.hnsw_ef_search,
+                    threads=s.hnsw_build_threads,
+                )
             if state.hnsw.count < cat.n:
                 state.hnsw.extend(cat, cat.n)
                 return True
@@ -153,9 +157,14 @@ class Indexer:
         if self._thread.is_alive():
             self._thread.join()
         for ns, state in list(self._states.items()):
-            if state.hnsw is not None and state.hnsw.count:
-                try:
-                    self._dir.mkdir(parents=True, exist_ok=True)
-                    state.hnsw.save(self._path(ns), state.catalog)
-                except OSError:
-                    log.exception("could not save the HNSW index of %s", ns)
+            try:
+                self.save(ns, state)
+            except OSError:
+                log.exception("could not save the HNSW index of %s", ns)
+
+    def save(self, ns: str, state: NamespaceState) -> None:
+        """Write the namespace's vector graph to ``indexes/<ns>.hnsw`` (when it has one), for
+        the next load to take back (:meth:`adopt`)."""
+        if state.hnsw is not None and state.hnsw.count:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            state.hnsw.save(self._path(ns), state.catalog)

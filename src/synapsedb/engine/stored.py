@@ -168,6 +168,12 @@ class RowRecords(Sequence[MemRec]):
     def append(self, rec: MemRec) -> None:
         self._tail.append(rec)
 
+    def clear(self) -> None:
+        """Hold no record any more (a state being taken apart: state.py ``drop``)."""
+        self._tail.clear()
+        self._cache.clear()
+        self._base = 0
+
     def contents(self, start: int, stop: int) -> list[str]:
         """The content of rows ``[start, stop)``, read without building their records."""
         v, base = self._versions, self._base

@@ -25,21 +25,78 @@ __all__ = ["FORMAT", "export_records"]
 FORMAT = 1
 INF = 1 << 62
 
-MEMORY = ("id", "version", "recorded_us", "created_us", "entity", "type", "content", "metadata",
-          "embedding", "salience", "ts_us", "agent", "pinned", "ttl", "expires_us", "deleted",
-          "erased")  # fmt: skip
-FACT = ("entity", "key", "version", "recorded_us", "created_us", "value", "agent", "ttl",
-        "expires_us", "deleted", "erased")  # fmt: skip
-EVENT = ("stream", "ms", "seq", "recorded_us", "entity", "ts_us", "agent", "content", "data",
-         "memory_id", "erased")  # fmt: skip
+MEMORY = (
+    "id",
+    "version",
+    "recorded_us",
+    "created_us",
+    "entity",
+    "type",
+    "content",
+    "metadata",
+    "embedding",
+    "salience",
+    "ts_us",
+    "agent",
+    "pinned",
+    "ttl",
+    "expires_us",
+    "deleted",
+    "erased",
+)
+FACT = (
+    "entity",
+    "key",
+    "version",
+    "recorded_us",
+    "created_us",
+    "value",
+    "agent",
+    "ttl",
+    "expires_us",
+    "deleted",
+    "erased",
+)
+EVENT = (
+    "stream",
+    "ms",
+    "seq",
+    "recorded_us",
+    "entity",
+    "ts_us",
+    "agent",
+    "content",
+    "data",
+    "memory_id",
+    "erased",
+)
 QUERY = ("id", "recorded_us", "agent", "text", "request", "hits")
-ANSWER = ("id", "recorded_us", "agent", "text", "query_ids", "cited", "memories", "erased",
-          "entities")  # fmt: skip
+ANSWER = (
+    "id",
+    "recorded_us",
+    "agent",
+    "text",
+    "query_ids",
+    "cited",
+    "memories",
+    "erased",
+    "entities",
+)
 TIER = ("id", "recorded_us", "tier", "score", "reason")
 ACCESS = ("id", "count", "last_us")
 ERASURE = ("recorded_us", "agent", "subject", "counts")
-_JSON_TEXT = {"metadata", "value", "data", "request", "hits", "query_ids", "cited", "memories",
-              "counts", "entities"}  # fmt: skip
+_JSON_TEXT = {
+    "metadata",
+    "value",
+    "data",
+    "request",
+    "hits",
+    "query_ids",
+    "cited",
+    "memories",
+    "counts",
+    "entities",
+}
 
 
 def _record(kind: str, names: tuple[str, ...], row: tuple[Any, ...]) -> dict[str, Any]:
@@ -59,9 +116,14 @@ def export_records(storage: Storage, ns: str) -> Iterator[dict[str, Any]]:
     rows = storage.export_rows(ns)
     row: tuple[Any, ...]  # each kind's named row, read by the column lists above
     for _name, created_us, dim, embedder, config in rows.namespaces:
-        yield {"kind": "namespace", "format": FORMAT, "created_us": created_us, "dim": dim,
-               "embedder": embedder,
-               "config": None if config is None else orjson.loads(config)}  # fmt: skip
+        yield {
+            "kind": "namespace",
+            "format": FORMAT,
+            "created_us": created_us,
+            "dim": dim,
+            "embedder": embedder,
+            "config": None if config is None else orjson.loads(config),
+        }
     for row in rows.memories:
         yield _record("memory", MEMORY, row[1:])
     for row in rows.facts:

@@ -115,8 +115,9 @@ def turn_memory_id(stream: str, event_id: str) -> str:
 
 
 def prompt(turns: Sequence[Turn], entity: str) -> list[dict[str, Any]]:
-    lines = [f"[{i}] {t.ts.date().isoformat()} {t.role}: {t.content}"
-             for i, t in enumerate(turns, 1)]  # fmt: skip
+    lines = [
+        f"[{i}] {t.ts.date().isoformat()} {t.role}: {t.content}" for i, t in enumerate(turns, 1)
+    ]
     return [
         {"role": "system", "content": SYSTEM.format(entity=entity)},
         {"role": "user", "content": "Conversation:\n" + "\n".join(lines)},
@@ -146,9 +147,17 @@ def candidates(
         when = resolve(item.get("valid_from"), said_at) or resolve(content, said_at)
         # always the conversation's entity: the model's "entity" is never trusted to name
         # another one (a conversation must not write into another user's memory)
-        out.append(Candidate(item["type"], content, entity, confidence,
-                             tuple(dict.fromkeys(t.id for t in used)), when,
-                             said_at))  # fmt: skip
+        out.append(
+            Candidate(
+                item["type"],
+                content,
+                entity,
+                confidence,
+                tuple(dict.fromkeys(t.id for t in used)),
+                when,
+                said_at,
+            )
+        )
     return out
 
 
@@ -166,6 +175,7 @@ def extract(
 ) -> list[Candidate]:
     """Ask the model, then keep what survives the checks. Raises UpstreamError when the model
     cannot be reached or never answers the schema (the job is retried later)."""
-    answer = llm.chat_json(prompt(turns, entity), SCHEMA, name="memories",
-                           max_tokens=answer_tokens(settings))  # fmt: skip
+    answer = llm.chat_json(
+        prompt(turns, entity), SCHEMA, name="memories", max_tokens=answer_tokens(settings)
+    )
     return candidates(answer, turns, entity, settings)

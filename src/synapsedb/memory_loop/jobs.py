@@ -122,8 +122,14 @@ def new_key() -> str:
 
 def enqueue(ns: Any, spec: dict[str, Any], agent: str | None) -> str:
     key = new_key()
-    value = {**spec, "state": "queued", "attempts": 0, "due": 0.0, "error": None,
-             "queued_at": time.time()}  # fmt: skip
+    value = {
+        **spec,
+        "state": "queued",
+        "attempts": 0,
+        "due": 0.0,
+        "error": None,
+        "queued_at": time.time(),
+    }
     ns.set(JOBS_ENTITY, key, value, if_version=0, agent=agent)
     return key
 
@@ -152,9 +158,15 @@ def get(ns: Any, key: str) -> Job | None:
 def due(ns: Any, now: float) -> list[Job]:
     """Queued jobs whose time has come, and running ones whose lease ran out or whose holder
     is gone (a process of this host that died holding it), oldest first."""
-    ready = [j for j in jobs(ns) if (j.state == "queued" and _number(j.value.get("due")) <= now)
-             or (j.state == "running" and (_number(j.value.get("due")) <= now
-                                           or holder_gone(j.value.get("holder"))))]  # fmt: skip
+    ready = [
+        j
+        for j in jobs(ns)
+        if (j.state == "queued" and _number(j.value.get("due")) <= now)
+        or (
+            j.state == "running"
+            and (_number(j.value.get("due")) <= now or holder_gone(j.value.get("holder")))
+        )
+    ]
     return sorted(ready, key=lambda j: _number(j.value.get("queued_at")))
 
 
@@ -176,8 +188,7 @@ def held(job: Job, now: float) -> bool:
 def claim(ns: Any, job: Job, now: float, agent: str | None) -> Job | None:
     """Take the job (None if another worker took or finished it first): ``running`` until
     the lease runs out."""
-    return update(ns, job, {"state": "running", "due": now + LEASE_S, "holder": holder()},
-                  agent)  # fmt: skip
+    return update(ns, job, {"state": "running", "due": now + LEASE_S, "holder": holder()}, agent)
 
 
 def release(ns: Any, job: Job, agent: str | None) -> None:
@@ -215,9 +226,15 @@ def reschedule(
         delay = min(OUTAGE_DELAY_S, base_s * 2 ** min(16, max(0, outages - 1)))
     else:
         delay = min(MAX_DELAY_S, base_s * 2 ** min(MAX_DOUBLINGS, max(0, attempts - 1)))
-    value = {**job.value, "state": "failed" if parked else "queued", "due": now + delay,
-             "attempts": attempts, "outages": outages, "error": scrubbed(error)[:1000],
-             "holder": None}  # fmt: skip
+    value = {
+        **job.value,
+        "state": "failed" if parked else "queued",
+        "due": now + delay,
+        "attempts": attempts,
+        "outages": outages,
+        "error": scrubbed(error)[:1000],
+        "holder": None,
+    }
     try:
         ns.set(JOBS_ENTITY, job.key, value, if_version=job.version, agent=agent)
     except (VersionConflictError, NotFoundError):

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,12 +42,12 @@ from .turns import (
     window,
 )
 from .when import resolve
+from .worker import BackgroundWorker
 
 __all__ = ["CONFIG_ENTITY", "MemoryLoop", "turn_memory_id"]
 
 log = logging.getLogger("synapsedb.memory_loop")
 CONFIG_ENTITY = "synapsedb:config"
-JOBS_PER_PASS = 8  # jobs the worker runs in one namespace before visiting the next
 
 
 def is_outage(exc: SynapseError) -> bool:
@@ -66,12 +66,11 @@ def is_outage(exc: SynapseError) -> bool:
 def malformed(spec: Mapping[str, Any]) -> str | None:
     """What is wrong with a job's spec (a KV fact anyone who can write the namespace can
     set), or None."""
-    bad = [k for k in ("session", "stream", "first", "last")
-           if not isinstance(spec.get(k), str)]  # fmt: skip
+    bad = [k for k in ("session", "stream", "first", "last") if not isinstance(spec.get(k), str)]
     return f"malformed job: {', '.join(bad)} missing or not a string" if bad else None
 
 
-class MemoryLoop:
+class MemoryLoop(BackgroundWorker):
     """The memory loop (retrieve, inject, extract, store) over SynapseDB namespaces.
 
     ``llm`` is a :class:`~synapsedb.llm.ChatClient` (or anything with its ``chat_json`` and
@@ -90,6 +89,7 @@ class MemoryLoop:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._dirty: set[str] = set()  # namespaces that may hold due jobs
+        self._arrived: set[str] = set()  # namespaces taken over from another process
         self._queued: dict[str, int] = {}  # namespace -> jobs seen queued
         self._failed: dict[str, int] = {}
         self._claimed: dict[tuple[str, str], tuple[Any, queue.Job]] = {}  # jobs held now
@@ -103,8 +103,11 @@ class MemoryLoop:
     def llm_ready(self) -> bool:
         """An LLM is configured and its circuit breaker lets calls through."""
         llm = self.llm
-        return llm is not None and bool(getattr(llm, "configured", True)) and str(
-            getattr(llm, "breaker_state", "closed")) != "open"  # fmt: skip
+        return (
+            llm is not None
+            and bool(getattr(llm, "configured", True))
+            and str(getattr(llm, "breaker_state", "closed")) != "open"
+        )
 
     def _chat(self) -> Chat | None:
         return self.llm if self.llm_ready else None
@@ -119,8 +122,13 @@ class MemoryLoop:
             state = "ok" if self.llm_ready else "unavailable"
         with self._lock:
             queued, failed = sum(self._queued.values()), sum(self._failed.values())
-        return {"llm": state, "extraction_queued": queued, "extraction_failed": failed,
-                "extracted": self.extracted, "last_error": self.last_error}  # fmt: skip
+        return {
+            "llm": state,
+            "extraction_queued": queued,
+            "extraction_failed": failed,
+            "extracted": self.extracted,
+            "last_error": self.last_error,
+        }
 
     # -- remember ------------------------------------------------------------------------------
 
@@ -149,14 +157,18 @@ class MemoryLoop:
         entity = check_entity(entity)
         session = check_entity(session or datetime.now(UTC).strftime("%Y-%m-%d"), "session")
         if len(session) > MAX_SESSION_CHARS:
-            raise ValidationError(f"session: {len(session)} characters, over the limit of "
-                                  f"{MAX_SESSION_CHARS}", field="session",
-                                  limit=MAX_SESSION_CHARS)  # fmt: skip
+            raise ValidationError(
+                f"session: {len(session)} characters, over the limit of {MAX_SESSION_CHARS}",
+                field="session",
+                limit=MAX_SESSION_CHARS,
+            )
         msgs = as_messages(messages)
         if len(msgs) > self.settings.max_turns:
-            raise ValidationError(f"messages: {len(msgs)} turns, over the limit of "
-                                  f"{self.settings.max_turns}", field="messages",
-                                  limit=self.settings.max_turns)  # fmt: skip
+            raise ValidationError(
+                f"messages: {len(msgs)} turns, over the limit of {self.settings.max_turns}",
+                field="messages",
+                limit=self.settings.max_turns,
+            )
         if not isinstance(wait, bool):
             raise ValidationError("wait: expected true or false", field="wait")
         stream = f"session:{session}"
@@ -181,20 +193,41 @@ class MemoryLoop:
         decisions: list[Decision] = []
         if extra:
             said = turns[-1].ts if turns else datetime.now(UTC)
-            cands = [Candidate(t, c, entity, conf, tuple(x.id for x in turns if x.role == "user"),
-                               resolve(vf, said) if vf else None, said)
-                     for t, c, conf, vf in extra]  # fmt: skip
+            cands = [
+                Candidate(
+                    t,
+                    c,
+                    entity,
+                    conf,
+                    tuple(x.id for x in turns if x.role == "user"),
+                    resolve(vf, said) if vf else None,
+                    said,
+                )
+                for t, c, conf, vf in extra
+            ]
             decisions += self._resolve(ns, cands, session, agent, llm=None)
         ids = tuple(t.id for t in turns)
         # the caller extracted these turns itself (memories=), or there is no user turn to mine
         extract = memories is None and any(t.role == "user" for t in turns)
         if not extract and (indexed or not index):
-            return Remembered(entity, session, stream, ids,
-                              "extracted" if decisions else "stored", None,
-                              tuple(decisions))  # fmt: skip
-        spec = {"session": session, "stream": stream, "first": turns[0].id,
-                "last": turns[-1].id, "index": index, "indexed": indexed,
-                "extract": extract}  # fmt: skip
+            return Remembered(
+                entity,
+                session,
+                stream,
+                ids,
+                "extracted" if decisions else "stored",
+                None,
+                tuple(decisions),
+            )
+        spec = {
+            "session": session,
+            "stream": stream,
+            "first": turns[0].id,
+            "last": turns[-1].id,
+            "index": index,
+            "indexed": indexed,
+            "extract": extract,
+        }
         if wait:
             chat = self._chat()
             try:
@@ -202,24 +235,32 @@ class MemoryLoop:
                     self._index(ns, {**spec, "entity": entity, "agent": agent})
                     spec["indexed"] = True
                 if extract and chat is None:
-                    raise UpstreamError("remember(wait=True): no LLM available to extract with "
-                                        f"({self.status()['llm']}); the turns are stored and "
-                                        "their extraction is queued",
-                                        configured=self.llm is not None)  # fmt: skip
+                    raise UpstreamError(
+                        "remember(wait=True): no LLM available to extract with "
+                        f"({self.status()['llm']}); the turns are stored and "
+                        "their extraction is queued",
+                        configured=self.llm is not None,
+                    )
                 if extract and chat is not None:
-                    decisions += self._extract(ns, {**spec, "entity": entity, "agent": agent},
-                                               chat)  # fmt: skip
+                    decisions += self._extract(ns, {**spec, "entity": entity, "agent": agent}, chat)
             except SynapseError as exc:
                 # what could not run inline waits in the queue, as without wait: the turns
                 # are stored and nothing is lost (details.job names the job)
                 exc.details["job"] = self._enqueue(ns, spec, agent)
                 raise
-            return Remembered(entity, session, stream, ids,
-                              "extracted" if extract or decisions else "stored", None,
-                              tuple(decisions))  # fmt: skip
+            return Remembered(
+                entity,
+                session,
+                stream,
+                ids,
+                "extracted" if extract or decisions else "stored",
+                None,
+                tuple(decisions),
+            )
         key = self._enqueue(ns, spec, agent)
-        return Remembered(entity, session, stream, tuple(t.id for t in turns), "queued", key,
-                          tuple(decisions))  # fmt: skip
+        return Remembered(
+            entity, session, stream, tuple(t.id for t in turns), "queued", key, tuple(decisions)
+        )
 
     def index_now(self, ns: Any, job: str) -> int:
         """Make the turns of a job that ``remember(defer_index=True)`` queued searchable now;
@@ -260,15 +301,15 @@ class MemoryLoop:
 
     def _extract(self, ns: Any, spec: Mapping[str, Any], chat: Chat) -> list[Decision]:
         entity, evs = self._window(ns, spec)
-        turns = [Turn(e.id, str((e.data or {}).get("role", "user")), e.content, e.ts)
-                 for e in evs]  # fmt: skip
+        turns = [Turn(e.id, str((e.data or {}).get("role", "user")), e.content, e.ts) for e in evs]
         if not turns:
             return []
         cands = extract(chat, turns, entity, self.settings)
         return self._resolve(ns, cands, spec["session"], spec.get("agent"), llm=chat)
 
-    def _resolve(self, ns: Any, cands: Sequence[Candidate], session: str,
-                 agent: str | None, llm: Chat | None) -> list[Decision]:  # fmt: skip
+    def _resolve(
+        self, ns: Any, cands: Sequence[Candidate], session: str, agent: str | None, llm: Chat | None
+    ) -> list[Decision]:
         out: list[Decision] = []
         for cand in cands:  # one at a time: a candidate sees what the previous one wrote
             near = neighbours(ns, cand, self.settings, agent)
@@ -313,8 +354,15 @@ class MemoryLoop:
         self._recount(ns)
         return done
 
-    def _run(self, ns: Any, mine: queue.Job, who: str | None, index: bool, extract: bool,
-             chat: Chat | None) -> str:  # fmt: skip
+    def _run(
+        self,
+        ns: Any,
+        mine: queue.Job,
+        who: str | None,
+        index: bool,
+        extract: bool,
+        chat: Chat | None,
+    ) -> str:
         """Run one claimed job: ``done``, ``waiting`` (indexed; extraction waits for an
         LLM), ``taken`` (another worker has it), ``failed``, ``embedder down`` or ``model
         failing`` (both rescheduled)."""
@@ -337,8 +385,16 @@ class MemoryLoop:
                 self._extract(ns, {**mine.value, "agent": who}, chat)
         except SynapseError as exc:
             self.last_error = queue.scrubbed(f"{type(exc).__name__}: {exc.message}")
-            queue.reschedule(ns, mine, self.last_error, time.time(), self.settings.retry_base_s,
-                             self.settings.max_attempts, who, outage=is_outage(exc))  # fmt: skip
+            queue.reschedule(
+                ns,
+                mine,
+                self.last_error,
+                time.time(),
+                self.settings.retry_base_s,
+                self.settings.max_attempts,
+                who,
+                outage=is_outage(exc),
+            )
             if isinstance(exc, EmbeddingError):
                 return "embedder down"
             return "model failing" if isinstance(exc, UpstreamError) else "failed"
@@ -346,8 +402,15 @@ class MemoryLoop:
             # max_attempts), instead of staying "running" and being retaken forever
             log.exception("memory loop: job %s of namespace %r failed", mine.key, ns.name)
             self.last_error = queue.scrubbed(f"{type(exc).__name__}: {exc}")[:1000]
-            queue.reschedule(ns, mine, f"internal error ({self.last_error})", time.time(),
-                             self.settings.retry_base_s, self.settings.max_attempts, who)  # fmt: skip
+            queue.reschedule(
+                ns,
+                mine,
+                f"internal error ({self.last_error})",
+                time.time(),
+                self.settings.retry_base_s,
+                self.settings.max_attempts,
+                who,
+            )
             return "failed"
         queue.finish(ns, mine, who)
         self.extracted += int(extract)
@@ -369,8 +432,10 @@ class MemoryLoop:
         with self._lock:
             self._queued[ns.name] = sum(j.state != "failed" for j in all_jobs)
             self._failed[ns.name] = sum(j.state == "failed" for j in all_jobs)
-            if not any(j.state != "failed" and j.value.get("index") and not j.value.get("indexed")
-                       for j in all_jobs):  # fmt: skip
+            if not any(
+                j.state != "failed" and j.value.get("index") and not j.value.get("indexed")
+                for j in all_jobs
+            ):
                 self._dirty.discard(ns.name)  # nothing to do without an LLM (waiting below)
 
     def _names(self) -> list[str]:
@@ -422,8 +487,11 @@ class MemoryLoop:
         (see :mod:`synapsedb.memory_loop.recall`)."""
         budget = self.settings.budget_tokens if budget_tokens is None else budget_tokens
         if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= 100_000:
-            raise ValidationError("budget_tokens: expected an integer from 1 to 100000",
-                                  field="budget_tokens", limit=100_000)  # fmt: skip
+            raise ValidationError(
+                "budget_tokens: expected an integer from 1 to 100000",
+                field="budget_tokens",
+                limit=100_000,
+            )
         k = self.settings.k if k is None else k
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 100:
             raise ValidationError("k: expected an integer from 1 to 100", field="k", limit=100)
@@ -441,70 +509,18 @@ class MemoryLoop:
         if entity is not None:
             entity = check_entity(entity)
         self._catch_up(ns)
-        return recall(ns, messages_or_text, entity=entity, budget_tokens=budget, k=k,
-                      threshold=float(threshold), settings=self.settings, llm=self._chat(),
-                      rewrite=how, agent=agent)  # fmt: skip
-
-    # -- the background worker -----------------------------------------------------------------
-
-    def start(self, db: Any, *, names: Callable[[], Iterable[str]] | None = None) -> None:
-        """Run queued jobs in a daemon thread: every namespace once (jobs queued before a
-        restart), then those ``remember`` queued into, every ``poll_s`` (at once after a
-        ``remember``)."""
-        if self._thread is not None:
-            return
-        with self._lock:
-            self._dirty.update((names or db.namespaces)())
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._work, args=(db,), daemon=True,
-                                        name="synapsedb-memory-loop")  # fmt: skip
-        self._thread.start()
-
-    def _work(self, db: Any) -> None:
-        # the queues as they are, before any job runs (a pass of slow extractions must not
-        # leave /readyz saying nothing is queued); after a first wait, as the passes, so an
-        # open's lazy loading of namespaces goes first
-        self._wake.wait(self.settings.poll_s)
-        for name in self._names():
-            if self._stop.is_set():
-                return
-            try:
-                self._recount(db.namespace(name))
-            except SynapseError as exc:
-                self.last_error = f"{name}: {exc.message}"
-            except Exception:  # a bug: logged, the worker goes on with the others
-                log.exception("memory loop: jobs of namespace %r not counted", name)
-        while not self._stop.is_set():
-            self._wake.wait(self.settings.poll_s)
-            self._wake.clear()
-            if self._stop.is_set():
-                continue
-            for name in self._names():
-                if self._stop.is_set():
-                    break
-                try:
-                    # a few jobs per namespace per pass: one tenant's backlog cannot starve
-                    # the others (the rest is due again on the next pass)
-                    if self.run_pending(db.namespace(name), limit=JOBS_PER_PASS):
-                        self._wake.set()
-                except SynapseError as exc:  # a namespace that cannot be read right now
-                    self.last_error = f"{name}: {exc.message}"
-                except Exception:  # a bug: logged, the worker goes on with the others
-                    log.exception("memory loop: jobs of namespace %r failed", name)
-
-    def stop(self) -> None:
-        """Stop the worker: it finishes the job it is running if that takes at most
-        ``stop_wait_s``; jobs still held after that are given back (due at once), so the next
-        process to open the data runs them instead of waiting out a lease."""
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.settings.stop_wait_s)
-            self._thread = None
-        for ns, job in list(self._claimed.values()):
-            with contextlib.suppress(SynapseError):
-                queue.release(ns, job, job.agent)
-        self._claimed.clear()
+        return recall(
+            ns,
+            messages_or_text,
+            entity=entity,
+            budget_tokens=budget,
+            k=k,
+            threshold=float(threshold),
+            settings=self.settings,
+            llm=self._chat(),
+            rewrite=how,
+            agent=agent,
+        )
 
     def close(self) -> None:
         """Stop the worker, and close the LLM client if the loop made it."""

@@ -88,7 +88,29 @@ _SMALL_TALK = frozenset(
         "help",
     ]
 )
-_ANAPHORA = frozenset(["it", "its", "that", "this", "there", "they", "them", "those", "these", "he", "she", "him", "her", "his", "hers", "one", "same", "such", "then"])  # fmt: skip
+_ANAPHORA = frozenset(
+    [
+        "it",
+        "its",
+        "that",
+        "this",
+        "there",
+        "they",
+        "them",
+        "those",
+        "these",
+        "he",
+        "she",
+        "him",
+        "her",
+        "his",
+        "hers",
+        "one",
+        "same",
+        "such",
+        "then",
+    ]
+)
 _WORD = re.compile(r"[a-z']+")
 
 REWRITE_SCHEMA: dict[str, Any] = {
@@ -97,8 +119,10 @@ REWRITE_SCHEMA: dict[str, Any] = {
     "required": ["query"],
     "additionalProperties": False,
 }
-REWRITE_SYSTEM = ("Rewrite the user's last message as one standalone search query that names "
-                  "what it refers to, using the earlier messages. Answer only the query.")  # fmt: skip
+REWRITE_SYSTEM = (
+    "Rewrite the user's last message as one standalone search query that names "
+    "what it refers to, using the earlier messages. Answer only the query."
+)
 
 
 def similarity(cosine: float, settings: LoopSettings) -> float:
@@ -118,8 +142,9 @@ def _content(message: Mapping[str, Any]) -> str:
     if isinstance(c, str):
         return c
     if isinstance(c, list):  # OpenAI content parts
-        return " ".join(p.get("text", "") for p in c if isinstance(p, dict)
-                        and isinstance(p.get("text"), str))  # fmt: skip
+        return " ".join(
+            p.get("text", "") for p in c if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
     return ""
 
 
@@ -127,12 +152,14 @@ def as_messages(messages_or_text: Any) -> list[Mapping[str, Any]]:
     if isinstance(messages_or_text, str):
         return [{"role": "user", "content": messages_or_text}]
     if not isinstance(messages_or_text, Sequence) or not messages_or_text:
-        raise ValidationError("messages: expected a string or a non-empty list of messages",
-                              field="messages")  # fmt: skip
+        raise ValidationError(
+            "messages: expected a string or a non-empty list of messages", field="messages"
+        )
     for i, m in enumerate(messages_or_text):
         if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
-            raise ValidationError(f"messages[{i}]: expected an object with a role",
-                                  field=f"messages[{i}]")  # fmt: skip
+            raise ValidationError(
+                f"messages[{i}]: expected an object with a role", field=f"messages[{i}]"
+            )
     return list(messages_or_text)
 
 
@@ -150,12 +177,18 @@ def rewrite_heuristic(messages: Sequence[Mapping[str, Any]], history_turns: int)
 
 
 def _rewrite_llm(llm: Chat, messages: Sequence[Mapping[str, Any]]) -> str:
-    window = [{"role": str(m.get("role")), "content": _content(m)[-1000:]}
-              for m in messages[-6:] if m.get("role") in ("user", "assistant")]  # fmt: skip
+    window = [
+        {"role": str(m.get("role")), "content": _content(m)[-1000:]}
+        for m in messages[-6:]
+        if m.get("role") in ("user", "assistant")
+    ]
     convo = "\n".join(f"{m['role']}: {m['content']}" for m in window)
-    answer = llm.chat_json([{"role": "system", "content": REWRITE_SYSTEM},
-                            {"role": "user", "content": convo}], REWRITE_SCHEMA,
-                           name="query", max_tokens=200)  # fmt: skip
+    answer = llm.chat_json(
+        [{"role": "system", "content": REWRITE_SYSTEM}, {"role": "user", "content": convo}],
+        REWRITE_SCHEMA,
+        name="query",
+        max_tokens=200,
+    )
     return " ".join(str(answer.get("query", "")).split())[:MAX_QUERY_CHARS]
 
 
@@ -220,8 +253,7 @@ def recall(
         if query == last[-MAX_QUERY_CHARS:]:
             how = "none"
     now = datetime.now(UTC).timestamp()
-    args: dict[str, Any] = dict(entity=entity, k=k, filter=current(now), explain=True,
-                                agent=agent)  # fmt: skip
+    args: dict[str, Any] = dict(entity=entity, k=k, filter=current(now), explain=True, agent=agent)
     try:
         res = ns.query(query, **args)
         keyword_only = False
@@ -254,10 +286,23 @@ def recall(
             shown_turns.add(own)
         covered |= sources
         vf = h.metadata.get("valid_from")
-        valid_from = (datetime.fromtimestamp(vf, UTC)
-                      if isinstance(vf, int | float) and not isinstance(vf, bool) else None)  # fmt: skip
-        kept.append(Recollection(h.id, h.entity, h.type, h.content, round(sim, 4),
-                                 round(h.score, 6), h.ts, valid_from))  # fmt: skip
+        valid_from = (
+            datetime.fromtimestamp(vf, UTC)
+            if isinstance(vf, int | float) and not isinstance(vf, bool)
+            else None
+        )
+        kept.append(
+            Recollection(
+                h.id,
+                h.entity,
+                h.type,
+                h.content,
+                round(sim, 4),
+                round(h.score, 6),
+                h.ts,
+                valid_from,
+            )
+        )
     block, used, shown = render(entity, kept, budget_tokens, settings.max_memories)
     dropped += len(kept) - len(shown)
     return Recalled(True, query, how, tuple(shown), block, used, res.query_id, dropped)

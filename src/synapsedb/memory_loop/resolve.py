@@ -49,8 +49,10 @@ ENVELOPE_TOKENS = 16  # the answer's object and list around the decisions
 def current(now: float) -> dict[str, Any]:
     """The filter of current memories: not superseded by an UPDATE, and not past their
     valid time (``now``: epoch seconds)."""
-    return {"superseded_by": {"$exists": False},
-            "$or": [{"valid_to": {"$exists": False}}, {"valid_to": {"$gt": now}}]}  # fmt: skip
+    return {
+        "superseded_by": {"$exists": False},
+        "$or": [{"valid_to": {"$exists": False}}, {"valid_to": {"$gt": now}}],
+    }
 
 
 _NEGATION = re.compile(
@@ -58,10 +60,34 @@ _NEGATION = re.compile(
     r"isn't|is not|never|no more)\b",
     re.I,
 )
-_VALUE = re.compile(r"[$€£]?\d[\d,.:/-]*%?|\b(?:" + "|".join(
-    ["january", "february", "march", "april", "may", "june", "july", "august", "september",
-     "october", "november", "december", "monday", "tuesday", "wednesday", "thursday",
-     "friday", "saturday", "sunday"]) + r")\b", re.I)  # fmt: skip
+_VALUE = re.compile(
+    r"[$€£]?\d[\d,.:/-]*%?|\b(?:"
+    + "|".join(
+        [
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+            "monday",
+            "tuesday",
+            "wednesday",
+            "thursday",
+            "friday",
+            "saturday",
+            "sunday",
+        ]
+    )
+    + r")\b",
+    re.I,
+)
 _WORD = re.compile(r"[a-z]+")
 _TOKEN = re.compile(r"[a-z0-9]+")  # a statement's words and numbers: "$3000" is not "$5000"
 
@@ -114,9 +140,15 @@ class Verdict:
 
 def neighbours(ns: Any, cand: Candidate, settings: LoopSettings, agent: str | None) -> list[Near]:
     """The entity's current memories of the four types most similar to the candidate."""
-    args: dict[str, Any] = dict(entity=cand.entity, k=settings.neighbours, types=MEMORY_TYPES,
-                                filter=current(now_utc().timestamp()), dedup=False,
-                                explain=True, agent=agent)  # fmt: skip
+    args: dict[str, Any] = dict(
+        entity=cand.entity,
+        k=settings.neighbours,
+        types=MEMORY_TYPES,
+        filter=current(now_utc().timestamp()),
+        dedup=False,
+        explain=True,
+        agent=agent,
+    )
     try:
         res = ns.query(cand.content, mode="vector", **args)
     except (EmbeddingError, ValidationError) as exc:
@@ -153,8 +185,9 @@ def policy(cand: Candidate, near: Sequence[Near], settings: LoopSettings) -> Ver
     best = max(near, key=lambda n: -1.0 if n.cosine is None else n.cosine)
     cos = best.cosine
     if cos is None:
-        return Verdict("ADD", None, "no vector to compare with (embedder unavailable)",
-                       "similarity")  # fmt: skip
+        return Verdict(
+            "ADD", None, "no vector to compare with (embedder unavailable)", "similarity"
+        )
     negated = bool(_NEGATION.search(cand.content)) != bool(_NEGATION.search(best.hit.content))
     if negated and cos >= settings.delete_similarity:
         return Verdict("DELETE", best, f"negates a memory (cosine {cos:.2f})", "similarity")
@@ -165,9 +198,12 @@ def policy(cand: Candidate, near: Sequence[Near], settings: LoopSettings) -> Ver
             _VALUE.findall(best.hit.content.lower())
         )
         if overlap >= 0.6 and values_differ:
-            return Verdict("UPDATE", best, f"same statement with other values (cosine "
-                                           f"{cos:.2f}, word overlap {overlap:.2f})",
-                           "similarity")  # fmt: skip
+            return Verdict(
+                "UPDATE",
+                best,
+                f"same statement with other values (cosine {cos:.2f}, word overlap {overlap:.2f})",
+                "similarity",
+            )
     if cos >= settings.noop_similarity:
         return Verdict("NOOP", best, f"cosine {cos:.2f} to an existing memory", "similarity")
     return Verdict("ADD", None, f"nearest memory differs (cosine {cos:.2f})", "similarity")
@@ -198,11 +234,17 @@ def decide(
         if not near:
             lines.append("  (no existing memory)")
         blocks.append("\n".join(lines))
-    messages = [{"role": "system", "content": DECIDE_SYSTEM},
-                {"role": "user", "content": "\n\n".join(blocks)}]  # fmt: skip
+    messages = [
+        {"role": "system", "content": DECIDE_SYSTEM},
+        {"role": "user", "content": "\n\n".join(blocks)},
+    ]
     try:
-        answer = llm.chat_json(messages, DECIDE_SCHEMA, name="decisions",
-                               max_tokens=decision_tokens(len(cands), settings))  # fmt: skip
+        answer = llm.chat_json(
+            messages,
+            DECIDE_SCHEMA,
+            name="decisions",
+            max_tokens=decision_tokens(len(cands), settings),
+        )
     except SynapseError:
         return verdicts  # the policy decides; extraction already succeeded
     for d in answer.get("decisions", []):
@@ -229,9 +271,14 @@ def _closed(meta: dict[str, Any], closes: float) -> dict[str, Any]:
 
 
 def _supersede_turns(
-    ns: Any, old: dict[str, Any], cand: Candidate, now_session: str, memory_id: str | None,
-    agent: str | None, closes: float,
-) -> None:  # fmt: skip
+    ns: Any,
+    old: dict[str, Any],
+    cand: Candidate,
+    now_session: str,
+    memory_id: str | None,
+    agent: str | None,
+    closes: float,
+) -> None:
     """The turns the superseded memory came from say what is no longer true: their searchable
     memories are closed and marked superseded too (a new version; history keeps them), so
     neither recall nor a query puts "budget $3000" next to the fact that it is now $5000."""
@@ -281,8 +328,13 @@ def apply(
     if verdict.action in ("ADD", "UPDATE"):
         if target_id is not None:
             meta["supersedes"] = target_id
-        body = {"content": cand.content, "type": cand.type, "metadata": meta,
-                "ts": cand.said_at, "salience": 0.5 + cand.confidence / 4}  # fmt: skip
+        body = {
+            "content": cand.content,
+            "type": cand.type,
+            "metadata": meta,
+            "ts": cand.said_at,
+            "salience": 0.5 + cand.confidence / 4,
+        }
         memory_id = ns.write(cand.entity, body, agent=agent).id
     if verdict.action == "UPDATE" and verdict.target is not None:
         closes = (valid_from or cand.said_at).timestamp()
@@ -293,17 +345,39 @@ def apply(
         _supersede_turns(ns, old, cand, session, memory_id, agent, closes)
     elif verdict.action == "DELETE" and target_id is not None:
         ns.forget(target_id, agent=agent)
-    data = {"action": verdict.action, "reason": verdict.reason, "by": verdict.by,
-            "type": cand.type, "candidate": cand.content, "memory_id": memory_id,
-            "target_id": target_id, "source_turns": list(cand.source_turns),
-            "session": session, "confidence": round(cand.confidence, 3),
-            "valid_from": _epoch(valid_from)}  # fmt: skip
+    data = {
+        "action": verdict.action,
+        "reason": verdict.reason,
+        "by": verdict.by,
+        "type": cand.type,
+        "candidate": cand.content,
+        "memory_id": memory_id,
+        "target_id": target_id,
+        "source_turns": list(cand.source_turns),
+        "session": session,
+        "confidence": round(cand.confidence, 3),
+        "valid_from": _epoch(valid_from),
+    }
     label = f"{verdict.action} {cand.type}: {cand.content}"
-    ns.append(cand.entity, {"content": label[:4000], "data": data}, stream=DECISIONS_STREAM,
-              agent=agent, searchable=False)  # fmt: skip
-    return Decision(verdict.action, cand.type, cand.content, verdict.reason,
-                    round(cand.confidence, 3), memory_id, target_id, cand.source_turns,
-                    valid_from, verdict.by)  # fmt: skip
+    ns.append(
+        cand.entity,
+        {"content": label[:4000], "data": data},
+        stream=DECISIONS_STREAM,
+        agent=agent,
+        searchable=False,
+    )
+    return Decision(
+        verdict.action,
+        cand.type,
+        cand.content,
+        verdict.reason,
+        round(cand.confidence, 3),
+        memory_id,
+        target_id,
+        cand.source_turns,
+        valid_from,
+        verdict.by,
+    )
 
 
 def now_utc() -> datetime:

@@ -62,8 +62,9 @@ class LoopSettings:
             v = getattr(self, f.name)
             if f.name in ("rewrite", "proxy_rewrite"):
                 if v not in REWRITES:
-                    raise ValidationError(f"{f.name}: expected one of {', '.join(REWRITES)}, "
-                                          f"got {v!r}", field=f.name)  # fmt: skip
+                    raise ValidationError(
+                        f"{f.name}: expected one of {', '.join(REWRITES)}, got {v!r}", field=f.name
+                    )
                 continue
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
                 raise ValidationError(f"{f.name}: expected a number, got {v!r}", field=f.name)
@@ -71,20 +72,38 @@ class LoopSettings:
                 continue
             if (f.name == "calib_a" and v <= 0) or (f.name != "calib_a" and v < 0):
                 raise ValidationError(f"{f.name}: must be positive, got {v!r}", field=f.name)
-        for name in ("threshold", "noop_similarity", "update_similarity", "delete_similarity",
-                     "min_confidence"):  # fmt: skip
+        for name in (
+            "threshold",
+            "noop_similarity",
+            "update_similarity",
+            "delete_similarity",
+            "min_confidence",
+        ):
             if getattr(self, name) > 1:
-                raise ValidationError(f"{name}: expected 0..1, got {getattr(self, name)!r}",
-                                      field=name)  # fmt: skip
-        for name in ("budget_tokens", "max_memories", "k", "max_turns", "max_tokens", "max_attempts", "neighbours",
-                     "max_candidates", "history_turns"):  # fmt: skip
+                raise ValidationError(
+                    f"{name}: expected 0..1, got {getattr(self, name)!r}", field=name
+                )
+        for name in (
+            "budget_tokens",
+            "max_memories",
+            "k",
+            "max_turns",
+            "max_tokens",
+            "max_attempts",
+            "neighbours",
+            "max_candidates",
+            "history_turns",
+        ):
             if not isinstance(getattr(self, name), int):
                 raise ValidationError(f"{name}: expected an integer", field=name)
         if not 1 <= self.k <= 100:
             raise ValidationError(f"k: expected 1 to 100, got {self.k}", field="k", limit=100)
         if not 1 <= self.max_memories <= 100:
-            raise ValidationError(f"max_memories: expected 1 to 100, got {self.max_memories}",
-                                  field="max_memories", limit=100)  # fmt: skip
+            raise ValidationError(
+                f"max_memories: expected 1 to 100, got {self.max_memories}",
+                field="max_memories",
+                limit=100,
+            )
 
     def replace(self, **changes: Any) -> LoopSettings:
         return dataclasses.replace(self, **changes)
@@ -104,6 +123,7 @@ class LoopSettings:
             try:
                 changes[f.name] = int(raw) if f.type == "int" else float(raw)
             except ValueError:
-                raise ValidationError(f"SYNAPSEDB_LOOP_{f.name.upper()}: expected a number, "
-                                      f"got {raw!r}", field=f.name) from None  # fmt: skip
+                raise ValidationError(
+                    f"SYNAPSEDB_LOOP_{f.name.upper()}: expected a number, got {raw!r}", field=f.name
+                ) from None
         return cls(**changes)

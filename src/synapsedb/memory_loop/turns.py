@@ -38,21 +38,28 @@ MAX_MEMORY_CHARS = 2000  # a caller's memory, as an extracted one (extract.MAX_C
 def _text(m: Mapping[str, Any], i: int) -> str:
     c = m.get("content")
     if isinstance(c, list):
-        c = " ".join(p.get("text", "") for p in c if isinstance(p, dict)
-                     and isinstance(p.get("text"), str))  # fmt: skip
+        c = " ".join(
+            p.get("text", "") for p in c if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
     if not isinstance(c, str):
-        raise ValidationError(f"messages[{i}].content: expected a string or text parts",
-                              field=f"messages[{i}].content")  # fmt: skip
+        raise ValidationError(
+            f"messages[{i}].content: expected a string or text parts",
+            field=f"messages[{i}].content",
+        )
     size = len(c.encode("utf-8", "surrogatepass")) if len(c) * 4 > MAX_TURN_BYTES else 0
     if size > MAX_TURN_BYTES:
-        raise ValidationError(f"messages[{i}].content: {size} bytes, over the limit of "
-                              f"{MAX_TURN_BYTES}", field=f"messages[{i}].content",
-                              limit=MAX_TURN_BYTES)  # fmt: skip
+        raise ValidationError(
+            f"messages[{i}].content: {size} bytes, over the limit of {MAX_TURN_BYTES}",
+            field=f"messages[{i}].content",
+            limit=MAX_TURN_BYTES,
+        )
     name = m.get("name")
     if name is not None and (not isinstance(name, str) or len(name) > MAX_NAME_CHARS):
-        raise ValidationError(f"messages[{i}].name: expected a string of at most "
-                              f"{MAX_NAME_CHARS} characters", field=f"messages[{i}].name",
-                              limit=MAX_NAME_CHARS)  # fmt: skip
+        raise ValidationError(
+            f"messages[{i}].name: expected a string of at most {MAX_NAME_CHARS} characters",
+            field=f"messages[{i}].name",
+            limit=MAX_NAME_CHARS,
+        )
     return c
 
 
@@ -65,14 +72,19 @@ def parse_turns(
     for i, m in enumerate(msgs):
         role = m.get("role")
         if role not in ROLES:
-            raise ValidationError(f"messages[{i}].role: expected one of {', '.join(ROLES)}",
-                                  field=f"messages[{i}].role")  # fmt: skip
+            raise ValidationError(
+                f"messages[{i}].role: expected one of {', '.join(ROLES)}",
+                field=f"messages[{i}].role",
+            )
         text = _text(m, i)
         data = {"role": role, "session": session, "searchable": role in ("user", "assistant")}
         if isinstance(m.get("name"), str):
             data["name"] = m["name"]
-        body: dict[str, Any] = {"content": text, "data": data,
-                                "metadata": {"role": role, "session": session}}  # fmt: skip
+        body: dict[str, Any] = {
+            "content": text,
+            "data": data,
+            "metadata": {"role": role, "session": session},
+        }
         if m.get("ts") is not None:
             to_us(m["ts"], f"messages[{i}].ts")  # checked before anything is stored
             body["ts"] = m["ts"]
@@ -91,33 +103,39 @@ def caller_memories(
     if not isinstance(memories, Sequence) or isinstance(memories, str | bytes):
         raise ValidationError("memories: expected a list of objects", field="memories")
     if len(memories) > most:
-        raise ValidationError(f"memories: {len(memories)} items, over the limit of "
-                              f"{most}", field="memories",
-                              limit=most)  # fmt: skip
+        raise ValidationError(
+            f"memories: {len(memories)} items, over the limit of {most}",
+            field="memories",
+            limit=most,
+        )
     for i, m in enumerate(memories):
         f = f"memories[{i}]"
         if not isinstance(m, Mapping):
             raise ValidationError(f"{f}: expected an object", field=f)
         t, c = m.get("type", "fact"), m.get("content")
         if t not in MEMORY_TYPES:
-            raise ValidationError(f"{f}.type: expected one of {', '.join(MEMORY_TYPES)}",
-                                  field=f"{f}.type")  # fmt: skip
+            raise ValidationError(
+                f"{f}.type: expected one of {', '.join(MEMORY_TYPES)}", field=f"{f}.type"
+            )
         if not isinstance(c, str) or not c.strip():
-            raise ValidationError(f"{f}.content: expected a non-empty string",
-                                  field=f"{f}.content")  # fmt: skip
+            raise ValidationError(f"{f}.content: expected a non-empty string", field=f"{f}.content")
         if len(c) > MAX_MEMORY_CHARS:
-            raise ValidationError(f"{f}.content: {len(c)} characters, over the limit of "
-                                  f"{MAX_MEMORY_CHARS}", field=f"{f}.content",
-                                  limit=MAX_MEMORY_CHARS)  # fmt: skip
+            raise ValidationError(
+                f"{f}.content: {len(c)} characters, over the limit of {MAX_MEMORY_CHARS}",
+                field=f"{f}.content",
+                limit=MAX_MEMORY_CHARS,
+            )
         conf = m.get("confidence", 1.0)
         if isinstance(conf, bool) or not isinstance(conf, int | float) or not 0 <= conf <= 1:
-            raise ValidationError(f"{f}.confidence: expected a number from 0 to 1",
-                                  field=f"{f}.confidence")  # fmt: skip
+            raise ValidationError(
+                f"{f}.confidence: expected a number from 0 to 1", field=f"{f}.confidence"
+            )
         vf = m.get("valid_from")
-        if vf is not None and (not isinstance(vf, str)
-                               or resolve(vf, datetime.now(UTC)) is None):  # fmt: skip
-            raise ValidationError(f"{f}.valid_from: expected a date (YYYY-MM-DD) or a "
-                                  "phrase such as 'last week'", field=f"{f}.valid_from")  # fmt: skip
+        if vf is not None and (not isinstance(vf, str) or resolve(vf, datetime.now(UTC)) is None):
+            raise ValidationError(
+                f"{f}.valid_from: expected a date (YYYY-MM-DD) or a phrase such as 'last week'",
+                field=f"{f}.valid_from",
+            )
         out.append((str(t), " ".join(c.split()), float(conf), vf))
     return out
 
@@ -138,8 +156,9 @@ def window(ns: Any, spec: Mapping[str, Any], most: int) -> tuple[str, list[Any]]
     return entity, mine[:most]
 
 
-def index_turns(ns: Any, entity: str, session: str, stream: str, turns: Sequence[Turn],
-            agent: str | None) -> int:  # fmt: skip
+def index_turns(
+    ns: Any, entity: str, session: str, stream: str, turns: Sequence[Turn], agent: str | None
+) -> int:
     """Write the searchable memories of the turns worth one (type ``event``, metadata
     ``stream``/``event_id``/``role``/``session``), embedded in one batch: user turns that
     are not small talk, assistant turns that do more than acknowledge."""
@@ -150,10 +169,21 @@ def index_turns(ns: Any, entity: str, session: str, stream: str, turns: Sequence
             answered = t.content
         if not worth_a_memory(t.role, t.content, answered):
             continue
-        items.append({"entity": entity, "id": turn_memory_id(stream, t.id), "type": "event",
-                      "content": t.content, "ts": t.ts,
-                      "metadata": {"stream": stream, "event_id": t.id, "role": t.role,
-                                   "session": session}})  # fmt: skip
+        items.append(
+            {
+                "entity": entity,
+                "id": turn_memory_id(stream, t.id),
+                "type": "event",
+                "content": t.content,
+                "ts": t.ts,
+                "metadata": {
+                    "stream": stream,
+                    "event_id": t.id,
+                    "role": t.role,
+                    "session": session,
+                },
+            }
+        )
     if items:
         ns.write_many(items, agent=agent)
     return len(items)

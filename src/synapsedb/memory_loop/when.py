@@ -15,9 +15,21 @@ from datetime import UTC, date, datetime, timedelta
 __all__ = ["resolve", "to_datetime"]
 
 _NUM = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "couple of": 2, "few": 3,
-}  # fmt: skip
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "couple of": 2,
+    "few": 3,
+}
 _WEEKDAYS = [d.lower() for d in calendar.day_name]
 _MONTHS = [m.lower() for m in calendar.month_name if m]
 # the text is lower-cased before matching: "T" and "Z" of an ISO datetime are matched as "t", "z"
@@ -81,9 +93,15 @@ def _resolve(text: str | None, said_at: datetime) -> date | None:
     m = _ISO.search(s)
     if m:
         return date(int(m[1]), int(m[2]), int(m[3]))  # a bad date: None (resolve)
-    for word, days in (("day before yesterday", -2), ("yesterday", -1), ("today", 0),
-                       ("tonight", 0), ("this morning", 0), ("day after tomorrow", 2),
-                       ("tomorrow", 1)):  # fmt: skip
+    for word, days in (
+        ("day before yesterday", -2),
+        ("yesterday", -1),
+        ("today", 0),
+        ("tonight", 0),
+        ("this morning", 0),
+        ("day after tomorrow", 2),
+        ("tomorrow", 1),
+    ):
         if word in s:
             return ref + timedelta(days=days)
     m = _AGO.search(s)

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
@@ -35,9 +36,10 @@ from ..errors import (
 from .auth import AUTH_MODES, AuthMode, authorize, engine_namespace, name_publicly
 from .fastlane import FastLane
 from .feed import ChangeFeed, FeedLimit
+from .forward import Forwarder
 from .keys import KeyStore
 from .limits import Limits
-from .metrics import Metrics
+from .metrics import Metrics, PlacementMetrics
 from .middleware import Observe, RequestGuard, observed
 from .observe import Tracing
 from .openapi import build_document, render_html
@@ -74,6 +76,9 @@ def _ns_route(
             name = request.path_params.get("ns") or request.app.state.proxy.namespace
             internal = engine_namespace(key, name)
             request.state.key, request.state.ns = key, name
+            owner = db.core.owner_of(internal)  # sharded placement: None when served here
+            if owner is not None:
+                return await _elsewhere(request, handler, internal, owner)
             return await handler(request, db.namespace(internal))
         except SynapseError as err:
             if internal is not None and name is not None:
@@ -85,6 +90,21 @@ def _ns_route(
             return errors(SynapseError("internal error (logged on the server)"))
 
     return Route(prefix + path, endpoint, methods=methods)
+
+
+async def _elsewhere(request: Request, handler: Handler, ns: str, owner: str) -> Response:
+    """A request for a namespace another process owns: forwarded to it once (forward.py);
+    NotOwnerError while nobody owns it, or after one hop already."""
+    forwarder: Forwarder | None = request.app.state.forwarder
+    placement = request.app.state.db.core.placement
+    if not owner or Forwarder.hops(request):  # the share moved lately: look again, once
+        await run_in_threadpool(placement.look)
+        owner = placement.owner_of(ns)
+        if owner is None:  # (it is this process's after all)
+            return await handler(request, request.app.state.db.namespace(ns))
+    if not owner or forwarder is None or Forwarder.hops(request):
+        raise placement.not_owner(ns, owner)
+    return await forwarder.forward(request, ns, owner)
 
 
 def _proxy_route(path: str, handler: Handler) -> Route:
@@ -169,6 +189,8 @@ def create_app(
                 yield
         finally:
             await memory_proxy.aclose()
+            if app.state.forwarder is not None:
+                await app.state.forwarder.aclose()
             app.state.metrics.detach()
             app.state.feed.detach()
             if tracing.enabled:
@@ -245,11 +267,16 @@ def create_app(
     app.state.openapi = encoder.encode(document)
     app.state.docs_html = render_html(document)
     app.state.metrics = Metrics(db)
+    app.state.metrics.registry.register(PlacementMetrics(db, app.state))
     app.state.metrics.registry.register(ProxyMetrics(memory_proxy))
     if tracing.enabled:
         db.observers.query.append(tracing.query_stages)
     app.add_middleware(Observe, metrics=app.state.metrics, tracing=tracing)
-    if not tracing.enabled:  # spans are made on the framework's path
+    placement = db.core.placement
+    # sharded placement: requests for the others' namespaces go to them (forward.py)
+    app.state.forwarder = Forwarder(placement.address) if placement is not None else None
+    if not tracing.enabled and placement is None:  # spans are made on the framework's path;
+        # with sharded placement every namespace request first asks who owns it
         facts_get = next(r for r in routes if isinstance(r, Route) and r.path.endswith("/facts")
                          and "GET" in (r.methods or ()))  # fmt: skip
         app.fast = FastLane(facts_get, db, app.state, app.state.metrics)

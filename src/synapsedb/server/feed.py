@@ -53,9 +53,15 @@ class Cursor:
     @classmethod
     def parse(cls, raw: str, field: str) -> Cursor:
         parts = raw.split("-")
-        if (len(parts) != 3 or not _digits(parts[0]) or not _digits(parts[2])
-                or len(parts[0]) > 17 or len(parts[1]) > 16 or len(parts[2]) > 18
-                or int(parts[0]) > LATEST_US):  # fmt: skip
+        if (
+            len(parts) != 3
+            or not _digits(parts[0])
+            or not _digits(parts[2])
+            or len(parts[0]) > 17
+            or len(parts[1]) > 16
+            or len(parts[2]) > 18
+            or int(parts[0]) > LATEST_US
+        ):
             raise ValidationError(
                 f"{field}: expected a change id like 1732350000000000-ab12cd34-17, got {raw!r}",
                 field=field,
@@ -157,7 +163,8 @@ class ChangeFeed:
                 return
             self._waiters.setdefault(ns, set()).add(waiter)
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            with self.db.core.holding(ns):  # in memory while followed (engine/residency.py)
+                await asyncio.wait_for(event.wait(), timeout)
         except TimeoutError:
             pass
         finally:

@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 from ..cache.counters import counters_for
 from ..engine import Database
 
-__all__ = ["Metrics"]
+__all__ = ["Metrics", "PlacementMetrics"]
 
 _FAST = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
@@ -54,14 +54,19 @@ class _Cache(Collector):
         self.db, self.names = db, names
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        lookups = CounterMetricFamily("synapsedb_cache_lookups",
-                                      "Semantic cache lookups per namespace: hit or miss",
-                                      labels=["namespace", "result"])  # fmt: skip
-        stores = CounterMetricFamily("synapsedb_cache_stores", "Semantic cache entries stored",
-                                     labels=["namespace"])  # fmt: skip
-        removed = CounterMetricFamily("synapsedb_cache_invalidated",
-                                      "Semantic cache entries invalidated",
-                                      labels=["namespace"])  # fmt: skip
+        lookups = CounterMetricFamily(
+            "synapsedb_cache_lookups",
+            "Semantic cache lookups per namespace: hit or miss",
+            labels=["namespace", "result"],
+        )
+        stores = CounterMetricFamily(
+            "synapsedb_cache_stores", "Semantic cache entries stored", labels=["namespace"]
+        )
+        removed = CounterMetricFamily(
+            "synapsedb_cache_invalidated",
+            "Semantic cache entries invalidated",
+            labels=["namespace"],
+        )
         totals = counters_for(self.db).totals() if not self.db.closed else {}
         shown = {n: n for n in totals} if self.names is None else self.names(list(totals))
         for name, public in sorted(shown.items(), key=lambda item: item[1]):
@@ -87,31 +92,37 @@ class _Loop(Collector):
         if status is None:
             return
         st = status()
-        up = GaugeMetricFamily("synapsedb_llm_state",
-                               "The memory loop's LLM: 1 for the state it is in",
-                               labels=["state"])  # fmt: skip
+        up = GaugeMetricFamily(
+            "synapsedb_llm_state",
+            "The memory loop's LLM: 1 for the state it is in",
+            labels=["state"],
+        )
         for state in ("absent", "ok", "unavailable"):
             up.add_metric([state], 1.0 if st["llm"] == state else 0.0)
         yield up
-        jobs = GaugeMetricFamily("synapsedb_extraction_jobs",
-                                 "Extraction jobs waiting (queued) or parked (failed)",
-                                 labels=["state"])  # fmt: skip
+        jobs = GaugeMetricFamily(
+            "synapsedb_extraction_jobs",
+            "Extraction jobs waiting (queued) or parked (failed)",
+            labels=["state"],
+        )
         jobs.add_metric(["queued"], st["extraction_queued"])
         jobs.add_metric(["failed"], st["extraction_failed"])
         yield jobs
-        done = GaugeMetricFamily("synapsedb_extractions_done",
-                                 "Extraction jobs finished by this process")  # fmt: skip
+        done = GaugeMetricFamily(
+            "synapsedb_extractions_done", "Extraction jobs finished by this process"
+        )
         done.add_metric([], st["extracted"])
         yield done
 
 
 class _Loading(Collector):
-    """``synapsedb_namespaces_loading`` (server-wide): stored namespaces not loaded yet."""
+    """``synapsedb_namespaces_loading`` (server-wide): stored namespaces not loaded yet; and
+    the namespaces in memory against the memory budget (engine/residency.py)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         family = GaugeMetricFamily(
             "synapsedb_namespaces_loading",
             "Stored namespaces not loaded yet (each loads at its first request; a background "
@@ -119,6 +130,56 @@ class _Loading(Collector):
         )
         family.add_metric([], 0 if self.db.closed else self.db.loading_pending)
         yield family
+        res = self.db.core.residency
+        if res is None:
+            return
+        for name, doc, value in (
+            (
+                "synapsedb_memory_budget_bytes",
+                "The namespaces' memory budget (memory_budget_mb)",
+                res.budget,
+            ),
+            ("synapsedb_resident_bytes", "Estimated memory of the namespaces in memory", res.total),
+            ("synapsedb_resident_namespaces", "Namespaces in memory", res.resident),
+        ):
+            gauge = GaugeMetricFamily(name, doc)
+            gauge.add_metric([], value)
+            yield gauge
+        unloads = CounterMetricFamily(
+            "synapsedb_namespace_unloads",
+            "Namespaces unloaded to stay within the memory budget (each loads again at its next "
+            "request)",
+        )
+        unloads.add_metric([], res.unloads)
+        yield unloads
+
+
+class PlacementMetrics(Collector):
+    """Sharded placement: the shares this process owns, the moves and forwarded requests."""
+
+    def __init__(self, db: Database, state: Any) -> None:
+        self.db, self.state = db, state
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        placement = self.db.core.placement
+        if placement is None:
+            return
+        owned = GaugeMetricFamily(
+            "synapsedb_owned_shares", "Shares of the namespaces this process owns (of 256)"
+        )
+        owned.add_metric([], len(placement.owned))
+        yield owned
+        moves = CounterMetricFamily(
+            "synapsedb_share_moves", "Shares this process took over or handed over"
+        )
+        moves.add_metric([], placement.moves)
+        yield moves
+        forwarder = getattr(self.state, "forwarder", None)
+        forwarded = CounterMetricFamily(
+            "synapsedb_forwarded_requests", "Requests sent on to the process owning their namespace"
+        )
+        forwarded.add_metric([], 0 if forwarder is None else forwarder.forwarded)
+        yield forwarded
 
 
 class Metrics:
@@ -128,34 +189,48 @@ class Metrics:
         self.db = db
         self.registry = r = CollectorRegistry()
         self.requests = Histogram(
-            "synapsedb_http_request_seconds", "HTTP request latency",
-            ["route", "method", "status"], registry=r, buckets=_FAST,
-        )  # fmt: skip
+            "synapsedb_http_request_seconds",
+            "HTTP request latency",
+            ["route", "method", "status"],
+            registry=r,
+            buckets=_FAST,
+        )
         self.stages = Histogram(
-            "synapsedb_query_stage_seconds", "Query stage timings (embed, vector, keyword, fuse)",
-            ["mode", "stage"], registry=r, buckets=_FAST,
-        )  # fmt: skip
+            "synapsedb_query_stage_seconds",
+            "Query stage timings (embed, vector, keyword, fuse)",
+            ["mode", "stage"],
+            registry=r,
+            buckets=_FAST,
+        )
         self._timers: dict[tuple[str, str, int], Any] = {}
         self.commits = Histogram(
-            "synapsedb_commit_seconds", "Storage commit latency (one group commit)",
-            registry=r, buckets=_FAST,
-        )  # fmt: skip
+            "synapsedb_commit_seconds",
+            "Storage commit latency (one group commit)",
+            registry=r,
+            buckets=_FAST,
+        )
         self.commit_rows = Counter("synapsedb_committed_rows", "Rows committed", registry=r)
         self.embed_batch = Histogram(
-            "synapsedb_embedding_batch_size", "Texts per embedding batch",
-            registry=r, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096),
-        )  # fmt: skip
+            "synapsedb_embedding_batch_size",
+            "Texts per embedding batch",
+            registry=r,
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096),
+        )
         r.register(_Loop(db))
         r.register(_Loading(db))
         self.moves = Counter(
-            "synapsedb_tier_moves", "Memories demoted (evicted) or promoted", ["direction"],
+            "synapsedb_tier_moves",
+            "Memories demoted (evicted) or promoted",
+            ["direction"],
             registry=r,
-        )  # fmt: skip
+        )
         obs = db.observers
         self._hooks: list[tuple[list[Any], Callable[..., None]]] = [
-            (obs.commit, self._commit), (obs.query, self._query),
-            (obs.embed, self.embed_batch.observe), (obs.maintain, self._maintain),
-        ]  # fmt: skip
+            (obs.commit, self._commit),
+            (obs.query, self._query),
+            (obs.embed, self.embed_batch.observe),
+            (obs.maintain, self._maintain),
+        ]
         for hooks, hook in self._hooks:
             hooks.append(hook)
 

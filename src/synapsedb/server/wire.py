@@ -17,6 +17,7 @@ from starlette.responses import Response, StreamingResponse
 
 from ..errors import (
     MethodNotAllowedError,
+    NotOwnerError,
     PayloadTooLargeError,
     QuotaExceededError,
     RequestTimeoutError,
@@ -76,7 +77,7 @@ def include_param(request: Request) -> frozenset[str]:
                 raise ValidationError(
                     f"include: expected one of {', '.join(INCLUDE)}, got {name!r}",
                     field="include",
-                )  # fmt: skip
+                )
             out.add(name)
     return frozenset(out)
 
@@ -110,7 +111,7 @@ def error_response(err: SynapseError) -> Response:
 def error_headers(err: SynapseError) -> dict[str, str]:
     """The headers an error answer carries, whatever the shape of its body."""
     headers = {}
-    if isinstance(err, QuotaExceededError) and "retry_after" in err.details:
+    if isinstance(err, QuotaExceededError | NotOwnerError) and "retry_after" in err.details:
         headers["Retry-After"] = str(max(1, round(err.details["retry_after"] + 0.5)))
     if isinstance(err, UnauthorizedError):
         headers["WWW-Authenticate"] = "Bearer"
@@ -152,8 +153,9 @@ def require_media_type(request: Request, expected: str) -> None:
         got = "none" if raw is None else repr(raw[:100])
         raise UnsupportedMediaTypeError(
             f"content-type: expected {expected}, got {got}",
-            field="content-type", expected=expected,
-        )  # fmt: skip
+            field="content-type",
+            expected=expected,
+        )
 
 
 async def read_raw(request: Request, limit: int | None) -> bytes:
@@ -179,8 +181,9 @@ def _body_slot(request: Request, limits: Limits) -> Iterator[None]:
         err = QuotaExceededError(
             f"tenant {key.tenant!r}: {limits.max_body_reads_per_tenant} request bodies are "
             "being received already; send this one when one of those has arrived",
-            limit=limits.max_body_reads_per_tenant, retry_after=1.0,
-        )  # fmt: skip
+            limit=limits.max_body_reads_per_tenant,
+            retry_after=1.0,
+        )
         err.unread_body = True  # type: ignore[attr-defined]  # answered with Connection: close
         raise err
     reading[key.tenant] = reading.get(key.tenant, 0) + 1
@@ -211,8 +214,9 @@ async def _read_raw(request: Request, limits: Limits, limit: int | None) -> byte
     except TimeoutError:
         raise RequestTimeoutError(
             f"body: not received within {timeout:g} s ({size} bytes arrived)",
-            field="body", limit=timeout,
-        ) from None  # fmt: skip
+            field="body",
+            limit=timeout,
+        ) from None
     except ClientDisconnect:
         raise ValidationError(
             f"body: the client closed the connection after {size} bytes", field="body"
@@ -333,8 +337,9 @@ def event_cursor_param(request: Request, *, header: bool = True) -> str | None:
     if raw is not None and len(raw) > MAX_CURSOR_CHARS:
         raise ValidationError(
             f"{name}: {len(raw)} characters, over the limit of {MAX_CURSOR_CHARS}",
-            field=name, limit=MAX_CURSOR_CHARS,
-        )  # fmt: skip
+            field=name,
+            limit=MAX_CURSOR_CHARS,
+        )
     return raw
 
 

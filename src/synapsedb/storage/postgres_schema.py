@@ -200,7 +200,7 @@ MIGRATIONS: list[str] = [
 ]
 
 # tables of one row or a few, the same for every namespace (Citus: create_reference_table)
-REFERENCE_TABLES = ("schema_migrations", "secret")
+REFERENCE_TABLES = ("schema_migrations", "secret", "members", "shards")
 # the tables a backend of this schema holds, keyed by namespace, and the text columns of each (what an erasure
 # must clear: tests scan them for an erased name)
 SCHEMA_TABLES = (

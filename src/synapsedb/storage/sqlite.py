@@ -247,6 +247,14 @@ class SQLiteStorage:
             "reading a checkpoint's mark", lambda conn: checkpoint_mark(conn, ns, mark_us)
         )
 
+    def fact_namespaces(self, entity: str) -> list[str]:
+        """The namespaces that hold (or held) a fact about ``entity``, without loading any."""
+        return self._readers.read(  # type: ignore[no-any-return]
+            "reading the namespaces of an entity's facts",
+            lambda conn: [r[0] for r in conn.execute(
+                "SELECT DISTINCT ns FROM fact_versions WHERE entity = ?", (entity,))],
+        )  # fmt: skip
+
     def commit(self, batch: Batch) -> None:
         conn = self._conn
         with self._lock:
