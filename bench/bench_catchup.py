@@ -72,9 +72,17 @@ def run(
     mem = db.namespace("bench")
     t0 = time.perf_counter()
     for i in range(0, n, 1000):
-        mem.write_many([{"entity": f"u{j % 1000}", "content": f"m{j}", "embedding": x[j],
-                         "metadata": {"bucket": (j // 100) % 100}}
-                        for j in range(i, min(n, i + 1000))])  # fmt: skip
+        mem.write_many(
+            [
+                {
+                    "entity": f"u{j % 1000}",
+                    "content": f"m{j}",
+                    "embedding": x[j],
+                    "metadata": {"bucket": (j // 100) % 100},
+                }
+                for j in range(i, min(n, i + 1000))
+            ]
+        )
     ingest_s = time.perf_counter() - t0
     holds_during_ingest = len(HOLDS)
     lat: list[float] = []
@@ -114,15 +122,27 @@ def run(
     rows = [r for _, r in HOLDS]
     build_s = sum(holds)
     return {
-        "n": n, "threads": threads, "ingest_s": ingest_s, "wait_s": wait_s,
+        "n": n,
+        "threads": threads,
+        "ingest_s": ingest_s,
+        "wait_s": wait_s,
         "wait_cpu_s": wait_cpu_s,
-        "build_s": build_s, "chunks": len(HOLDS), "chunks_in_ingest": holds_during_ingest,
+        "build_s": build_s,
+        "chunks": len(HOLDS),
+        "chunks_in_ingest": holds_during_ingest,
         "rows_p50": float(np.median(rows)) if rows else 0.0,
-        "hold_p50": pq(holds, 50), "hold_p99": pq(holds, 99), "hold_max": pq(holds, 100),
-        "q_during": len(during), "during_p50": pq(during, 50), "during_p99": pq(during, 99),
-        "during_max": pq(during, 100), "after_p50": pq(after, 50), "after_p99": pq(after, 99),
-        "rss_mib": rss, "load": " ".join(f"{v:.2f}" for v in os.getloadavg()),
-    }  # fmt: skip
+        "hold_p50": pq(holds, 50),
+        "hold_p99": pq(holds, 99),
+        "hold_max": pq(holds, 100),
+        "q_during": len(during),
+        "during_p50": pq(during, 50),
+        "during_p99": pq(during, 99),
+        "during_max": pq(during, 100),
+        "after_p50": pq(after, 50),
+        "after_p99": pq(after, 99),
+        "rss_mib": rss,
+        "load": " ".join(f"{v:.2f}" for v in os.getloadavg()),
+    }
 
 
 def main() -> None:
@@ -145,9 +165,12 @@ def main() -> None:
     a = ap.parse_args()
     timed_extend()
     print(f"machine: {machine()}, commit {git_rev()}", flush=True)
-    print("| N | build threads | ingest s | index wait s (CPU s) | chunks | rows/chunk p50 | hold p50 / "
-          "p99 / max ms | query p50 / p99 / max ms during catch-up (queries) | after p50 / p99 "
-          "ms | RSS MiB | load 1/5/15 |", flush=True)  # fmt: skip
+    print(
+        "| N | build threads | ingest s | index wait s (CPU s) | chunks | rows/chunk p50 | hold p50 / "
+        "p99 / max ms | query p50 / p99 / max ms during catch-up (queries) | after p50 / p99 "
+        "ms | RSS MiB | load 1/5/15 |",
+        flush=True,
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
     for _ in range(a.runs):
         tmp = Path(tempfile.mkdtemp(prefix="synapsedb-catchup-"))
@@ -155,12 +178,14 @@ def main() -> None:
             r = run(a.n, a.threads, tmp / "db", a.durability, not a.no_client, a.ef_construction)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        print(f"| {r['n']:,} | {r['threads'] or 'default'} | {r['ingest_s']:.1f} | "
-              f"{r['wait_s']:.1f} ({r['wait_cpu_s']:.1f}) | {r['chunks']:,} | {r['rows_p50']:.0f} | {r['hold_p50']:.1f} / "
-              f"{r['hold_p99']:.1f} / {r['hold_max']:.1f} | {r['during_p50']:.2f} / "
-              f"{r['during_p99']:.2f} / {r['during_max']:.1f} ({r['q_during']:,}) | "
-              f"{r['after_p50']:.2f} / {r['after_p99']:.2f} | {r['rss_mib']:,.0f} | {r['load']} |",
-              flush=True)  # fmt: skip
+        print(
+            f"| {r['n']:,} | {r['threads'] or 'default'} | {r['ingest_s']:.1f} | "
+            f"{r['wait_s']:.1f} ({r['wait_cpu_s']:.1f}) | {r['chunks']:,} | {r['rows_p50']:.0f} | {r['hold_p50']:.1f} / "
+            f"{r['hold_p99']:.1f} / {r['hold_max']:.1f} | {r['during_p50']:.2f} / "
+            f"{r['during_p99']:.2f} / {r['during_max']:.1f} ({r['q_during']:,}) | "
+            f"{r['after_p50']:.2f} / {r['after_p99']:.2f} | {r['rss_mib']:,.0f} | {r['load']} |",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -149,8 +149,16 @@ def main() -> None:
             for name, fn in paths.items():
                 lat, found = timed(fn, nq)
                 r = recall(found, truth)
-                rows_out.append([f"{share:.1%}", f"{allowed.shape[0]:,}", name,
-                                 f"{ms(lat, 50):.3f}", f"{ms(lat, 99):.3f}", f"{r:.3f}"])  # fmt: skip
+                rows_out.append(
+                    [
+                        f"{share:.1%}",
+                        f"{allowed.shape[0]:,}",
+                        name,
+                        f"{ms(lat, 50):.3f}",
+                        f"{ms(lat, 99):.3f}",
+                        f"{r:.3f}",
+                    ]
+                )
                 print(" | ".join(rows_out[-1]), flush=True)
         try:
             import hnswlib  # type: ignore[import-untyped]
@@ -162,9 +170,16 @@ def main() -> None:
             raw.set_num_threads(1)
             truth = [np.argsort(-sims_all[j])[:K].tolist() for j in range(nq)]
             lat, found = timed(lambda i: raw.knn_query(qs[i], k=K)[0][0].tolist(), nq)
-            rows_out.append(["100.0%", f"{a.n:,}", f"raw hnswlib float32, ef {ef0} (before)",
-                             f"{ms(lat, 50):.3f}", f"{ms(lat, 99):.3f}",
-                             f"{recall(found, truth):.3f}"])  # fmt: skip
+            rows_out.append(
+                [
+                    "100.0%",
+                    f"{a.n:,}",
+                    f"raw hnswlib float32, ef {ef0} (before)",
+                    f"{ms(lat, 50):.3f}",
+                    f"{ms(lat, 99):.3f}",
+                    f"{recall(found, truth):.3f}",
+                ]
+            )
             print(" | ".join(rows_out[-1]), flush=True)
         except ImportError:
             pass
@@ -181,8 +196,11 @@ def main() -> None:
     ]
     print("\n".join(lines))
     if a.report:
-        append_report("Filtered vector paths side by side (MiniLM)",
-                      "python bench/bench_filter_paths.py --report", lines)  # fmt: skip
+        append_report(
+            "Filtered vector paths side by side (MiniLM)",
+            "python bench/bench_filter_paths.py --report",
+            lines,
+        )
 
 
 if __name__ == "__main__":

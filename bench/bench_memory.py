@@ -84,7 +84,7 @@ def measure(data: Path, n: int) -> dict:
         by_part[PARTS.get(name, "other Python (interpreter, modules, caches)")] += stat.size
     graph = graph_bytes(data)
     db.close()
-    return {"rss_mib": rss1 - rss0, "open_s": open_s, "parts": dict(by_part), "graph": graph}  # fmt: skip
+    return {"rss_mib": rss1 - rss0, "open_s": open_s, "parts": dict(by_part), "graph": graph}
 
 
 def graph_bytes(data: Path) -> int:
@@ -112,10 +112,13 @@ def report(n: int, build_s: float, r: dict) -> list[str]:
     ]
     for label, size in rows:
         lines.append(f"| {label} | {size / mib:,.0f} | {size / n:,.0f} | {size / raw:.2f} |")
-    lines.append(f"| **sum of the parts** | {total / mib:,.0f} | {total / n:,.0f} | "
-                 f"{total / raw:.2f} |")  # fmt: skip
-    lines.append(f"| resident memory growth of the process (RSS) | {r['rss_mib']:,.0f} | "
-                 f"{r['rss_mib'] * mib / n:,.0f} | {r['rss_mib'] * mib / raw:.2f} |")  # fmt: skip
+    lines.append(
+        f"| **sum of the parts** | {total / mib:,.0f} | {total / n:,.0f} | {total / raw:.2f} |"
+    )
+    lines.append(
+        f"| resident memory growth of the process (RSS) | {r['rss_mib']:,.0f} | "
+        f"{r['rss_mib'] * mib / n:,.0f} | {r['rss_mib'] * mib / raw:.2f} |"
+    )
     per = r["rss_mib"] * mib / n
     lines += [
         "",

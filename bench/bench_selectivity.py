@@ -106,18 +106,29 @@ def main() -> None:
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     corpus, queries = vecs[:n], vecs[n:]
     with tempfile.TemporaryDirectory() as tmp:
-        db = synapsedb.open(Path(tmp) / "d", durability="os", embedder=None,
-                            background_maintenance=False)  # fmt: skip
+        db = synapsedb.open(
+            Path(tmp) / "d", durability="os", embedder=None, background_maintenance=False
+        )
         mem = db.namespace("sel")
         for i in range(0, n, 5000):
-            mem.write_many([{"entity": f"user:{j % 5000}", "content": f"memory {j}",
-                             "embedding": corpus[j], "metadata": {"bucket": j % 1000}}
-                            for j in range(i, min(n, i + 5000))])  # fmt: skip
+            mem.write_many(
+                [
+                    {
+                        "entity": f"user:{j % 5000}",
+                        "content": f"memory {j}",
+                        "embedding": corpus[j],
+                        "metadata": {"bucket": j % 1000},
+                    }
+                    for j in range(i, min(n, i + 5000))
+                ]
+            )
         db.wait_for_indexes()
         rows = []
         for name, flt in SELECTIVITY:
-            s = timed(lambda i, f=flt: mem.query(embedding=queries[i], filter=f, k=10,
-                                                 mode="vector"), reps)  # fmt: skip
+            s = timed(
+                lambda i, f=flt: mem.query(embedding=queries[i], filter=f, k=10, mode="vector"),
+                reps,
+            )
             rows.append((name, pct(s, 50), pct(s, 99), recall(mem, flt, corpus, queries)))
         state = db.core.state("sel")
         assert state is not None and state.hnsw is not None
@@ -142,8 +153,10 @@ def main() -> None:
     ]
     for name, p50, p99, rec in rows:
         ok = "met" if p50 <= 1000 else "**missed**"
-        lines.append(f"| {name} | {p50 / 1000:.3f} | {p99 / 1000:.3f} | {p50 / o50:.1f}x | {ok} "
-                     f"| {rec:.3f} |")  # fmt: skip
+        lines.append(
+            f"| {name} | {p50 / 1000:.3f} | {p99 / 1000:.3f} | {p50 / o50:.1f}x | {ok} "
+            f"| {rec:.3f} |"
+        )
     if args.report:
         append_report("Filter selectivity", "python " + " ".join(sys.argv), lines)
     else:

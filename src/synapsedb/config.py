@@ -413,8 +413,12 @@ class LLMSettings:
                 f"max_retries: expected an integer >= 0, got {self.max_retries!r}",
                 field="max_retries",
             )
-        for name in ("breaker_failures", "proxy_max_tokens", "proxy_tenant_calls",
-                     "max_connections"):  # fmt: skip
+        for name in (
+            "breaker_failures",
+            "proxy_max_tokens",
+            "proxy_tenant_calls",
+            "max_connections",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValidationError(

@@ -102,15 +102,28 @@ def test_round_trip_of_every_row_kind(storage: Any) -> None:
     # memory versions that are neither tombstones nor erased
     assert got["memory_rows"] == {"acme": 3}
     assert storage.read_queries("acme", ["q1", "nope"]) == [
-        ("q1", 2_500, "reader", "what does alice drink", '{"text":"what does alice drink"}',
-         '[["m1", 2, 0.9]]')
-    ]  # fmt: skip
+        (
+            "q1",
+            2_500,
+            "reader",
+            "what does alice drink",
+            '{"text":"what does alice drink"}',
+            '[["m1", 2, 0.9]]',
+        )
+    ]
     assert storage.read_answer("acme", "a1") == (
-        "a1", 2_600, "writer", "Alice drinks tea.", '["q1"]', "[]", '[["m1", 2]]', 0, "[]"
-    )  # fmt: skip
+        "a1",
+        2_600,
+        "writer",
+        "Alice drinks tea.",
+        '["q1"]',
+        "[]",
+        '[["m1", 2]]',
+        0,
+        "[]",
+    )
     assert storage.read_answer("acme", "a2") is None
-    assert storage.scan_erasures("acme", 0, INF) == [(2_950, "admin", "hash:x",
-                                                      '{"memories":0}')]  # fmt: skip
+    assert storage.scan_erasures("acme", 0, INF) == [(2_950, "admin", "hash:x", '{"memories":0}')]
 
 
 def test_rows_come_back_as_the_named_rows_of_the_protocol(storage: Any) -> None:
@@ -118,9 +131,15 @@ def test_rows_come_back_as_the_named_rows_of_the_protocol(storage: Any) -> None:
     field name, and a SELECT that lists another number of columns would shift every name."""
     storage.commit(full_batch())
     rows = storage.load()
-    streams = [(rows.namespaces, NamespaceRow), (rows.tiers, TierMark),
-               (rows.access, AccessRow), (rows.memories, MemoryRow), (rows.facts, FactRow),
-               (rows.events, EventRow), (rows.answers, AnswerRefs)]  # fmt: skip
+    streams = [
+        (rows.namespaces, NamespaceRow),
+        (rows.tiers, TierMark),
+        (rows.access, AccessRow),
+        (rows.memories, MemoryRow),
+        (rows.facts, FactRow),
+        (rows.events, EventRow),
+        (rows.answers, AnswerRefs),
+    ]
     reads = [
         (storage.read_queries("acme", ["q1"]), QueryRow),
         (storage.scan_queries("acme", 0, INF), QueryRow),
@@ -143,12 +162,32 @@ def test_values_at_the_edges_come_back_exactly(storage: Any) -> None:
     """as_of reads sys_us/created_us/ts_us/expires_us; vectors, floats and text must not drift."""
     text = "naïve café ☕ 𝄞 'quoted' \"double\" back\\slash %s ?"
     rows = [
-        memory("n", "early", 1, EARLY_US, created_us=EARLY_US, ts_us=EARLY_US, content=text,
-               embedding=vector(7, 384), salience=1e-300, ttl=1e-6, expires_us=LATE_US),
-        memory("n", "late", 1, LATE_US, created_us=LATE_US, ts_us=LATE_US, agent=None,
-               metadata='{"k":[1,2.5,"☕"],"nested":{"a":null}}', embedding=b"",
-               salience=0.1 + 0.2),
-    ]  # fmt: skip
+        memory(
+            "n",
+            "early",
+            1,
+            EARLY_US,
+            created_us=EARLY_US,
+            ts_us=EARLY_US,
+            content=text,
+            embedding=vector(7, 384),
+            salience=1e-300,
+            ttl=1e-6,
+            expires_us=LATE_US,
+        ),
+        memory(
+            "n",
+            "late",
+            1,
+            LATE_US,
+            created_us=LATE_US,
+            ts_us=LATE_US,
+            agent=None,
+            metadata='{"k":[1,2.5,"☕"],"nested":{"a":null}}',
+            embedding=b"",
+            salience=0.1 + 0.2,
+        ),
+    ]
     storage.commit(Batch(namespaces=[namespace("n", dim=384, embedder="minilm")], memories=rows))
     got = everything(storage, "n")
     assert got["memories"] == [loaded(r) for r in rows]
@@ -194,8 +233,12 @@ def test_memory_chains_oldest_first(storage: Any) -> None:
     assert storage.read_memory_chain("other", "m1") == []
     chains = storage.read_memory_chains("acme", ["m2", "m1", "nope"])
     assert [(r.id, r.version) for r in chains] == [
-        ("m1", 1), ("m1", 2), ("m1", 3), ("m2", 1), ("m2", 2)
-    ]  # fmt: skip
+        ("m1", 1),
+        ("m1", 2),
+        ("m1", 3),
+        ("m2", 1),
+        ("m2", 2),
+    ]
     many = [f"id{i}" for i in range(1_200)]  # more ids than one statement takes on SQLite
     storage.commit(Batch(memories=[memory("acme", m, 1, 5_000) for m in many]))
     assert [r.id for r in storage.read_memory_chains("acme", many)] == many
@@ -243,11 +286,19 @@ def test_export_rows_is_read_before_it_returns(storage: Any) -> None:
 
 
 def test_count_rows(storage: Any) -> None:
-    assert storage.count_rows() == {"namespaces": 0, "memory_versions": 0, "fact_versions": 0,
-                                    "events": 0}  # fmt: skip
+    assert storage.count_rows() == {
+        "namespaces": 0,
+        "memory_versions": 0,
+        "fact_versions": 0,
+        "events": 0,
+    }
     storage.commit(full_batch())
-    assert storage.count_rows() == {"namespaces": 1, "memory_versions": 4, "fact_versions": 4,
-                                    "events": 2}  # fmt: skip
+    assert storage.count_rows() == {
+        "namespaces": 1,
+        "memory_versions": 4,
+        "fact_versions": 4,
+        "events": 2,
+    }
 
 
 def test_a_failed_batch_writes_nothing(storage: Any) -> None:
@@ -294,11 +345,13 @@ def test_expired_rows_lose_their_content(backend: Backend) -> None:
     storage.commit(
         Batch(
             namespaces=[namespace("n")],
-            memories=[memory("n", "m", 1, 10, content=secret_memory, ttl=1.0, expires_us=1_000_010),
-                      memory("n", "m", 2, 20, content=secret_memory + " v2", ttl=1.0)],
+            memories=[
+                memory("n", "m", 1, 10, content=secret_memory, ttl=1.0, expires_us=1_000_010),
+                memory("n", "m", 2, 20, content=secret_memory + " v2", ttl=1.0),
+            ],
             facts=[fact("n", "e", "k", value=secret_fact, ttl=1.0, expires_us=1_000_010)],
         )
-    )  # fmt: skip
+    )
     storage.commit(Batch(expired_memories=[("n", "m")], expired_facts=[("n", "e", "k")]))
     assert storage.finish_erasure(5_000)
     assert not storage.erasure_pending
@@ -316,43 +369,88 @@ def test_purge_leaves_no_name_behind(backend: Backend) -> None:
     storage.commit(
         Batch(
             namespaces=[namespace(ns)],
-            memories=[memory(ns, "z1", 1, 100, entity=who, content=secret,
-                             metadata='{"who":"zed-the-subject"}'),
-                      memory(ns, "z1", 2, 200, entity=who, content=secret + " (edited)"),
-                      memory(ns, "twin", 1, 150, entity="chat-log", content="zed: " + secret),
-                      memory(ns, "keep", 1, 160, entity="alice", content="alice is unrelated")],
-            facts=[fact(ns, who, "hiding-place", value='"under the mat"'),
-                   fact(ns, who, "hiding-place", 2, 2_000, value='"in the shed"'),
-                   fact(ns, "alice", "drink")],
-            events=[event(ns, "chat", 1, entity=who, content=secret, memory_id="twin"),
-                    event(ns, who, 2, entity="alice", content="a stream named after zed"),
-                    event(ns, "chat", 3, content="alice only")],
-            queries=[query(ns, "q-named", 300, text="where is zed-the-subject's key",
-                           request='{"entity":"zed-the-subject"}'),
-                     query(ns, "q-hit", 310, text="mat", request='{"text":"mat"}',
-                           hits='[["z1", 2, 0.8]]'),
-                     query(ns, "q-other", 320, text="alice", request='{"text":"alice"}',
-                           hits='[["keep", 1, 0.7]]')],
-            answers=[answer(ns, "a-cites", 400, text="It is under the mat.",
-                            memories='[["z1", 2]]'),
-                     answer(ns, "a-other", 410, text="Alice is unrelated.",
-                            memories='[["keep", 1]]'),
-                     answer(ns, "a-about", 420, text="Your spare key is in the garden shed.",
-                            entities='["session:s1", "zed-the-subject"]')],
+            memories=[
+                memory(
+                    ns,
+                    "z1",
+                    1,
+                    100,
+                    entity=who,
+                    content=secret,
+                    metadata='{"who":"zed-the-subject"}',
+                ),
+                memory(ns, "z1", 2, 200, entity=who, content=secret + " (edited)"),
+                memory(ns, "twin", 1, 150, entity="chat-log", content="zed: " + secret),
+                memory(ns, "keep", 1, 160, entity="alice", content="alice is unrelated"),
+            ],
+            facts=[
+                fact(ns, who, "hiding-place", value='"under the mat"'),
+                fact(ns, who, "hiding-place", 2, 2_000, value='"in the shed"'),
+                fact(ns, "alice", "drink"),
+            ],
+            events=[
+                event(ns, "chat", 1, entity=who, content=secret, memory_id="twin"),
+                event(ns, who, 2, entity="alice", content="a stream named after zed"),
+                event(ns, "chat", 3, content="alice only"),
+            ],
+            queries=[
+                query(
+                    ns,
+                    "q-named",
+                    300,
+                    text="where is zed-the-subject's key",
+                    request='{"entity":"zed-the-subject"}',
+                ),
+                query(
+                    ns, "q-hit", 310, text="mat", request='{"text":"mat"}', hits='[["z1", 2, 0.8]]'
+                ),
+                query(
+                    ns,
+                    "q-other",
+                    320,
+                    text="alice",
+                    request='{"text":"alice"}',
+                    hits='[["keep", 1, 0.7]]',
+                ),
+            ],
+            answers=[
+                answer(ns, "a-cites", 400, text="It is under the mat.", memories='[["z1", 2]]'),
+                answer(ns, "a-other", 410, text="Alice is unrelated.", memories='[["keep", 1]]'),
+                answer(
+                    ns,
+                    "a-about",
+                    420,
+                    text="Your spare key is in the garden shed.",
+                    entities='["session:s1", "zed-the-subject"]',
+                ),
+            ],
         )
-    )  # fmt: skip
+    )
     counts = storage.count_rows()
     storage.commit(
         Batch(
-            purges=[Purge(ns, who, "alias:0001", keys={"hiding-place": "key:0001"},
-                          streams={who: "stream:0001"})],
+            purges=[
+                Purge(
+                    ns,
+                    who,
+                    "alias:0001",
+                    keys={"hiding-place": "key:0001"},
+                    streams={who: "stream:0001"},
+                )
+            ],
             erasures=[(ns, 500, "admin", "alias:0001", '{"memories":2}')],
         )
-    )  # fmt: skip
+    )
     assert storage.finish_erasure(5_000) and not storage.erasure_pending
     stored = backend.stored_text()
-    for gone in ("zed", "under the mat", "in the shed", "hiding-place", "It is under",
-                 "garden shed"):  # fmt: skip
+    for gone in (
+        "zed",
+        "under the mat",
+        "in the shed",
+        "hiding-place",
+        "It is under",
+        "garden shed",
+    ):
         assert gone not in stored, gone
     assert "alias:0001" in stored and "key:0001" in stored and "stream:0001" in stored
     assert "alice is unrelated" in stored and "Alice is unrelated." in stored  # untouched
@@ -400,8 +498,9 @@ def test_access_counts_are_upserted(storage: Any) -> None:
 
 def test_query_log_keeps_the_newest_and_what_answers_cite(backend: Backend) -> None:
     storage = backend.open(query_log_max_rows=10)
-    storage.commit(Batch(namespaces=[namespace("n")],
-                         answers=[answer("n", "a", 1, query_ids='["q000"]')]))  # fmt: skip
+    storage.commit(
+        Batch(namespaces=[namespace("n")], answers=[answer("n", "a", 1, query_ids='["q000"]')])
+    )
     for i in range(30):
         storage.commit(Batch(queries=[query("n", f"q{i:03}", 100 + i)]))
     kept = [r[0] for r in storage.scan_queries("n", 0, INF)]
@@ -433,11 +532,17 @@ def test_a_repair_command_names_the_storage_and_the_statement(storage: Any) -> N
 def test_namespace_names_include_rows_without_a_namespaces_row(backend: Backend) -> None:
     storage = backend.open()
     assert storage.namespace_names() == ([], [])
-    storage.commit(Batch(namespaces=[namespace("a"), namespace("b")],
-                         memories=[memory("a", "x", 1, 10)]))  # fmt: skip
+    storage.commit(
+        Batch(namespaces=[namespace("a"), namespace("b")], memories=[memory("a", "x", 1, 10)])
+    )
     # an orphan in each version log (as a hand edit could leave), and one named twice
-    storage.commit(Batch(memories=[memory("m", "x", 1, 20)], facts=[fact("f", "e", "k", 1, 20)],
-                         events=[event("e", "s", 1), event("a", "s", 1)]))  # fmt: skip
+    storage.commit(
+        Batch(
+            memories=[memory("m", "x", 1, 20)],
+            facts=[fact("f", "e", "k", 1, 20)],
+            events=[event("e", "s", 1), event("a", "s", 1)],
+        )
+    )
     named, unnamed = storage.namespace_names()
     assert sorted(named) == ["a", "b"]
     assert sorted(unnamed) == ["e", "f", "m"]
@@ -446,9 +551,13 @@ def test_namespace_names_include_rows_without_a_namespaces_row(backend: Backend)
 def test_last_sys_us_is_the_latest_stored_time_up_to_a_bound(backend: Backend) -> None:
     storage = backend.open()
     assert storage.last_sys_us(INF) == 0
-    storage.commit(Batch(namespaces=[namespace("a", created_us=5)],
-                         memories=[memory("a", "x", 1, 100)],
-                         facts=[fact("a", "e", "k", 1, 300)]))  # fmt: skip
+    storage.commit(
+        Batch(
+            namespaces=[namespace("a", created_us=5)],
+            memories=[memory("a", "x", 1, 100)],
+            facts=[fact("a", "e", "k", 1, 300)],
+        )
+    )
     assert storage.last_sys_us(INF) == 300
     assert storage.last_sys_us(299) == 100  # a later time (say, a day ahead) is left out
     assert storage.last_sys_us(99) == 5
@@ -464,15 +573,18 @@ def test_load_namespaces_reads_what_load_reads_for_each(storage: Any) -> None:
         storage.commit(
             Batch(
                 namespaces=[namespace("a"), namespace("b"), namespace("c")] if i == 0 else [],
-                memories=[memory("b", "x", i + 1, 10 * i + 1), memory("a", "x", i + 1, 10 * i),
-                          memory("c", "y", i + 1, 10 * i)],
+                memories=[
+                    memory("b", "x", i + 1, 10 * i + 1),
+                    memory("a", "x", i + 1, 10 * i),
+                    memory("c", "y", i + 1, 10 * i),
+                ],
                 facts=[fact("a", "e", "k", i + 1, 10 * i), fact("b", "e", "k", i + 1, 10 * i)],
                 events=[event("a", "s", i), event("b", "s", i)],
                 answers=[answer("a", f"a{i}", 10 * i, memories='[["x", 1]]')],
                 tiers=[("a", "x", 10 * i, "cold" if i % 2 else "hot", None, "t")],
                 access=[("b", "x", i, 10 * i)],
             )
-        )  # fmt: skip
+        )
     both = storage.load_namespaces(["a", "b", "missing"])
     got = {
         "namespaces": sorted(both.namespaces),
@@ -501,13 +613,15 @@ def test_a_load_since_a_mark_reads_the_memory_versions_after_it(storage: Any) ->
         storage.commit(
             Batch(
                 namespaces=[namespace("a"), namespace("b")] if i == 0 else [],
-                memories=[memory("a", "x", i + 1, 100 * (i + 1)),
-                          memory("a", f"y{i}", 1, 100 * (i + 1), deleted=int(i == 2)),
-                          memory("b", "x", i + 1, 100 * (i + 1))],
+                memories=[
+                    memory("a", "x", i + 1, 100 * (i + 1)),
+                    memory("a", f"y{i}", 1, 100 * (i + 1), deleted=int(i == 2)),
+                    memory("b", "x", i + 1, 100 * (i + 1)),
+                ],
                 facts=[fact("a", "e", "k", i + 1, 100 * (i + 1))],
                 tiers=[("a", "y0", 100 * (i + 1), "cold", None, "t")] if i == 1 else [],
             )
-        )  # fmt: skip
+        )
     rows = storage.load_namespaces(["a", "b"], since={"a": 200})
     memories = list(rows.memories)
     a_rows = [(r.id, r.version) for r in memories if r.ns == "a"]
@@ -529,8 +643,12 @@ def test_a_checkpoint_mark_changes_with_what_a_checkpoint_cannot_see(backend: Ba
     with an older time, an erasure (rows rewritten in place), an erasure's audit row, a tier
     move. Versions after the mark do not."""
     storage = backend.open()
-    storage.commit(Batch(namespaces=[namespace("a")],
-                         memories=[memory("a", "x", 1, 100), memory("a", "y", 1, 150)]))  # fmt: skip
+    storage.commit(
+        Batch(
+            namespaces=[namespace("a")],
+            memories=[memory("a", "x", 1, 100), memory("a", "y", 1, 150)],
+        )
+    )
     before = storage.checkpoint_mark("a", 200)
     storage.commit(Batch(memories=[memory("a", "x", 2, 300)]))  # after the mark
     assert storage.checkpoint_mark("a", 200) == before

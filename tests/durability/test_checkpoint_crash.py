@@ -40,8 +40,11 @@ if close:
 def _run(path: Path, start: int, count: int, close: bool, kill_after: float | None) -> list[str]:
     """Run the child; kill it ``kill_after`` seconds after it says it is closing (or at once
     when it writes, for ``kill_after`` < 0). Returns its complete lines."""
-    with subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(start), str(count),
-                           "1" if close else "0"], stdout=subprocess.PIPE, text=True) as proc:  # fmt: skip
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(path), str(start), str(count), "1" if close else "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
         assert proc.stdout is not None
         lines: list[str] = []
         for line in proc.stdout:
@@ -81,8 +84,7 @@ def _answers(path: Path, **kw: Any) -> list[Any]:
         for _ in range(10):
             q = rng.standard_normal(64).astype(np.float32)
             out.append([h.id for h in mem.query(embedding=q, k=5, mode="vector")])
-            out.append([h.id for h in mem.query(embedding=q, k=5, mode="vector",
-                                                filter={"b": 3})])  # fmt: skip
+            out.append([h.id for h in mem.query(embedding=q, k=5, mode="vector", filter={"b": 3})])
         return out
 
 
@@ -99,8 +101,9 @@ def test_a_kill_while_writing_a_checkpoint_or_after_one_loses_nothing(tmp_path: 
         # and a kill while the close writes the next checkpoint
         lines = _run(d, 30_000, 4000, close=True, kill_after=rnd.uniform(0.0, 0.4))
         assert _acked(lines, acked) == 8
-        with synapsedb.open(d, embedder=None, background_maintenance=False,
-                            checkpoint_min_rows=1) as db:  # fmt: skip
+        with synapsedb.open(
+            d, embedder=None, background_maintenance=False, checkpoint_min_rows=1
+        ) as db:
             mem = db.namespace("n")
             assert mem.stats().memories == len(acked)
             for mid in list(acked)[::97]:

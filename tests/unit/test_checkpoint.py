@@ -20,8 +20,12 @@ N = 1500
 
 
 def _open(path: Path, **kw: Any) -> synapsedb.Database:
-    base = {"embedder": None, "durability": "os", "checkpoint_min_rows": 1,
-            "background_maintenance": False}  # fmt: skip
+    base = {
+        "embedder": None,
+        "durability": "os",
+        "checkpoint_min_rows": 1,
+        "background_maintenance": False,
+    }
     return synapsedb.open(path, **{**base, **kw})
 
 
@@ -37,15 +41,25 @@ def _fill(db: synapsedb.Database, x: np.ndarray) -> list[Any]:
     for i in range(x.shape[0]):
         item: dict[str, Any] = {
             "entity": f"user:{i % 9}",
-            "content": (f"Alice: note {i} about tea {i % 13}" if i % 4 == 0
-                        else f"note {i} about coffee {i % 11}"),
-            "metadata": {"b": i % 10, "tag": ["x", "y", None][i % 3], "f": i / 7,
-                         "deep": {"k": [i % 5, "v"]}, "big": 2**60 + i} if i % 6 else {},
+            "content": (
+                f"Alice: note {i} about tea {i % 13}"
+                if i % 4 == 0
+                else f"note {i} about coffee {i % 11}"
+            ),
+            "metadata": {
+                "b": i % 10,
+                "tag": ["x", "y", None][i % 3],
+                "f": i / 7,
+                "deep": {"k": [i % 5, "v"]},
+                "big": 2**60 + i,
+            }
+            if i % 6
+            else {},
             "type": ["note", "event"][i % 2],
             "agent": None if i % 5 == 0 else f"agent-{i % 3}",
             "pinned": i % 17 == 0,
             "salience": (i % 10) / 10,
-        }  # fmt: skip
+        }
         if i % 23 != 0:
             item["embedding"] = x[i]
         if i % 50 == 0:
@@ -66,9 +80,18 @@ def _answers(db: synapsedb.Database, x: np.ndarray, written: list[Any]) -> list[
     mem = db.namespace("n")
     past = mem.get(written[1].id).recorded_at
     out: list[Any] = []
-    filters: list[Any] = [None, {"b": 3}, {"tag": "y"}, {"b": {"$lt": 4}}, {"f": {"$gt": 100}},
-                          {"deep.k": 2}, {"type": "event"}, {"agent": "agent-1"},
-                          {"pinned": True}, {"entity": "user:4"}]  # fmt: skip
+    filters: list[Any] = [
+        None,
+        {"b": 3},
+        {"tag": "y"},
+        {"b": {"$lt": 4}},
+        {"f": {"$gt": 100}},
+        {"deep.k": 2},
+        {"type": "event"},
+        {"agent": "agent-1"},
+        {"pinned": True},
+        {"entity": "user:4"},
+    ]
     for j in range(12):
         q = x[(j * 37) % x.shape[0]]
         for flt in filters:
@@ -77,11 +100,18 @@ def _answers(db: synapsedb.Database, x: np.ndarray, written: list[Any]) -> list[
         out.append([(h.id, h.content) for h in mem.query(text=f"tea {j}", k=6, mode="keyword")])
         out.append([h.id for h in mem.query(embedding=q, text="coffee", k=6, as_of=past)])
         out.append([h.id for h in mem.query(embedding=q, k=6, include_ended=True)])
-        out.append([h.id for h in mem.query(text="what did alice say about tea", k=6,
-                                            mode="keyword", valid_at=past)])  # fmt: skip
+        out.append(
+            [
+                h.id
+                for h in mem.query(
+                    text="what did alice say about tea", k=6, mode="keyword", valid_at=past
+                )
+            ]
+        )
     for i in (0, 5, 97, 194, 211, 1000):
-        out.append([(v.version, v.content, v.deleted, v.metadata) for v in
-                    mem.history(written[i].id)])  # fmt: skip
+        out.append(
+            [(v.version, v.content, v.deleted, v.metadata) for v in mem.history(written[i].id)]
+        )
     out.append(sorted(m.id for m in mem.memories("user:3")))
     out.append(mem.entities())
     out.append(mem.stats().memories)
@@ -112,8 +142,20 @@ def test_a_namespace_opened_from_its_checkpoint_answers_as_its_log_does(tmp_path
 def _same_catalog(a: Catalog, b: Catalog) -> None:
     n = b.n
     assert a.n == n
-    for name in ("from_us", "to_us", "exp_us", "ts_us", "salience", "entity", "type", "agent",
-                 "pinned", "has_vec", "live", "label"):  # fmt: skip
+    for name in (
+        "from_us",
+        "to_us",
+        "exp_us",
+        "ts_us",
+        "salience",
+        "entity",
+        "type",
+        "agent",
+        "pinned",
+        "has_vec",
+        "live",
+        "label",
+    ):
         assert np.array_equal(getattr(a, name)[:n], getattr(b, name)[:n]), name
     # a write of one row and a replay in batches round the norm apart in the last bit
     assert np.allclose(a.inv_norm[:n], b.inv_norm[:n], rtol=1e-6, atol=0)
@@ -126,14 +168,31 @@ def _same_catalog(a: Catalog, b: Catalog) -> None:
     assert {k: {kk: list(v) for kk, v in bucket.items()} for k, bucket in a.meta_post.items()} == {
         k: {kk: list(v) for kk, v in bucket.items()} for k, bucket in b.meta_post.items()
     }
-    assert {e: list(line.rows) for e, line in a.timelines.lines.items()} == \
-        {e: list(line.rows) for e, line in b.timelines.lines.items()}  # fmt: skip
+    assert {e: list(line.rows) for e, line in a.timelines.lines.items()} == {
+        e: list(line.rows) for e, line in b.timelines.lines.items()
+    }
     assert list(a.timelines.lines) == list(b.timelines.lines)
 
 
-_FIELDS = ("id", "version", "sys_us", "created_us", "entity", "type", "content", "meta_json",
-           "salience", "ts_us", "agent", "pinned", "ttl", "expires_us", "deleted", "erased",
-           "row")  # fmt: skip
+_FIELDS = (
+    "id",
+    "version",
+    "sys_us",
+    "created_us",
+    "entity",
+    "type",
+    "content",
+    "meta_json",
+    "salience",
+    "ts_us",
+    "agent",
+    "pinned",
+    "ttl",
+    "expires_us",
+    "deleted",
+    "erased",
+    "row",
+)
 
 
 def _same_records(a: Catalog, b: Catalog, replayed: Any) -> None:
@@ -156,15 +215,23 @@ def test_writes_after_the_open_and_versions_after_the_mark(tmp_path: Path) -> No
         written = _fill(db, x[:N])
     with _open(d, checkpoints=False) as db:  # after the mark, and no new checkpoint
         mem = db.namespace("n")
-        written += mem.write_many([{"entity": "user:2", "content": f"late {i}",
-                                    "embedding": x[N + i]} for i in range(300)])  # fmt: skip
+        written += mem.write_many(
+            [
+                {"entity": "user:2", "content": f"late {i}", "embedding": x[N + i]}
+                for i in range(300)
+            ]
+        )
         mem.update(written[3].id, {"content": "changed after the mark"})
     with _open(d) as db:
         mem = db.namespace("n")
         state = db._state("n")
         assert state is not None and isinstance(state.mems, Chains)
-        written += mem.write_many([{"entity": f"user:{i % 3}", "content": f"later {i}",
-                                    "embedding": x[N + 300 + i]} for i in range(400)])  # fmt: skip
+        written += mem.write_many(
+            [
+                {"entity": f"user:{i % 3}", "content": f"later {i}", "embedding": x[N + 300 + i]}
+                for i in range(400)
+            ]
+        )
         mem.update(written[7].id, {"content": "changed after the open", "embedding": x[0]})
         mem.delete(written[9].id)
         mem.update(written[N + 10].id, {"metadata": {"b": 99}})
@@ -189,8 +256,12 @@ def test_large_sections_are_mapped_and_the_vectors_grow(
         assert state is not None and state.catalog.vec_rows is not None
         mem = db.namespace("n")
         for lo in range(N, N + 3000, 1000):  # past the room left after the vectors: it grows
-            written += mem.write_many([{"entity": "user:5", "content": f"more {i}",
-                                        "embedding": x[i]} for i in range(lo, lo + 1000)])  # fmt: skip
+            written += mem.write_many(
+                [
+                    {"entity": "user:5", "content": f"more {i}", "embedding": x[i]}
+                    for i in range(lo, lo + 1000)
+                ]
+            )
         assert state.catalog.vec_rows.capacity >= N + 3000
         got = _answers(db, x, written)
     with _open(d, checkpoints=False) as db:
@@ -212,8 +283,11 @@ def test_a_checkpoint_the_log_disagrees_with_is_dropped(tmp_path: Path) -> None:
     cols = [c[1] for c in conn.execute("PRAGMA table_info(memory_versions)")]
     fields = dict(zip(cols, row, strict=True))
     fields.update(id="imported-old", sys_us=fields["sys_us"] - 1, content="imported before")
-    conn.execute(f"INSERT INTO memory_versions ({', '.join(fields)}) VALUES "
-                 f"({', '.join('?' * len(fields))})", list(fields.values()))  # fmt: skip
+    conn.execute(
+        f"INSERT INTO memory_versions ({', '.join(fields)}) VALUES "
+        f"({', '.join('?' * len(fields))})",
+        list(fields.values()),
+    )
     conn.commit()
     conn.close()
     with _open(d, checkpoint_min_rows=10**9) as db:  # no new checkpoint at close

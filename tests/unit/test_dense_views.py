@@ -32,11 +32,17 @@ def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-unty
     vecs = spread(N, seed=1)
     with synapsedb.open(tmp_path / "d", durability="os", hnsw_threshold=500) as d:
         mem = d.namespace("n")
-        written = mem.write_many([
-            {"entity": "u", "content": f"row {i}", "embedding": vecs[i],
-             "metadata": {"b": i % 10}}
-            for i in range(N)
-        ])  # fmt: skip
+        written = mem.write_many(
+            [
+                {
+                    "entity": "u",
+                    "content": f"row {i}",
+                    "embedding": vecs[i],
+                    "metadata": {"b": i % 10},
+                }
+                for i in range(N)
+            ]
+        )
         assert d.wait_for_indexes(timeout=120)
         yield d, mem, vecs, [m.id for m in written]
 
@@ -123,8 +129,9 @@ def test_a_query_into_the_past_does_not_use_a_newer_block(db) -> None:  # type: 
     ask(mem, q)
     assert state.catalog.dense.built == 1
     before = state.hnsw.searches
-    past = mem.query(embedding=q, filter={"b": 3}, k=10, mode="vector", dedup=False,
-                     as_of=then / 1e6)  # fmt: skip
+    past = mem.query(
+        embedding=q, filter={"b": 3}, k=10, mode="vector", dedup=False, as_of=then / 1e6
+    )
     got = [h.content for h in past.hits]
     assert got[0] == top[0]  # deleted since, but there then
     assert len(set(got) & set(top)) >= 8  # the graph's answer (approximate on random vectors)

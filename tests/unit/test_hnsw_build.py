@@ -103,8 +103,9 @@ def test_extend_adds_its_chunk_and_a_parallel_build_finds_every_row(
             assert sims[0] > 0.95  # as the 8-bit codes score it
         assert found >= 0.99 * len(range(0, 3000, 7))
         queries = clustered(40, seed=4)
-        overlap = [len(set(_rescored(h, vecs, q, 10, 100)) & _exact_top(vecs, q, 10)) / 10
-                   for q in queries]  # fmt: skip
+        overlap = [
+            len(set(_rescored(h, vecs, q, 10, 100)) & _exact_top(vecs, q, 10)) / 10 for q in queries
+        ]
         assert np.mean(overlap) >= 0.9  # one thread: 0.95 on these rows
     finally:
         db.close()
@@ -179,8 +180,9 @@ def test_searches_during_a_parallel_build_see_a_consistent_prefix(tmp_path: Path
 
 def test_the_database_builds_with_the_configured_threads(tmp_path: Path) -> None:
     vecs = clustered(2500, seed=9)
-    with synapsedb.open(tmp_path / "d", durability="os", embedder=None, hnsw_threshold=500,
-                        hnsw_build_threads=2) as db:  # fmt: skip
+    with synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, hnsw_threshold=500, hnsw_build_threads=2
+    ) as db:
         mem = db.namespace("big")
         written = mem.write_many(
             [{"entity": "u", "content": f"m{i}", "embedding": v} for i, v in enumerate(vecs)]
@@ -193,8 +195,9 @@ def test_the_database_builds_with_the_configured_threads(tmp_path: Path) -> None
         got = [h.id for h in mem.query(embedding=q, mode="vector", k=10, dedup=False)]
         exact = [written[i].id for i in np.argsort(-(vecs @ q))[:10]]
         assert len(set(got) & set(exact)) >= 9
-    with synapsedb.open(tmp_path / "d", durability="os", embedder=None, hnsw_threshold=500,
-                        hnsw_build_threads=1) as db:  # fmt: skip
+    with synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, hnsw_threshold=500, hnsw_build_threads=1
+    ) as db:
         state = db._state("big")
         assert state is not None and state.hnsw is not None
         assert state.hnsw.count == 2500 and state.hnsw.threads == 1  # loaded, new setting
@@ -339,9 +342,15 @@ def test_openmp_threads_sleep_when_they_wait_unless_the_environment_says() -> No
 
     code = "import os, synapsedb.index.hnsw; print(os.environ['OMP_WAIT_POLICY'])"
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "PASSIVE"
-    out = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "OMP_WAIT_POLICY": "ACTIVE"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip() == "ACTIVE"

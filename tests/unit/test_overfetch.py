@@ -28,11 +28,18 @@ def test_duplicates_in_a_filtered_graph_search_still_fill_k_distinct_hits(
     with synapsedb.open(tmp_path / "d", durability="os", hnsw_threshold=500) as db:
         mem = db.namespace("dups")
         # every memory twice (same text, same vector): dedup folds each pair into one hit
-        mem.write_many([
-            {"entity": "u", "content": f"pair {i}", "embedding": pairs[i],
-             "metadata": {"b": i % 100}}
-            for i in range(5000) for _ in range(2)
-        ])  # fmt: skip
+        mem.write_many(
+            [
+                {
+                    "entity": "u",
+                    "content": f"pair {i}",
+                    "embedding": pairs[i],
+                    "metadata": {"b": i % 100},
+                }
+                for i in range(5000)
+                for _ in range(2)
+            ]
+        )
         assert db.wait_for_indexes(timeout=120)
         state = db.core.state("dups")
         assert state is not None and state.hnsw is not None and state.hnsw.count == 10_000
@@ -60,11 +67,17 @@ def test_hybrid_with_a_vector_and_no_text_searches_as_vector_mode(
     vecs = spread(8000, seed=5)
     with synapsedb.open(tmp_path / "d", durability="os", hnsw_threshold=500) as db:
         mem = db.namespace("h")
-        mem.write_many([
-            {"entity": "u", "content": f"row {i}", "embedding": vecs[i],
-             "metadata": {"b": i % 10}}
-            for i in range(8000)
-        ])  # fmt: skip
+        mem.write_many(
+            [
+                {
+                    "entity": "u",
+                    "content": f"row {i}",
+                    "embedding": vecs[i],
+                    "metadata": {"b": i % 10},
+                }
+                for i in range(8000)
+            ]
+        )
         assert db.wait_for_indexes(timeout=120)
         state = db.core.state("h")
         assert state is not None and state.hnsw is not None
@@ -100,9 +113,9 @@ def test_unfiltered_graph_answer_matches_the_general_path(tmp_path: Path) -> Non
     vecs = np.concatenate([base, base[:300]])  # 300 exact duplicates: tied similarities
     with synapsedb.open(tmp_path / "d", durability="os", hnsw_threshold=500) as db:
         mem = db.namespace("t")
-        mem.write_many([
-            {"entity": "u", "content": f"row {i}", "embedding": vecs[i]} for i in range(5300)
-        ])  # fmt: skip
+        mem.write_many(
+            [{"entity": "u", "content": f"row {i}", "embedding": vecs[i]} for i in range(5300)]
+        )
         assert db.wait_for_indexes(timeout=120)
         state = db.core.state("t")
         assert state is not None and state.hnsw is not None and state.hnsw.count == 5300

@@ -53,8 +53,9 @@ def test_a_section_written_in_chunks_equals_one_written_whole(tmp_path: Path) ->
     assert not (tmp_path / "c").exists() and not (tmp_path / "c.tmp").exists()
 
 
-def test_a_torn_foreign_or_damaged_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                                   ) -> None:  # fmt: skip
+def test_a_torn_foreign_or_damaged_file_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(packfile, "SAMPLE", 256)  # mapped sections check 256-byte ends
     path = tmp_path / "ns.pack"
     write_pack(path, {}, _sections())
@@ -73,8 +74,11 @@ def test_a_torn_foreign_or_damaged_file_is_refused(tmp_path: Path, monkeypatch: 
     with Pack(_write(tmp_path, good)) as pack:
         vec = pack.sections["vectors"]
         ids = pack.sections["ids"]
-    for offset, name in ((ids["offset"] + 9, "ids"), (vec["offset"] + 3, "vectors"),
-                         (vec["offset"] + vec["nbytes"] - 3, "vectors")):  # fmt: skip
+    for offset, name in (
+        (ids["offset"] + 9, "ids"),
+        (vec["offset"] + 3, "vectors"),
+        (vec["offset"] + vec["nbytes"] - 3, "vectors"),
+    ):
         bad = bytearray(good)
         bad[offset] ^= 0xFF
         path.write_bytes(bytes(bad))

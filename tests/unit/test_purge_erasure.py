@@ -178,8 +178,11 @@ def test_a_purge_leaves_nothing_in_a_checkpoint(tmp_path: Path) -> None:
     from synapsedb.engine.stored import Chains
 
     d = tmp_path / "d"
-    kw: dict[str, Any] = {"checkpoint_min_rows": 1, "background_maintenance": False,
-                          "hnsw_threshold": 2}  # fmt: skip
+    kw: dict[str, Any] = {
+        "checkpoint_min_rows": 1,
+        "background_maintenance": False,
+        "hnsw_threshold": 2,
+    }
     with synapsedb.open(d, **kw) as db:
         mem = db.namespace("acme", agent="intake")
         m1 = mem.write(ENTITY, {"content": f"Card ending {CONTENT}", "metadata": {"n": META}})

@@ -63,8 +63,21 @@ MAP_BYTES = 8 << 20
 # room for rows added after an open, left as a hole after the vectors: a fraction of them
 SPARE = 0.25
 
-_COLUMNS = ("from_us", "to_us", "exp_us", "ts_us", "salience", "entity", "type", "agent",
-            "pinned", "has_vec", "inv_norm", "live", "label")  # fmt: skip
+_COLUMNS = (
+    "from_us",
+    "to_us",
+    "exp_us",
+    "ts_us",
+    "salience",
+    "entity",
+    "type",
+    "agent",
+    "pinned",
+    "has_vec",
+    "inv_norm",
+    "live",
+    "label",
+)
 
 
 def path_of(directory: Path, ns: str) -> Path:
@@ -112,20 +125,36 @@ def _version_table(state: NamespaceState, n_rows: int) -> dict[str, np.ndarray]:
         id_entity.append(ent_code[chain[0].entity])
         for rec in chain:
             content, meta = rec.content.encode(), rec.meta_json.encode()
-            flags = ((DELETED if rec.deleted else 0) | (ERASED if rec.erased else 0)
-                     | (PINNED if rec.pinned else 0) | (HAS_TTL if rec.ttl is not None else 0)
-                     | (HAS_EXPIRY if rec.expires_us is not None else 0)
-                     | (HAS_AGENT if rec.agent is not None else 0))  # fmt: skip
+            flags = (
+                (DELETED if rec.deleted else 0)
+                | (ERASED if rec.erased else 0)
+                | (PINNED if rec.pinned else 0)
+                | (HAS_TTL if rec.ttl is not None else 0)
+                | (HAS_EXPIRY if rec.expires_us is not None else 0)
+                | (HAS_AGENT if rec.agent is not None else 0)
+            )
             row = rec.row if 0 <= rec.row < n_rows else -1
             if row >= 0 and not rec.deleted:
                 row_version[row] = len(table_rows)
-            table_rows.append((
-                code, rec.version, rec.sys_us, rec.created_us, row, flags,
-                0.0 if rec.ttl is None else rec.ttl,
-                0 if rec.expires_us is None else rec.expires_us, types.code(rec.type),
-                -1 if rec.agent is None else agents.code(rec.agent), rec.salience, rec.ts_us,
-                at, at + len(content), at + len(content) + len(meta),
-            ))  # fmt: skip
+            table_rows.append(
+                (
+                    code,
+                    rec.version,
+                    rec.sys_us,
+                    rec.created_us,
+                    row,
+                    flags,
+                    0.0 if rec.ttl is None else rec.ttl,
+                    0 if rec.expires_us is None else rec.expires_us,
+                    types.code(rec.type),
+                    -1 if rec.agent is None else agents.code(rec.agent),
+                    rec.salience,
+                    rec.ts_us,
+                    at,
+                    at + len(content),
+                    at + len(content) + len(meta),
+                )
+            )
             texts += (content, meta)
             at += len(content) + len(meta)
         id_chain.append(len(table_rows))
@@ -205,8 +234,12 @@ def save(path: Path, state: NamespaceState, mark_us: int, mark: CheckpointMark) 
     sections: dict[str, Any] = {name: getattr(cat, name)[:n] for name in _COLUMNS}
     sections.update(_version_table(state, n))
     sections.update(_postings(cat, n))
-    for key, codes in (("cat_entities", cat.entities), ("cat_types", cat.types),
-                       ("cat_agents", cat.agents), ("labels", cat.labels)):  # fmt: skip
+    for key, codes in (
+        ("cat_entities", cat.entities),
+        ("cat_types", cat.types),
+        ("cat_agents", cat.agents),
+        ("labels", cat.labels),
+    ):
         sections[f"{key}_blob"], sections[f"{key}_off"] = _strings(codes.names)
     cold = [[mid, entity, state.cold_expiry.get(mid)] for mid, entity in state.cold.items()]
     sections["cold"] = np.frombuffer(orjson.dumps(cold), np.uint8)
@@ -216,10 +249,16 @@ def save(path: Path, state: NamespaceState, mark_us: int, mark: CheckpointMark) 
         sections["vectors"] = ("<f4", (n, dim), _vector_chunks(cat, n))  # last: room after it
         spare = int(n * SPARE) * 4 * dim
     meta = {
-        "format": FORMAT, "ns": state.name, "mark_us": mark_us, "mark": list(mark),
-        "rows": n, "dim": dim, "latest_us": cat.latest_us, "live": state.live,
+        "format": FORMAT,
+        "ns": state.name,
+        "mark_us": mark_us,
+        "mark": list(mark),
+        "rows": n,
+        "dim": dim,
+        "latest_us": cat.latest_us,
+        "live": state.live,
         "hot_bytes": state.hot_bytes,
-    }  # fmt: skip
+    }
     write_pack(path, meta, sections, spare_bytes=spare)
 
 
@@ -314,8 +353,12 @@ def restore(ck: Checkpoint) -> Restored:
             cat.vec_rows, cat.vectors = rows, rows.array
         else:
             cat.vectors = pack.array("vectors")
-    for key, codes in (("cat_entities", cat.entities), ("cat_types", cat.types),
-                       ("cat_agents", cat.agents), ("labels", cat.labels)):  # fmt: skip
+    for key, codes in (
+        ("cat_entities", cat.entities),
+        ("cat_types", cat.types),
+        ("cat_agents", cat.agents),
+        ("labels", cat.labels),
+    ):
         for name in names(key):
             codes.code(name)
     for code, name in enumerate(cat.labels.names):
@@ -331,10 +374,19 @@ def restore(ck: Checkpoint) -> Restored:
     cat.latest_us = int(meta["latest_us"])
     cat.timelines = Timelines.of_columns(cat.entity[:n], cat.ts_us[:n])
     versions = Versions(
-        get("versions"), get("texts"), get("ids"), pack.array("id_off"),
-        pack.array("id_chain"), pack.array("id_entity"), get("hashes"), get("by_hash"),
-        pack.array("row_version"), names("entities"), names("types"), names("agents"),
-    )  # fmt: skip
+        get("versions"),
+        get("texts"),
+        get("ids"),
+        pack.array("id_off"),
+        pack.array("id_chain"),
+        pack.array("id_entity"),
+        get("hashes"),
+        get("by_hash"),
+        pack.array("row_version"),
+        names("entities"),
+        names("types"),
+        names("agents"),
+    )
     if versions.n_rows != n:
         raise PackError(f"{pack.path}: {versions.n_rows} rows of versions, not {n}")
     recs = RowRecords(versions, cat)
@@ -349,5 +401,14 @@ def restore(ck: Checkpoint) -> Restored:
         cold[mid] = entity
         if expires is not None:
             cold_expiry[mid] = expires
-    return Restored(ck.mark_us, dim, cat, chains, entity_ids, int(meta["live"]),
-                    int(meta["hot_bytes"]), cold, cold_expiry)  # fmt: skip
+    return Restored(
+        ck.mark_us,
+        dim,
+        cat,
+        chains,
+        entity_ids,
+        int(meta["live"]),
+        int(meta["hot_bytes"]),
+        cold,
+        cold_expiry,
+    )

@@ -60,15 +60,29 @@ class MemoryLoopSeam(Protocol):
     imports the loop; :func:`synapsedb.open` attaches one as ``Database.memory_loop``."""
 
     def remember(
-        self, ns: Any, messages: Any, *, entity: str, session: str | None = ...,
-        agent: str | None = ..., memories: Any = ..., wait: bool = ...,
-    ) -> Any: ...  # fmt: skip
+        self,
+        ns: Any,
+        messages: Any,
+        *,
+        entity: str,
+        session: str | None = ...,
+        agent: str | None = ...,
+        memories: Any = ...,
+        wait: bool = ...,
+    ) -> Any: ...
 
     def recall(
-        self, ns: Any, messages_or_text: Any, *, entity: str | None = ...,
-        budget_tokens: int | None = ..., k: int | None = ..., threshold: float | None = ...,
-        rewrite: str | None = ..., agent: str | None = ...,
-    ) -> Any: ...  # fmt: skip
+        self,
+        ns: Any,
+        messages_or_text: Any,
+        *,
+        entity: str | None = ...,
+        budget_tokens: int | None = ...,
+        k: int | None = ...,
+        threshold: float | None = ...,
+        rewrite: str | None = ...,
+        agent: str | None = ...,
+    ) -> Any: ...
 
     def visit(self, names: list[str]) -> None: ...
 
@@ -141,12 +155,17 @@ class EngineCore:
             if settings.checkpoints and not isinstance(storage, SharedStorage)
             else None
         )
-        self._loader = Loader(storage, self.states, self.unavailable,
-                              now_us=lambda: max(clock.now_us(), open_us),
-                              adopt=self._adopt, report=self._report,
-                              room=self.residency.room if self.residency else None,
-                              seen=lambda us: self._writer.at_least(us),
-                              checkpoints=self._checkpoints)  # fmt: skip
+        self._loader = Loader(
+            storage,
+            self.states,
+            self.unavailable,
+            now_us=lambda: max(clock.now_us(), open_us),
+            adopt=self._adopt,
+            report=self._report,
+            room=self.residency.room if self.residency else None,
+            seen=lambda us: self._writer.at_least(us),
+            checkpoints=self._checkpoints,
+        )
         if self.placement is not None:  # the namespaces of the share it takes, at start()
             self._loader.begin([])
             last_us = storage.last_sys_us(open_us + MAX_LEAD_US)
@@ -482,8 +501,11 @@ class EngineCore:
 
     def _lose(self, shards: set[int]) -> None:
         """Shares just handed over: their namespaces leave memory (not to load here again)."""
-        names = [ns for ns in [*list(self.states.keys()), *list(self.states.pending)]
-                 if type(ns) is str and shard_of(ns) in shards]  # fmt: skip
+        names = [
+            ns
+            for ns in [*list(self.states.keys()), *list(self.states.pending)]
+            if type(ns) is str and shard_of(ns) in shards
+        ]
         if names:
             with contextlib.suppress(ClosedError):
                 self._writer.submit(Unload(names, keep=False))
@@ -528,20 +550,29 @@ def _placement(
             field="placement",
         )
     if not _loads_lazily(storage):
-        raise ValidationError("placement: 'sharded' needs a storage that loads one namespace "
-                              "at a time", field="placement")  # fmt: skip
+        raise ValidationError(
+            "placement: 'sharded' needs a storage that loads one namespace at a time",
+            field="placement",
+        )
     if not settings.advertise_url:
         raise ValidationError(
             "advertise_url: sharded placement needs this process's address for the others "
             "(e.g. http://10.0.0.5:7379)",
             field="advertise_url",
         )
-    return Placement(cast(ShardedStorage, storage), settings.advertise_url.rstrip("/"),
-                     settings.lease_s, gained=gained, lost=lost)  # fmt: skip
+    return Placement(
+        cast(ShardedStorage, storage),
+        settings.advertise_url.rstrip("/"),
+        settings.lease_s,
+        gained=gained,
+        lost=lost,
+    )
 
 
 def _loads_lazily(storage: Storage) -> bool:
     """Whether ``storage`` has what loading on first need reads (a storage of another kind,
     passed to the database as an object, may not: it loads eagerly)."""
-    return all(callable(getattr(storage, name, None))
-               for name in ("namespace_names", "last_sys_us", "load_namespaces"))  # fmt: skip
+    return all(
+        callable(getattr(storage, name, None))
+        for name in ("namespace_names", "last_sys_us", "load_namespaces")
+    )

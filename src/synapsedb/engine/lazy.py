@@ -366,8 +366,10 @@ class Loader:
             try:
                 self._load_chunk(chunk)
             except Exception:
-                log.exception("loading namespaces in the background failed; they load on "
-                              "first need, and the background tries again")  # fmt: skip
+                log.exception(
+                    "loading namespaces in the background failed; they load on "
+                    "first need, and the background tries again"
+                )
                 with self._claim:
                     self._order.extend(chunk)  # (still pending) after the others
                 if self._stop.wait(RETRY_S):

@@ -63,7 +63,7 @@ class NamespaceState:
         "name",
         "stream_keys",
         "streams",
-    )  # fmt: skip
+    )
 
     def __init__(
         self, name: str, created_us: int, dim: int | None = None, embedder: str | None = None
@@ -181,9 +181,15 @@ class NamespaceState:
         hnsw = self.hnsw
         if hnsw is not None:  # hnswlib's own copy of each vector, and its links
             graph = hnsw.count * (vec + 8 * hnsw.m + 64)
-        return (STATE_BYTES + cat.n * (vec + ROW_BYTES) + text + graph
-                + len(self.facts) * FACT_BYTES + self.events * EVENT_BYTES
-                + len(self.cold) * COLD_BYTES)  # fmt: skip
+        return (
+            STATE_BYTES
+            + cat.n * (vec + ROW_BYTES)
+            + text
+            + graph
+            + len(self.facts) * FACT_BYTES
+            + self.events * EVENT_BYTES
+            + len(self.cold) * COLD_BYTES
+        )
 
     def drop(self) -> None:
         """Break the references between this state's parts (the catalog lists the records,

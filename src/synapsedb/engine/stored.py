@@ -38,12 +38,25 @@ __all__ = ["CACHE_ROWS", "VERSION", "Chains", "EntityIds", "RowRecords", "Versio
 
 # one record per version, in the checkpoint's version table; the flags' bits:
 DELETED, ERASED, PINNED, HAS_TTL, HAS_EXPIRY, HAS_AGENT = 1, 2, 4, 8, 16, 32
-VERSION = np.dtype([
-    ("id", "<i4"), ("version", "<i8"), ("sys_us", "<i8"), ("created_us", "<i8"),
-    ("row", "<i4"), ("flags", "u1"), ("ttl", "<f8"), ("expires_us", "<i8"), ("type", "<i4"),
-    ("agent", "<i4"), ("salience", "<f8"), ("ts_us", "<i8"), ("text", "<i8"), ("meta", "<i8"),
-    ("end", "<i8"),
-])  # fmt: skip
+VERSION = np.dtype(
+    [
+        ("id", "<i4"),
+        ("version", "<i8"),
+        ("sys_us", "<i8"),
+        ("created_us", "<i8"),
+        ("row", "<i4"),
+        ("flags", "u1"),
+        ("ttl", "<f8"),
+        ("expires_us", "<i8"),
+        ("type", "<i4"),
+        ("agent", "<i4"),
+        ("salience", "<f8"),
+        ("ts_us", "<i8"),
+        ("text", "<i8"),
+        ("meta", "<i8"),
+        ("end", "<i8"),
+    ]
+)
 CACHE_ROWS = 65_536  # row records kept built (the cache is emptied when full)
 
 
@@ -105,17 +118,42 @@ class Versions:
 
     def record(self, v: int, mid: str | None = None, cat: Catalog | None = None) -> MemRec:
         """Version ``v`` as a record (``mid``: its id, when the caller knows it)."""
-        (code, version, sys_us, created_us, row, flags, ttl, expires_us, type_, agent, sal,
-         ts_us, text, meta, end) = self.table[v].item()  # fmt: skip
+        (
+            code,
+            version,
+            sys_us,
+            created_us,
+            row,
+            flags,
+            ttl,
+            expires_us,
+            type_,
+            agent,
+            sal,
+            ts_us,
+            text,
+            meta,
+            end,
+        ) = self.table[v].item()
         blob = self.texts
         rec = MemRec(
-            self.id_of(code) if mid is None else mid, version, sys_us, created_us,
-            self.entities[int(self.id_entity[code])], self.types[type_],
-            bytes(blob[text:meta]).decode(), bytes(blob[meta:end]).decode(), None, sal, ts_us,
-            self.agents[agent] if flags & HAS_AGENT else None, bool(flags & PINNED),
-            ttl if flags & HAS_TTL else None, expires_us if flags & HAS_EXPIRY else None,
+            self.id_of(code) if mid is None else mid,
+            version,
+            sys_us,
+            created_us,
+            self.entities[int(self.id_entity[code])],
+            self.types[type_],
+            bytes(blob[text:meta]).decode(),
+            bytes(blob[meta:end]).decode(),
+            None,
+            sal,
+            ts_us,
+            self.agents[agent] if flags & HAS_AGENT else None,
+            bool(flags & PINNED),
+            ttl if flags & HAS_TTL else None,
+            expires_us if flags & HAS_EXPIRY else None,
             bool(flags & DELETED),
-        )  # fmt: skip
+        )
         rec.erased = bool(flags & ERASED)
         if flags & DELETED:  # a tombstone names the row it closed, and holds no vector
             rec.row = row

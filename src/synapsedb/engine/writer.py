@@ -449,8 +449,11 @@ class Writer:
         try:
             state = self._reload(ns)
         except Exception as exc:  # memory no longer matches the disk: stop serving it
-            log.exception("could not rebuild namespace %r from storage; it is unavailable "
-                          "until the server restarts", ns)  # fmt: skip
+            log.exception(
+                "could not rebuild namespace %r from storage; it is unavailable "
+                "until the server restarts",
+                ns,
+            )
             self._states.pop(ns, None)
             self._unavailable.setdefault(
                 ns, Unloadable("(all)", ns, f"ns = '{ns}'", f"rebuilding it failed: {exc!r}")
@@ -464,8 +467,24 @@ class Writer:
 
 _TEXT_LISTS = tuple(BATCH_COLUMNS)
 # per row list: the positions of its text columns (checking a memory row costs about 2 us)
-_NOT_TEXT = {"created_us", "sys_us", "version", "dim", "embedding", "salience", "ts_us", "pinned",
-             "ttl", "expires_us", "deleted", "ms", "seq", "score", "count", "last_us"}  # fmt: skip
+_NOT_TEXT = {
+    "created_us",
+    "sys_us",
+    "version",
+    "dim",
+    "embedding",
+    "salience",
+    "ts_us",
+    "pinned",
+    "ttl",
+    "expires_us",
+    "deleted",
+    "ms",
+    "seq",
+    "score",
+    "count",
+    "last_us",
+}
 _TEXT_AT = {
     name: [i for i, column in enumerate(columns) if column not in _NOT_TEXT]
     for name, columns in BATCH_COLUMNS.items()
@@ -502,15 +521,22 @@ def _check_text(batch: Batch, marks: tuple[int, ...]) -> None:
         at = _TEXT_AT[name]
         for row in rows[start:] if len(rows) > start else ():
             if _has_nul(row, at):
-                column = next(BATCH_COLUMNS[name][j] for j, v in enumerate(row)
-                              if type(v) is str and "\x00" in v)  # fmt: skip
-                raise _Unstorable(ValidationError(
-                    f"{column}: must not contain NUL characters (\\u0000)", field=column
-                ))  # fmt: skip
+                column = next(
+                    BATCH_COLUMNS[name][j]
+                    for j, v in enumerate(row)
+                    if type(v) is str and "\x00" in v
+                )
+                raise _Unstorable(
+                    ValidationError(
+                        f"{column}: must not contain NUL characters (\\u0000)", field=column
+                    )
+                )
 
 
 def _bug() -> SynapseError:
     """What the owner of an op hit by a bug hears: an internal error (500, not a retryable
     storage error), the details in the server's log only."""
-    return SynapseError("internal error in the write path (logged on the server); nothing of "
-                        "this write was committed")  # fmt: skip
+    return SynapseError(
+        "internal error in the write path (logged on the server); nothing of "
+        "this write was committed"
+    )

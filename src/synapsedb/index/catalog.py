@@ -232,8 +232,21 @@ class Catalog:
         if need <= cap:
             return
         new_cap = max(need, int(cap * 1.5))
-        for name in ("from_us", "to_us", "exp_us", "ts_us", "salience", "entity", "type",
-                     "agent", "pinned", "has_vec", "inv_norm", "live", "label"):  # fmt: skip
+        for name in (
+            "from_us",
+            "to_us",
+            "exp_us",
+            "ts_us",
+            "salience",
+            "entity",
+            "type",
+            "agent",
+            "pinned",
+            "has_vec",
+            "inv_norm",
+            "live",
+            "label",
+        ):
             old = getattr(self, name)
             grown = np.zeros(new_cap, old.dtype)
             grown[: self.n] = old[: self.n]
@@ -249,8 +262,21 @@ class Catalog:
         """Drop spare capacity (after a bulk load, when no more rows are expected soon)."""
         if self.capacity == self.n:
             return
-        for name in ("from_us", "to_us", "exp_us", "ts_us", "salience", "entity", "type",
-                     "agent", "pinned", "has_vec", "inv_norm", "live", "label"):  # fmt: skip
+        for name in (
+            "from_us",
+            "to_us",
+            "exp_us",
+            "ts_us",
+            "salience",
+            "entity",
+            "type",
+            "agent",
+            "pinned",
+            "has_vec",
+            "inv_norm",
+            "live",
+            "label",
+        ):
             setattr(self, name, getattr(self, name)[: self.n].copy())
         if self.vectors is not None and self.vec_rows is None:  # a mapping costs no memory
             self.vectors = self.vectors[: self.n].copy()

@@ -54,8 +54,19 @@ import faiss as _faiss
 
 from .catalog import Catalog
 
-__all__ = ["CHUNK_MAX", "CHUNK_MIN", "FORMAT", "HOLD_S", "IDLE_AFTER_S", "IDLE_ROWS",
-           "PARALLEL_ROWS", "HnswIndex", "bitmap", "next_chunk", "usable_cores"]  # fmt: skip
+__all__ = [
+    "CHUNK_MAX",
+    "CHUNK_MIN",
+    "FORMAT",
+    "HOLD_S",
+    "IDLE_AFTER_S",
+    "IDLE_ROWS",
+    "PARALLEL_ROWS",
+    "HnswIndex",
+    "bitmap",
+    "next_chunk",
+    "usable_cores",
+]
 
 log = logging.getLogger("synapsedb.hnsw")
 
@@ -193,8 +204,12 @@ class HnswIndex:
     def nbytes(self) -> int:
         """What the graph holds in memory: the codes and the neighbour lists."""
         hnsw, codes = self._index.hnsw, faiss.downcast_index(self._index.storage).codes
-        return int(codes.size() + hnsw.neighbors.size() * 4 + hnsw.offsets.size() * 8
-                   + hnsw.levels.size() * 4)  # fmt: skip
+        return int(
+            codes.size()
+            + hnsw.neighbors.size() * 4
+            + hnsw.offsets.size() * 8
+            + hnsw.levels.size() * 4
+        )
 
     # -- building (the builder thread) --------------------------------------------------------
 
@@ -304,8 +319,11 @@ class HnswIndex:
         tmp = path.with_suffix(".tmp")
         self._lock.acquire_read()
         try:
-            meta = {**self.fingerprint(cat, self.count), "m": self.m,
-                    "ef_construction": self.ef_construction}  # fmt: skip
+            meta = {
+                **self.fingerprint(cat, self.count),
+                "m": self.m,
+                "ef_construction": self.ef_construction,
+            }
             faiss.write_index(self._index, str(tmp))
         finally:
             self._lock.release_read()
@@ -322,9 +340,13 @@ class HnswIndex:
         try:
             meta = json.loads(path.with_suffix(".json").read_text())
             count = int(meta["count"])
-            expected = {**cls.fingerprint(cat, count), "m": meta["m"],
-                        "ef_construction": meta["ef_construction"], "size": meta["size"],
-                        "crc32": meta["crc32"]}  # fmt: skip
+            expected = {
+                **cls.fingerprint(cat, count),
+                "m": meta["m"],
+                "ef_construction": meta["ef_construction"],
+                "size": meta["size"],
+                "crc32": meta["crc32"],
+            }
             if count > cat.n or meta != expected:
                 return None
             # faiss trusts the bytes it reads: never hand it a torn or foreign file
@@ -338,9 +360,14 @@ class HnswIndex:
                 or graph.d != int(meta["dim"])
             ):
                 return None
-            return cls(int(meta["dim"]), m=int(meta["m"]),
-                       ef_construction=int(meta["ef_construction"]), ef_search=ef_search,
-                       threads=threads, _loaded=(graph, count))  # fmt: skip
+            return cls(
+                int(meta["dim"]),
+                m=int(meta["m"]),
+                ef_construction=int(meta["ef_construction"]),
+                ef_search=ef_search,
+                threads=threads,
+                _loaded=(graph, count),
+            )
         except (OSError, ValueError, KeyError, RuntimeError, TypeError) as exc:
             log.warning("ignoring saved HNSW index %s: %s", path, exc)
             return None

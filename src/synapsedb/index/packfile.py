@@ -90,8 +90,14 @@ def write_pack(
         else:
             dtype, shape, chunks = value[0], tuple(value[1]), value[2]
         nbytes = int(_dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64)))
-        layout[name] = {"dtype": dtype, "shape": list(shape), "offset": 0, "nbytes": nbytes,
-                        "crc32": _crc_hex(0), "ends": _crc_hex(0) + _crc_hex(0)}  # fmt: skip
+        layout[name] = {
+            "dtype": dtype,
+            "shape": list(shape),
+            "offset": 0,
+            "nbytes": nbytes,
+            "crc32": _crc_hex(0),
+            "ends": _crc_hex(0) + _crc_hex(0),
+        }
         sources.append((name, chunks))
     header = {"meta": dict(meta), "sections": layout}
     size = len(json.dumps(header).encode())
@@ -224,8 +230,7 @@ class Pack:
         self._check_ends(name, spec)
         if int(spec["nbytes"]) == 0:
             return np.zeros(shape, dtype)
-        return np.memmap(self.path, dtype=dtype, mode="r", offset=int(spec["offset"]),
-                         shape=shape)  # fmt: skip
+        return np.memmap(self.path, dtype=dtype, mode="r", offset=int(spec["offset"]), shape=shape)
 
     def _check_ends(self, name: str, spec: dict[str, Any]) -> None:
         offset, nbytes = int(spec["offset"]), int(spec["nbytes"])
@@ -259,9 +264,13 @@ class MappedRows:
     again; rows written into the old mapping are copied over."""
 
     def __init__(
-        self, fd: int, offset: int, dtype: np.dtype[Any], shape: tuple[int, ...],
+        self,
+        fd: int,
+        offset: int,
+        dtype: np.dtype[Any],
+        shape: tuple[int, ...],
         capacity: int | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._fd = fd
         self._offset = offset
         self.dtype = dtype
@@ -276,10 +285,19 @@ class MappedRows:
         length = lead + max(1, rows) * self.row_bytes
         if os.fstat(self._fd).st_size < start + length:
             os.ftruncate(self._fd, start + length)  # a hole: nothing written
-        mm = mmap.mmap(self._fd, length, flags=mmap.MAP_PRIVATE,
-                       prot=mmap.PROT_READ | mmap.PROT_WRITE, offset=start)  # fmt: skip
-        return np.frombuffer(mm, dtype=self.dtype, count=rows * int(np.prod(
-            self.row_shape, dtype=np.int64)), offset=lead).reshape((rows, *self.row_shape))  # fmt: skip
+        mm = mmap.mmap(
+            self._fd,
+            length,
+            flags=mmap.MAP_PRIVATE,
+            prot=mmap.PROT_READ | mmap.PROT_WRITE,
+            offset=start,
+        )
+        return np.frombuffer(
+            mm,
+            dtype=self.dtype,
+            count=rows * int(np.prod(self.row_shape, dtype=np.int64)),
+            offset=lead,
+        ).reshape((rows, *self.row_shape))
 
     @property
     def capacity(self) -> int:

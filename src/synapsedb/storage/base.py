@@ -357,12 +357,22 @@ class Batch:
 
     def __len__(self) -> int:
         return (
-            len(self.namespaces) + len(self.memories) + len(self.facts) + len(self.events)
-            + len(self.queries) + len(self.answers) + len(self.purges) + len(self.erasures)
-            + len(self.expired_memories) + len(self.expired_facts)
-            + len(self.erased_events) + len(self.erased_answers)
-            + len(self.configs) + len(self.tiers) + len(self.access)
-        )  # fmt: skip
+            len(self.namespaces)
+            + len(self.memories)
+            + len(self.facts)
+            + len(self.events)
+            + len(self.queries)
+            + len(self.answers)
+            + len(self.purges)
+            + len(self.erasures)
+            + len(self.expired_memories)
+            + len(self.expired_facts)
+            + len(self.erased_events)
+            + len(self.erased_answers)
+            + len(self.configs)
+            + len(self.tiers)
+            + len(self.access)
+        )
 
 
 class StoredNames(NamedTuple):

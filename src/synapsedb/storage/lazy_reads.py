@@ -35,8 +35,14 @@ from .base import (
     named_rows,
 )
 
-__all__ = ["LAST_SYS_US", "LoadReaders", "checkpoint_mark", "last_sys_us", "load_on_postgres",
-           "namespace_names"]  # fmt: skip
+__all__ = [
+    "LAST_SYS_US",
+    "LoadReaders",
+    "checkpoint_mark",
+    "last_sys_us",
+    "load_on_postgres",
+    "namespace_names",
+]
 
 # where a system time is stored (the columns the loader checks against the clock), each read
 # newest first: through an index on SQLite (sys_us: its migration 7), or from a small table
@@ -110,9 +116,14 @@ def checkpoint_mark(conn: Any, ns: Any, mark_us: int, mark: str = "?") -> Checkp
     ).fetchone()
     (tiers,) = conn.execute(f"SELECT count(*) FROM tiers WHERE ns = {mark}", (ns,)).fetchone()
     (erasures,) = conn.execute(f"SELECT count(*) FROM erasures WHERE ns = {mark}", (ns,)).fetchone()
-    return CheckpointMark(int(rows), int(erased), None if last is None else last[0],
-                          0 if last is None else int(last[1]), int(tiers),
-                          int(erasures))  # fmt: skip
+    return CheckpointMark(
+        int(rows),
+        int(erased),
+        None if last is None else last[0],
+        0 if last is None else int(last[1]),
+        int(tiers),
+        int(erasures),
+    )
 
 
 def namespace_names(conn: Any) -> StoredNames:
@@ -215,14 +226,19 @@ class LoadReaders:
             "answers": "SELECT ns, id, memories FROM answers WHERE ns IN ({marks})",
         }
         # one namespace's memory versions after a checkpoint's mark
-        self._after = (f"SELECT {mem_columns}, erased FROM memory_versions "
-                       "WHERE ns = ? AND sys_us > ? ORDER BY rowid")  # fmt: skip
+        self._after = (
+            f"SELECT {mem_columns}, erased FROM memory_versions "
+            "WHERE ns = ? AND sys_us > ? ORDER BY rowid"
+        )
         # the same logs read by a scan in rowid order, when a load takes most of one (_most_of)
         self._scans = {
-            kind: (table, f"SELECT {columns}, erased FROM {table} NOT INDEXED "
-                          "WHERE ns IN ({marks}) ORDER BY rowid")
+            kind: (
+                table,
+                f"SELECT {columns}, erased FROM {table} NOT INDEXED "
+                "WHERE ns IN ({marks}) ORDER BY rowid",
+            )
             for kind, (table, columns) in logs.items()
-        }  # fmt: skip
+        }
         self._rows: dict[str, type[tuple[Any, ...]]] = {
             "namespaces": NamespaceRow,
             "tiers": TierMark,
@@ -267,8 +283,9 @@ class LoadReaders:
         """The rows of ``names`` from one snapshot (see ``Storage.load_namespaces``)."""
         names = list(names)
         if not names:
-            return LoadedRows(iter(()), iter(()), iter(()), {}, iter(()), iter(()), iter(()),
-                              iter(()))  # fmt: skip
+            return LoadedRows(
+                iter(()), iter(()), iter(()), {}, iter(()), iter(()), iter(()), iter(())
+            )
         since = {ns: mark for ns, mark in (since or {}).items() if ns in names}
         whole = [ns for ns in names if ns not in since]
 
@@ -279,10 +296,13 @@ class LoadReaders:
                 keys = whole if kind == "memories" else names
                 marks = ", ".join("?" * len(keys))
                 if kind == "memories" and keys:
-                    counts.update(conn.execute(
-                        "SELECT ns, count(*) FROM memory_versions WHERE deleted = 0 AND "
-                        f"erased = 0 AND ns IN ({marks}) GROUP BY ns", keys,
-                    ).fetchall())  # fmt: skip
+                    counts.update(
+                        conn.execute(
+                            "SELECT ns, count(*) FROM memory_versions WHERE deleted = 0 AND "
+                            f"erased = 0 AND ns IN ({marks}) GROUP BY ns",
+                            keys,
+                        ).fetchall()
+                    )
                 scan = self._scans.get(kind)
                 found: Iterable[Any]
                 if not keys:
@@ -297,12 +317,14 @@ class LoadReaders:
             checked: dict[Any, CheckpointMark] = {}
             for ns, mark_us in since.items():
                 checked[ns] = checkpoint_mark(conn, ns, mark_us)
-                after = list(named_rows(MemoryRow, conn.execute(
-                    self._after, (ns, mark_us))))  # fmt: skip
+                after = list(named_rows(MemoryRow, conn.execute(self._after, (ns, mark_us))))
                 counts[ns] = len(after)
                 read["memories"].extend(after)
-            return LoadedRows(memory_rows=counts, marks=checked,
-                              **{kind: iter(rows) for kind, rows in read.items()})  # fmt: skip
+            return LoadedRows(
+                memory_rows=counts,
+                marks=checked,
+                **{kind: iter(rows) for kind, rows in read.items()},
+            )
 
         return self.read("load", run)  # type: ignore[no-any-return]
 

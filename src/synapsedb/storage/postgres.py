@@ -165,9 +165,13 @@ class PostgresStorage(AuditReads, Membership):
         self._closed = False
         self.origin = uuid.uuid4().hex  # this storage's commits, in its NOTIFY payloads
         self._channel = channel_of(schema)
-        self._bulk = BulkInsert({_MEM_INSERT: ("memory_versions", MEM_COLUMNS),
-                                 _FACT_INSERT: ("fact_versions", FACT_COLUMNS),
-                                 _EVENT_INSERT: ("events", EVENT_COLUMNS)})  # fmt: skip
+        self._bulk = BulkInsert(
+            {
+                _MEM_INSERT: ("memory_versions", MEM_COLUMNS),
+                _FACT_INSERT: ("fact_versions", FACT_COLUMNS),
+                _EVENT_INSERT: ("events", EVENT_COLUMNS),
+            }
+        )
         self._commit_lock = COMMIT_LOCK + schema
         self._listener: Listener | None = None
         self._members_lock = threading.Lock()  # the members connection (postgres_shards.py)

@@ -204,9 +204,17 @@ REFERENCE_TABLES = ("schema_migrations", "secret", "members", "shards")
 # the tables a backend of this schema holds, keyed by namespace, and the text columns of each (what an erasure
 # must clear: tests scan them for an erased name)
 SCHEMA_TABLES = (
-    "namespaces", "memory_versions", "fact_versions", "events", "queries", "answers",
-    "erasures", "tiers", "access", "reloads",
-)  # fmt: skip
+    "namespaces",
+    "memory_versions",
+    "fact_versions",
+    "events",
+    "queries",
+    "answers",
+    "erasures",
+    "tiers",
+    "access",
+    "reloads",
+)
 TEXT_COLUMNS: dict[str, tuple[str, ...]] = {
     "namespaces": ("name", "embedder", "config"),
     "memory_versions": ("ns", "id", "entity", "type", "content", "metadata", "agent"),

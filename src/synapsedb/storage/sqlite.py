@@ -128,10 +128,13 @@ class SQLiteStorage:
             self._close_after_failed_open()
             raise
         self._readers = LoadReaders(
-            self.path, BUSY_TIMEOUT_MS,
+            self.path,
+            BUSY_TIMEOUT_MS,
             lambda message, exc: self._failures.error(message, exc, path=str(self.path)),
-            _MEM_COLUMNS, _FACT_COLUMNS, _EVENT_COLUMNS,
-        )  # fmt: skip
+            _MEM_COLUMNS,
+            _FACT_COLUMNS,
+            _EVENT_COLUMNS,
+        )
 
     def _close_after_failed_open(self) -> None:
         conn = getattr(self, "_conn", None)
@@ -251,9 +254,13 @@ class SQLiteStorage:
         """The namespaces that hold (or held) a fact about ``entity``, without loading any."""
         return self._readers.read(  # type: ignore[no-any-return]
             "reading the namespaces of an entity's facts",
-            lambda conn: [r[0] for r in conn.execute(
-                "SELECT DISTINCT ns FROM fact_versions WHERE entity = ?", (entity,))],
-        )  # fmt: skip
+            lambda conn: [
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT ns FROM fact_versions WHERE entity = ?", (entity,)
+                )
+            ],
+        )
 
     def commit(self, batch: Batch) -> None:
         conn = self._conn
@@ -298,8 +305,9 @@ class SQLiteStorage:
                         batch.erased_answers,
                     )
                 if batch.configs:
-                    conn.executemany("UPDATE namespaces SET config = ? WHERE name = ?",
-                                     batch.configs)  # fmt: skip
+                    conn.executemany(
+                        "UPDATE namespaces SET config = ? WHERE name = ?", batch.configs
+                    )
                 if batch.tiers:
                     conn.executemany(
                         "INSERT INTO tiers (ns, id, sys_us, tier, score, reason) "
