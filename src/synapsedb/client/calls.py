@@ -17,28 +17,29 @@ from urllib.parse import quote
 import msgspec
 import numpy as np
 
-from ..cache.records import CacheEntry, CacheHit, CacheStats
-from ..conversation.layout import check_session_id
-from ..conversation.messages import Message
-from ..conversation.routed import routable
-from ..conversation.session_records import SessionInfo
 from ..errors import SynapseError, ValidationError, error_from_code
 from ..times import format_us, to_us
 from ..types import (
     AuditEntry,
+    CacheEntry,
+    CacheHit,
+    CacheStats,
     Event,
     Fact,
     Forgotten,
     Lineage,
     MaintenanceReport,
     Memory,
+    Message,
     NamespaceConfig,
     QueryResult,
     Recalled,
     Remembered,
+    SessionInfo,
     Snapshot,
     Stats,
 )
+from ..validation import check_session_id, routable
 
 __all__ = ["Call", "decode", "error_of"]
 

@@ -9,23 +9,26 @@ from typing import Any, Literal, overload
 
 import httpx
 
-from ..cache.records import CacheEntry, CacheHit, CacheStats
-from ..conversation.messages import Message, MessageLike
-from ..conversation.session_records import SessionInfo
 from ..errors import ClosedError, StorageError
 from ..times import TimeLike
 from ..types import (
     AuditEntry,
+    CacheEntry,
+    CacheHit,
+    CacheStats,
     Event,
     Fact,
     Forgotten,
     Lineage,
     MaintenanceReport,
     Memory,
+    Message,
+    MessageLike,
     NamespaceConfig,
     QueryResult,
     Recalled,
     Remembered,
+    SessionInfo,
     Snapshot,
     Stats,
 )

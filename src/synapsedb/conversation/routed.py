@@ -29,6 +29,7 @@ from typing import Any
 from ..clock import SystemClock
 from ..times import TimeLike
 from ..types import Forgotten
+from ..validation import routable
 from . import named
 from .drivers import Plan, call
 from .layout import check_session_id
@@ -39,11 +40,6 @@ from .session_records import SessionInfo, check_count_limit, check_ttl
 __all__ = ["MAX_APPEND", "RoutedPlans", "routable"]
 
 MAX_APPEND = 1000  # messages in one append request; the client sends more in several
-
-
-def routable(session_id: str) -> bool:
-    """Whether a (valid) session id can be one URL path segment."""
-    return "/" not in session_id
 
 
 class RoutedPlans(SessionPlans):

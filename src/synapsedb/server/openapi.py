@@ -14,24 +14,27 @@ import msgspec
 import numpy as np
 
 from .. import __version__
-from ..cache.records import CacheEntry, CacheHit, CacheStats
-from ..conversation import Message, SessionInfo
 from ..types import (
     AuditEntry,
+    CacheEntry,
+    CacheHit,
+    CacheStats,
     Event,
     Fact,
     Forgotten,
     Lineage,
     MaintenanceReport,
     Memory,
+    Message,
     NamespaceConfig,
     QueryResult,
     Recalled,
     Remembered,
+    SessionInfo,
+    SessionMessages,
     Snapshot,
     Stats,
 )
-from .routes.sessions import SessionMessages
 
 __all__ = ["OPERATIONS", "WhoAmI", "build_document", "render_html"]
 

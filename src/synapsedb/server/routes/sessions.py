@@ -13,7 +13,6 @@ Its model is the server's (the memory loop's LLM, ``SYNAPSEDB_LLM_*``); none: ex
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -35,17 +34,6 @@ LOAD_PARAMS = frozenset({"last", "as_of", "ttl", "strategy", *ALL_OPTIONS})
 INFO_PARAMS = frozenset({"as_of", "count_limit", "ttl"})
 LIST_PARAMS = frozenset({"as_of", "ttl"})
 CLEAR_PARAMS = frozenset({"purge"})
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SessionMessages:
-    """The answer of a load: the messages (OpenAI's shape plus ``id``, ``ts``, ``metadata``),
-    the strategy that chose them, and the summary standing for older turns when one did
-    (``method``: llm or extractive, ``version``, ``through``: the last message folded)."""
-
-    messages: list[Message]
-    strategy: str | None
-    summary: dict[str, Any] | None
 
 
 def _params(request: Request, allowed: frozenset[str]) -> None:
