@@ -9,9 +9,11 @@ server's answers into these very classes, so this package imports nothing but th
   lifecycle reports and settings, and the memory loop's answers;
 - :mod:`.messages`: a chat :class:`Message`, checked when it is built;
 - :mod:`.sessions`: a conversation session's :class:`SessionInfo` and loaded messages;
-- :mod:`.cache`: the semantic cache's entries, hits and counts.
+- :mod:`.cache`: the semantic cache's entries, hits and counts;
+- :mod:`.access`: what an API key may do (:class:`WhoAmI`).
 """
 
+from .access import WhoAmI
 from .cache import CacheEntry, CacheHit, CacheStats, ScopeStats
 from .messages import Message, MessageLike, Role
 from .records import (
@@ -66,4 +68,5 @@ __all__ = [
     "SessionMessages",
     "Snapshot",
     "Stats",
+    "WhoAmI",
 ]
