@@ -50,7 +50,7 @@ def test_the_client_imports_no_feature_package(path: Path) -> None:
 def test_every_value_type_is_exported() -> None:
     """``synapsedb.types`` names every public class of its modules, and nothing else."""
     classes = set()
-    for name in ("cache", "messages", "records", "sessions"):
+    for name in ("access", "cache", "messages", "records", "sessions"):
         module = getattr(synapsedb.types, name)
         classes |= {n for n, v in vars(module).items() if isinstance(v, type)
                     and v.__module__ == module.__name__ and not n.startswith("_")}  # fmt: skip

@@ -59,10 +59,10 @@ export interface Decision {
 }
 
 export interface ErrorBody {
-  error?: {
-    code?: string;
-    message?: string;
-    details?: Record<string, unknown>;
+  error: {
+    code: string;
+    message: string;
+    details: Record<string, unknown>;
   };
 }
 
@@ -317,7 +317,7 @@ export interface Operations {
     answer: Fact;
   };
   "DELETE /v1/namespaces/{ns}/memories/{id}": {
-    path: { id: string; ns: string };
+    path: { ns: string; id: string };
     query: {
       if_version?: number;
       include?: string | string[];
@@ -329,7 +329,7 @@ export interface Operations {
     answer: Memory;
   };
   "DELETE /v1/namespaces/{ns}/sessions/{sid}": {
-    path: { sid: string; ns: string };
+    path: { ns: string; sid: string };
     query: {
       purge?: boolean;
     };
@@ -337,7 +337,7 @@ export interface Operations {
     body: never;
     status: 200;
     answerFormat: "json";
-    answer: Record<string, unknown>;
+    answer: Forgotten | Record<string, unknown>;
   };
   "GET /healthz": {
     path: {};
@@ -376,7 +376,7 @@ export interface Operations {
     answer: string[];
   };
   "GET /v1/namespaces/{ns}/answers/{answer_id}/lineage": {
-    path: { answer_id: string; ns: string };
+    path: { ns: string; answer_id: string };
     query: {};
     bodyFormat: "none";
     body: never;
@@ -497,7 +497,7 @@ export interface Operations {
     body: never;
     status: 200;
     answerFormat: "json";
-    answer: Fact;
+    answer: Fact | Fact[];
   };
   "GET /v1/namespaces/{ns}/facts/history": {
     path: { ns: string };
@@ -518,8 +518,8 @@ export interface Operations {
       entity?: string | string[];
       types?: string | string[];
       as_of?: string | string[];
-      valid_at?: string | string[];
       limit?: number;
+      valid_at?: string | string[];
       before?: string | string[];
       include?: string | string[];
     };
@@ -530,7 +530,7 @@ export interface Operations {
     answer: Memory[];
   };
   "GET /v1/namespaces/{ns}/memories/{id}": {
-    path: { id: string; ns: string };
+    path: { ns: string; id: string };
     query: {
       as_of?: string | string[];
       include?: string | string[];
@@ -542,7 +542,7 @@ export interface Operations {
     answer: Memory;
   };
   "GET /v1/namespaces/{ns}/memories/{id}/history": {
-    path: { id: string; ns: string };
+    path: { ns: string; id: string };
     query: {
       as_of?: string | string[];
       include?: string | string[];
@@ -566,7 +566,7 @@ export interface Operations {
     answer: string[];
   };
   "GET /v1/namespaces/{ns}/sessions/{sid}": {
-    path: { sid: string; ns: string };
+    path: { ns: string; sid: string };
     query: {
       as_of?: string | string[];
       count_limit?: number;
@@ -579,7 +579,7 @@ export interface Operations {
     answer: SessionInfo;
   };
   "GET /v1/namespaces/{ns}/sessions/{sid}/messages": {
-    path: { sid: string; ns: string };
+    path: { ns: string; sid: string };
     query: {
       last?: number;
       as_of?: string | string[];
@@ -643,7 +643,7 @@ export interface Operations {
     answer: WhoAmI;
   };
   "PATCH /v1/namespaces/{ns}/memories/{id}": {
-    path: { id: string; ns: string };
+    path: { ns: string; id: string };
     query: {
       include?: string | string[];
     };
@@ -666,7 +666,7 @@ export interface Operations {
     path: { ns: string };
     query: {};
     bodyFormat: "json";
-    body: "answer_id" | "query_ids" | "agent" | "text" | "cited" | "entities";
+    body: "answer_id" | "query_ids" | "text" | "cited" | "entities" | "agent";
     status: 201;
     answerFormat: "json";
     answer: Lineage;
@@ -732,7 +732,7 @@ export interface Operations {
     body: never;
     status: 201;
     answerFormat: "json";
-    answer: Record<string, unknown>;
+    answer: { [key: string]: number };
   };
   "POST /v1/namespaces/{ns}/maintain": {
     path: { ns: string };
@@ -769,7 +769,7 @@ export interface Operations {
     path: { ns: string };
     query: {};
     bodyFormat: "json";
-    body: "text" | "embedding" | "entity" | "filter" | "k" | "mode" | "as_of" | "valid_at" | "min_score" | "types" | "since" | "until" | "dedup" | "explain" | "agent" | "tiers" | "include_ended";
+    body: "text" | "embedding" | "entity" | "filter" | "k" | "mode" | "as_of" | "valid_at" | "min_score" | "types" | "since" | "until" | "dedup" | "explain" | "tiers" | "include_ended" | "agent";
     status: 200;
     answerFormat: "json";
     answer: QueryResult;
@@ -778,7 +778,7 @@ export interface Operations {
     path: { ns: string };
     query: {};
     bodyFormat: "json";
-    body: "messages" | "text" | "entity" | "budget_tokens" | "k" | "threshold" | "rewrite" | "agent";
+    body: "entity" | "budget_tokens" | "k" | "threshold" | "rewrite" | "messages" | "text" | "agent";
     status: 200;
     answerFormat: "json";
     answer: Recalled;
@@ -787,7 +787,7 @@ export interface Operations {
     path: { ns: string };
     query: {};
     bodyFormat: "json";
-    body: "messages" | "entity" | "session" | "agent" | "memories" | "wait";
+    body: "messages" | "entity" | "session" | "memories" | "wait" | "agent";
     status: 200;
     answerFormat: "json";
     answer: Remembered;
@@ -802,7 +802,7 @@ export interface Operations {
     answer: Record<string, unknown>;
   };
   "POST /v1/namespaces/{ns}/sessions/{sid}/messages": {
-    path: { sid: string; ns: string };
+    path: { ns: string; sid: string };
     query: {};
     bodyFormat: "json";
     body: "message" | "messages" | "searchable" | "entity" | "agent";
@@ -811,10 +811,10 @@ export interface Operations {
     answer: Message | Message[];
   };
   "POST /v1/namespaces/{ns}/sessions/{sid}/search": {
-    path: { sid: string; ns: string };
+    path: { ns: string; sid: string };
     query: {};
     bodyFormat: "json";
-    body: "text" | "k" | "as_of" | "exclude" | "ttl";
+    body: "text" | "k" | "as_of" | "exclude" | "ttl" | "agent";
     status: 200;
     answerFormat: "json";
     answer: Message[];
@@ -841,7 +841,7 @@ export interface Operations {
     path: { ns: string };
     query: {};
     bodyFormat: "json";
-    body: string;
+    body: "max_hot" | "max_bytes" | "max_writes_per_s" | "policy" | "recency" | "frequency" | "importance" | "impact" | "half_life_days" | "promote_after" | "cold_fallback";
     status: 200;
     answerFormat: "json";
     answer: NamespaceConfig;
@@ -856,7 +856,7 @@ export interface Operations {
     answer: Fact;
   };
   "PUT /v1/namespaces/{ns}/sessions/{sid}": {
-    path: { sid: string; ns: string };
+    path: { ns: string; sid: string };
     query: {};
     bodyFormat: "json";
     body: "ttl" | "agent";
