@@ -144,19 +144,19 @@ LLM_PORT ?= 8080
 llm-server: install $(LLM_STAMP)
 	SYNAPSEDB_TEST_LLM_PYTHON=$(abspath $(LLM))/bin/python $(PY) -m tests.support.local_llm --port $(LLM_PORT)
 
-# The memory loop's benchmarks (docs/benchmarks.md; not part of make bench): recall calibration on
+# The memory loop's benchmarks (bench/runs/; not part of make bench): recall calibration on
 # LoCoMo dev, remember/recall latency and, with make test-llm's local model (.venv-llm; skipped
 # without it), extraction throughput and a 30-question LoCoMo QA run. Minutes on 2 cores.
 # BENCH_AGENTIC_ARGS picks parts, e.g. "--qa --base-url http://host:8000/v1 --model NAME".
 # Then recall's injection rule (bench/bench_injection.py): the dev set, LoCoMo dev and BEAM 100K
 # through remember, about 25 minutes the first time (BEAM's ingest), seconds once the hits are
-# cached under /tmp/synapsedb-injection; writes bench/injection_results.md.
+# cached under /tmp/synapsedb-injection.
 .PHONY: bench-agentic
 bench-agentic: install
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_agentic.py $(BENCH_AGENTIC_ARGS)
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_injection.py
 
-# The agent-state API's benchmarks (docs/benchmarks.md; not part of make bench, ~15 min): store
+# The agent-state API's benchmarks (bench/runs/; not part of make bench, ~15 min): store
 # and retrieval latency at 10,000 states, similar-state recall against JSON-as-text, and the
 # semantic cache (paraphrase hit/false-hit rates, lookup latency at 100,000 entries).
 .PHONY: bench-agents
@@ -165,14 +165,14 @@ bench-agents: install
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_state_similarity.py --report
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_cache.py --report
 
-# The memory proxy's overhead (docs/benchmarks.md; not part of make bench): the same requests to a
+# The memory proxy's overhead (bench/runs/; not part of make bench): the same requests to a
 # scripted upstream directly and through synapsedb serve; BENCH_PROXY_ARGS=--local-llm adds
 # SmolLM2 on llama.cpp (make test-llm's .venv-llm).
 .PHONY: bench-proxy
 bench-proxy: install
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_proxy.py $(BENCH_PROXY_ARGS)
 
-# Conversation memory's benchmarks (docs/benchmarks.md; not part of make bench): Sessions append
+# Conversation memory's benchmarks (bench/runs/; not part of make bench): Sessions append
 # and load(last=50) on a 100,000-message session (embedded and over HTTP), context assembly at an
 # 8,000-token budget, LoCoMo prompt tokens and evidence recall per strategy; then token counts
 # against tiktoken. About 10 minutes on 2 cores; BENCH_CONVERSATION_ARGS=--quick for a shorter run.
@@ -181,7 +181,7 @@ bench-conversation: install
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_conversation.py $(BENCH_CONVERSATION_ARGS)
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_tokens.py
 
-# Issue 18's hot paths, each with a floor measured in the same run (docs/benchmarks.md; not part of
+# The hot paths, each with a floor measured in the same run (bench/runs/; not part of
 # make bench, ~5 min): caller-vector query p50 across filter selectivity 0.1%-100% at 100,000
 # memories against raw hnswlib; KV GET over HTTP (64 connections) against redis-server.
 .PHONY: bench-hot
@@ -189,13 +189,28 @@ bench-hot: install wrk redis-server
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_selectivity.py --report
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_kv_http.py --runs 3 --report
 
-# Issue 16's PostgreSQL benchmarks (docs/benchmarks.md; not part of make bench): the PostgreSQL
+# The PostgreSQL benchmarks (bench/runs/; not part of make bench): the PostgreSQL
 # backend (pgserver) against SQLite at 100,000 memories in one run, one vs two `synapsedb serve
 # --storage postgresql://...` processes, visibility lag, and a large namespace on PostgreSQL.
 # BENCH_PG_ARGS=--quick for a smoke run, e.g. "--pg-1m-size 1000000" for the large part's size.
-.PHONY: bench-pg
+# Then issue 30's sharded placement: one against three processes (memory held, write rate, each
+# with the one-process floor of the same run) and a process killed (move time); about 10 min.
+# BENCH_PG_SHARDS_ARGS=--quick for a smoke run.
+.PHONY: bench-pg bench-pg-shards
 bench-pg: install
 	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_pg.py $(BENCH_PG_ARGS)
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_pg_shards.py $(BENCH_PG_SHARDS_ARGS)
+
+bench-pg-shards: install
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_pg_shards.py $(BENCH_PG_SHARDS_ARGS)
+
+# Issue 30's residency budget (docs/benchmarks.md; not part of make bench, about an hour on 2 cores):
+# 100,000 namespaces of 100 memories (about 25 GB if all held) served under a 4 GB budget: the first
+# query of every namespace, cold first queries and the in-memory floor, p50/p99, and the server's
+# RSS. BENCH_RESIDENCY_ARGS e.g. "--namespaces 10000 --budget-mb 512" for a shorter run.
+.PHONY: bench-residency
+bench-residency: install
+	flock /tmp/synapsedb-bench.lock $(PY) bench/bench_residency.py $(BENCH_RESIDENCY_ARGS)
 
 # The HTTP benchmark's load generator, from Debian's packages (installed when we are root).
 wrk:
@@ -218,7 +233,7 @@ nodejs:
 	       || { apt-get update -qq >/dev/null && apt-get install -y -qq nodejs npm >/dev/null; }; }; } \
 	  || echo "no node/npm (apt-get install nodejs npm): the TypeScript client's tests will be skipped"
 
-# SynapseDB against Chroma, mem0, redis-server, hnswlib and numpy in one run (docs/benchmarks.md).
+# SynapseDB against Chroma, mem0, redis-server, hnswlib and numpy in one run (bench/runs/).
 # Peers live in their own venv so they never touch .venv; BENCH_PEERS_ARGS=--quick for <= 5 min.
 PEERS  := .venv-peers
 PEERS_STAMP := $(PEERS)/.stamp-install

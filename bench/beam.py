@@ -99,8 +99,15 @@ def load_chat(folder: Path) -> Chat:
         for group in batch["turns"]:
             for m in group:
                 ts = _anchor(m.get("time_anchor")) or ts
-                messages.append(Message(int(m["id"]), str(m["role"]), str(m["content"]),
-                                        int(batch.get("batch_number", b_index + 1)), ts))  # fmt: skip
+                messages.append(
+                    Message(
+                        int(m["id"]),
+                        str(m["role"]),
+                        str(m["content"]),
+                        int(batch.get("batch_number", b_index + 1)),
+                        ts,
+                    )
+                )
     known = {m.id for m in messages}
     probing = json.loads((folder / "probing_questions" / "probing_questions.json").read_text())
     questions: list[Question] = []
@@ -116,6 +123,7 @@ def load_chat(folder: Path) -> Chat:
 
 
 def load_dataset(data: Path = DEFAULT_DATA, names: Sequence[str] | None = None) -> list[Chat]:
-    folders = sorted((p for p in data.iterdir() if p.is_dir() and p.name.isdigit()),
-                     key=lambda p: int(p.name))  # fmt: skip
+    folders = sorted(
+        (p for p in data.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)
+    )
     return [load_chat(p) for p in folders if names is None or p.name in names]

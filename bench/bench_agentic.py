@@ -1,4 +1,4 @@
-"""Benchmarks of the memory loop (issue 11; synapsedb.agentic, docs/agentic.md).
+"""Benchmarks of the memory loop (issue 11; synapsedb.memory_loop, docs/memory-loop.md).
 
 Parts (each flag runs one; no flag runs them all, the QA harness with ``--local``):
 
@@ -60,10 +60,10 @@ from agentic_harness import (
 from common import append_report, pct
 
 import synapsedb
-from synapsedb.agentic import LoopSettings, MemoryLoop
 from synapsedb.config import LLMSettings
 from synapsedb.embed import OnnxMiniLM
 from synapsedb.llm import ChatClient
+from synapsedb.memory_loop import LoopSettings, MemoryLoop
 
 DEPTH = 50  # hits per question collected for the calibration
 WARMUP = 20  # calls not timed
@@ -208,29 +208,43 @@ def calibrate(
         everything = _merge(samples)
         rows = [
             (f"**all five (final), in sample: a={a:.2f}, b={b:.2f}**", a, b, THRESHOLD),
-            (f"LoopSettings() at this commit: a={shipped.calib_a:g}, b={shipped.calib_b:g}",
-             shipped.calib_a, shipped.calib_b, THRESHOLD),
+            (
+                f"LoopSettings() at this commit: a={shipped.calib_a:g}, b={shipped.calib_b:g}",
+                shipped.calib_a,
+                shipped.calib_b,
+                THRESHOLD,
+            ),
             (f"no threshold (the top {TOP} as ranked)", a, b, 0.0),
-        ]  # fmt: skip
+        ]
         for label, ca, cb, threshold in rows:
             m = at_threshold(everything, ca, cb, threshold)
-            fitted = (f"{ca:.2f} | {cb:.2f} | {_cos_at(0.5, ca, cb):.3f} / "
-                      f"{_cos_at(0.6, ca, cb):.3f} | {balanced_logloss(cos, y, ca, cb):.3f}"
-                      if threshold else "- | - | - | -")  # fmt: skip
+            fitted = (
+                f"{ca:.2f} | {cb:.2f} | {_cos_at(0.5, ca, cb):.3f} / "
+                f"{_cos_at(0.6, ca, cb):.3f} | {balanced_logloss(cos, y, ca, cb):.3f}"
+                if threshold
+                else "- | - | - | -"
+            )
             lines.append(
                 f"| {label} | {fitted} | {m['precision']:.3f} | {m['retained']:.3f} | {m['recall@10']:.3f} | "
                 f"{m['any']:.3f} | {m['kept']:.1f} | {m['empty']:.3f} |"
             )
-        lines += ["", f"Cosine separates evidence from the other top-{DEPTH} hits with AUC "
-                  f"{auc(cos, y):.3f} (pooled). Other thresholds on the final scale (all five "
-                  f"conversations, the top {TOP}):", "",
-                  "| threshold | cosine | precision | retained | recall@10 | any | kept/question "
-                  "| empty |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            "",
+            f"Cosine separates evidence from the other top-{DEPTH} hits with AUC "
+            f"{auc(cos, y):.3f} (pooled). Other thresholds on the final scale (all five "
+            f"conversations, the top {TOP}):",
+            "",
+            "| threshold | cosine | precision | retained | recall@10 | any | kept/question "
+            "| empty |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for t in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8):
             m = at_threshold(everything, a, b, t)
-            lines.append(f"| {t:.1f} | {_cos_at(t, a, b):.3f} | {m['precision']:.3f} | "
-                         f"{m['retained']:.3f} | {m['recall@10']:.3f} | {m['any']:.3f} | "
-                         f"{m['kept']:.1f} | {m['empty']:.3f} |")  # fmt: skip
+            lines.append(
+                f"| {t:.1f} | {_cos_at(t, a, b):.3f} | {m['precision']:.3f} | "
+                f"{m['retained']:.3f} | {m['recall@10']:.3f} | {m['any']:.3f} | "
+                f"{m['kept']:.1f} | {m['empty']:.3f} |"
+            )
         lines += ["", *through_recall(ings, a, b)]
     finally:
         db.close()
@@ -291,14 +305,18 @@ def latency(root: Path, convs: list[locomo.Conversation], calls: int, total: int
         "| remember, 2 turns | p50 | p99 | recallable at once | upstream requests | target |",
         "|---|---|---|---|---|---|",
     ]
-    runs = [("durability fsync (default)", "fsync", False), ("durability os", "os", False),
-            ("proxy path: stored, not embedded (fsync)", "fsync", True)]  # fmt: skip
+    runs = [
+        ("durability fsync (default)", "fsync", False),
+        ("durability os", "os", False),
+        ("proxy path: stored, not embedded (fsync)", "fsync", True),
+    ]
     kept = None
     pairs = list(_pairs(convs, calls + WARMUP))
     with ScriptedUpstream() as up, ChatClient(LLMSettings(base_url=up.base_url, model="x")) as llm:
         for label, durability, deferred in runs:
-            db = synapsedb.open(root / f"latency-{durability}-{deferred}", llm=None,
-                                durability=durability)  # fmt: skip
+            db = synapsedb.open(
+                root / f"latency-{durability}-{deferred}", llm=None, durability=durability
+            )
             db.memory_loop.stop()
             loop = MemoryLoop(llm)  # an LLM configured, its worker never started
             db.memory_loop = loop
@@ -308,8 +326,9 @@ def latency(root: Path, convs: list[locomo.Conversation], calls: int, total: int
             for i, (u, a) in enumerate(pairs):
                 msgs = [{"role": "user", "content": u}, {"role": "assistant", "content": a}]
                 t0 = time.perf_counter()
-                r = loop.remember(ns, msgs, entity="user:bench", session=f"s{i // 50}",
-                                  defer_index=deferred)  # fmt: skip
+                r = loop.remember(
+                    ns, msgs, entity="user:bench", session=f"s{i // 50}", defer_index=deferred
+                )
                 took = time.perf_counter() - t0
                 if r.status != "queued":
                     raise SystemExit(f"remember: status {r.status!r}, expected 'queued'")
@@ -326,12 +345,16 @@ def latency(root: Path, convs: list[locomo.Conversation], calls: int, total: int
             p50 = pct(samples, 50) / 1000
             at_once = f"{found}/{asked}" if asked else "(after index_now)"
             target = "p50 <= 5 ms" if not deferred else "proxy overhead"
-            lines.append(f"| {label} | {p50:.2f} ms | {pct(samples, 99) / 1000:.2f} ms | "
-                         f"{at_once} | {len(up.requests)} | {target}: "
-                         f"{'met' if p50 <= 5 else '**missed**'} |")  # fmt: skip
+            lines.append(
+                f"| {label} | {p50:.2f} ms | {pct(samples, 99) / 1000:.2f} ms | "
+                f"{at_once} | {len(up.requests)} | {target}: "
+                f"{'met' if p50 <= 5 else '**missed**'} |"
+            )
             if deferred:
-                lines.append(f"| then `index_now`, in the background | {pct(later, 50) / 1000:.2f} "
-                             f"ms | {pct(later, 99) / 1000:.2f} ms | | | |")  # fmt: skip
+                lines.append(
+                    f"| then `index_now`, in the background | {pct(later, 50) / 1000:.2f} "
+                    f"ms | {pct(later, 99) / 1000:.2f} ms | | | |"
+                )
             if durability == "os":
                 kept = db
             else:
@@ -343,8 +366,11 @@ def latency(root: Path, convs: list[locomo.Conversation], calls: int, total: int
         t0 = time.perf_counter()
         model.embed([u, a])
         floor.append(time.perf_counter() - t0)
-    lines += ["", f"Floor, the embedder alone on the same 2-turn batches: p50 "
-              f"{pct(floor, 50) / 1000:.2f} ms, p99 {pct(floor, 99) / 1000:.2f} ms."]  # fmt: skip
+    lines += [
+        "",
+        f"Floor, the embedder alone on the same 2-turn batches: p50 "
+        f"{pct(floor, 50) / 1000:.2f} ms, p99 {pct(floor, 99) / 1000:.2f} ms.",
+    ]
     assert kept is not None
     try:
         lines += ["", *recall_latency(kept, convs, total)]
@@ -361,15 +387,25 @@ def recall_latency(db: Any, convs: list[locomo.Conversation], total: int) -> lis
     t0 = time.perf_counter()
     for at in range(0, todo, 500):
         n = min(500, todo - at)
-        ns.write_many([{"entity": "user:bench", "content": f"{texts[(at + i) % len(texts)]} "
-                        f"[{(at + i) // len(texts)}]"} for i in range(n)])  # fmt: skip
+        ns.write_many(
+            [
+                {
+                    "entity": "user:bench",
+                    "content": f"{texts[(at + i) % len(texts)]} [{(at + i) // len(texts)}]",
+                }
+                for i in range(n)
+            ]
+        )
     filled = time.perf_counter() - t0
     qs = [q.text for c in convs for q in c.questions][:320]
     loop = MemoryLoop(None)  # recall with the heuristic rewrite needs no LLM
     rec_s, query_s, kept = [], [], []
     for i, q in enumerate(qs):
-        msgs = [{"role": "user", "content": qs[i - 1]}, {"role": "assistant", "content": "OK."},
-                {"role": "user", "content": q}]  # fmt: skip
+        msgs = [
+            {"role": "user", "content": qs[i - 1]},
+            {"role": "assistant", "content": "OK."},
+            {"role": "user", "content": q},
+        ]
         t0 = time.perf_counter()
         r = loop.recall(ns, msgs, entity="user:bench", rewrite="heuristic")
         t1 = time.perf_counter()
@@ -419,8 +455,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--model", default="")
     ap.add_argument("--judge-base-url", default="")
     ap.add_argument("--judge-model", default="")
-    ap.add_argument("--no-controls", dest="controls", action="store_false",
-                    help="QA: skip judging the gold and a wrong answer per question")  # fmt: skip
+    ap.add_argument(
+        "--no-controls",
+        dest="controls",
+        action="store_false",
+        help="QA: skip judging the gold and a wrong answer per question",
+    )
     ap.add_argument("--out", type=Path, help="QA: one JSON line per question")
     ap.add_argument("--no-report", action="store_true")
     args = ap.parse_args(argv)
@@ -452,15 +492,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             else:
                 lines = qa(args, root, convs)
                 title = "LoCoMo QA, LLM judge"
-            sections += [f"### {title}", "", *lines, "",
-                         f"({time.perf_counter() - t0:.0f} s)", ""]  # fmt: skip
+            sections += [f"### {title}", "", *lines, "", f"({time.perf_counter() - t0:.0f} s)", ""]
             print("\n".join(lines), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    sections.append(f"Load average (1 min) at the start {load:.1f}, at the end "
-                    f"{os.getloadavg()[0]:.1f}: the machine is shared, timings are noisy.")  # fmt: skip
+    sections.append(
+        f"Load average (1 min) at the start {load:.1f}, at the end "
+        f"{os.getloadavg()[0]:.1f}: the machine is shared, timings are noisy."
+    )
     if not args.no_report:
-        append_report("Memory loop (issue 11)", command.strip(), sections)
+        append_report("Memory loop", command.strip(), sections)
 
 
 if __name__ == "__main__":

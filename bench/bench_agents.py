@@ -1,4 +1,4 @@
-"""Agent memory (seed 002's API, synapsedb.agents): store and retrieval latency, tier maintenance.
+"""Agent memory (seed 002's API, synapsedb.agent_state): store and retrieval latency, tier maintenance.
 
     .venv/bin/python bench/bench_agents.py [--states 10000] [--embedder none|minilm] [--http]
 
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.support for --http
 
 import synapsedb
-from synapsedb.agents import AgentMemoryAPI, MemoryConfig
+from synapsedb.agent_state import AgentMemoryAPI, MemoryConfig
 
 
 def _ms(samples: list[float]) -> tuple[float, float]:
@@ -46,9 +46,13 @@ def _time(fn: Callable[[], Any], repeats: int) -> tuple[float, float]:
 def run(states: int, embedder: str, http: bool, repeats: int) -> list[tuple[str, str, str]]:
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:
-        db = synapsedb.open(Path(tmp) / "d", durability="os", llm=None,
-                            background_maintenance=False,
-                            embedder=None if embedder == "none" else embedder)  # fmt: skip
+        db = synapsedb.open(
+            Path(tmp) / "d",
+            durability="os",
+            llm=None,
+            background_maintenance=False,
+            embedder=None if embedder == "none" else embedder,
+        )
         server = None
         target: Any = db
         if http:
@@ -58,16 +62,22 @@ def run(states: int, embedder: str, http: bool, repeats: int) -> list[tuple[str,
 
             server = serve(create_app(db))
             target = synapsedb.connect(server.__enter__())
-        config = MemoryConfig(cleanup_interval=0, cache_ttl=0, stm_config={"memory_limit": 1000},
-                              im_config={"memory_limit": 5000})  # fmt: skip
+        config = MemoryConfig(
+            cleanup_interval=0,
+            cache_ttl=0,
+            stm_config={"memory_limit": 1000},
+            im_config={"memory_limit": 5000},
+        )
         api = AgentMemoryAPI(config, target)
         rows: list[tuple[str, str, str]] = []
         store = []
         for step in range(states):
-            state = {"position": [rng.randint(0, 100), rng.randint(0, 100)],
-                     "health": round(rng.random(), 3),
-                     "inventory": {"wood": rng.randint(0, 9), "stone": rng.randint(0, 9)},
-                     "mood": rng.choice(["calm", "angry", "curious", "tired"])}  # fmt: skip
+            state = {
+                "position": [rng.randint(0, 100), rng.randint(0, 100)],
+                "health": round(rng.random(), 3),
+                "inventory": {"wood": rng.randint(0, 9), "stone": rng.randint(0, 9)},
+                "mood": rng.choice(["calm", "angry", "curious", "tired"]),
+            }
             t0 = time.perf_counter()
             api.store_agent_state("agent-1", state, step, priority=round(rng.random(), 2))
             store.append(time.perf_counter() - t0)
@@ -76,28 +86,43 @@ def run(states: int, embedder: str, http: bool, repeats: int) -> list[tuple[str,
         space = api.get_memory_space("agent-1")
         mid = states // 2
         cases: list[tuple[str, Callable[[], Any]]] = [
-            ("retrieve_by_time_range, 100 steps",
-             lambda: api.retrieve_by_time_range("agent-1", mid, mid + 99)),
+            (
+                "retrieve_by_time_range, 100 steps",
+                lambda: api.retrieve_by_time_range("agent-1", mid, mid + 99),
+            ),
             ("retrieve_recent_states(10)", lambda: space.retrieve_recent_states(10)),
-            ("retrieve_by_attributes (mood, wood: ~2.5% match)",
-             lambda: api.retrieve_by_attributes("agent-1", {"mood": "calm",
-                                                            "inventory": {"wood": 3}})),
+            (
+                "retrieve_by_attributes (mood, wood: ~2.5% match)",
+                lambda: api.retrieve_by_attributes(
+                    "agent-1", {"mood": "calm", "inventory": {"wood": 3}}
+                ),
+            ),
             ("search_by_content, k=10", lambda: space.search_by_content("curious wood 7", 10)),
-            ("retrieve_by_importance, k=10",
-             lambda: api.retrieve_by_importance("agent-1", 10)),
-        ]  # fmt: skip
+            ("retrieve_by_importance, k=10", lambda: api.retrieve_by_importance("agent-1", 10)),
+        ]
         for name, fn in cases:
             p50, p95 = _time(fn, repeats)
             rows.append((name, f"{p50:.2f}", f"{p95:.2f}"))
         t0 = time.perf_counter()
         report = api.force_memory_maintenance("agent-1")
         took = (time.perf_counter() - t0) * 1000
-        rows.append((f"force_memory_maintenance (first: {report['to_im']:,} to IM, "
-                     f"{report['to_ltm']:,} to LTM)", f"{took:.0f}", ""))  # fmt: skip
+        rows.append(
+            (
+                f"force_memory_maintenance (first: {report['to_im']:,} to IM, "
+                f"{report['to_ltm']:,} to LTM)",
+                f"{took:.0f}",
+                "",
+            )
+        )
         t0 = time.perf_counter()
         api.force_memory_maintenance("agent-1")
-        rows.append(("force_memory_maintenance (nothing to move)",
-                     f"{(time.perf_counter() - t0) * 1000:.0f}", ""))  # fmt: skip
+        rows.append(
+            (
+                "force_memory_maintenance (nothing to move)",
+                f"{(time.perf_counter() - t0) * 1000:.0f}",
+                "",
+            )
+        )
         for name, fn in cases[:2]:
             p50, p95 = _time(fn, repeats)
             rows.append((name + ", after tiering", f"{p50:.2f}", f"{p95:.2f}"))
@@ -115,18 +140,22 @@ def main() -> None:
     ap.add_argument("--embedder", default="minilm", choices=["none", "minilm"])
     ap.add_argument("--http", action="store_true", help="through synapsedb serve (loopback)")
     ap.add_argument("--repeats", type=int, default=50)
-    ap.add_argument("--report", action="store_true", help="append to docs/benchmarks.md")
+    ap.add_argument("--report", action="store_true", help="append the run to bench/runs/")
     args = ap.parse_args()
     rows = run(args.states, args.embedder, args.http, args.repeats)
     where = "HTTP (loopback)" if args.http else "embedded"
-    lines = [f"{args.states:,} states of one agent, {where}, embedder {args.embedder}, "
-             f"{args.repeats} repeats per retrieval (result cache off).", "",
-             "| operation | p50 ms | p95 ms |", "|---|---|---|"]  # fmt: skip
+    lines = [
+        f"{args.states:,} states of one agent, {where}, embedder {args.embedder}, "
+        f"{args.repeats} repeats per retrieval (result cache off).",
+        "",
+        "| operation | p50 ms | p95 ms |",
+        "|---|---|---|",
+    ]
     lines += [f"| {row[0]} | {row[1]} | {row[2]} |" for row in rows]
     if args.report:
         from common import append_report
 
-        append_report("Agent memory (issue 14)", "python " + " ".join(sys.argv), lines)
+        append_report("Agent memory", "python " + " ".join(sys.argv), lines)
     else:
         print("\n".join(lines))
 

@@ -109,8 +109,11 @@ def main() -> None:
                     hit_sessions = {batch[g] for g in got}
                     row[f"{mode}/session"] = len(ev_sessions & hit_sessions) / len(ev_sessions)
                 rows.append(row)
-            print(f"chat {chat.name}: {len(chat.messages)} messages, {len(chat.questions)} "
-                  f"questions, ingest {ingest_s[chat.name]:.1f} s", flush=True)  # fmt: skip
+            print(
+                f"chat {chat.name}: {len(chat.messages)} messages, {len(chat.questions)} "
+                f"questions, ingest {ingest_s[chat.name]:.1f} s",
+                flush=True,
+            )
     finally:
         db.close()
         shutil.rmtree(root, ignore_errors=True)
@@ -118,13 +121,18 @@ def main() -> None:
     if args.no_report:
         print("\n".join(lines))
     else:
-        append_report("Retrieval on BEAM 100K (issue 13)" + (" (quick)" if args.quick else ""),
-                      "python bench/bench_beam.py" + (" --quick" if args.quick else "")
-                      + " (part of make bench)", lines)  # fmt: skip
+        append_report(
+            "Retrieval on BEAM 100K" + (" (quick)" if args.quick else ""),
+            "python bench/bench_beam.py"
+            + (" --quick" if args.quick else "")
+            + " (part of make bench)",
+            lines,
+        )
 
 
-def report(chats: list[beam.Chat], rows: list[dict], ingest_s: dict[str, float],
-           query_ms: list[float]) -> list[str]:  # fmt: skip
+def report(
+    chats: list[beam.Chat], rows: list[dict], ingest_s: dict[str, float], query_ms: list[float]
+) -> list[str]:
     rng = np.random.default_rng(13)
     by: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
@@ -169,8 +177,11 @@ def report(chats: list[beam.Chat], rows: list[dict], ingest_s: dict[str, float],
             f"{s['hybrid']:.3f} | {s['vector']:.3f} | {s['keyword']:.3f} |"
         )
     r10 = np.mean([r["hybrid"] for r in rows])
-    lines += ["", f"Target (issue 13): BEAM 100K R@10 >= 0.65: **{r10:.3f}, "
-              f"{'met' if r10 >= 0.65 else 'missed'}**."]  # fmt: skip
+    lines += [
+        "",
+        f"Target (issue 13): BEAM 100K R@10 >= 0.65: **{r10:.3f}, "
+        f"{'met' if r10 >= 0.65 else 'missed'}**.",
+    ]
     return lines
 
 

@@ -62,77 +62,330 @@ from synapsedb.cache.keying import literals, normalize
 SLOTS: dict[str, list[str]] = {
     "n": ["1458", "2291", "30877", "412", "5530", "61004", "7342", "880"],
     "c": ["Paris", "Berlin", "Tokyo", "Lisbon", "Chicago", "Nairobi", "Toronto", "Madrid"],
-    "p": ["X200 headphones", "Aero laptop", "Nimbus blender", "Kestrel e-bike",
-          "Orbit smartwatch", "Tundra tent", "Lumen desk lamp", "Pico camera"],
-    "w": ["Maria Lopez", "John Chen", "Aisha Bello", "Tom Becker", "Yuki Sato",
-          "Priya Nair", "Lars Olsen", "Omar Haddad"],
-    "l": ["Spanish", "Japanese", "German", "Swahili", "Portuguese", "Korean", "Italian",
-          "Hindi"],
-}  # fmt: skip
+    "p": [
+        "X200 headphones",
+        "Aero laptop",
+        "Nimbus blender",
+        "Kestrel e-bike",
+        "Orbit smartwatch",
+        "Tundra tent",
+        "Lumen desk lamp",
+        "Pico camera",
+    ],
+    "w": [
+        "Maria Lopez",
+        "John Chen",
+        "Aisha Bello",
+        "Tom Becker",
+        "Yuki Sato",
+        "Priya Nair",
+        "Lars Olsen",
+        "Omar Haddad",
+    ],
+    "l": ["Spanish", "Japanese", "German", "Swahili", "Portuguese", "Korean", "Italian", "Hindi"],
+}
 N_CACHED = 4  # slot values cached per intent (the first ones); the rest are never cached
 
 # (family, slot or "", cached?, phrasings): the first phrasing is the one cached
 INTENTS: list[tuple[str, str, bool, list[str]]] = [
-    ("order", "n", True, ["refund policy for order {n}", "what is the refund policy on order #{n}",
-        "can I get my money back for order {n}", "order {n} refund rules",
-        "explain the refund terms that apply to order number {n}"]),
-    ("order", "n", True, ["where is my order {n}", "shipping status of order #{n}",
-        "has order {n} shipped yet", "track order number {n}", "when will order {n} arrive"]),
-    ("order", "n", True, ["cancel order {n}", "I want to cancel my order #{n}",
-        "how do I cancel order number {n}", "please call off order {n}"]),
-    ("order", "n", True, ["send me the invoice for order {n}", "I need a receipt for order #{n}",
-        "download the invoice of order {n}", "where can I find the bill for order number {n}"]),
-    ("city", "c", True, ["what's the weather in {c}", "weather forecast for {c} today",
-        "is it raining in {c} right now", "how warm is it in {c} today"]),
-    ("city", "c", True, ["cheapest flights to {c}", "find me a flight to {c}",
-        "airfare to {c} next week", "book a plane ticket to {c}"]),
-    ("city", "c", True, ["hotels in {c}", "find a place to stay in {c}",
-        "where should I stay in {c}", "book a hotel room in {c}"]),
-    ("city", "c", True, ["what time is it in {c}", "current local time in {c}",
-        "time zone of {c}", "what's the time right now in {c}"]),
-    ("product", "p", True, ["how much does the {p} cost", "price of the {p}",
-        "what is the {p}'s price", "{p} cost"]),
-    ("product", "p", True, ["warranty for the {p}", "how long is the {p} warranty",
-        "is the {p} covered by a warranty", "{p} guarantee period"]),
-    ("product", "p", True, ["reviews of the {p}", "is the {p} any good",
-        "what do customers say about the {p}", "{p} ratings"]),
-    ("product", "p", True, ["user manual for the {p}", "how do I set up the {p}",
-        "{p} setup instructions", "instructions for the {p}"]),
-    ("account", "", True, ["how do I reset my password", "I forgot my password",
-        "steps to reset password", "password reset help", "I can't log in and need a new password"]),
-    ("account", "", True, ["how do I change my email address", "update the email on my account",
-        "I want a different email for my account", "change account email"]),
-    ("account", "", True, ["how do I delete my account", "close my account permanently",
-        "remove my account and all my data", "I want to get rid of my profile for good"]),
-    ("account", "", True, ["how do I turn on two-factor authentication",
-        "enable 2FA on my account", "set up two step verification",
-        "add an authenticator app to my login"]),
-    ("billing", "", True, ["update my billing address", "change the address on my invoices",
-        "my billing address is wrong, how do I fix it", "edit my payment address"]),
-    ("billing", "", True, ["what payment methods do you accept", "which ways can I pay",
-        "accepted forms of payment", "do you take credit cards"]),
-    ("billing", "", True, ["what is your refund policy", "how do refunds work",
-        "explain your rules for refunds", "can I return an item and get a refund"]),
-    ("person", "w", True, ["phone number of {w}", "how can I call {w}",
-        "what's {w}'s phone number", "contact number for {w}"]),
-    ("person", "w", True, ["who is {w}'s manager", "who does {w} report to", "{w}'s boss",
-        "name the supervisor of {w}"]),
-    ("person", "w", True, ["email address of {w}", "what's {w}'s email", "how do I email {w}",
-        "{w} email contact"]),
-    ("language", "l", True, ["how do you say hello in {l}", "translate hello to {l}",
-        "what's hello in {l}", "the word for hello in {l}"]),
-    ("language", "l", True, ["best way to learn {l}", "how can I learn {l} fast",
-        "tips for learning {l}", "{l} learning resources"]),
+    (
+        "order",
+        "n",
+        True,
+        [
+            "refund policy for order {n}",
+            "what is the refund policy on order #{n}",
+            "can I get my money back for order {n}",
+            "order {n} refund rules",
+            "explain the refund terms that apply to order number {n}",
+        ],
+    ),
+    (
+        "order",
+        "n",
+        True,
+        [
+            "where is my order {n}",
+            "shipping status of order #{n}",
+            "has order {n} shipped yet",
+            "track order number {n}",
+            "when will order {n} arrive",
+        ],
+    ),
+    (
+        "order",
+        "n",
+        True,
+        [
+            "cancel order {n}",
+            "I want to cancel my order #{n}",
+            "how do I cancel order number {n}",
+            "please call off order {n}",
+        ],
+    ),
+    (
+        "order",
+        "n",
+        True,
+        [
+            "send me the invoice for order {n}",
+            "I need a receipt for order #{n}",
+            "download the invoice of order {n}",
+            "where can I find the bill for order number {n}",
+        ],
+    ),
+    (
+        "city",
+        "c",
+        True,
+        [
+            "what's the weather in {c}",
+            "weather forecast for {c} today",
+            "is it raining in {c} right now",
+            "how warm is it in {c} today",
+        ],
+    ),
+    (
+        "city",
+        "c",
+        True,
+        [
+            "cheapest flights to {c}",
+            "find me a flight to {c}",
+            "airfare to {c} next week",
+            "book a plane ticket to {c}",
+        ],
+    ),
+    (
+        "city",
+        "c",
+        True,
+        [
+            "hotels in {c}",
+            "find a place to stay in {c}",
+            "where should I stay in {c}",
+            "book a hotel room in {c}",
+        ],
+    ),
+    (
+        "city",
+        "c",
+        True,
+        [
+            "what time is it in {c}",
+            "current local time in {c}",
+            "time zone of {c}",
+            "what's the time right now in {c}",
+        ],
+    ),
+    (
+        "product",
+        "p",
+        True,
+        ["how much does the {p} cost", "price of the {p}", "what is the {p}'s price", "{p} cost"],
+    ),
+    (
+        "product",
+        "p",
+        True,
+        [
+            "warranty for the {p}",
+            "how long is the {p} warranty",
+            "is the {p} covered by a warranty",
+            "{p} guarantee period",
+        ],
+    ),
+    (
+        "product",
+        "p",
+        True,
+        [
+            "reviews of the {p}",
+            "is the {p} any good",
+            "what do customers say about the {p}",
+            "{p} ratings",
+        ],
+    ),
+    (
+        "product",
+        "p",
+        True,
+        [
+            "user manual for the {p}",
+            "how do I set up the {p}",
+            "{p} setup instructions",
+            "instructions for the {p}",
+        ],
+    ),
+    (
+        "account",
+        "",
+        True,
+        [
+            "how do I reset my password",
+            "I forgot my password",
+            "steps to reset password",
+            "password reset help",
+            "I can't log in and need a new password",
+        ],
+    ),
+    (
+        "account",
+        "",
+        True,
+        [
+            "how do I change my email address",
+            "update the email on my account",
+            "I want a different email for my account",
+            "change account email",
+        ],
+    ),
+    (
+        "account",
+        "",
+        True,
+        [
+            "how do I delete my account",
+            "close my account permanently",
+            "remove my account and all my data",
+            "I want to get rid of my profile for good",
+        ],
+    ),
+    (
+        "account",
+        "",
+        True,
+        [
+            "how do I turn on two-factor authentication",
+            "enable 2FA on my account",
+            "set up two step verification",
+            "add an authenticator app to my login",
+        ],
+    ),
+    (
+        "billing",
+        "",
+        True,
+        [
+            "update my billing address",
+            "change the address on my invoices",
+            "my billing address is wrong, how do I fix it",
+            "edit my payment address",
+        ],
+    ),
+    (
+        "billing",
+        "",
+        True,
+        [
+            "what payment methods do you accept",
+            "which ways can I pay",
+            "accepted forms of payment",
+            "do you take credit cards",
+        ],
+    ),
+    (
+        "billing",
+        "",
+        True,
+        [
+            "what is your refund policy",
+            "how do refunds work",
+            "explain your rules for refunds",
+            "can I return an item and get a refund",
+        ],
+    ),
+    (
+        "person",
+        "w",
+        True,
+        [
+            "phone number of {w}",
+            "how can I call {w}",
+            "what's {w}'s phone number",
+            "contact number for {w}",
+        ],
+    ),
+    (
+        "person",
+        "w",
+        True,
+        [
+            "who is {w}'s manager",
+            "who does {w} report to",
+            "{w}'s boss",
+            "name the supervisor of {w}",
+        ],
+    ),
+    (
+        "person",
+        "w",
+        True,
+        ["email address of {w}", "what's {w}'s email", "how do I email {w}", "{w} email contact"],
+    ),
+    (
+        "language",
+        "l",
+        True,
+        [
+            "how do you say hello in {l}",
+            "translate hello to {l}",
+            "what's hello in {l}",
+            "the word for hello in {l}",
+        ],
+    ),
+    (
+        "language",
+        "l",
+        True,
+        [
+            "best way to learn {l}",
+            "how can I learn {l} fast",
+            "tips for learning {l}",
+            "{l} learning resources",
+        ],
+    ),
     # never cached: siblings of cached intents, which must not take their answers
-    ("account", "", False, ["how do I change my username", "update the username on my account",
-        "I want a different username", "change account username"]),
-    ("account", "", False, ["how do I reset my PIN", "I forgot my PIN", "steps to reset PIN",
-        "PIN reset help"]),
-    ("account", "", False, ["how do I pause my account", "suspend my account for a while",
-        "temporarily deactivate my account", "put my account on hold"]),
-    ("billing", "", False, ["what is your exchange policy", "how do exchanges work",
-        "explain your rules for exchanges", "can I swap an item for another size"]),
-]  # fmt: skip
+    (
+        "account",
+        "",
+        False,
+        [
+            "how do I change my username",
+            "update the username on my account",
+            "I want a different username",
+            "change account username",
+        ],
+    ),
+    (
+        "account",
+        "",
+        False,
+        ["how do I reset my PIN", "I forgot my PIN", "steps to reset PIN", "PIN reset help"],
+    ),
+    (
+        "account",
+        "",
+        False,
+        [
+            "how do I pause my account",
+            "suspend my account for a while",
+            "temporarily deactivate my account",
+            "put my account on hold",
+        ],
+    ),
+    (
+        "billing",
+        "",
+        False,
+        [
+            "what is your exchange policy",
+            "how do exchanges work",
+            "explain your rules for exchanges",
+            "can I swap an item for another size",
+        ],
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -197,8 +450,9 @@ class Embeddings:
     def __call__(self, texts: list[str]) -> np.ndarray:
         todo = [t for t in dict.fromkeys(texts) if t not in self.seen]
         for i in range(0, len(todo), 64):
-            for t, v in zip(todo[i : i + 64], _unit(self.model.embed(todo[i : i + 64])),
-                            strict=True):  # fmt: skip
+            for t, v in zip(
+                todo[i : i + 64], _unit(self.model.embed(todo[i : i + 64])), strict=True
+            ):
                 self.seen[t] = v
         return np.stack([self.seen[t] for t in texts])
 
@@ -258,8 +512,9 @@ def quality(workdir: Path) -> list[str]:
         "exact-match cache": rates(test_q, exact_answers(test_keys, test_q)),
         f"semantic, threshold {threshold:.2f} (default)": rates(test_q, real),
         f"semantic, threshold {threshold:.2f}, no literal guard": rates(
-            test_q, sweep_answers(model, test_keys, test_q, threshold, False)),
-    }  # fmt: skip
+            test_q, sweep_answers(model, test_keys, test_q, threshold, False)
+        ),
+    }
     for t in (threshold - 0.05, threshold + 0.05):
         rows[f"semantic, threshold {t:.2f}"] = rates(
             test_q, sweep_answers(model, test_keys, test_q, t, True)
@@ -278,8 +533,10 @@ def quality(workdir: Path) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for name, r in rows.items():
-        out.append(f"| {name} | {r['hit']:.3f} | {r['para_hit']:.3f} | {r['false']:.3f} | "
-                   f"{r['false_neg']:.3f} |")  # fmt: skip
+        out.append(
+            f"| {name} | {r['hit']:.3f} | {r['para_hit']:.3f} | {r['false']:.3f} | "
+            f"{r['false_neg']:.3f} |"
+        )
     return out
 
 
@@ -303,25 +560,104 @@ class HashingEmbedder:
         return out
 
 
-STEMS = ["how much does", "where can I buy", "is there a discount on", "warranty terms for",
-         "reviews of", "how do I return", "shipping time for", "setup guide for",
-         "compare prices of", "availability of"]  # fmt: skip
-NOUNS = ["headphones", "laptop", "blender", "bike", "smartwatch", "tent", "lamp", "camera",
-         "kettle", "drone", "monitor", "keyboard", "speaker", "router", "scanner", "printer",
-         "tablet", "phone", "charger", "backpack", "jacket", "stove", "heater", "fan",
-         "vacuum", "mixer", "grill", "projector", "microphone", "mouse", "desk", "chair",
-         "sofa", "mattress", "pillow", "blanket", "toaster", "oven", "fridge", "freezer"]  # fmt: skip
-CITIES = ["Paris", "Berlin", "Tokyo", "Lisbon", "Chicago", "Nairobi", "Toronto", "Madrid",
-          "Oslo", "Lima", "Cairo", "Dublin", "Seoul", "Delhi", "Perth", "Quito", "Rome",
-          "Vienna", "Prague", "Athens", "Dakar", "Hanoi", "Manila", "Bogota", "Havana"]  # fmt: skip
-WHO = ["students", "families", "seniors", "gamers", "travellers", "teachers", "nurses",
-       "cyclists", "campers", "musicians"]  # fmt: skip
+STEMS = [
+    "how much does",
+    "where can I buy",
+    "is there a discount on",
+    "warranty terms for",
+    "reviews of",
+    "how do I return",
+    "shipping time for",
+    "setup guide for",
+    "compare prices of",
+    "availability of",
+]
+NOUNS = [
+    "headphones",
+    "laptop",
+    "blender",
+    "bike",
+    "smartwatch",
+    "tent",
+    "lamp",
+    "camera",
+    "kettle",
+    "drone",
+    "monitor",
+    "keyboard",
+    "speaker",
+    "router",
+    "scanner",
+    "printer",
+    "tablet",
+    "phone",
+    "charger",
+    "backpack",
+    "jacket",
+    "stove",
+    "heater",
+    "fan",
+    "vacuum",
+    "mixer",
+    "grill",
+    "projector",
+    "microphone",
+    "mouse",
+    "desk",
+    "chair",
+    "sofa",
+    "mattress",
+    "pillow",
+    "blanket",
+    "toaster",
+    "oven",
+    "fridge",
+    "freezer",
+]
+CITIES = [
+    "Paris",
+    "Berlin",
+    "Tokyo",
+    "Lisbon",
+    "Chicago",
+    "Nairobi",
+    "Toronto",
+    "Madrid",
+    "Oslo",
+    "Lima",
+    "Cairo",
+    "Dublin",
+    "Seoul",
+    "Delhi",
+    "Perth",
+    "Quito",
+    "Rome",
+    "Vienna",
+    "Prague",
+    "Athens",
+    "Dakar",
+    "Hanoi",
+    "Manila",
+    "Bogota",
+    "Havana",
+]
+WHO = [
+    "students",
+    "families",
+    "seniors",
+    "gamers",
+    "travellers",
+    "teachers",
+    "nurses",
+    "cyclists",
+    "campers",
+    "musicians",
+]
 
 
 def latency_keys(n: int) -> list[str]:
     """n distinct keys without digits (one exact signature: the whole scope is searched)."""
-    out = [f"{s} the {p} in {c} for {w}" for s in STEMS for p in NOUNS for c in CITIES
-           for w in WHO]  # fmt: skip
+    out = [f"{s} the {p} in {c} for {w}" for s in STEMS for p in NOUNS for c in CITIES for w in WHO]
     assert n <= len(out), f"at most {len(out)} distinct keys"
     random.Random(7).shuffle(out)
     return out[:n]
@@ -357,8 +693,9 @@ def serve(data: Path, port: int) -> None:
 
     from synapsedb.server import create_app
 
-    db = synapsedb.open(data, durability="os", background_maintenance=False,
-                        embedder=HashingEmbedder())  # fmt: skip
+    db = synapsedb.open(
+        data, durability="os", background_maintenance=False, embedder=HashingEmbedder()
+    )
     uvicorn.run(create_app(db), host="127.0.0.1", port=port, log_level="warning")
     db.close()
 
@@ -410,8 +747,9 @@ def latency(workdir: Path, entries: int, lookups: int, data: Path | None = None)
 
     where = data or workdir / "latency"
     reuse = data is not None and (data / "synapse.db").exists()
-    db = synapsedb.open(where, durability="os", background_maintenance=False,
-                        embedder=HashingEmbedder())  # fmt: skip
+    db = synapsedb.open(
+        where, durability="os", background_maintenance=False, embedder=HashingEmbedder()
+    )
     keys = latency_keys(entries)
     t0 = time.perf_counter()
     if not reuse:
@@ -444,8 +782,9 @@ def latency(workdir: Path, entries: int, lookups: int, data: Path | None = None)
         rcache = SemanticCache(remote, "bench")
         time_lookups(rcache, repeated)
         s, h = time_lookups(rcache, repeat_texts)
-        rows.append(("over HTTP (loopback, sync client, server in its own process), "
-                     "repeated keys", s, h))  # fmt: skip
+        rows.append(
+            ("over HTTP (loopback, sync client, server in its own process), repeated keys", s, h)
+        )
         remote.close()
     # what MiniLM adds for a key never seen before: one query embedding
     mdb = synapsedb.open(workdir / "model", durability="os", background_maintenance=False)
@@ -457,8 +796,11 @@ def latency(workdir: Path, entries: int, lookups: int, data: Path | None = None)
         model.embed([t])
         emb.append(time.perf_counter() - t0)
     mdb.close()
-    loaded = (f"loaded through the cache in {load_s:.0f} s, 8 threads" if not reuse
-              else "a data directory loaded earlier")  # fmt: skip
+    loaded = (
+        f"loaded through the cache in {load_s:.0f} s, 8 threads"
+        if not reuse
+        else "a data directory loaded earlier"
+    )
     f50 = pct(floor, 50)
     out = [
         f"{entries:,} entries in one scope ({loaded}), {lookups:,} lookups per row; hashing "
@@ -473,10 +815,14 @@ def latency(workdir: Path, entries: int, lookups: int, data: Path | None = None)
         "| - |",
     ]
     for name, s, h in rows:
-        out.append(f"| {name} | {pct(s, 50) / 1000:.3f} | {pct(s, 99) / 1000:.3f} | "
-                   f"{pct(s, 50) / f50:.1f}x | {h}/{len(s)} |")  # fmt: skip
-    out.append(f"| MiniLM query embedding of a key never seen (added to a lookup) | "
-               f"{pct(emb, 50) / 1000:.3f} | {pct(emb, 99) / 1000:.3f} | - | - |")  # fmt: skip
+        out.append(
+            f"| {name} | {pct(s, 50) / 1000:.3f} | {pct(s, 99) / 1000:.3f} | "
+            f"{pct(s, 50) / f50:.1f}x | {h}/{len(s)} |"
+        )
+    out.append(
+        f"| MiniLM query embedding of a key never seen (added to a lookup) | "
+        f"{pct(emb, 50) / 1000:.3f} | {pct(emb, 99) / 1000:.3f} | - | - |"
+    )
     return out
 
 
@@ -487,7 +833,7 @@ def main() -> None:
     ap.add_argument("--skip-latency", action="store_true")
     ap.add_argument("--skip-quality", action="store_true")
     ap.add_argument("--data", type=Path, help="keep the latency data here (reused if present)")
-    ap.add_argument("--report", action="store_true", help="append to docs/benchmarks.md")
+    ap.add_argument("--report", action="store_true", help="append the run to bench/runs/")
     ap.add_argument("--serve", nargs=2, metavar=("DATA", "PORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
@@ -504,7 +850,7 @@ def main() -> None:
         if not args.skip_latency:
             lines += ["", *latency(Path(tmp), args.entries, args.lookups, args.data)]
     if args.report:
-        append_report("Semantic cache (issue 14)", "python " + " ".join(sys.argv), lines)
+        append_report("Semantic cache", "python " + " ".join(sys.argv), lines)
     else:
         print("\n".join(lines))
 

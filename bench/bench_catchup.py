@@ -8,7 +8,7 @@ keeping 1% of rows) measures latency: that is the stall queries see. Every chunk
 adds is timed (HnswIndex.extend, whose time is the write-lock hold plus a vector copy).
 
 Usage: python bench/bench_catchup.py --n 100000 [--threads 1] [--runs 1]
-Prints one markdown row per run; nothing is appended to docs/benchmarks.md.
+Prints one markdown row per run; nothing is appended to bench/runs/.
 """
 
 from __future__ import annotations

@@ -142,12 +142,17 @@ def part_sessions(root: Path, texts: Sequence[str], n_long: int, n_timed: int) -
         "|---|---|---|---|",
     ]
     p50 = ms(appends["fsync"][0], 50)
-    lines.append(f"| `append`, {n_long:,}-message session, fsync | {p50_p99(appends['fsync'][0])} "
-                 f"| p50 <= 1 ms | {'met' if p50 <= 1 else '**missed**'} |")  # fmt: skip
-    lines.append(f"| `append`, a new session (0 to {n_timed:,} messages), fsync | "
-                 f"{p50_p99(appends['fsync'][1])} | | |")  # fmt: skip
-    lines.append(f"| `append`, {n_long:,}-message session, durability os | "
-                 f"{p50_p99(appends['os'][0])} | | |")  # fmt: skip
+    lines.append(
+        f"| `append`, {n_long:,}-message session, fsync | {p50_p99(appends['fsync'][0])} "
+        f"| p50 <= 1 ms | {'met' if p50 <= 1 else '**missed**'} |"
+    )
+    lines.append(
+        f"| `append`, a new session (0 to {n_timed:,} messages), fsync | "
+        f"{p50_p99(appends['fsync'][1])} | | |"
+    )
+    lines.append(
+        f"| `append`, {n_long:,}-message session, durability os | {p50_p99(appends['os'][0])} | | |"
+    )
     lines.append(f"| `append`, a new session, durability os | {p50_p99(appends['os'][1])} | | |")
     for name, (long_s, short_s) in loads.items():
         ratio = ms(long_s, 50) / ms(short_s, 50)
@@ -158,17 +163,22 @@ def part_sessions(root: Path, texts: Sequence[str], n_long: int, n_timed: int) -
         else:
             target = " | |"
         lines.append(f"| {name}, {long_n:,}-message session | {p50_p99(long_s)} |{target}")
-        lines.append(f"| {name}, 100-message session (long / short p50: {ratio:.2f}) | "
-                     f"{p50_p99(short_s)} | | |")  # fmt: skip
+        lines.append(
+            f"| {name}, 100-message session (long / short p50: {ratio:.2f}) | "
+            f"{p50_p99(short_s)} | | |"
+        )
     head_long, head_short = loads[next(k for k in loads if k.startswith("`ns.events"))]
-    lines += ["", f"`load(last=50)` reads the tail from the end of the stream "
-              "(`events(order=\"desc\", limit=50)`) and costs the same on both sessions. Window "
-              "and TokenBuffer read that tail too, then the head (the session's leading system "
-              "messages) with an ascending `ns.events(limit=8)`, which the engine stops "
-              "after 8 events (`events_in` in engine/state.py): "
-              f"{ms(head_long, 50):.3f} ms at {long_n:,} messages against "
-              f"{ms(head_short, 50):.3f} ms at 100. TokenBuffer's remaining time is counting "
-              "the tokens of the turns it reads back."]  # fmt: skip
+    lines += [
+        "",
+        f"`load(last=50)` reads the tail from the end of the stream "
+        '(`events(order="desc", limit=50)`) and costs the same on both sessions. Window '
+        "and TokenBuffer read that tail too, then the head (the session's leading system "
+        "messages) with an ascending `ns.events(limit=8)`, which the engine stops "
+        "after 8 events (`events_in` in engine/state.py): "
+        f"{ms(head_long, 50):.3f} ms at {long_n:,} messages against "
+        f"{ms(head_short, 50):.3f} ms at 100. TokenBuffer's remaining time is counting "
+        "the tokens of the turns it reads back.",
+    ]
     lines += ["", *part_http(data, n_timed // 2, long_n)]
     return lines
 
@@ -217,8 +227,20 @@ def server(data: Path) -> Iterator[str]:
     """``synapsedb serve`` on ``data`` (durability fsync, embedder off, auth none, loopback)."""
     port = free_port()
     env = {**os.environ, "SYNAPSEDB_EMBEDDER": "none"}
-    cmd = [sys.executable, "-m", "synapsedb", "serve", "--data", str(data), "--port", str(port),
-           "--auth", "none", "--log-level", "warning"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "synapsedb",
+        "serve",
+        "--data",
+        str(data),
+        "--port",
+        str(port),
+        "--auth",
+        "none",
+        "--log-level",
+        "warning",
+    ]
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -236,7 +258,9 @@ def server(data: Path) -> Iterator[str]:
         proc.wait(timeout=60)
 
 
-def alternate(read: Callable[[str], Any], n: int, warm: int = 50) -> tuple[list[float], list[float]]:  # fmt: skip
+def alternate(
+    read: Callable[[str], Any], n: int, warm: int = 50
+) -> tuple[list[float], list[float]]:
     long_s: list[float] = []
     short_s: list[float] = []
     for i in range(n + warm):
@@ -263,21 +287,46 @@ def part_http(data: Path, n: int, long_n: int) -> list[str]:
                     raise SystemExit(
                         f"GET .../sessions/long/messages?last=50: {len(body)} messages"
                     )
-                rows.append((f"`GET /v1/namespaces/{NS}/sessions/<id>/messages?last=50` (httpx, "
-                             "keep-alive)", alternate(lambda sid: http.get(
-                                 route.format(sid), params={"last": 50}).raise_for_status(), n)))  # fmt: skip
+                rows.append(
+                    (
+                        f"`GET /v1/namespaces/{NS}/sessions/<id>/messages?last=50` (httpx, "
+                        "keep-alive)",
+                        alternate(
+                            lambda sid: http.get(
+                                route.format(sid), params={"last": 50}
+                            ).raise_for_status(),
+                            n,
+                        ),
+                    )
+                )
             else:
-                rows.append((f"session route: GET .../sessions/<id>/messages answered "
-                             f"{probe.status_code} (not in this server)", ([], [])))  # fmt: skip
+                rows.append(
+                    (
+                        f"session route: GET .../sessions/<id>/messages answered "
+                        f"{probe.status_code} (not in this server)",
+                        ([], []),
+                    )
+                )
             load = getattr(remote, "session_load", None)
             if callable(load):
-                rows.append(("`RemoteNamespace.session_load(id, last=50)`",
-                             alternate(lambda sid: load(sid, last=50), n)))  # fmt: skip
+                rows.append(
+                    (
+                        "`RemoteNamespace.session_load(id, last=50)`",
+                        alternate(lambda sid: load(sid, last=50), n),
+                    )
+                )
             over = Sessions(remote)
-            how = ("one request, the session route" if callable(load) else
-                   "2 requests: the state fact, the events")  # fmt: skip
-            rows.append((f"`Sessions(synapsedb.connect(url).namespace(..)).load(id, last=50)` "
-                         f"({how})", alternate(lambda sid: over.load(sid, last=50), n)))  # fmt: skip
+            how = (
+                "one request, the session route"
+                if callable(load)
+                else "2 requests: the state fact, the events"
+            )
+            rows.append(
+                (
+                    f"`Sessions(synapsedb.connect(url).namespace(..)).load(id, last=50)` ({how})",
+                    alternate(lambda sid: over.load(sid, last=50), n),
+                )
+            )
             appends: list[float] = []
             for i, turn in enumerate(
                 turns_of(["A remote turn of a chat, for the timing."], n + 20)
@@ -300,8 +349,11 @@ def part_http(data: Path, n: int, long_n: int) -> list[str]:
             lines.append(f"| {name} | - | - |")
         else:
             lines.append(f"| {name} | {p50_p99(long_s)} | {p50_p99(short_s)} |")
-    lines += ["", f"`Sessions(remote).append` of one message ({how.split(',')[0]}), fsync, "
-              f"to a third session: p50 / p99 {p50_p99(appends)} ms."]  # fmt: skip
+    lines += [
+        "",
+        f"`Sessions(remote).append` of one message ({how.split(',')[0]}), fsync, "
+        f"to a third session: p50 / p99 {p50_p99(appends)} ms.",
+    ]
     return lines
 
 
@@ -336,8 +388,9 @@ def manager() -> SmartContextManager:
     return m
 
 
-def part_context(root: Path, convs: Sequence[locomo.Conversation], n_msgs: int,
-                 n_turns: int) -> list[str]:  # fmt: skip
+def part_context(
+    root: Path, convs: Sequence[locomo.Conversation], n_msgs: int, n_turns: int
+) -> list[str]:
     texts = [t.content for c in convs for t in c.turns]
     questions = [q.text for c in convs for q in c.questions]
     replies = texts[::-1]
@@ -359,8 +412,9 @@ def part_context(root: Path, convs: Sequence[locomo.Conversation], n_msgs: int,
         q = questions[i % len(questions)]
         timed(lambda: sessions.append(sid, ("user", q)), t.append)
         if stateless:
-            window = timed(lambda: TokenBuffer(sessions, max_tokens=4000, model=MODEL).load(sid),
-                           t.read)  # fmt: skip
+            window = timed(
+                lambda: TokenBuffer(sessions, max_tokens=4000, model=MODEL).load(sid), t.read
+            )
         rec = timed(lambda: ns.recall(q, entity=entity, budget_tokens=2000), t.recall)
         start = time.perf_counter()
         if stateless:
@@ -480,7 +534,7 @@ def main() -> None:
     ap.add_argument("--context", action="store_true", help="context assembly at 8,000 tokens")
     ap.add_argument("--locomo", action="store_true", help="LoCoMo prompt tokens and evidence")
     ap.add_argument("--quick", action="store_true", help="smaller sessions, every 4th question")
-    ap.add_argument("--no-report", action="store_true", help="do not append to docs/benchmarks.md")
+    ap.add_argument("--no-report", action="store_true", help="do not append the run to bench/runs/")
     args = ap.parse_args()
     everything = not (args.sessions or args.context or args.locomo)
     if not encoding_for(MODEL).exact:
@@ -490,40 +544,64 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="synapsedb-conversation-"))
     lines: list[str] = []
     started, before = time.perf_counter(), os.getloadavg()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT,
-                           capture_output=True, text=True).stdout.splitlines()  # fmt: skip
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.splitlines()
     try:
         if everything or args.sessions:
             print("sessions ...", flush=True)
             n_long = 20_000 if args.quick else 100_000
-            lines += ["### Sessions: append and load", "",
-                      *part_sessions(root, texts, n_long, 500 if args.quick else 2000), ""]  # fmt: skip
+            lines += [
+                "### Sessions: append and load",
+                "",
+                *part_sessions(root, texts, n_long, 500 if args.quick else 2000),
+                "",
+            ]
         if everything or args.context:
             print("context ...", flush=True)
-            lines += ["### Context assembly, 8,000 tokens", "",
-                      *part_context(root, convs, 2_000 if args.quick else 10_000,
-                                    60 if args.quick else 300), ""]  # fmt: skip
+            lines += [
+                "### Context assembly, 8,000 tokens",
+                "",
+                *part_context(
+                    root, convs, 2_000 if args.quick else 10_000, 60 if args.quick else 300
+                ),
+                "",
+            ]
         if everything or args.locomo:
             print("locomo ...", flush=True)
-            lines += ["### LoCoMo dev: prompt tokens and evidence in the context", "",
-                      *part_locomo(root, convs, 4 if args.quick else 1), ""]  # fmt: skip
+            lines += [
+                "### LoCoMo dev: prompt tokens and evidence in the context",
+                "",
+                *part_locomo(root, convs, 4 if args.quick else 1),
+                "",
+            ]
     finally:
         shutil.rmtree(root, ignore_errors=True)
     load = ", ".join(f"{x:.2f}" for x in before)
-    lines.append(f"({time.perf_counter() - started:.0f} s; load average {load} at the start: "
-                 "other processes on the machine share its 2 cores)")  # fmt: skip
+    lines.append(
+        f"({time.perf_counter() - started:.0f} s; load average {load} at the start: "
+        "other processes on the machine share its 2 cores)"
+    )
     if dirty:  # other work in progress in the checkout this ran from: say what it measured
-        lines.append("Uncommitted changes under src/ when this ran: "
-                     + ", ".join(f"`{d[3:]}`" for d in dirty) + ".")  # fmt: skip
+        lines.append(
+            "Uncommitted changes under src/ when this ran: "
+            + ", ".join(f"`{d[3:]}`" for d in dirty)
+            + "."
+        )
     if args.no_report:
         print("\n".join(lines))
         return
     parts = [p for p in ("sessions", "context", "locomo") if everything or getattr(args, p)]
-    cmd = "make bench-conversation" if everything and not args.quick else (
-        "python bench/bench_conversation.py"
-        + "".join(f" --{p}" for p in parts if not everything)
-        + (" --quick" if args.quick else ""))  # fmt: skip
-    append_report("Conversation memory (issue 12)" + (" (quick)" if args.quick else ""), cmd, lines)
+    cmd = (
+        "make bench-conversation"
+        if everything and not args.quick
+        else (
+            "python bench/bench_conversation.py"
+            + "".join(f" --{p}" for p in parts if not everything)
+            + (" --quick" if args.quick else "")
+        )
+    )
+    append_report("Conversation memory" + (" (quick)" if args.quick else ""), cmd, lines)
 
 
 if __name__ == "__main__":

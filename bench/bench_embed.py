@@ -167,21 +167,27 @@ def main() -> None:
         print(rows[-1], flush=True)
         if args.sweep:
             sweep(emb, tokens, name, args.rounds)
-    print(f"\nMachine: {machine()}. Commit {git_rev()}. Precision {emb.precision} ({emb.name}). "
-          f"Load average {load0:.1f} at start, "
-          f"{os.getloadavg()[0]:.1f} at end. Best of {args.rounds} interleaved rounds.")  # fmt: skip
+    print(
+        f"\nMachine: {machine()}. Commit {git_rev()}. Precision {emb.precision} ({emb.name}). "
+        f"Load average {load0:.1f} at start, "
+        f"{os.getloadavg()[0]:.1f} at end. Best of {args.rounds} interleaved rounds."
+    )
     print("Command: `python bench/bench_embed.py " + " ".join(sys.argv[1:]) + "`\n")
-    print("| workload | messages | mean word-pieces | tokenize whole (msg/s) | tokenize (msg/s) "
-          "| raw ceiling (msg/s) | embed() whole-text (msg/s, ratio to ceiling) "
-          "| embed() (msg/s, ratio) |")  # fmt: skip
+    print(
+        "| workload | messages | mean word-pieces | tokenize whole (msg/s) | tokenize (msg/s) "
+        "| raw ceiling (msg/s) | embed() whole-text (msg/s, ratio to ceiling) "
+        "| embed() (msg/s, ratio) |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
 
 
 def sweep(emb: OnnxMiniLM, tokens: list[list[int]], name: str, rounds: int) -> None:
     """The raw ceiling under other layouts: sessions x intra-op threads, batch token budgets."""
-    layouts = {"1 session x 2 threads": [session(emb, 2)],
-               "2 sessions x 1 thread": [session(emb, 1), session(emb, 1)]}  # fmt: skip
+    layouts = {
+        "1 session x 2 threads": [session(emb, 2)],
+        "2 sessions x 1 thread": [session(emb, 1), session(emb, 1)],
+    }
     variants: dict[str, Callable[[], object]] = {}
     for lname, sessions in layouts.items():
         for max_tokens in (1024, 2048, 4096):

@@ -194,7 +194,7 @@ def bench_reopen(root: Path, n: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
-    ap.add_argument("--no-report", action="store_true", help="do not append to docs/benchmarks.md")
+    ap.add_argument("--no-report", action="store_true", help="do not append the run to bench/runs/")
     args = ap.parse_args()
     q = args.quick
     root = Path(tempfile.mkdtemp(prefix="synapsedb-bench-"))
@@ -243,7 +243,8 @@ def main() -> None:
     ]
     if not args.no_report:
         cmd = "python bench/bench_engine.py" + (" --quick" if q else "") + " (part of make bench)"
-        append_report("Engine core" + (" (quick)" if q else ""), cmd, lines)
+        data = {"batched": batched, "threads": threads, "reads": reads, "reopen": reopen}
+        append_report("Engine core" + (" (quick)" if q else ""), cmd, lines, data=data)
     else:
         print("\n".join(lines))
 

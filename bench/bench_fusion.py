@@ -77,15 +77,24 @@ def main() -> None:
             qs = [(q.text, q.evidence) for q in chat.questions]
             work.append(("BEAM", chat.name, db.namespace(f"beam-{chat.name}"), qs, ids))
         ingest_s = time.perf_counter() - t0
-        points = [DEFAULT, *(Fusion(keyword=kw, context=cx, author=au) for kw, cx, au
-                             in itertools.product(*GRID.values()))]  # fmt: skip
+        points = [
+            DEFAULT,
+            *(
+                Fusion(keyword=kw, context=cx, author=au)
+                for kw, cx, au in itertools.product(*GRID.values())
+            ),
+        ]
         # scores[p][conversation index] = per-question R@10 under grid point p
         scores: list[list[np.ndarray]] = []
         t1 = time.perf_counter()
         for p in points:
             db.fusion = p
-            scores.append([np.array([recall10(ns, text, ids, ev) for text, ev in qs])
-                           for _, _, ns, qs, ids in work])  # fmt: skip
+            scores.append(
+                [
+                    np.array([recall10(ns, text, ids, ev) for text, ev in qs])
+                    for _, _, ns, qs, ids in work
+                ]
+            )
         query_s = time.perf_counter() - t1
     finally:
         db.close()
@@ -94,9 +103,12 @@ def main() -> None:
     if args.no_report:
         print("\n".join(lines))
     else:
-        append_report("Fusion weights by leave-one-conversation-out, LoCoMo + BEAM (issue 13)"
-                      + (" (quick)" if args.quick else ""),
-                      "python bench/bench_fusion.py" + (" --quick" if args.quick else ""), lines)  # fmt: skip
+        append_report(
+            "Fusion weights by leave-one-conversation-out, LoCoMo + BEAM"
+            + (" (quick)" if args.quick else ""),
+            "python bench/bench_fusion.py" + (" --quick" if args.quick else ""),
+            lines,
+        )
 
 
 def objective(scores: list[np.ndarray], datasets: list[str], keep: list[int]) -> float:
@@ -110,8 +122,13 @@ def name(p: Fusion) -> str:
     return f"keyword {p.keyword}, context {p.context}, author {p.author}"
 
 
-def report(work: list, points: list[Fusion], scores: list[list[np.ndarray]], ingest_s: float,
-           query_s: float) -> list[str]:  # fmt: skip
+def report(
+    work: list,
+    points: list[Fusion],
+    scores: list[list[np.ndarray]],
+    ingest_s: float,
+    query_s: float,
+) -> list[str]:
     datasets = [w[0] for w in work]
     n = len(work)
     loo: list[np.ndarray] = []
@@ -121,12 +138,14 @@ def report(work: list, points: list[Fusion], scores: list[list[np.ndarray]], ing
         best = max(range(len(points)), key=lambda p: (objective(scores[p], datasets, keep), -p))
         picks.append(best)
         loo.append(scores[best][held])
-    final = max(range(len(points)),
-                key=lambda p: (objective(scores[p], datasets, list(range(n))), -p))  # fmt: skip
+    final = max(
+        range(len(points)), key=lambda p: (objective(scores[p], datasets, list(range(n))), -p)
+    )
 
     def per(ds: str, arrays: list[np.ndarray]) -> float:
-        return float(np.concatenate([a for a, d in zip(arrays, datasets, strict=True)
-                                     if d == ds]).mean())  # fmt: skip
+        return float(
+            np.concatenate([a for a, d in zip(arrays, datasets, strict=True) if d == ds]).mean()
+        )
 
     lines = [
         f"{sum(d == 'LoCoMo' for d in datasets)} LoCoMo conversations and "
@@ -156,8 +175,10 @@ def report(work: list, points: list[Fusion], scores: list[list[np.ndarray]], ing
         "| weights | LoCoMo R@10 | BEAM R@10 |",
         "|---|---:|---:|",
     ]
-    lines += [f"| {name(p)} | {per('LoCoMo', s):.3f} | {per('BEAM', s):.3f} |"
-              for p, s in zip(points[1:], scores[1:], strict=True)]  # fmt: skip
+    lines += [
+        f"| {name(p)} | {per('LoCoMo', s):.3f} | {per('BEAM', s):.3f} |"
+        for p, s in zip(points[1:], scores[1:], strict=True)
+    ]
     return lines
 
 

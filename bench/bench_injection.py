@@ -27,7 +27,9 @@ the numbers reported as held out are those of each user under the parameters cho
 other seven. Nothing is fitted on LoCoMo or BEAM.
 
 Usage: python bench/bench_injection.py [--refresh] [--beam-chats N] [--cache DIR]
-       [--plot docs/img/injection_curve.png] [--out bench/injection_results.md]
+       [--plot docs/img/injection_curve.png]
+
+The run is appended to bench/runs/injection-policy-of-the-memory-loop.jsonl.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import injection_collect as collect
-from common import git_rev, machine
+from common import append_report
 
 CALIB_A, CALIB_B = 7.97, -2.56  # LoopSettings' calibration (bench_agentic.py --calibrate)
 REPEAT_COSINE = 0.95  # a hit this close to the question repeats it (the lead's rule (c))
@@ -362,7 +364,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--refresh", action="store_true", help="collect the hits again")
     ap.add_argument("--beam-chats", type=int, default=None, help="the first N BEAM chats only")
     ap.add_argument("--plot", type=Path, default=ROOT / "docs" / "img" / "injection_curve.png")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "injection_results.md")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     data = load(args.cache, args.refresh, args.beam_chats)
@@ -389,17 +390,8 @@ def report(data: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> N
     body = dev_lines(data, fam, scores, groups, chosen)
     body += corpus_lines(data, fam, scores, chosen)
     body += curve_lines(data, scores, args.plot)
-    lines = [
-        "## Recall's injection rule: dev set, LoCoMo dev, BEAM 100K",
-        "",
-        f"Machine: {machine()}. Commit {git_rev()}. Command: `python bench/bench_injection.py`.",
-        "",
-        *summary(data, scores, groups),
-        *body,
-    ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    args.out.write_text(text)
+    lines = [*summary(data, scores, groups), *body]
+    append_report("Injection policy of the memory loop", "python bench/bench_injection.py", lines)
 
 
 def summary(

@@ -8,7 +8,7 @@ Each run, as bench_peers.py's kv stage measures it: redis-server pinned to core 
 defaults) pinned to core 0 and ``wrk -t1 -c64`` on core 1, both hitting one key. The ratio is
 SynapseDB's requests/s over redis-server's from the same run; the 1-minute load average before
 and after each run is recorded, since a shared machine moves both. ``--report`` prints the
-markdown table and appends it to docs/benchmarks.md.
+markdown table and appends it to bench/runs/kv-get-over-http.jsonl.
 """
 
 from __future__ import annotations
@@ -61,8 +61,9 @@ def one_run(tmp: Path, seconds: float, requests: int) -> dict[str, Any]:
     try:
         wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, 60, "server")
         ns = "/v1/namespaces/kv"
-        httpx.put(f"{base}{ns}/facts", json={"entity": "user:1", "key": "plan",
-                                             "value": {"tier": 1}}).raise_for_status()  # fmt: skip
+        httpx.put(
+            f"{base}{ns}/facts", json={"entity": "user:1", "key": "plan", "value": {"tier": 1}}
+        ).raise_for_status()
         cpu = cpu_seconds(server.pid)
         out["synapsedb"] = got = wrk(f"{base}{ns}/facts?entity=user:1&key=plan", seconds, CONNS)
         # wrk's rate is its requests over its duration (whole seconds)
@@ -100,15 +101,37 @@ def report_lines(runs: list[dict[str, Any]], seconds: float) -> list[str]:
     rows = []
     for i, r in enumerate(runs, 1):
         s, red = r["synapsedb"], r["redis"]
-        rows.append([str(i), f"{r['load_before']:.2f} / {r['load_after']:.2f}",
-                     fmt_num(red["rps"]), fmt_num(s["rps"]), f"{s['p50']:.2f}",
-                     f"{s['p99']:.2f}", str(s["errors"]), fmt_ratio(r["ratio"]),
-                     "met" if r["ratio"] is not None and r["ratio"] >= TARGET else "missed",
-                     f"{red['cpu_per_request'] * 1e6:.1f} / {s['cpu_per_request'] * 1e6:.1f}",
-                     fmt_ratio(r["cpu_ratio"])])  # fmt: skip
-    lines += table(["run", "load", "redis-server GET/s", "SynapseDB GET/s", "p50 ms", "p99 ms",
-                    "non-2xx", "ratio", ">= 1/7", "CPU/request us (redis / SynapseDB)",
-                    "CPU ratio"], rows)  # fmt: skip
+        rows.append(
+            [
+                str(i),
+                f"{r['load_before']:.2f} / {r['load_after']:.2f}",
+                fmt_num(red["rps"]),
+                fmt_num(s["rps"]),
+                f"{s['p50']:.2f}",
+                f"{s['p99']:.2f}",
+                str(s["errors"]),
+                fmt_ratio(r["ratio"]),
+                "met" if r["ratio"] is not None and r["ratio"] >= TARGET else "missed",
+                f"{red['cpu_per_request'] * 1e6:.1f} / {s['cpu_per_request'] * 1e6:.1f}",
+                fmt_ratio(r["cpu_ratio"]),
+            ]
+        )
+    lines += table(
+        [
+            "run",
+            "load",
+            "redis-server GET/s",
+            "SynapseDB GET/s",
+            "p50 ms",
+            "p99 ms",
+            "non-2xx",
+            "ratio",
+            ">= 1/7",
+            "CPU/request us (redis / SynapseDB)",
+            "CPU ratio",
+        ],
+        rows,
+    )
     return lines
 
 
@@ -117,7 +140,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=5.0, help="wrk's duration per run")
     ap.add_argument("--requests", type=int, default=400_000, help="redis-benchmark's -n")
-    ap.add_argument("--report", action="store_true", help="append to docs/benchmarks.md")
+    ap.add_argument("--report", action="store_true", help="append the run to bench/runs/")
     a = ap.parse_args()
     if a.runs < 1 or a.seconds < 1 or a.requests < 1000:
         ap.error("--runs >= 1, --seconds >= 1, --requests >= 1000")
@@ -126,13 +149,19 @@ def main() -> None:
         for i in range(a.runs):
             r = one_run(Path(tmp), a.seconds, a.requests)
             runs.append(r)
-            print(f"run {i + 1}: load {r['load_before']:.2f}/{r['load_after']:.2f} "
-                  f"redis {r['redis']['rps']:,.0f}/s synapsedb {r['synapsedb']['rps']:,.0f}/s "
-                  f"ratio {fmt_ratio(r['ratio'])} cpu ratio {fmt_ratio(r['cpu_ratio'])}",
-                  flush=True)  # fmt: skip
+            print(
+                f"run {i + 1}: load {r['load_before']:.2f}/{r['load_after']:.2f} "
+                f"redis {r['redis']['rps']:,.0f}/s synapsedb {r['synapsedb']['rps']:,.0f}/s "
+                f"ratio {fmt_ratio(r['ratio'])} cpu ratio {fmt_ratio(r['cpu_ratio'])}",
+                flush=True,
+            )
     if a.report:
-        append_report("KV GET over HTTP (issue 18)", "python " + " ".join(sys.argv),
-                      report_lines(runs, a.seconds))  # fmt: skip
+        append_report(
+            "KV GET over HTTP",
+            "python " + " ".join(sys.argv),
+            report_lines(runs, a.seconds),
+            data={"runs": runs},
+        )
     else:
         print(json.dumps(runs, indent=1))
 

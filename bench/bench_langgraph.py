@@ -58,8 +58,18 @@ class HashEmbeddings(Embeddings):
         return self.one(text)
 
 
-WORDS = ["refund", "order", "shipping", "invoice", "weather", "flight", "hotel", "password",
-         "email", "billing"]  # fmt: skip
+WORDS = [
+    "refund",
+    "order",
+    "shipping",
+    "invoice",
+    "weather",
+    "flight",
+    "hotel",
+    "password",
+    "email",
+    "billing",
+]
 
 
 def p50_ms(fn: Callable[[int], Any], n: int) -> tuple[float, float]:
@@ -111,8 +121,9 @@ def bench_saver(saver: Any, checkpoints: int) -> dict[str, tuple[float, float]]:
         cp = empty_checkpoint()
         cp["channel_values"] = {"messages": messages[-20:], "step": i}
         cp["channel_versions"] = {"messages": i + 1, "step": i + 1}
-        state["config"] = saver.put(state["config"], cp, {"source": "loop", "step": i},
-                                    cp["channel_versions"])  # fmt: skip
+        state["config"] = saver.put(
+            state["config"], cp, {"source": "loop", "step": i}, cp["channel_versions"]
+        )
         saver.put_writes(state["config"], [("messages", f"reply {i}")], f"task-{i}")
 
     return {
@@ -130,11 +141,13 @@ def main() -> None:
     index: Any = {"dims": DIMS, "embed": HashEmbeddings(), "fields": ["text"]}
     rows: list[tuple[str, str, float, float, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        db = synapsedb.open(tmp, embedder=None, llm=None, durability=args.durability,
-                            background_maintenance=False)  # fmt: skip
+        db = synapsedb.open(
+            tmp, embedder=None, llm=None, durability=args.durability, background_maintenance=False
+        )
         try:
-            ours = bench_store(SynapseStore(db, "bench-store", index=index), args.items,
-                               random.Random(1))  # fmt: skip
+            ours = bench_store(
+                SynapseStore(db, "bench-store", index=index), args.items, random.Random(1)
+            )
             ref = bench_store(InMemoryStore(index=index), args.items, random.Random(1))
             rows += [("store", op, *ours[op], *ref[op]) for op in ours]
             ours = bench_saver(SynapseSaver(db, "bench-cp"), args.checkpoints)

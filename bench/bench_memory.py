@@ -146,7 +146,7 @@ def main() -> None:
             print("\n".join(lines))
         else:
             command = f"python bench/bench_memory.py --n {a.n}"
-            append_report("Resident memory by part (issue 13)", command, lines)
+            append_report("Resident memory by part", command, lines, data=r)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

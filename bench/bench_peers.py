@@ -81,8 +81,9 @@ class Plan:
         self.quick = quick
         self.deadline = T_START + deadline_s
         self.sizes = [2_000, 10_000] if quick else [10_000, 100_000, 1_000_000]
-        self.budget = {2_000: 30, 10_000: 60} if quick else {10_000: 120, 100_000: 360,
-                                                             1_000_000: 720}  # fmt: skip
+        self.budget = (
+            {2_000: 30, 10_000: 60} if quick else {10_000: 120, 100_000: 360, 1_000_000: 720}
+        )
         # the systems run at the largest size (others cost the run's bound, not its claims)
         self.largest = {"synapsedb", "chroma", "hnswlib", "numpy"}
         self.nq = 100 if quick else 200
@@ -101,8 +102,13 @@ class Plan:
 def child_env() -> dict[str, str]:
     # One BLAS thread everywhere: on 2 shared cores OpenBLAS's second thread turns a 0.5 ms
     # matrix-vector product into 4-8 ms whenever anything else runs. Applies to all systems.
-    return {**os.environ, "OPENBLAS_NUM_THREADS": "1", "MEM0_TELEMETRY": "False",
-            "ANONYMIZED_TELEMETRY": "False", "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+    return {
+        **os.environ,
+        "OPENBLAS_NUM_THREADS": "1",
+        "MEM0_TELEMETRY": "False",
+        "ANONYMIZED_TELEMETRY": "False",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
 
 
 def run_child(workload: str, system: str, timeout: float, **kw: Any) -> dict:
@@ -111,8 +117,9 @@ def run_child(workload: str, system: str, timeout: float, **kw: Any) -> dict:
         cmd += [f"--{k}", str(v)]
     t0 = time.monotonic()
     try:
-        out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None, text=True,
-                             timeout=timeout, env=child_env())  # fmt: skip
+        out = subprocess.run(
+            cmd, stdout=subprocess.PIPE, stderr=None, text=True, timeout=timeout, env=child_env()
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout:.0f} s"}
     for line in reversed(out.stdout.splitlines()):
@@ -129,8 +136,7 @@ def make_data(root: Path, rows: int, nq: int) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     centers = rng.standard_normal((200, DIM)).astype(np.float32)
-    x = np.lib.format.open_memmap(d / "vectors.npy", mode="w+", dtype=np.float32,
-                                  shape=(rows, DIM))  # fmt: skip
+    x = np.lib.format.open_memmap(d / "vectors.npy", mode="w+", dtype=np.float32, shape=(rows, DIM))
     for i in range(0, rows, 100_000):
         m = min(100_000, rows - i)
         v = centers[rng.integers(0, 200, m)] + 0.6 * rng.standard_normal((m, DIM), np.float32)
@@ -178,31 +184,76 @@ def stage_vector(plan: Plan, data: Path, tmp: Path, systems: list[str]) -> dict:
                 out[n][s] = {"skipped": reason}
                 continue
             log(f"vector {fmt_n(n)} {s}: budget {budget} s")
-            r = run_child("vector", s, timeout=budget * 3 + 120, data=data, tmp=tmp, n=n,
-                          nq=plan.nq, budget=budget)  # fmt: skip
+            r = run_child(
+                "vector",
+                s,
+                timeout=budget * 3 + 120,
+                data=data,
+                tmp=tmp,
+                n=n,
+                nq=plan.nq,
+                budget=budget,
+            )
             if "ingest" in r and not r["ingest"].get("complete", True):
-                r["skipped"] = (f"out of budget: {r['ingest']['rows']:,} rows in "
-                                f"{r['ingest']['seconds']:.0f} s")  # fmt: skip
+                r["skipped"] = (
+                    f"out of budget: {r['ingest']['rows']:,} rows in {r['ingest']['seconds']:.0f} s"
+                )
             out[n][s] = r
     return out
 
 
 def redis_start(tmp: Path) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
-    cmd = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-           "--appendonly", "no", "--dir", str(tmp), "--protected-mode", "yes"]  # fmt: skip
+    cmd = [
+        "redis-server",
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(tmp),
+        "--protected-mode",
+        "yes",
+    ]
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", "0", *cmd]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_until(lambda: subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(port), "ping"],
-                                      capture_output=True, text=True).stdout.strip() == "PONG",
-               30, "redis-server")  # fmt: skip
+    wait_until(
+        lambda: (
+            subprocess.run(
+                ["redis-cli", "-h", "127.0.0.1", "-p", str(port), "ping"],
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+            == "PONG"
+        ),
+        30,
+        "redis-server",
+    )
     return p, port
 
 
 def redis_benchmark(port: int, n: int, conns: int, tests: str = "set,get") -> dict[str, dict]:
-    cmd = ["redis-benchmark", "-h", "127.0.0.1", "-p", str(port), "-c", str(conns), "-n", str(n),
-           "-t", tests, "-d", "12", "--csv"]  # fmt: skip
+    cmd = [
+        "redis-benchmark",
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-c",
+        str(conns),
+        "-n",
+        str(n),
+        "-t",
+        tests,
+        "-d",
+        "12",
+        "--csv",
+    ]
     if shutil.which("taskset"):
         cmd = ["taskset", "-c", "1", *cmd]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=300).stdout
@@ -210,8 +261,11 @@ def redis_benchmark(port: int, n: int, conns: int, tests: str = "set,get") -> di
     for line in out.splitlines():
         cells = [c.strip('"') for c in line.split(",")]
         if cells[0] in ("SET", "GET"):
-            res[cells[0].lower()] = {"rps": float(cells[1]), "p50": float(cells[4]),
-                                     "p99": float(cells[6])}  # fmt: skip
+            res[cells[0].lower()] = {
+                "rps": float(cells[1]),
+                "p50": float(cells[4]),
+                "p99": float(cells[6]),
+            }
     return res
 
 
@@ -221,8 +275,9 @@ def wrk(url: str, seconds: float, conns: int, script: Path | None = None) -> dic
         cmd = ["taskset", "-c", "1", *cmd]
     if script is not None:
         cmd += ["-s", str(script)]
-    out = subprocess.run([*cmd, url], capture_output=True, text=True, check=True,
-                         timeout=seconds + 60).stdout  # fmt: skip
+    out = subprocess.run(
+        [*cmd, url], capture_output=True, text=True, check=True, timeout=seconds + 60
+    ).stdout
 
     def ms(label: str) -> float:
         m = re.search(rf"^\s+{label}%\s+([\d.]+)(us|ms|s)", out, re.M)
@@ -232,8 +287,12 @@ def wrk(url: str, seconds: float, conns: int, script: Path | None = None) -> dic
 
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {"rps": rps, "p50": ms("50"), "p99": ms("99"),
-            "errors": int(non2xx.group(1)) if non2xx else 0}  # fmt: skip
+    return {
+        "rps": rps,
+        "p50": ms("50"),
+        "p99": ms("99"),
+        "errors": int(non2xx.group(1)) if non2xx else 0,
+    }
 
 
 def stage_kv(plan: Plan, tmp: Path) -> dict:
@@ -247,8 +306,9 @@ def stage_kv(plan: Plan, tmp: Path) -> dict:
         out["redis"] = redis_benchmark(rport, 100_000 if plan.quick else 400_000, 64)
         log(f"kv: redis {out['redis']}")
         log("kv: redis-py single-client loop")
-        out["redis_loop"] = run_child("kvloop", "redis", timeout=120, port=rport, n=200_000,
-                                      seconds=plan.kv_s)  # fmt: skip
+        out["redis_loop"] = run_child(
+            "kvloop", "redis", timeout=120, port=rport, n=200_000, seconds=plan.kv_s
+        )
     finally:
         rp.terminate()
         rp.wait(timeout=30)
@@ -258,8 +318,9 @@ def stage_kv(plan: Plan, tmp: Path) -> dict:
     try:
         wait_until(lambda: httpx.get(f"{base}/readyz").status_code == 200, 60, "server")
         ns = "/v1/namespaces/kv"
-        httpx.put(f"{base}{ns}/facts", json={"entity": "user:1", "key": "plan",
-                                             "value": {"tier": 1}}).raise_for_status()  # fmt: skip
+        httpx.put(
+            f"{base}{ns}/facts", json={"entity": "user:1", "key": "plan", "value": {"tier": 1}}
+        ).raise_for_status()
         if have_wrk:
             log("kv: wrk GET/SET against the SynapseDB server, 64 connections")
             out["http_get"] = wrk(f"{base}{ns}/facts?entity=user:1&key=plan", plan.kv_s, 64)
@@ -276,8 +337,9 @@ def stage_kv(plan: Plan, tmp: Path) -> dict:
         server.wait(timeout=60)
     for s in ("synapsedb", "synapsedb-http"):
         log(f"kv: {s} single-client loop")
-        out[f"{s}_loop"] = run_child("kvloop", s, timeout=120, data=tmp / "none", tmp=tmp,
-                                     n=200_000, seconds=plan.kv_s)  # fmt: skip
+        out[f"{s}_loop"] = run_child(
+            "kvloop", s, timeout=120, data=tmp / "none", tmp=tmp, n=200_000, seconds=plan.kv_s
+        )
     return out
 
 
@@ -288,8 +350,16 @@ def stage_namespaces(plan: Plan, data: Path, tmp: Path, systems: list[str]) -> d
             out[s] = {"skipped": f"run deadline ({plan.left():.0f} s left)"}
             continue
         log(f"namespaces {plan.namespaces:,} x 100 {s}: budget {plan.ns_budget} s")
-        out[s] = run_child("namespaces", s, timeout=plan.ns_budget * 3 + 120, data=data,
-                           tmp=tmp, n=plan.namespaces, nq=plan.nq, budget=plan.ns_budget)  # fmt: skip
+        out[s] = run_child(
+            "namespaces",
+            s,
+            timeout=plan.ns_budget * 3 + 120,
+            data=data,
+            tmp=tmp,
+            n=plan.namespaces,
+            nq=plan.nq,
+            budget=plan.ns_budget,
+        )
     return out
 
 
@@ -300,8 +370,17 @@ def stage_mixed(plan: Plan, data: Path, tmp: Path, systems: list[str]) -> dict:
             out[s] = {"skipped": f"run deadline ({plan.left():.0f} s left)"}
             continue
         log(f"mixed {s}: {fmt_n(plan.mixed_base)} preloaded, {plan.mixed_s} s")
-        out[s] = run_child("mixed", s, timeout=600, data=data, tmp=tmp, n=plan.mixed_base,
-                           nq=plan.nq, budget=plan.budget[plan.sizes[0]], seconds=plan.mixed_s)  # fmt: skip
+        out[s] = run_child(
+            "mixed",
+            s,
+            timeout=600,
+            data=data,
+            tmp=tmp,
+            n=plan.mixed_base,
+            nq=plan.nq,
+            budget=plan.budget[plan.sizes[0]],
+            seconds=plan.mixed_s,
+        )
     return out
 
 
@@ -342,8 +421,9 @@ def versions() -> dict[str, str]:
 def dirty_src() -> list[str]:
     """Files under src/ that differ from the commit (the run measures the working tree)."""
     try:
-        out = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT,
-                             capture_output=True, text=True).stdout  # fmt: skip
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True, text=True
+        ).stdout
     except OSError:
         return []
     return [line[3:] for line in out.splitlines() if line.strip()]
@@ -363,13 +443,17 @@ def adv(ref: float | None, peer: float | None, lower_is_better: bool) -> float |
 
 
 def vector_tables(vec: dict) -> list[str]:
-    lines = ["### Ingest", "",
-             "Memories written per second by one client (batches of 1,000; mem0: add() of 100 "
-             "messages, its batch form), until every write call returned (durable and "
-             "queryable; numpy: a copy into RAM, nothing durable). *index wait* is the extra time until background HNSW indexing caught "
-             "up (SynapseDB indexes off the write path; queries are exact on unindexed rows "
-             "meanwhile). Ratios: SynapseDB's rate / the peer's (>1: SynapseDB faster); *emb* = "
-             "SynapseDB embedded, *http* = SynapseDB over HTTP.", ""]  # fmt: skip
+    lines = [
+        "### Ingest",
+        "",
+        "Memories written per second by one client (batches of 1,000; mem0: add() of 100 "
+        "messages, its batch form), until every write call returned (durable and "
+        "queryable; numpy: a copy into RAM, nothing durable). *index wait* is the extra time until background HNSW indexing caught "
+        "up (SynapseDB indexes off the write path; queries are exact on unindexed rows "
+        "meanwhile). Ratios: SynapseDB's rate / the peer's (>1: SynapseDB faster); *emb* = "
+        "SynapseDB embedded, *http* = SynapseDB over HTTP.",
+        "",
+    ]
     rows = []
     for n, per in vec.items():
         ref_e = per.get("synapsedb", {}).get("ingest", {})
@@ -381,21 +465,43 @@ def vector_tables(vec: dict) -> list[str]:
                 rows.append([fmt_n(int(n)), LABELS[s], skip, "", "", "", ""])
                 continue
             i = r["ingest"]
-            rows.append([
-                fmt_n(int(n)), LABELS[s], fmt_num(rate(i)), fmt_num(i.get("index_wait_s"), 1),
-                fmt_num(r.get("rss_mib")),
-                fmt_ratio(adv(rate(ref_e), rate(i), False)) if s != "synapsedb" else "",
-                fmt_ratio(adv(rate(ref_h), rate(i), False)) if s != "synapsedb-http" else "",
-            ])  # fmt: skip
-    lines += table(["N", "system", "memories/s", "index wait s", "RSS MiB (with server)",
-                    "emb ratio", "http ratio"], rows)  # fmt: skip
-    for key, title in (("query", "Query latency, no filter"),
-                       ("query_filter", "Query latency, filter bucket = b (1% of rows)")):  # fmt: skip
-        lines += ["", f"### {title}", "",
-                  "One client, top 10 by cosine, the query vector given (no embedding cost), "
-                  f"{'a metadata equality filter keeping 1% of the rows, ' if key != 'query' else ''}"
-                  "milliseconds; recall@10 against the exact answer (numpy). Ratios: the peer's "
-                  "p50 / SynapseDB's p50 (>1: SynapseDB faster).", ""]  # fmt: skip
+            rows.append(
+                [
+                    fmt_n(int(n)),
+                    LABELS[s],
+                    fmt_num(rate(i)),
+                    fmt_num(i.get("index_wait_s"), 1),
+                    fmt_num(r.get("rss_mib")),
+                    fmt_ratio(adv(rate(ref_e), rate(i), False)) if s != "synapsedb" else "",
+                    fmt_ratio(adv(rate(ref_h), rate(i), False)) if s != "synapsedb-http" else "",
+                ]
+            )
+    lines += table(
+        [
+            "N",
+            "system",
+            "memories/s",
+            "index wait s",
+            "RSS MiB (with server)",
+            "emb ratio",
+            "http ratio",
+        ],
+        rows,
+    )
+    for key, title in (
+        ("query", "Query latency, no filter"),
+        ("query_filter", "Query latency, filter bucket = b (1% of rows)"),
+    ):
+        lines += [
+            "",
+            f"### {title}",
+            "",
+            "One client, top 10 by cosine, the query vector given (no embedding cost), "
+            f"{'a metadata equality filter keeping 1% of the rows, ' if key != 'query' else ''}"
+            "milliseconds; recall@10 against the exact answer (numpy). Ratios: the peer's "
+            "p50 / SynapseDB's p50 (>1: SynapseDB faster).",
+            "",
+        ]
         rows = []
         for n, per in vec.items():
             ref_e = per.get("synapsedb", {}).get(key, {}).get("p50")
@@ -406,65 +512,105 @@ def vector_tables(vec: dict) -> list[str]:
                     rows.append([fmt_n(int(n)), LABELS[s], skip, "", "", "", "", ""])
                     continue
                 q = r[key]
-                rows.append([
-                    fmt_n(int(n)), LABELS[s], fmt_num(q["p50"], 3), fmt_num(q["p95"], 3),
-                    fmt_num(q["p99"], 3), fmt_num(q["recall"], 3),
-                    fmt_ratio(adv(ref_e, q["p50"], True)) if s != "synapsedb" else "",
-                    fmt_ratio(adv(ref_h, q["p50"], True)) if s != "synapsedb-http" else "",
-                ])  # fmt: skip
-        lines += table(["N", "system", "p50 ms", "p95 ms", "p99 ms", "recall@10", "emb ratio",
-                        "http ratio"], rows)  # fmt: skip
+                rows.append(
+                    [
+                        fmt_n(int(n)),
+                        LABELS[s],
+                        fmt_num(q["p50"], 3),
+                        fmt_num(q["p95"], 3),
+                        fmt_num(q["p99"], 3),
+                        fmt_num(q["recall"], 3),
+                        fmt_ratio(adv(ref_e, q["p50"], True)) if s != "synapsedb" else "",
+                        fmt_ratio(adv(ref_h, q["p50"], True)) if s != "synapsedb-http" else "",
+                    ]
+                )
+        lines += table(
+            ["N", "system", "p50 ms", "p95 ms", "p99 ms", "recall@10", "emb ratio", "http ratio"],
+            rows,
+        )
     return lines
 
 
 def kv_tables(kv: dict) -> list[str]:
-    lines = ["### KV get/set", "",
-             f"Over the network, {kv['conns']} connections: the server pinned to core 0, the "
-             "load generator to core 1 (wrk for SynapseDB's `GET/PUT /v1/namespaces/kv/facts`, "
-             "`redis-benchmark -c 64 -d 12` for redis-server; both hit one key). SynapseDB's "
-             "SET is a durable (fsync, group-committed) versioned write; redis-server runs with "
-             "`--save '' --appendonly no` (no durability). Single client: a Python loop "
-             "(SynapseDB embedded, SynapseDB through `synapsedb.connect`, redis-py), 1,000 "
-             "keys. Ratio: SynapseDB's ops/s / redis's (>= 1/7 = 0.14x is the GET target).", ""]  # fmt: skip
+    lines = [
+        "### KV get/set",
+        "",
+        f"Over the network, {kv['conns']} connections: the server pinned to core 0, the "
+        "load generator to core 1 (wrk for SynapseDB's `GET/PUT /v1/namespaces/kv/facts`, "
+        "`redis-benchmark -c 64 -d 12` for redis-server; both hit one key). SynapseDB's "
+        "SET is a durable (fsync, group-committed) versioned write; redis-server runs with "
+        "`--save '' --appendonly no` (no durability). Single client: a Python loop "
+        "(SynapseDB embedded, SynapseDB through `synapsedb.connect`, redis-py), 1,000 "
+        "keys. Ratio: SynapseDB's ops/s / redis's (>= 1/7 = 0.14x is the GET target).",
+        "",
+    ]
     rows = []
     red = kv.get("redis", {})
     for op in ("get", "set"):
         h = kv.get(f"http_{op}")
         r = red.get(op)
         if r:
-            rows.append([f"{op.upper()}, 64 connections", LABELS["redis"], fmt_num(r["rps"]),
-                         fmt_num(r["p50"], 3), fmt_num(r["p99"], 3), ""])  # fmt: skip
+            rows.append(
+                [
+                    f"{op.upper()}, 64 connections",
+                    LABELS["redis"],
+                    fmt_num(r["rps"]),
+                    fmt_num(r["p50"], 3),
+                    fmt_num(r["p99"], 3),
+                    "",
+                ]
+            )
         if h:
-            rows.append([f"{op.upper()}, 64 connections", "SynapseDB HTTP (wrk)",
-                         fmt_num(h["rps"]), fmt_num(h["p50"], 3), fmt_num(h["p99"], 3),
-                         fmt_ratio(ratio(h["rps"], r["rps"] if r else None))])  # fmt: skip
+            rows.append(
+                [
+                    f"{op.upper()}, 64 connections",
+                    "SynapseDB HTTP (wrk)",
+                    fmt_num(h["rps"]),
+                    fmt_num(h["p50"], 3),
+                    fmt_num(h["p99"], 3),
+                    fmt_ratio(ratio(h["rps"], r["rps"] if r else None)),
+                ]
+            )
     rl = kv.get("redis_loop", {})
     for op in ("get", "set"):
         ref = rl.get(op, {}).get("ops_per_s")
-        for key, label in (("redis_loop", "redis-py loop"),
-                           ("synapsedb_loop", "SynapseDB embedded loop"),
-                           ("synapsedb-http_loop", "SynapseDB client over HTTP loop")):  # fmt: skip
+        for key, label in (
+            ("redis_loop", "redis-py loop"),
+            ("synapsedb_loop", "SynapseDB embedded loop"),
+            ("synapsedb-http_loop", "SynapseDB client over HTTP loop"),
+        ):
             r = kv.get(key, {}).get(op)
             if r is None:
                 continue
-            rows.append([f"{op.upper()}, 1 client", label, fmt_num(r["ops_per_s"]),
-                         fmt_num(r["p50"], 3), fmt_num(r["p99"], 3),
-                         "" if key == "redis_loop" else fmt_ratio(ratio(r["ops_per_s"], ref))])  # fmt: skip
+            rows.append(
+                [
+                    f"{op.upper()}, 1 client",
+                    label,
+                    fmt_num(r["ops_per_s"]),
+                    fmt_num(r["p50"], 3),
+                    fmt_num(r["p99"], 3),
+                    "" if key == "redis_loop" else fmt_ratio(ratio(r["ops_per_s"], ref)),
+                ]
+            )
     lines += table(["operation", "system", "ops/s", "p50 ms", "p99 ms", "ratio vs redis"], rows)
     return lines
 
 
 def ns_tables(nsr: dict, plan: Plan) -> list[str]:
-    lines = ["### Many small namespaces", "",
-             f"Target {plan.namespaces:,} namespaces of 100 memories each (SynapseDB: a "
-             "namespace each; Chroma: a collection each; mem0: a user_id each in its one Qdrant "
-             "collection; hnswlib: an index each; numpy: a matrix each), created one after the "
-             f"other within {plan.ns_budget} s and while the system's resident memory grew by "
-             "less than 6 GiB (this 24 GiB box is shared); then top-10 queries against random "
-             "namespaces. RSS is the whole system (this process plus its server, if any) after "
-             "creation; KiB per namespace is its growth divided by the namespaces made. "
-             "Ratios: SynapseDB embedded's advantage (peer latency / SynapseDB's; peer "
-             "MiB per namespace / SynapseDB's).", ""]  # fmt: skip
+    lines = [
+        "### Many small namespaces",
+        "",
+        f"Target {plan.namespaces:,} namespaces of 100 memories each (SynapseDB: a "
+        "namespace each; Chroma: a collection each; mem0: a user_id each in its one Qdrant "
+        "collection; hnswlib: an index each; numpy: a matrix each), created one after the "
+        f"other within {plan.ns_budget} s and while the system's resident memory grew by "
+        "less than 6 GiB (this 24 GiB box is shared); then top-10 queries against random "
+        "namespaces. RSS is the whole system (this process plus its server, if any) after "
+        "creation; KiB per namespace is its growth divided by the namespaces made. "
+        "Ratios: SynapseDB embedded's advantage (peer latency / SynapseDB's; peer "
+        "MiB per namespace / SynapseDB's).",
+        "",
+    ]
     ref = nsr.get("synapsedb", {})
     ref_ms = ref.get("query", {}).get("p50")
     per_ns = lambda r: r["rss_delta_mib"] / max(r["namespaces"], 1)  # noqa: E731
@@ -475,25 +621,46 @@ def ns_tables(nsr: dict, plan: Plan) -> list[str]:
         if skip:
             rows.append([LABELS[s], skip, "", "", "", "", "", ""])
             continue
-        rows.append([
-            LABELS[s], f"{r['namespaces']:,}{'' if r['complete'] else ' (budget)'}",
-            fmt_num(r["namespaces"] / r["seconds"]), fmt_num(r["query"]["p50"], 3),
-            fmt_num(r["query"]["p99"], 3), fmt_num(r["rss_mib"]),
-            fmt_num(1024 * per_ns(r), 1),
-            "" if s == "synapsedb" else
-            f"{fmt_ratio(adv(ref_ms, r['query']['p50'], True))} / "
-            f"{fmt_ratio(adv(ref_mem, per_ns(r), True))}",
-        ])  # fmt: skip
-    lines += table(["system", "namespaces made", "namespaces/s", "query p50 ms", "p99 ms",
-                    "RSS MiB", "KiB per namespace", "ratio latency / memory"], rows)  # fmt: skip
+        rows.append(
+            [
+                LABELS[s],
+                f"{r['namespaces']:,}{'' if r['complete'] else ' (budget)'}",
+                fmt_num(r["namespaces"] / r["seconds"]),
+                fmt_num(r["query"]["p50"], 3),
+                fmt_num(r["query"]["p99"], 3),
+                fmt_num(r["rss_mib"]),
+                fmt_num(1024 * per_ns(r), 1),
+                ""
+                if s == "synapsedb"
+                else f"{fmt_ratio(adv(ref_ms, r['query']['p50'], True))} / "
+                f"{fmt_ratio(adv(ref_mem, per_ns(r), True))}",
+            ]
+        )
+    lines += table(
+        [
+            "system",
+            "namespaces made",
+            "namespaces/s",
+            "query p50 ms",
+            "p99 ms",
+            "RSS MiB",
+            "KiB per namespace",
+            "ratio latency / memory",
+        ],
+        rows,
+    )
     return lines
 
 
 def mixed_tables(mx: dict, plan: Plan) -> list[str]:
-    lines = ["### Mixed reads and writes", "",
-             f"{fmt_n(plan.mixed_base)} memories preloaded, then one client for {plan.mixed_s} s: "
-             "4 top-10 queries (every other one filtered) then 1 single-memory write, repeated. "
-             "Ratio: SynapseDB embedded's ops/s / the peer's.", ""]  # fmt: skip
+    lines = [
+        "### Mixed reads and writes",
+        "",
+        f"{fmt_n(plan.mixed_base)} memories preloaded, then one client for {plan.mixed_s} s: "
+        "4 top-10 queries (every other one filtered) then 1 single-memory write, repeated. "
+        "Ratio: SynapseDB embedded's ops/s / the peer's.",
+        "",
+    ]
     ref = mx.get("synapsedb", {}).get("ops_per_s")
     rows = []
     for s, r in mx.items():
@@ -501,26 +668,50 @@ def mixed_tables(mx: dict, plan: Plan) -> list[str]:
         if skip:
             rows.append([LABELS[s], skip, "", "", "", "", ""])
             continue
-        rows.append([LABELS[s], fmt_num(r["ops_per_s"]), fmt_num(r["query"]["p50"], 3),
-                     fmt_num(r["query"]["p99"], 3), fmt_num(r["write"]["p50"], 3),
-                     fmt_num(r["write"]["p99"], 3),
-                     "" if s == "synapsedb" else fmt_ratio(adv(ref, r["ops_per_s"], False))])  # fmt: skip
-    lines += table(["system", "ops/s", "query p50 ms", "query p99 ms", "write p50 ms",
-                    "write p99 ms", "ratio"], rows)  # fmt: skip
+        rows.append(
+            [
+                LABELS[s],
+                fmt_num(r["ops_per_s"]),
+                fmt_num(r["query"]["p50"], 3),
+                fmt_num(r["query"]["p99"], 3),
+                fmt_num(r["write"]["p50"], 3),
+                fmt_num(r["write"]["p99"], 3),
+                "" if s == "synapsedb" else fmt_ratio(adv(ref, r["ops_per_s"], False)),
+            ]
+        )
+    lines += table(
+        [
+            "system",
+            "ops/s",
+            "query p50 ms",
+            "query p99 ms",
+            "write p50 ms",
+            "write p99 ms",
+            "ratio",
+        ],
+        rows,
+    )
     return lines
 
 
 def locomo_tables(lo: dict, plan: Plan) -> list[str]:
-    names = {"synapsedb": "SynapseDB query (default, hybrid)",
-             "numpy": "dense MiniLM, exact (numpy)", "chroma": "Chroma (MiniLM vectors)",
-             "mem0": "mem0 OSS search (infer=False, MiniLM vectors)"}  # fmt: skip
-    lines = ["### Retrieval quality: LoCoMo dev", "",
-             "The protocol of bench/bench_quality.py: one namespace (Chroma collection, mem0 "
-             "user_id) per conversation, one memory per turn, every question of categories 1-4 "
-             f"{'(every ' + str(plan.stride) + 'th) ' if plan.stride > 1 else ''}asks for the top "
-             "100. Every system gets the same all-MiniLM-L6-v2 vectors (SynapseDB's onnx "
-             "embedder); ms/query excludes the peers' query embedding (prepared beforehand) but "
-             "includes SynapseDB's own. Ratio: SynapseDB's R@10 / the peer's.", ""]  # fmt: skip
+    names = {
+        "synapsedb": "SynapseDB query (default, hybrid)",
+        "numpy": "dense MiniLM, exact (numpy)",
+        "chroma": "Chroma (MiniLM vectors)",
+        "mem0": "mem0 OSS search (infer=False, MiniLM vectors)",
+    }
+    lines = [
+        "### Retrieval quality: LoCoMo dev",
+        "",
+        "The protocol of bench/bench_quality.py: one namespace (Chroma collection, mem0 "
+        "user_id) per conversation, one memory per turn, every question of categories 1-4 "
+        f"{'(every ' + str(plan.stride) + 'th) ' if plan.stride > 1 else ''}asks for the top "
+        "100. Every system gets the same all-MiniLM-L6-v2 vectors (SynapseDB's onnx "
+        "embedder); ms/query excludes the peers' query embedding (prepared beforehand) but "
+        "includes SynapseDB's own. Ratio: SynapseDB's R@10 / the peer's.",
+        "",
+    ]
     ref = lo.get("synapsedb", {}).get("r@10")
     rows = []
     for s, r in lo.items():
@@ -528,12 +719,33 @@ def locomo_tables(lo: dict, plan: Plan) -> list[str]:
         if skip:
             rows.append([names[s], skip, "", "", "", "", "", "", ""])
             continue
-        rows.append([names[s], r["questions"], fmt_num(r["r@5"], 3), f"**{r['r@10']:.3f}**",
-                     fmt_num(r["r@20"], 3), fmt_num(r["hit@10"], 3), fmt_num(r["mrr"], 3),
-                     fmt_num(r["ms_per_query"], 2),
-                     "" if s == "synapsedb" else fmt_ratio(ratio(ref, r["r@10"]))])  # fmt: skip
-    lines += table(["retriever", "questions", "R@5", "R@10", "R@20", "all-ev hit@10", "MRR",
-                    "ms/query", "ratio"], rows)  # fmt: skip
+        rows.append(
+            [
+                names[s],
+                r["questions"],
+                fmt_num(r["r@5"], 3),
+                f"**{r['r@10']:.3f}**",
+                fmt_num(r["r@20"], 3),
+                fmt_num(r["hit@10"], 3),
+                fmt_num(r["mrr"], 3),
+                fmt_num(r["ms_per_query"], 2),
+                "" if s == "synapsedb" else fmt_ratio(ratio(ref, r["r@10"])),
+            ]
+        )
+    lines += table(
+        [
+            "retriever",
+            "questions",
+            "R@5",
+            "R@10",
+            "R@20",
+            "all-ev hit@10",
+            "MRR",
+            "ms/query",
+            "ratio",
+        ],
+        rows,
+    )
     return lines
 
 
@@ -547,8 +759,12 @@ def targets(vec: dict, kv: dict) -> list[str]:
     ]
     g = kv.get("http_get", {}).get("rps")
     rg = kv.get("redis", {}).get("get", {}).get("rps")
-    kv_line = target_line("KV GET over HTTP (64 connections): SynapseDB / redis-server "
-                          "ops/s", ratio(g, rg), 1 / 7, at_least=True)  # fmt: skip
+    kv_line = target_line(
+        "KV GET over HTTP (64 connections): SynapseDB / redis-server ops/s",
+        ratio(g, rg),
+        1 / 7,
+        at_least=True,
+    )
     if n is None:  # no vector stage in this run (--only kv): the KV target alone
         return [*lines, kv_line] if kv else lines
     per = vec[n]
@@ -574,21 +790,33 @@ def targets(vec: dict, kv: dict) -> list[str]:
     if p50("mem0") is None:  # mem0 skipped at n: the largest size it finished, labelled
         done = [m for m in vec if vec[m].get("mem0", {}).get("query")]
         mem_n = max(done) if done else n
-    m_ratio = ratio(vec[mem_n].get("synapsedb", {}).get("query", {}).get("p50"),
-                    vec[mem_n].get("mem0", {}).get("query", {}).get("p50"))  # fmt: skip
+    m_ratio = ratio(
+        vec[mem_n].get("synapsedb", {}).get("query", {}).get("p50"),
+        vec[mem_n].get("mem0", {}).get("query", {}).get("p50"),
+    )
     label = f"query p50 at {fmt_n(mem_n)}: SynapseDB embedded / mem0"
     if mem_n != n:
         label += f" (**mem0 not run at {fmt_n(n)}**; at {fmt_n(mem_n)} instead)"
     lines.append(target_line(label, m_ratio, 1 / 50, at_least=False))
-    lines.append(target_line(f"ingest at {fmt_n(n)}: SynapseDB embedded / Chroma in-process "
-                             "(memories/s, durable and queryable)",
-                             ratio(rate("synapsedb", per), rate("chroma", per)),
-                             3.0, at_least=True))  # fmt: skip
+    lines.append(
+        target_line(
+            f"ingest at {fmt_n(n)}: SynapseDB embedded / Chroma in-process "
+            "(memories/s, durable and queryable)",
+            ratio(rate("synapsedb", per), rate("chroma", per)),
+            3.0,
+            at_least=True,
+        )
+    )
     # Chroma's add() inserts into its HNSW graph before returning; SynapseDB indexes afterwards.
-    lines.append(target_line(f"ingest at {fmt_n(n)}, same, counting until the HNSW index has "
-                             "caught up (Chroma's add() indexes before it returns)",
-                             ratio(rate("synapsedb", per, True), rate("chroma", per, True)),
-                             3.0, at_least=True))  # fmt: skip
+    lines.append(
+        target_line(
+            f"ingest at {fmt_n(n)}, same, counting until the HNSW index has "
+            "caught up (Chroma's add() indexes before it returns)",
+            ratio(rate("synapsedb", per, True), rate("chroma", per, True)),
+            3.0,
+            at_least=True,
+        )
+    )
     lines += largest_targets(vec)
     lines.append(kv_line)
     return lines
@@ -608,11 +836,16 @@ def plots(vec: dict, lo: dict, suffix: str) -> list[str]:
     handles = [Line2D([], [], color=colors[s], marker="o", label=LABELS[s]) for s in VECTOR_SYSTEMS]
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 5), sharey=True)
-    for ax, key, title in ((axes[0], "query", "no filter"),
-                           (axes[1], "query_filter", "filter keeping 1% of rows")):  # fmt: skip
+    for ax, key, title in (
+        (axes[0], "query", "no filter"),
+        (axes[1], "query_filter", "filter keeping 1% of rows"),
+    ):
         for s in VECTOR_SYSTEMS:
-            pts = [(int(n), per[s][key]["p50"]) for n, per in sorted(vec.items())
-                   if s in per and key in per[s]]  # fmt: skip
+            pts = [
+                (int(n), per[s][key]["p50"])
+                for n, per in sorted(vec.items())
+                if s in per and key in per[s]
+            ]
             if pts:
                 ax.plot(*zip(*pts, strict=True), marker="o", color=colors[s])
         ax.set_xscale("log")
@@ -637,8 +870,14 @@ def plots(vec: dict, lo: dict, suffix: str) -> list[str]:
         for s, r in vec[n].items():
             for key, marker in (("query", "o"), ("query_filter", "^")):
                 if key in r:
-                    ax.scatter(r[key]["p50"], r[key]["recall"], color=colors[s], marker=marker,
-                               s=55, alpha=0.85)  # fmt: skip
+                    ax.scatter(
+                        r[key]["p50"],
+                        r[key]["recall"],
+                        color=colors[s],
+                        marker=marker,
+                        s=55,
+                        alpha=0.85,
+                    )
                     lows.append(r[key]["recall"])
         ax.set_ylim(min(0.98, min(lows) - 0.005), 1.002)
         ax.set_xscale("log")
@@ -647,13 +886,22 @@ def plots(vec: dict, lo: dict, suffix: str) -> list[str]:
         ax.set_title(f"synthetic vectors, N = {fmt_n(int(n))} (o no filter, ^ 1% filter)")
         ax.grid(True, which="both", alpha=0.3)
     ax = axes[1]
-    names = {"synapsedb": "SynapseDB query (hybrid)", "numpy": "dense MiniLM, exact",
-             "chroma": "Chroma", "mem0": "mem0 (infer=False)"}  # fmt: skip
+    names = {
+        "synapsedb": "SynapseDB query (hybrid)",
+        "numpy": "dense MiniLM, exact",
+        "chroma": "Chroma",
+        "mem0": "mem0 (infer=False)",
+    }
     for s, r in lo.items():
         if "r@10" in r:
             ax.scatter(r["ms_per_query"], r["r@10"], s=55, color=colors.get(s, "black"))
-            ax.annotate(names[s], (r["ms_per_query"], r["r@10"]), fontsize=8, xytext=(5, -12),
-                        textcoords="offset points")  # fmt: skip
+            ax.annotate(
+                names[s],
+                (r["ms_per_query"], r["r@10"]),
+                fontsize=8,
+                xytext=(5, -12),
+                textcoords="offset points",
+            )
     ax.set_xscale("log")
     ax.set_xlabel("ms per query (log)")
     ax.set_ylabel("evidence recall@10")
@@ -669,8 +917,9 @@ def plots(vec: dict, lo: dict, suffix: str) -> list[str]:
     return made
 
 
-def report(plan: Plan, res: dict, vers: dict, pngs: list[str], elapsed: float,
-           dirty: list[str]) -> list[str]:  # fmt: skip
+def report(
+    plan: Plan, res: dict, vers: dict, pngs: list[str], elapsed: float, dirty: list[str]
+) -> list[str]:
     v = vers
     lines = [
         f"One process tree, one run, {elapsed / 60:.1f} minutes"
@@ -753,8 +1002,11 @@ def main() -> None:
         saved = json.loads(a.from_json.read_text())
         saved["res"]["vector"] = {int(n): v for n, v in saved["res"].get("vector", {}).items()}
         pngs = plots(saved["res"]["vector"], saved["res"].get("locomo", {}), "-rendered")
-        print("\n".join(report(plan, saved["res"], versions(), pngs, saved["elapsed"],
-                               saved["dirty"])))  # fmt: skip
+        print(
+            "\n".join(
+                report(plan, saved["res"], versions(), pngs, saved["elapsed"], saved["dirty"])
+            )
+        )
         return
     tmp = Path(tempfile.mkdtemp(prefix="synapsedb-peers-"))
     res: dict[str, Any] = {}
@@ -787,8 +1039,11 @@ def main() -> None:
     if a.no_report:
         print("\n".join(lines))
     else:
-        append_report("Peers side by side" + (" (quick)" if a.quick else ""),
-                      "make bench-peers" + (" (--quick)" if a.quick else ""), lines)  # fmt: skip
+        append_report(
+            "Peers side by side" + (" (quick)" if a.quick else ""),
+            "make bench-peers" + (" (--quick)" if a.quick else ""),
+            lines,
+        )
     log(f"done in {elapsed / 60:.1f} min")
 
 

@@ -21,7 +21,7 @@ PostgreSQL is pgserver's (PostgreSQL 16.2 from PyPI, tests/support/backend_serve
 Unix socket, fsync on. Vectors: real MiniLM vectors of bench_retrieval.py's sentences when its
 cache (/tmp/synapsedb-bench-cache) holds them, else clustered synthetic ones; the large
 namespace always uses clustered synthetic vectors. The table goes to stdout and to
-/tmp/synapsedb-bench-pg-<time>.md and .json.
+bench/runs/postgresql-backend.jsonl; every measurement to /tmp/synapsedb-bench-pg-<time>.json.
 
     .venv/bin/python bench/bench_pg.py [--quick] [--pg-1m-size N] [--skip-large]
 """
@@ -51,7 +51,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))  # tests.support
 from bench_pg_processes import follower, open_db, write_latencies  # noqa: E402
 from bench_retrieval import CACHE, sentences, timed  # noqa: E402
-from common import git_rev, machine, pct, rss_mib  # noqa: E402
+from common import append_report, git_rev, machine, pct, rss_mib  # noqa: E402
 
 import synapsedb  # noqa: E402
 
@@ -101,13 +101,21 @@ def vectors(n: int, reps: int) -> tuple[list[str], np.ndarray, np.ndarray, str]:
         name = found[0].name[: -len(f"-{key}.npy")]
         return texts[:n], vecs[:n], vecs[full : full + reps], f"real {name} vectors ({found[0]})"
     texts = sentences(n + reps, seed=1)
-    return (texts[:n], clustered(n, seed=1), clustered(reps, seed=2),
-            "clustered synthetic vectors (no MiniLM cache for these sentences)")  # fmt: skip
+    return (
+        texts[:n],
+        clustered(n, seed=1),
+        clustered(reps, seed=2),
+        "clustered synthetic vectors (no MiniLM cache for these sentences)",
+    )
 
 
 def item(texts: list[str], vecs: np.ndarray, j: int) -> dict[str, Any]:
-    return {"entity": f"user:{j % 5000}", "content": texts[j % len(texts)],
-            "embedding": vecs[j], "metadata": {"bucket": j % 100}}  # fmt: skip
+    return {
+        "entity": f"user:{j % 5000}",
+        "content": texts[j % len(texts)],
+        "embedding": vecs[j],
+        "metadata": {"bucket": j % 100},
+    }
 
 
 def p50_p99_ms(samples_s: list[float]) -> tuple[float, float]:
@@ -152,12 +160,19 @@ def index_then_filters(db: Any, mem: Any, queries: np.ndarray, reps: int, out: d
         out[f"query_{label}"] = p50_p99_ms(timed(run, reps))
 
 
-def bench_backend(path: Path, storage: str | None, texts: list[str], corpus: np.ndarray,
-                  queries: np.ndarray, a: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+def bench_backend(
+    path: Path,
+    storage: str | None,
+    texts: list[str],
+    corpus: np.ndarray,
+    queries: np.ndarray,
+    a: argparse.Namespace,
+) -> dict[str, Any]:
     n, reps = len(corpus), len(queries)
     out: dict[str, Any] = {"load_start": loadavg()}
-    db = synapsedb.open(path, storage=storage, embedder=None, llm=None,
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        path, storage=storage, embedder=None, llm=None, background_maintenance=False
+    )
     try:
         mem = db.namespace("bench")
         half = (n // a.batch // 2) * a.batch
@@ -233,15 +248,34 @@ class Server:
 
     def __init__(self, data: Path, url: str, *, maintenance: bool) -> None:
         self.port = free_port()
-        env = {**os.environ, "SYNAPSEDB_EMBEDDER": "none",
-               "SYNAPSEDB_BACKGROUND_MAINTENANCE": "true" if maintenance else "false"}  # fmt: skip
+        env = {
+            **os.environ,
+            "SYNAPSEDB_EMBEDDER": "none",
+            "SYNAPSEDB_BACKGROUND_MAINTENANCE": "true" if maintenance else "false",
+        }
         self.log = (data.parent / f"{data.name}.log").open("wb")
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "synapsedb", "serve", "--data", str(data), "--storage", url,
-             "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "synapsedb",
+                "serve",
+                "--data",
+                str(data),
+                "--storage",
+                url,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 1800
         while True:
             if self.proc.poll() is not None:
@@ -270,8 +304,13 @@ class Server:
         self.log.close()
 
 
-def request(port: int, method: str, path: str, body: bytes | None,
-            conn: http.client.HTTPConnection | None = None) -> tuple[int, bytes]:  # fmt: skip
+def request(
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | None,
+    conn: http.client.HTTPConnection | None = None,
+) -> tuple[int, bytes]:
     own = conn is None
     c = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     try:
@@ -285,15 +324,19 @@ def request(port: int, method: str, path: str, body: bytes | None,
 
 
 def query_body(vec: np.ndarray, flt: dict[str, Any] | None = None) -> bytes:
-    body: dict[str, Any] = {"embedding": [round(float(x), 6) for x in vec], "k": 10,
-                            "mode": "vector"}  # fmt: skip
+    body: dict[str, Any] = {
+        "embedding": [round(float(x), 6) for x in vec],
+        "k": 10,
+        "mode": "vector",
+    }
     if flt is not None:
         body["filter"] = flt
     return json.dumps(body).encode()
 
 
-def load_phase(ports: list[int], path: str, bodies: list[bytes], seconds: float,
-               threads: int) -> dict[str, Any]:  # fmt: skip
+def load_phase(
+    ports: list[int], path: str, bodies: list[bytes], seconds: float, threads: int
+) -> dict[str, Any]:
     """``threads`` threads, each on one keep-alive connection to ``ports[t % len]``, sending
     ``bodies`` round-robin for ``seconds``; answers/s and the generator's CPU share."""
     done = [0] * threads
@@ -329,18 +372,30 @@ def load_phase(ports: list[int], path: str, bodies: list[bytes], seconds: float,
     gen_cpu, busy = time.process_time() - cpu0, machine_busy_s() - busy0
     if errors:
         raise RuntimeError(f"load generator: {errors[0]}")
-    return {"rate": sum(done) / wall, "gen_share": gen_cpu / busy if busy else 0.0,
-            "machine_busy": busy / wall, "gen_cores": gen_cpu / wall}  # fmt: skip
+    return {
+        "rate": sum(done) / wall,
+        "gen_share": gen_cpu / busy if busy else 0.0,
+        "machine_busy": busy / wall,
+        "gen_cores": gen_cpu / wall,
+    }
 
 
-def bench_servers(root: Path, url: str, saved: Path, queries: np.ndarray,
-                  a: argparse.Namespace) -> dict[str, Any]:  # fmt: skip
+def bench_servers(
+    root: Path, url: str, saved: Path, queries: np.ndarray, a: argparse.Namespace
+) -> dict[str, Any]:
     q_bodies = [query_body(v) for v in queries[:500]]
     w_vecs = clustered(2000, seed=3)
-    w_bodies = [json.dumps({"entity": f"user:{i % 100}", "content": f"note {i} over HTTP",
-                            "embedding": [round(float(x), 6) for x in w_vecs[i]],
-                            "metadata": {"bucket": i % 100}}).encode()
-                for i in range(len(w_vecs))]  # fmt: skip
+    w_bodies = [
+        json.dumps(
+            {
+                "entity": f"user:{i % 100}",
+                "content": f"note {i} over HTTP",
+                "embedding": [round(float(x), 6) for x in w_vecs[i]],
+                "metadata": {"bucket": i % 100},
+            }
+        ).encode()
+        for i in range(len(w_vecs))
+    ]
     out: dict[str, Any] = {"load_start": loadavg()}
     servers: list[Server] = []
     try:
@@ -351,10 +406,12 @@ def bench_servers(root: Path, url: str, saved: Path, queries: np.ndarray,
             servers.append(Server(data, url, maintenance=k == 1))
             out[f"start_s_{k}"] = servers[-1].start_s
             ports = [s.port for s in servers]
-            out[f"query_{k}"] = load_phase(ports, "/v1/namespaces/bench/query", q_bodies,
-                                           a.http_seconds, a.http_threads)  # fmt: skip
-            out[f"write_{k}"] = load_phase(ports, "/v1/namespaces/http/memories", w_bodies,
-                                           a.http_seconds, a.http_threads)  # fmt: skip
+            out[f"query_{k}"] = load_phase(
+                ports, "/v1/namespaces/bench/query", q_bodies, a.http_seconds, a.http_threads
+            )
+            out[f"write_{k}"] = load_phase(
+                ports, "/v1/namespaces/http/memories", w_bodies, a.http_seconds, a.http_threads
+            )
             out[f"rss_{k}"] = [s.rss_mib() for s in servers]
     finally:
         for s in servers:
@@ -386,8 +443,12 @@ def bench_lag(url: str, root: Path, writes: int, gap_ms: float) -> dict[str, Any
         a.close()
     lag = [(s - t) for s, t in zip(seen, acked, strict=True)]
     ms = lambda v: p50_p99_ms([x / 1000 for x in v])  # noqa: E731  (ms samples -> seconds)
-    return {"lag": p50_p99_ms(lag), "write_alone": ms(alone), "write_followed": ms(followed),
-            "lag_max_ms": max(lag) * 1000}  # fmt: skip
+    return {
+        "lag": p50_p99_ms(lag),
+        "write_alone": ms(alone),
+        "write_followed": ms(followed),
+        "lag_max_ms": max(lag) * 1000,
+    }
 
 
 # -- 6: the large namespace ------------------------------------------------------------------------
@@ -470,27 +531,40 @@ def report(r: dict[str, Any], a: argparse.Namespace) -> list[str]:
     for label, _ in FILTERS:
         key = f"query_{label}"
         tgt = f"p50 within 2x: {verdict(pg[key][0] <= 2 * lite[key][0])}"
-        lines.append(f"| query k=10 mode=vector, filter keeps {label if label != 'none' else 'all'}"
-                     f", p50 / p99 ms | {fmt_ms(lite[key])} | {fmt_ms(pg[key])} | "
-                     f"{ratio_ms(pg[key], lite[key])} | {tgt} |")  # fmt: skip
-    lines.append(f"| query k=10 hybrid (vector, no text), p50 / p99 ms | "
-                 f"{fmt_ms(lite['query_hybrid'])} | {fmt_ms(pg['query_hybrid'])} | "
-                 f"{ratio_ms(pg['query_hybrid'], lite['query_hybrid'])} | |")  # fmt: skip
-    lines.append(f"| query k=10 as_of half-way through the ingest ({pg['as_of_hits']} hits), "
-                 f"p50 / p99 ms | {fmt_ms(lite['query_as_of'])} | {fmt_ms(pg['query_as_of'])} | "
-                 f"{ratio_ms(pg['query_as_of'], lite['query_as_of'])} | |")  # fmt: skip
-    lines.append(f"| KV GET (`get(entity, key)`, {a.facts:,} facts), p50 / p99 ms | "
-                 f"{fmt_ms(lite['kv_get'])} | {fmt_ms(pg['kv_get'])} | "
-                 f"{ratio_ms(pg['kv_get'], lite['kv_get'])} | |")  # fmt: skip
-    lines.append(f"| durable ingest, write_many batches of {a.batch}, memories/s | "
-                 f"{lite['ingest_rate']:,.0f} | {pg['ingest_rate']:,.0f} | "
-                 f"{pg['ingest_rate'] / lite['ingest_rate']:.2f}x | PostgreSQL >= 5,000/s: "
-                 f"{verdict(pg['ingest_rate'] >= 5000)} |")  # fmt: skip
-    lines.append(f"| durable single writes from 4 threads ({4 * a.thread_writes:,}), memories/s | "
-                 f"{lite['thread_rate']:,.0f} | {pg['thread_rate']:,.0f} | "
-                 f"{pg['thread_rate'] / lite['thread_rate']:.2f}x | |")  # fmt: skip
-    lines.append(f"| HNSW catch-up after the ingest, s | {lite['index_s']:.1f} | "
-                 f"{pg['index_s']:.1f} | | |")  # fmt: skip
+        lines.append(
+            f"| query k=10 mode=vector, filter keeps {label if label != 'none' else 'all'}"
+            f", p50 / p99 ms | {fmt_ms(lite[key])} | {fmt_ms(pg[key])} | "
+            f"{ratio_ms(pg[key], lite[key])} | {tgt} |"
+        )
+    lines.append(
+        f"| query k=10 hybrid (vector, no text), p50 / p99 ms | "
+        f"{fmt_ms(lite['query_hybrid'])} | {fmt_ms(pg['query_hybrid'])} | "
+        f"{ratio_ms(pg['query_hybrid'], lite['query_hybrid'])} | |"
+    )
+    lines.append(
+        f"| query k=10 as_of half-way through the ingest ({pg['as_of_hits']} hits), "
+        f"p50 / p99 ms | {fmt_ms(lite['query_as_of'])} | {fmt_ms(pg['query_as_of'])} | "
+        f"{ratio_ms(pg['query_as_of'], lite['query_as_of'])} | |"
+    )
+    lines.append(
+        f"| KV GET (`get(entity, key)`, {a.facts:,} facts), p50 / p99 ms | "
+        f"{fmt_ms(lite['kv_get'])} | {fmt_ms(pg['kv_get'])} | "
+        f"{ratio_ms(pg['kv_get'], lite['kv_get'])} | |"
+    )
+    lines.append(
+        f"| durable ingest, write_many batches of {a.batch}, memories/s | "
+        f"{lite['ingest_rate']:,.0f} | {pg['ingest_rate']:,.0f} | "
+        f"{pg['ingest_rate'] / lite['ingest_rate']:.2f}x | PostgreSQL >= 5,000/s: "
+        f"{verdict(pg['ingest_rate'] >= 5000)} |"
+    )
+    lines.append(
+        f"| durable single writes from 4 threads ({4 * a.thread_writes:,}), memories/s | "
+        f"{lite['thread_rate']:,.0f} | {pg['thread_rate']:,.0f} | "
+        f"{pg['thread_rate'] / lite['thread_rate']:.2f}x | |"
+    )
+    lines.append(
+        f"| HNSW catch-up after the ingest, s | {lite['index_s']:.1f} | {pg['index_s']:.1f} | | |"
+    )
     s = r.get("servers")
     if s:
         q1, q2, w1, w2 = s["query_1"], s["query_2"], s["write_1"], s["write_2"]
@@ -509,12 +583,15 @@ def report(r: dict[str, Any], a: argparse.Namespace) -> list[str]:
             "|---|---|---|---|---|---|---|",
         ]
         for k, q, w in ((1, q1, w1), (2, q2, w2)):
-            lines.append(f"| {k} | {s[f'start_s_{k}']:.1f} | {q['rate']:,.0f} | {w['rate']:,.0f} "
-                         f"| {q['gen_share']:.0%} / {w['gen_share']:.0%} | "
-                         f"{q['machine_busy']:.2f} / {w['machine_busy']:.2f} | "
-                         f"{', '.join(f'{x:.0f}' for x in s[f'rss_{k}'])} |")  # fmt: skip
-        lines.append(f"| 2 / 1 | | {q2['rate'] / q1['rate']:.2f}x | {w2['rate'] / w1['rate']:.2f}x "
-                     "| | | |")  # fmt: skip
+            lines.append(
+                f"| {k} | {s[f'start_s_{k}']:.1f} | {q['rate']:,.0f} | {w['rate']:,.0f} "
+                f"| {q['gen_share']:.0%} / {w['gen_share']:.0%} | "
+                f"{q['machine_busy']:.2f} / {w['machine_busy']:.2f} | "
+                f"{', '.join(f'{x:.0f}' for x in s[f'rss_{k}'])} |"
+            )
+        lines.append(
+            f"| 2 / 1 | | {q2['rate'] / q1['rate']:.2f}x | {w2['rate'] / w1['rate']:.2f}x | | | |"
+        )
     lag = r.get("lag")
     if lag:
         lines += [
@@ -546,8 +623,10 @@ def report(r: dict[str, Any], a: argparse.Namespace) -> list[str]:
             f"| HNSW catch-up after the ingest | {big['index_s']:.0f} s |",
         ]
         for label, _ in FILTERS:
-            lines.append(f"| query in-process, filter keeps {label}, p50 / p99 ms | "
-                         f"{fmt_ms(big[f'query_{label}'])} |")  # fmt: skip
+            lines.append(
+                f"| query in-process, filter keeps {label}, p50 / p99 ms | "
+                f"{fmt_ms(big[f'query_{label}'])} |"
+            )
         lines += [
             f"| server start (load the rows, saved graph) | {big['server_start_s']:.1f} s |",
             f"| server RSS after start / after the queries | {big['server_rss_mib']:,.0f} / "
@@ -564,8 +643,11 @@ def main() -> None:
     ap.add_argument("--n", type=int, help="memories per backend (default 100,000; quick 5,000)")
     ap.add_argument("--reps", type=int, help="queries per row (default 1,000; quick 100)")
     ap.add_argument("--batch", type=int, default=500, help="write_many batch size")
-    ap.add_argument("--pg-1m-size", type=int, help="the large PostgreSQL namespace (default "
-                    "1,000,000; quick 20,000)")  # fmt: skip
+    ap.add_argument(
+        "--pg-1m-size",
+        type=int,
+        help="the large PostgreSQL namespace (default 1,000,000; quick 20,000)",
+    )
     ap.add_argument("--skip-large", action="store_true")
     ap.add_argument("--http-seconds", type=float, help="per load phase (default 10; quick 2)")
     ap.add_argument("--http-threads", type=int, default=8)
@@ -587,8 +669,12 @@ def main() -> None:
 
     threadpool_limits(limits=1, user_api="blas")  # as synapsedb serve runs (--blas-threads 1)
     stamp = dt.datetime.now(dt.UTC)
-    r: dict[str, Any] = {"date": stamp.strftime("%Y-%m-%d %H:%M UTC"), "machine": machine(),
-                         "commit": git_rev(), "command": "python " + " ".join(sys.argv)}  # fmt: skip
+    r: dict[str, Any] = {
+        "date": stamp.strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "commit": git_rev(),
+        "command": "python " + " ".join(sys.argv),
+    }
     texts, corpus, queries, r["vectors"] = vectors(a.n, a.reps)
     r["n"], r["queries"] = a.n, list(range(len(queries)))
     print(f"vectors: {r['vectors']}", flush=True)
@@ -623,12 +709,11 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     lines = report(r, a)
-    text = "\n".join(lines) + "\n"
     base = Path(tempfile.gettempdir()) / f"synapsedb-bench-pg-{stamp.strftime('%Y%m%d-%H%M%S')}"
-    base.with_suffix(".md").write_text(text)
     base.with_suffix(".json").write_text(json.dumps(r, indent=1, default=str))
-    print(text)
-    print(f"written: {base}.md, {base}.json")
+    data = {k: v for k, v in r.items() if k != "queries"}
+    append_report("PostgreSQL backend" + (" (quick)" if q else ""), r["command"], lines, data)
+    print(f"written: {base}.json (every query too)")
 
 
 if __name__ == "__main__":

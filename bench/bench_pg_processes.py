@@ -31,8 +31,9 @@ from synapsedb.errors import NotFoundError
 
 
 def open_db(url: str, directory: str) -> synapsedb.Database:
-    return synapsedb.open(directory, storage=url, llm=None, embedder=None,
-                          background_maintenance=False)  # fmt: skip
+    return synapsedb.open(
+        directory, storage=url, llm=None, embedder=None, background_maintenance=False
+    )
 
 
 def follower(url: str, directory: str, ids: list[str], ready: Any, out: Any) -> None:
@@ -101,8 +102,10 @@ def main() -> None:
         ("write latency, A with B following", followed),
         ("visibility lag A -> B (B polls get every 0.2 ms)", lag),
     ):
-        print(f"| {name} | {statistics.median(values):.2f} | {pct(values, 99):.2f} | "
-              f"{max(values):.2f} |")  # fmt: skip
+        print(
+            f"| {name} | {statistics.median(values):.2f} | {pct(values, 99):.2f} | "
+            f"{max(values):.2f} |"
+        )
 
 
 if __name__ == "__main__":

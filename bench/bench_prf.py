@@ -101,8 +101,12 @@ class CachedEmbedder:
                     self.known.update(zip(todo, vecs, strict=True))
                     return
         t0 = time.perf_counter()
-        vecs = np.concatenate([np.asarray(self.model.embed(todo[i : i + 64]), np.float32)
-                               for i in range(0, len(todo), 64)])  # fmt: skip
+        vecs = np.concatenate(
+            [
+                np.asarray(self.model.embed(todo[i : i + 64]), np.float32)
+                for i in range(0, len(todo), 64)
+            ]
+        )
         self.embed_s += time.perf_counter() - t0
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -156,8 +160,11 @@ class Corpus:
             df.update(c.keys())
             m = _LABEL.match(text)
             if m is not None:
-                labels.update(w for w in _WORD.findall(m.group(1).lower())
-                              if len(w) > 1 and w not in STOPWORDS)  # fmt: skip
+                labels.update(
+                    w
+                    for w in _WORD.findall(m.group(1).lower())
+                    if len(w) > 1 and w not in STOPWORDS
+                )
         for text in texts:  # a word of the texts that analyzes to exactly it, per term
             for word in sorted(set(_WORD.findall(text.lower()))):
                 if word in STOPWORDS:
@@ -168,8 +175,9 @@ class Corpus:
         lengths = np.array([max(1, sum(c.values())) for c in counts], np.float64)
         return cls(counts, lengths, df, surface, frozenset(labels))
 
-    def expansion(self, rows: Sequence[int], weights: Sequence[float], question: str,
-                  n_terms: int) -> list[str]:  # fmt: skip
+    def expansion(
+        self, rows: Sequence[int], weights: Sequence[float], question: str, n_terms: int
+    ) -> list[str]:
         """The ``n_terms`` best expansion words from the feedback ``rows`` (RM3-style, with idf),
         leaving out the question's terms, speaker-label words and terms of one memory only."""
         if not rows or n_terms <= 0:
@@ -215,10 +223,14 @@ class Point:
 def grid(quick: bool = False) -> list[Point]:
     ms = (3, 5) if quick else (3, 5, 10)
     pts = [Point("rocchio", m, beta=b) for m, b in itertools.product(ms, (0.25, 0.5, 1.0))]
-    pts += [Point("rm3", m, terms=t, repeat=r)
-            for m, t, r in itertools.product(ms, (5, 10, 20), (1, 2, 3))]  # fmt: skip
-    pts += [Point("both", m, beta=b, terms=t, repeat=r)
-            for m, b, (t, r) in itertools.product((3, 5), (0.25, 0.5), ((10, 2), (20, 3)))]  # fmt: skip
+    pts += [
+        Point("rm3", m, terms=t, repeat=r)
+        for m, t, r in itertools.product(ms, (5, 10, 20), (1, 2, 3))
+    ]
+    pts += [
+        Point("both", m, beta=b, terms=t, repeat=r)
+        for m, b, (t, r) in itertools.product((3, 5), (0.25, 0.5), ((10, 2), (20, 3)))
+    ]
     return pts
 
 
@@ -267,8 +279,9 @@ def recall(hits: Any, ids: dict[str, int], ev: frozenset[int], cut: bool = False
     return len(ev & set(got[:K] if cut else got)) / len(ev)
 
 
-def run_conv(c: Conv, emb: CachedEmbedder, points: list[Point], lat: dict[str, list[float]],
-             check: bool) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:  # fmt: skip
+def run_conv(
+    c: Conv, emb: CachedEmbedder, points: list[Point], lat: dict[str, list[float]], check: bool
+) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """R@10 per question: the default (pass 1), each grid point (pass 2), and the default's
     own vector-only and keyword-only modes."""
     base = np.zeros(len(c.questions))
@@ -337,24 +350,38 @@ def run_engine(db: synapsedb.Database, convs: list[Conv]) -> list[str]:
             modes[m].append(v)
         print(f"{c.dataset} {c.name}: feedback off {b.mean():.3f}, on {h.mean():.3f}", flush=True)
     db.fusion = on
-    lines = family_tables(convs, base, held, "The engine's feedback (on) against the same "
-                          "default with feedback off")  # fmt: skip
-    lines = [ln.replace("R@10 default", "R@10 off").replace("R@10 PRF (LOO)", "R@10 on")
-             .replace("PRF - default", "on - off") for ln in lines]  # fmt: skip
+    lines = family_tables(
+        convs, base, held, "The engine's feedback (on) against the same default with feedback off"
+    )
+    lines = [
+        ln.replace("R@10 default", "R@10 off")
+        .replace("R@10 PRF (LOO)", "R@10 on")
+        .replace("PRF - default", "on - off")
+        for ln in lines
+    ]
     lines += ["", *mode_table(convs, base, held, modes)]
-    lines = [ln.replace("PRF (any, LOO)", "The default with feedback").replace(
-        "| default | PRF (LOO) |", "| feedback off | feedback on (default) |").replace(
-        "PRF - better mode", "default - better mode") for ln in lines]  # fmt: skip
+    lines = [
+        ln.replace("PRF (any, LOO)", "The default with feedback")
+        .replace("| default | PRF (LOO) |", "| feedback off | feedback on (default) |")
+        .replace("PRF - better mode", "default - better mode")
+        for ln in lines
+    ]
     lines += ["| query (query embedding cached) | p50 ms | p99 ms |", "|---|---:|---:|"]
     for label, xs in lat.items():
         ms = np.asarray(xs) * 1000
-        lines.append(f"| default, {label} | {np.percentile(ms, 50):.2f} | "
-                     f"{np.percentile(ms, 99):.2f} |")  # fmt: skip
+        lines.append(
+            f"| default, {label} | {np.percentile(ms, 50):.2f} | {np.percentile(ms, 99):.2f} |"
+        )
     return lines
 
 
-def load(db: synapsedb.Database, emb: CachedEmbedder, quick: bool, chats_wanted: list[str],
-         embed_only: bool) -> list[Conv]:  # fmt: skip
+def load(
+    db: synapsedb.Database,
+    emb: CachedEmbedder,
+    quick: bool,
+    chats_wanted: list[str],
+    embed_only: bool,
+) -> list[Conv]:
     convs = locomo.load_dataset(locomo.DEFAULT_DATA)
     chats = beam.load_dataset(beam.DEFAULT_DATA, chats_wanted)
     if quick:
@@ -367,24 +394,48 @@ def load(db: synapsedb.Database, emb: CachedEmbedder, quick: bool, chats_wanted:
             continue
         written = db.namespace(f"locomo-{conv.name}").write_many(turn_items(conv))
         ids = {m.id: i for i, m in enumerate(written)}
-        qs = [(q.text, frozenset(q.evidence), locomo.CATEGORIES[q.category])
-              for q in conv.questions]  # fmt: skip
-        out.append(Conv("LoCoMo", conv.name, db.namespace(f"locomo-{conv.name}"), ids, ids,
-                        Corpus.build(texts), np.stack([emb.known[t] for t in texts]), qs))  # fmt: skip
+        qs = [
+            (q.text, frozenset(q.evidence), locomo.CATEGORIES[q.category]) for q in conv.questions
+        ]
+        out.append(
+            Conv(
+                "LoCoMo",
+                conv.name,
+                db.namespace(f"locomo-{conv.name}"),
+                ids,
+                ids,
+                Corpus.build(texts),
+                np.stack([emb.known[t] for t in texts]),
+                qs,
+            )
+        )
     for chat in chats:
         texts = [f"{m.role}: {m.content}" for m in chat.messages]
         t0 = time.perf_counter()
         emb.warm(f"beam-{chat.name}", texts)
-        print(f"BEAM chat {chat.name}: {len(texts)} message vectors in "
-              f"{time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
+        print(
+            f"BEAM chat {chat.name}: {len(texts)} message vectors in "
+            f"{time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
         if embed_only:
             continue
         ids, cut = ingest_beam(db, chat)
         assert cut == 0
         rows = {mid: i for i, mid in enumerate(ids)}  # ids is in message order
         qs = [(q.text, q.evidence, q.ability) for q in chat.questions]
-        out.append(Conv("BEAM", chat.name, db.namespace(f"beam-{chat.name}"), ids, rows,
-                        Corpus.build(texts), np.stack([emb.known[t] for t in texts]), qs))  # fmt: skip
+        out.append(
+            Conv(
+                "BEAM",
+                chat.name,
+                db.namespace(f"beam-{chat.name}"),
+                ids,
+                rows,
+                Corpus.build(texts),
+                np.stack([emb.known[t] for t in texts]),
+                qs,
+            )
+        )
     return out
 
 
@@ -397,8 +448,9 @@ def ci_cell(diff: np.ndarray, rng: np.random.Generator) -> str:
     return f"{diff.mean():+.3f} ({lo:+.3f}, {hi:+.3f}) {verdict}"
 
 
-def cluster_bootstrap(diffs: list[np.ndarray], rng: np.random.Generator,
-                      n: int = 2000) -> tuple[float, float]:  # fmt: skip
+def cluster_bootstrap(
+    diffs: list[np.ndarray], rng: np.random.Generator, n: int = 2000
+) -> tuple[float, float]:
     """95% interval of the pooled mean difference when whole conversations are resampled
     (questions of one conversation are not independent)."""
     sums = np.array([d.sum() for d in diffs])
@@ -410,12 +462,17 @@ def cluster_bootstrap(diffs: list[np.ndarray], rng: np.random.Generator,
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def family_tables(convs: list[Conv], base: list[np.ndarray], held: list[np.ndarray],
-                  title: str) -> list[str]:  # fmt: skip
+def family_tables(
+    convs: list[Conv], base: list[np.ndarray], held: list[np.ndarray], title: str
+) -> list[str]:
     rng = np.random.default_rng(13)
-    lines = [f"**{title}**", "",
-             "| dataset | category / ability | questions | R@10 default | R@10 PRF (LOO) | "
-             "PRF - default (95% CI) |", "|---|---|---:|---:|---:|---|"]  # fmt: skip
+    lines = [
+        f"**{title}**",
+        "",
+        "| dataset | category / ability | questions | R@10 default | R@10 PRF (LOO) | "
+        "PRF - default (95% CI) |",
+        "|---|---|---:|---:|---:|---|",
+    ]
     for ds in ("LoCoMo", "BEAM"):
         idx = [i for i, c in enumerate(convs) if c.dataset == ds]
         if not idx:
@@ -425,31 +482,48 @@ def family_tables(convs: list[Conv], base: list[np.ndarray], held: list[np.ndarr
         h = np.concatenate([held[i] for i in idx])
         for cat in sorted(set(cats.tolist())):
             sel = cats == cat
-            lines.append(f"| {ds} | {cat} | {int(sel.sum())} | {b[sel].mean():.3f} | "
-                         f"{h[sel].mean():.3f} | {ci_cell(h[sel] - b[sel], rng)} |")  # fmt: skip
-        lines.append(f"| {ds} | **all** | {b.size} | **{b.mean():.3f}** | **{h.mean():.3f}** | "
-                     f"{ci_cell(h - b, rng)} |")  # fmt: skip
+            lines.append(
+                f"| {ds} | {cat} | {int(sel.sum())} | {b[sel].mean():.3f} | "
+                f"{h[sel].mean():.3f} | {ci_cell(h[sel] - b[sel], rng)} |"
+            )
+        lines.append(
+            f"| {ds} | **all** | {b.size} | **{b.mean():.3f}** | **{h.mean():.3f}** | "
+            f"{ci_cell(h - b, rng)} |"
+        )
     notes = []
     for ds in ("LoCoMo", "BEAM"):
         diffs = [held[i] - base[i] for i, c in enumerate(convs) if c.dataset == ds]
         if diffs:
             lo, hi = cluster_bootstrap(diffs, rng)
             means = np.array([d.mean() for d in diffs])
-            notes.append(f"{ds} ({lo:+.3f}, {hi:+.3f}), conversations better / equal / worse "
-                         f"{int((means > 0).sum())} / {int((means == 0).sum())} / "
-                         f"{int((means < 0).sum())}")  # fmt: skip
-    return [*lines, "", "Resampling whole conversations, 95% CI of the difference: "
-            + "; ".join(notes) + "."]  # fmt: skip
+            notes.append(
+                f"{ds} ({lo:+.3f}, {hi:+.3f}), conversations better / equal / worse "
+                f"{int((means > 0).sum())} / {int((means == 0).sum())} / "
+                f"{int((means < 0).sum())}"
+            )
+    return [
+        *lines,
+        "",
+        "Resampling whole conversations, 95% CI of the difference: " + "; ".join(notes) + ".",
+    ]
 
 
-def mode_table(convs: list[Conv], base: list[np.ndarray], held: list[np.ndarray],
-               modes: dict[str, list[np.ndarray]]) -> list[str]:  # fmt: skip
+def mode_table(
+    convs: list[Conv],
+    base: list[np.ndarray],
+    held: list[np.ndarray],
+    modes: dict[str, list[np.ndarray]],
+) -> list[str]:
     """The 'any' LOO PRF against the better of the default's vector-only and keyword-only
     modes (issue 13: the default should be at least as good as either)."""
     rng = np.random.default_rng(13)
-    lines = ["**PRF (any, LOO) against the default's own single-list modes**", "",
-             "| dataset | category / ability | questions | default | PRF (LOO) | vector | keyword "
-             "| PRF - better mode (95% CI) |", "|---|---|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+    lines = [
+        "**PRF (any, LOO) against the default's own single-list modes**",
+        "",
+        "| dataset | category / ability | questions | default | PRF (LOO) | vector | keyword "
+        "| PRF - better mode (95% CI) |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
     for ds in ("LoCoMo", "BEAM"):
         idx = [i for i, c in enumerate(convs) if c.dataset == ds]
         if not idx:
@@ -460,15 +534,22 @@ def mode_table(convs: list[Conv], base: list[np.ndarray], held: list[np.ndarray]
         for cat in [*sorted(set(cats.tolist())), "**all**"]:
             sel = cats == cat if cat != "**all**" else np.ones(cats.size, bool)
             better = v[sel] if v[sel].mean() >= kw[sel].mean() else kw[sel]
-            lines.append(f"| {ds} | {cat} | {int(sel.sum())} | {b[sel].mean():.3f} | "
-                         f"{h[sel].mean():.3f} | {v[sel].mean():.3f} | {kw[sel].mean():.3f} | "
-                         f"{ci_cell(h[sel] - better, rng)} |")  # fmt: skip
+            lines.append(
+                f"| {ds} | {cat} | {int(sel.sum())} | {b[sel].mean():.3f} | "
+                f"{h[sel].mean():.3f} | {v[sel].mean():.3f} | {kw[sel].mean():.3f} | "
+                f"{ci_cell(h[sel] - better, rng)} |"
+            )
     return [*lines, ""]
 
 
-def report(convs: list[Conv], points: list[Point], base: list[np.ndarray],
-           scores: list[list[np.ndarray]], lat: dict[str, list[float]],
-           modes: dict[str, list[np.ndarray]]) -> list[str]:  # fmt: skip
+def report(
+    convs: list[Conv],
+    points: list[Point],
+    base: list[np.ndarray],
+    scores: list[list[np.ndarray]],
+    lat: dict[str, list[float]],
+    modes: dict[str, list[np.ndarray]],
+) -> list[str]:
     datasets = [c.dataset for c in convs]
     every = list(range(len(convs)))
     lines: list[str] = []
@@ -482,27 +563,42 @@ def report(convs: list[Conv], points: list[Point], base: list[np.ndarray],
         if fam == "any":  # feedback may also be left off
             cands, names = [base, *cands], ["default (no feedback)", *names]
         held, picks = loo(cands, datasets)
-        title = (f"{fam}: each conversation scored with the {fam} point chosen on the others"
-                 if fam != "any" else "any: the best of the default and every grid point, "
-                 "chosen on the others")  # fmt: skip
+        title = (
+            f"{fam}: each conversation scored with the {fam} point chosen on the others"
+            if fam != "any"
+            else "any: the best of the default and every grid point, chosen on the others"
+        )
         lines += family_tables(convs, base, held, title)
         chosen = Counter(names[p] for p in picks)
         lines += ["", "Chosen: " + "; ".join(f"{k} x{v}" for k, v in chosen.most_common()), ""]
     lines += mode_table(convs, base, held, modes)
-    lines += ["**Every grid point, in sample (all conversations)**", "",
-              "| point | LoCoMo R@10 | BEAM R@10 | objective |", "|---|---:|---:|---:|"]  # fmt: skip
+    lines += [
+        "**Every grid point, in sample (all conversations)**",
+        "",
+        "| point | LoCoMo R@10 | BEAM R@10 | objective |",
+        "|---|---:|---:|---:|",
+    ]
 
     def per(ds: str, arrays: list[np.ndarray]) -> str:
         got = [a for a, d in zip(arrays, datasets, strict=True) if d == ds]
         return f"{np.concatenate(got).mean():.3f}" if got else "-"
 
-    lines.append(f"| default (no feedback) | {per('LoCoMo', base)} | {per('BEAM', base)} | "
-                 f"{objective(base, datasets, every):.3f} |")  # fmt: skip
+    lines.append(
+        f"| default (no feedback) | {per('LoCoMo', base)} | {per('BEAM', base)} | "
+        f"{objective(base, datasets, every):.3f} |"
+    )
     for p, s in zip(points, scores, strict=True):
-        lines.append(f"| {p.label()} | {per('LoCoMo', s)} | {per('BEAM', s)} | "
-                     f"{objective(s, datasets, every):.3f} |")  # fmt: skip
-    lines += ["", "**Query latency (ms, this harness, nice 10, shared machine)**", "",
-              "| stage | p50 | p99 |", "|---|---:|---:|"]  # fmt: skip
+        lines.append(
+            f"| {p.label()} | {per('LoCoMo', s)} | {per('BEAM', s)} | "
+            f"{objective(s, datasets, every):.3f} |"
+        )
+    lines += [
+        "",
+        "**Query latency (ms, this harness, nice 10, shared machine)**",
+        "",
+        "| stage | p50 | p99 |",
+        "|---|---:|---:|",
+    ]
     for name, xs in sorted(lat.items()):
         a = np.asarray(xs) * 1e3
         lines.append(f"| {name} | {np.percentile(a, 50):.2f} | {np.percentile(a, 99):.2f} |")
@@ -516,8 +612,11 @@ def main() -> None:
     ap.add_argument("--embed-only", action="store_true", help="fill the vector cache and stop")
     ap.add_argument("--cache", type=Path, default=CACHE)
     ap.add_argument("--check", action="store_true", help="assert pass 2 without feedback = pass 1")
-    ap.add_argument("--engine", action="store_true",
-                    help="measure the engine's own feedback (on vs off), not the grid")  # fmt: skip
+    ap.add_argument(
+        "--engine",
+        action="store_true",
+        help="measure the engine's own feedback (on vs off), not the grid",
+    )
     args = ap.parse_args()
     from synapsedb.config import Settings
     from synapsedb.embed import OnnxMiniLM
@@ -539,10 +638,12 @@ def main() -> None:
         if args.engine:
             t1 = time.perf_counter()
             lines = run_engine(db, convs)
-            print(f"Machine: {machine()}. Commit {git_rev()}. Command: `nice -n 10 python "
-                  f"bench/bench_prf.py --engine --beam-chats {args.beam_chats}`. "
-                  f"{len(convs)} conversations, load {load_s:.0f} s, queries "
-                  f"{time.perf_counter() - t1:.0f} s.\n")  # fmt: skip
+            print(
+                f"Machine: {machine()}. Commit {git_rev()}. Command: `nice -n 10 python "
+                f"bench/bench_prf.py --engine --beam-chats {args.beam_chats}`. "
+                f"{len(convs)} conversations, load {load_s:.0f} s, queries "
+                f"{time.perf_counter() - t1:.0f} s.\n"
+            )
             print("\n".join(lines))
             return
         base: list[np.ndarray] = []
@@ -556,8 +657,11 @@ def main() -> None:
                 modes[m].append(v)
             for pi in range(len(points)):
                 per_point[pi].append(out[pi])
-            print(f"{c.dataset} {c.name}: default {b.mean():.3f}, best point "
-                  f"{out.mean(axis=1).max():.3f}", flush=True)  # fmt: skip
+            print(
+                f"{c.dataset} {c.name}: default {b.mean():.3f}, best point "
+                f"{out.mean(axis=1).max():.3f}",
+                flush=True,
+            )
         query_s = time.perf_counter() - t1
     finally:
         db.close()

@@ -59,13 +59,31 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def synapsedb_server(base_url: str, model: str, data: Path, *, auth: str = "none",
-                     timeout_s: float = 300) -> Iterator[str]:  # fmt: skip
+def synapsedb_server(
+    base_url: str, model: str, data: Path, *, auth: str = "none", timeout_s: float = 300
+) -> Iterator[str]:
     port = free_port()
-    env = {**os.environ, "SYNAPSEDB_LLM_BASE_URL": base_url, "SYNAPSEDB_LLM_MODEL": model,
-           "SYNAPSEDB_LLM_MAX_RETRIES": "0", "SYNAPSEDB_LLM_TIMEOUT_S": str(timeout_s)}  # fmt: skip
-    cmd = [sys.executable, "-m", "synapsedb", "serve", "--data", str(data), "--port", str(port),
-           "--auth", auth, "--log-level", "error"]  # fmt: skip
+    env = {
+        **os.environ,
+        "SYNAPSEDB_LLM_BASE_URL": base_url,
+        "SYNAPSEDB_LLM_MODEL": model,
+        "SYNAPSEDB_LLM_MAX_RETRIES": "0",
+        "SYNAPSEDB_LLM_TIMEOUT_S": str(timeout_s),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "synapsedb",
+        "serve",
+        "--data",
+        str(data),
+        "--port",
+        str(port),
+        "--auth",
+        auth,
+        "--log-level",
+        "error",
+    ]
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -86,8 +104,14 @@ def synapsedb_server(base_url: str, model: str, data: Path, *, auth: str = "none
 
 
 def seed(url: str, n: int, headers: dict[str, str] | None = None) -> None:
-    items = [{"entity": USER, "content": f"Note {i}: the user mentioned plan number {i} for "
-              f"trip {i % 37} and a preference for option {i % 11}"} for i in range(n)]  # fmt: skip
+    items = [
+        {
+            "entity": USER,
+            "content": f"Note {i}: the user mentioned plan number {i} for "
+            f"trip {i % 37} and a preference for option {i % 11}",
+        }
+        for i in range(n)
+    ]
     items.append({"entity": USER, "content": "The user's budget for the Hawaii trip is $10,000"})
     with httpx.Client(timeout=120, headers=headers) as c:
         for i in range(0, len(items), 500):
@@ -98,9 +122,18 @@ def seed(url: str, n: int, headers: dict[str, str] | None = None) -> None:
 
 
 def body(i: int, stream: bool, max_tokens: int | None) -> dict:
-    b: dict = {"model": "m", "user": USER, "stream": stream,
-               "messages": [{"role": "user", "content": f"Question {i}: what is my budget for "
-                             f"trip number {i % 37} to Hawaii, option {i}?"}]}  # fmt: skip
+    b: dict = {
+        "model": "m",
+        "user": USER,
+        "stream": stream,
+        "messages": [
+            {
+                "role": "user",
+                "content": f"Question {i}: what is my budget for "
+                f"trip number {i % 37} to Hawaii, option {i}?",
+            }
+        ],
+    }
     if max_tokens is not None:
         b["max_tokens"] = max_tokens
     return b
@@ -135,18 +168,39 @@ def settle(c: httpx.Client, server: str, timeout_s: float = 120.0) -> None:
         time.sleep(0.5)
         r = c.get(f"{server}/v1/namespaces/acme/facts", params={"entity": "synapsedb:jobs"})
         soon = time.time() + 2.0
-        busy = [f for f in r.json() if isinstance(f.get("value"), dict)
-                and (f["value"].get("state") == "running"
-                     or (f["value"].get("state") == "queued"
-                         and float(f["value"].get("due", 0)) <= soon))] if r.status_code == 200 else [1]  # fmt: skip
+        busy = (
+            [
+                f
+                for f in r.json()
+                if isinstance(f.get("value"), dict)
+                and (
+                    f["value"].get("state") == "running"
+                    or (
+                        f["value"].get("state") == "queued"
+                        and float(f["value"].get("due", 0)) <= soon
+                    )
+                )
+            ]
+            if r.status_code == 200
+            else [1]
+        )
         quiet = 0 if busy else quiet + 1
         if quiet >= 2:
             return
     print("warning: the memory loop stayed busy; measuring anyway", flush=True)
 
 
-def run(c: httpx.Client, url: str, n: int, *, stream: bool, pace_s: float, offset: int,
-        max_tokens: int | None, server: str | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def run(
+    c: httpx.Client,
+    url: str,
+    n: int,
+    *,
+    stream: bool,
+    pace_s: float,
+    offset: int,
+    max_tokens: int | None,
+    server: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     ttft, total = [], []
     for i in range(n):
         if server is not None:
@@ -163,12 +217,23 @@ def ms(x: np.ndarray, q: float) -> float:
     return float(np.percentile(x, q))
 
 
-def measure(upstream_url: str, model: str, n: int, max_tokens: int | None,
-            modes: list[tuple[str, bool, float]], warm: int, settled: bool = False) -> list[str]:  # fmt: skip
-    lines = ["| mode | metric | direct p50 / p99 ms | through SynapseDB p50 / p99 ms | added p50 / p99 ms |",
-             "|---|---|---|---|---|"]  # fmt: skip
-    with tempfile.TemporaryDirectory() as tmp, synapsedb_server(upstream_url, model,
-                                                                Path(tmp) / "d") as url:  # fmt: skip
+def measure(
+    upstream_url: str,
+    model: str,
+    n: int,
+    max_tokens: int | None,
+    modes: list[tuple[str, bool, float]],
+    warm: int,
+    settled: bool = False,
+) -> list[str]:
+    lines = [
+        "| mode | metric | direct p50 / p99 ms | through SynapseDB p50 / p99 ms | added p50 / p99 ms |",
+        "|---|---|---|---|---|",
+    ]
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        synapsedb_server(upstream_url, model, Path(tmp) / "d") as url,
+    ):
         seed(url, 2000)
         direct = f"{upstream_url}/chat/completions"
         proxied = f"{url}/v1/namespaces/acme/chat/completions"
@@ -181,8 +246,17 @@ def measure(upstream_url: str, model: str, n: int, max_tokens: int | None,
                 # interleave direct and proxied runs in halves, so drift hits both alike
                 halves = []
                 for i, target in enumerate((direct, proxied, direct, proxied)):
-                    halves.append(run(c, target, n // 2, stream=stream, pace_s=pace,
-                                      offset=offset + i * n, **kw))  # fmt: skip
+                    halves.append(
+                        run(
+                            c,
+                            target,
+                            n // 2,
+                            stream=stream,
+                            pace_s=pace,
+                            offset=offset + i * n,
+                            **kw,
+                        )
+                    )
                 d1, p1, d2, p2 = halves
                 offset += 4 * n
                 d = [np.concatenate([d1[k], d2[k]]) for k in (0, 1)]
@@ -211,8 +285,12 @@ def flood_answer(request: Request) -> Reply:
 
 
 def flood(url: str, key: str, stop: threading.Event, seen: Counter[str]) -> None:
-    b = {"model": "m", "user": "user:bob", "max_tokens": 4096,
-         "messages": [{"role": "user", "content": "flood: write a novel"}]}  # fmt: skip
+    b = {
+        "model": "m",
+        "user": "user:bob",
+        "max_tokens": 4096,
+        "messages": [{"role": "user", "content": "flood: write a novel"}],
+    }
     with httpx.Client(timeout=30, headers={"Authorization": f"Bearer {key}"}) as c:
         while not stop.is_set():
             try:
@@ -235,8 +313,9 @@ def fairness(n: int) -> list[str]:
         a = keys.create("tenant-a", ["read", "write"])[1]
         b = keys.create("tenant-b", ["read", "write"])[1]
         keys.close()
-        with synapsedb_server(up.base_url, "scripted", data, auth="keys",
-                              timeout_s=FLOOD_TIMEOUT_S) as url:  # fmt: skip
+        with synapsedb_server(
+            up.base_url, "scripted", data, auth="keys", timeout_s=FLOOD_TIMEOUT_S
+        ) as url:
             auth = {"Authorization": f"Bearer {a}"}
             seed(url, 2000, auth)
             target = f"{url}/v1/namespaces/acme/chat/completions"
@@ -246,16 +325,36 @@ def fairness(n: int) -> list[str]:
             with httpx.Client(timeout=60, headers=auth) as c:
                 run(c, target, 20, stream=False, pace_s=0.0, offset=50_000, max_tokens=None)
                 for half in range(2):
-                    alone.append(run(c, target, n // 2, stream=False, pace_s=0.05,
-                                     offset=half * n, max_tokens=None)[1])  # fmt: skip
+                    alone.append(
+                        run(
+                            c,
+                            target,
+                            n // 2,
+                            stream=False,
+                            pace_s=0.05,
+                            offset=half * n,
+                            max_tokens=None,
+                        )[1]
+                    )
                     stop = threading.Event()
-                    threads = [threading.Thread(target=flood, args=(target, b, stop, seen))
-                               for _ in range(FLOODERS)]  # fmt: skip
+                    threads = [
+                        threading.Thread(target=flood, args=(target, b, stop, seen))
+                        for _ in range(FLOODERS)
+                    ]
                     for t in threads:
                         t.start()
                     time.sleep(FLOOD_TIMEOUT_S * 3)  # B's breaker opens, its share fills
-                    flooded.append(run(c, target, n // 2, stream=False, pace_s=0.05,
-                                       offset=10_000 + half * n, max_tokens=None)[1])  # fmt: skip
+                    flooded.append(
+                        run(
+                            c,
+                            target,
+                            n // 2,
+                            stream=False,
+                            pace_s=0.05,
+                            offset=10_000 + half * n,
+                            max_tokens=None,
+                        )[1]
+                    )
                     stop.set()
                     for t in threads:
                         t.join()
@@ -281,10 +380,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer requests")
     ap.add_argument("--local-llm", action="store_true", help="also against SmolLM2 (llama.cpp)")
-    ap.add_argument("--local-requests", type=int, default=10,
-                    help="requests per cell against the local model (each waits for the "
-                    "extraction of the turns before it: seconds to a minute)")  # fmt: skip
-    ap.add_argument("--no-report", action="store_true", help="do not append to docs/benchmarks.md")
+    ap.add_argument(
+        "--local-requests",
+        type=int,
+        default=10,
+        help="requests per cell against the local model (each waits for the "
+        "extraction of the turns before it: seconds to a minute)",
+    )
+    ap.add_argument("--no-report", action="store_true", help="do not append the run to bench/runs/")
     ap.add_argument(
         "--part",
         choices=("overhead", "fairness", "all"),
@@ -295,11 +398,17 @@ def main() -> None:
     n = 60 if args.quick else 300
     lines: list[str] = []
     if args.part in ("overhead", "all"):
-        lines += ["Scripted upstream (a stand-in for a hosted model; answers in well under a "
-                  "millisecond of its own), 2,000 memories for the user, a new question each "
-                  f"request, {n} requests per cell:", ""]  # fmt: skip
-        modes = [("paced, non-streamed", False, 0.05), ("paced, streamed", True, 0.05),
-                 ("back-to-back, non-streamed", False, 0.0)]  # fmt: skip
+        lines += [
+            "Scripted upstream (a stand-in for a hosted model; answers in well under a "
+            "millisecond of its own), 2,000 memories for the user, a new question each "
+            f"request, {n} requests per cell:",
+            "",
+        ]
+        modes = [
+            ("paced, non-streamed", False, 0.05),
+            ("paced, streamed", True, 0.05),
+            ("back-to-back, non-streamed", False, 0.0),
+        ]
         answer = "Your budget for the Hawaii trip is $10,000."
         with ScriptedUpstream(responder=lambda r: answer) as up:
             lines += measure(up.base_url, "scripted", n, None, modes, warm=20)
@@ -310,14 +419,23 @@ def main() -> None:
         from tests.support.local_llm import serve
 
         k = max(2, args.local_requests)
-        lines += ["", f"SmolLM2-135M on llama.cpp (2 threads), max_tokens 16, {k} requests per "
-                  "cell, each sent once the memory loop's extraction of the previous turns is "
-                  "done (the model serves one request at a time; a plumbing model):", ""]  # fmt: skip
+        lines += [
+            "",
+            f"SmolLM2-135M on llama.cpp (2 threads), max_tokens 16, {k} requests per "
+            "cell, each sent once the memory loop's extraction of the previous turns is "
+            "done (the model serves one request at a time; a plumbing model):",
+            "",
+        ]
         with serve() as llm:
-            lines += measure(llm.base_url, llm.model, k, 16,
-                             [("settled, streamed", True, 0.05),
-                              ("settled, non-streamed", False, 0.05)], warm=3,
-                             settled=True)  # fmt: skip
+            lines += measure(
+                llm.base_url,
+                llm.model,
+                k,
+                16,
+                [("settled, streamed", True, 0.05), ("settled, non-streamed", False, 0.05)],
+                warm=3,
+                settled=True,
+            )
     if not args.no_report:
         cmd = "make bench-proxy" + (" (with --local-llm)" if args.local_llm else "")
         if args.part != "all":

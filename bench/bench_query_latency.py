@@ -59,8 +59,11 @@ def main() -> None:
     convs = load_locomo()
     root = Path(tempfile.mkdtemp(prefix="synapsedb-latency-"))
     db = synapsedb.open(root / "d", durability="os", embedder=emb, llm=None)
-    times: dict[str, list[float]] = {"embed_query alone": [], "query, re-ranking on": [],
-                                     "query, re-ranking off": []}  # fmt: skip
+    times: dict[str, list[float]] = {
+        "embed_query alone": [],
+        "query, re-ranking on": [],
+        "query, re-ranking off": [],
+    }
     try:
         asks = []
         for c in convs:
@@ -91,14 +94,18 @@ def main() -> None:
         db.close()
         shutil.rmtree(root, ignore_errors=True)
     base = float(np.percentile(times["embed_query alone"], 50))
-    print(f"Machine: {machine()}. Commit {git_rev()}. `python bench/bench_query_latency.py "
-          f"--query-model {args.query_model} --rounds {args.rounds}` (query model: "
-          f"{model.query_model}); {len(asks)} LoCoMo dev questions x {args.rounds} rounds.\n")  # fmt: skip
+    print(
+        f"Machine: {machine()}. Commit {git_rev()}. `python bench/bench_query_latency.py "
+        f"--query-model {args.query_model} --rounds {args.rounds}` (query model: "
+        f"{model.query_model}); {len(asks)} LoCoMo dev questions x {args.rounds} rounds.\n"
+    )
     print("| call | p50 ms | p90 ms | p50 / embed_query p50 |\n|---|---:|---:|---:|")
     for name, xs in times.items():
         ms = np.array(xs) * 1e3
-        print(f"| {name} | {np.percentile(ms, 50):.2f} | {np.percentile(ms, 90):.2f} | "
-              f"{np.percentile(ms, 50) / (base * 1e3):.2f} |")  # fmt: skip
+        print(
+            f"| {name} | {np.percentile(ms, 50):.2f} | {np.percentile(ms, 90):.2f} | "
+            f"{np.percentile(ms, 50) / (base * 1e3):.2f} |"
+        )
 
 
 if __name__ == "__main__":

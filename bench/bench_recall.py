@@ -111,8 +111,10 @@ def main() -> None:
             row = {w.id: r for r, w in enumerate(written)}
             dense = _dense(c)
             emb.add(dense, vec.get(f"{c.key}-q-dense", dense))
-            emb.add([q.text for q in c.questions],
-                    vec.get(f"{c.key}-q-raw", [q.text for q in c.questions]))  # fmt: skip
+            emb.add(
+                [q.text for q in c.questions],
+                vec.get(f"{c.key}-q-raw", [q.text for q in c.questions]),
+            )
             model = load_fold(args.folds / f"fold-{fold_of[c.key]}.py") if args.folds else None
             rerank.forest = (lambda m=model: m) if model is not None else shipped  # type: ignore[misc]
             per: dict[str, dict[str, list[float]]] = {v: defaultdict(list) for v in variants}
@@ -136,18 +138,25 @@ def main() -> None:
             for v in variants:
                 res[v].append({k: np.array(x) for k, x in per[v].items()})
             preps.append(_Prep(c))
-            print(f"{c.key}: on {res['on'][-1]['r10'].mean():.3f} off "
-                  f"{res['off'][-1]['r10'].mean():.3f}", flush=True)  # fmt: skip
+            print(
+                f"{c.key}: on {res['on'][-1]['r10'].mean():.3f} off "
+                f"{res['off'][-1]['r10'].mean():.3f}",
+                flush=True,
+            )
     finally:
         rerank.forest = shipped  # type: ignore[misc]
         db.close()
         shutil.rmtree(root, ignore_errors=True)
-    head = ["| dataset | category | questions | a | b | b - a (95% CI, by conversation) |",
-            "|---|---|---:|---:|---:|---|"]  # fmt: skip
+    head = [
+        "| dataset | category | questions | a | b | b - a (95% CI, by conversation) |",
+        "|---|---|---:|---:|---:|---|",
+    ]
     which = f"fold models from {args.folds} (LOCO)" if args.folds else "the shipped model"
-    print(f"\nMachine: {machine()}. Commit {git_rev()}. `nice -n 10 python bench/bench_recall.py"
-          f"{' --folds ' + str(args.folds) if args.folds else ''}`: {which}; "
-          f"{time.perf_counter() - t0:.0f} s, {emb.misses} texts embedded.\n")  # fmt: skip
+    print(
+        f"\nMachine: {machine()}. Commit {git_rev()}. `nice -n 10 python bench/bench_recall.py"
+        f"{' --folds ' + str(args.folds) if args.folds else ''}`: {which}; "
+        f"{time.perf_counter() - t0:.0f} s, {emb.misses} texts embedded.\n"
+    )
     for metric in ("r10", "all10"):
         print(f"**{metric}: a = re-ranking off, b = on (the default)**\n")
         print("\n".join([*head, *ev.compare(preps, res["off"], res["on"], metric, True)]))

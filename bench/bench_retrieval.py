@@ -193,8 +193,11 @@ def bench_big(root: Path, n: int, reps: int, embedder: object) -> dict:
         state = db._state("big")
         assert state is not None and state.hnsw is not None
         cat, graph = state.catalog, state.hnsw
-        out["hnsw"] = {"m": graph.m, "ef_construction": graph.ef_construction,
-                       "ef": graph.ef_search}  # fmt: skip
+        out["hnsw"] = {
+            "m": graph.m,
+            "ef_construction": graph.ef_construction,
+            "ef": graph.ef_search,
+        }
         # the floor, in the same run: raw hnswlib with the engine's graph settings on the same
         # vectors, one thread, unfiltered, k=10 (timed before and after the engine's rows)
         raw = raw_index(corpus, graph.m, graph.ef_construction)
@@ -235,8 +238,7 @@ def bench_big(root: Path, n: int, reps: int, embedder: object) -> dict:
                 ]
             got = []
             for i in range(m):
-                hits = mem.query(embedding=queries[i], filter=flt, mode="vector", k=10,
-                                 dedup=False)  # fmt: skip
+                hits = mem.query(embedding=queries[i], filter=flt, mode="vector", k=10, dedup=False)
                 got.append(len({h.id for h in hits} & truth[key][i]) / 10)
             return float(np.mean(got))
 
@@ -368,8 +370,12 @@ def reopen_many(path: Path, namespaces: int, reps: int) -> dict:
     namespace, resident memory then, and an open with load = eager for comparison. The floor
     is read in the same process first (which also leaves the file in the page cache). A data
     directory of an older schema is upgraded by a first open, not timed."""
-    subprocess.run([sys.executable, __file__, "--reopen-child", str(path), "0", "0"],
-                   capture_output=True, text=True, check=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, __file__, "--reopen-child", str(path), "0", "0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     out = subprocess.run(
         [sys.executable, __file__, "--reopen-child", str(path), str(namespaces), str(reps)],
         capture_output=True,
@@ -548,6 +554,7 @@ def main() -> None:
                 + (" --quick" if q else "")
                 + (f" --many-dir {args.many_dir}" if args.many_dir else ""),
                 many_lines(many, ok),
+                data=many,
             )
         return
     from synapsedb.embed import OnnxMiniLM
@@ -639,6 +646,7 @@ def main() -> None:
             + (" --quick" if q else "")
             + (" --big-only" if args.big_only else " (part of make bench)"),
             lines,
+            data={"big": big, "many": many},
         )
     else:
         print("\n".join(lines))

@@ -76,7 +76,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=300)
-    ap.add_argument("--report", action="store_true", help="append to docs/benchmarks.md")
+    ap.add_argument("--report", action="store_true", help="append the run to bench/runs/")
     args = ap.parse_args()
     from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
@@ -126,7 +126,7 @@ def main() -> None:
         lines.append(f"| {name} | {p50 / 1000:.3f} | {p99 / 1000:.3f} | {p50 / f50:.1f}x | {ok} "
                      f"| {rec:.3f} |")  # fmt: skip
     if args.report:
-        append_report("Filter selectivity (issue 18)", "python " + " ".join(sys.argv), lines)
+        append_report("Filter selectivity", "python " + " ".join(sys.argv), lines)
     else:
         print("\n".join(lines))
 

@@ -1,4 +1,4 @@
-"""Similar agent states (issue 14): the value featuriser of ``synapsedb.agents.similar`` against
+"""Similar agent states (issue 14): the value featuriser of ``synapsedb.agent_state.similar`` against
 embedding each state's JSON as text, on generated states with a known nearest-neighbour truth.
 
 Generation. ``P`` situations (prototypes) are drawn; each is observed ``M = 10`` times with noise
@@ -19,7 +19,7 @@ embeddings of ``json.dumps(state)``. Latency per query is timed at 1,000 and 10,
 with the text cache warm (the first, cold query apart).
 
 Usage: python bench/bench_state_similarity.py [--quick] [--seed N]
-Prints a markdown table (docs/benchmarks.md is the lead's to update).
+Prints a markdown table; --report appends the run to bench/runs/similar-agent-states.jsonl.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import append_report, git_rev, machine
 
-from synapsedb.agents.similar import EmbeddingCache, rank_similar
+from synapsedb.agent_state.similar import EmbeddingCache, rank_similar
 from synapsedb.embed.onnx_minilm import OnnxMiniLM
 
 M = 10
@@ -46,23 +46,79 @@ ITEMS = ["wood", "stone", "food", "water", "iron", "gold"]
 GOALS = ["explore", "gather", "build", "attack", "trade"]
 TAGS = [f"tag{i}" for i in range(10)]
 MOODS = [
-    ("calm", ["I feel calm and at ease", "everything is peaceful and quiet",
-              "relaxed, nothing to worry about", "a quiet and restful moment"]),
-    ("afraid", ["I am scared of what is coming", "something dangerous is near, I am afraid",
-                "fear grips me, I want to run", "nervous and frightened right now"]),
-    ("angry", ["I am furious at the raiders", "rage, they stole from me",
-               "so angry I could fight anyone", "irritated and hostile today"]),
-    ("hungry", ["I need to find food soon", "starving, my stomach is empty",
-                "hunger is all I can think about", "I must eat something now"]),
-    ("curious", ["I wonder what lies beyond the hills", "eager to explore the unknown",
-                 "curious about the strange ruins", "I want to discover new places"]),
-    ("tired", ["exhausted after a long day", "I need to sleep and rest",
-               "my legs are heavy, so tired", "worn out and sleepy"]),
-    ("greedy", ["I want more gold than anyone", "riches, I must collect every coin",
-                "wealth is all that matters", "I crave treasure and profit"]),
-    ("social", ["I would love to talk with friends", "looking for company and a chat",
-                "meeting other travellers makes me happy", "I enjoy trading stories"]),
-]  # fmt: skip
+    (
+        "calm",
+        [
+            "I feel calm and at ease",
+            "everything is peaceful and quiet",
+            "relaxed, nothing to worry about",
+            "a quiet and restful moment",
+        ],
+    ),
+    (
+        "afraid",
+        [
+            "I am scared of what is coming",
+            "something dangerous is near, I am afraid",
+            "fear grips me, I want to run",
+            "nervous and frightened right now",
+        ],
+    ),
+    (
+        "angry",
+        [
+            "I am furious at the raiders",
+            "rage, they stole from me",
+            "so angry I could fight anyone",
+            "irritated and hostile today",
+        ],
+    ),
+    (
+        "hungry",
+        [
+            "I need to find food soon",
+            "starving, my stomach is empty",
+            "hunger is all I can think about",
+            "I must eat something now",
+        ],
+    ),
+    (
+        "curious",
+        [
+            "I wonder what lies beyond the hills",
+            "eager to explore the unknown",
+            "curious about the strange ruins",
+            "I want to discover new places",
+        ],
+    ),
+    (
+        "tired",
+        [
+            "exhausted after a long day",
+            "I need to sleep and rest",
+            "my legs are heavy, so tired",
+            "worn out and sleepy",
+        ],
+    ),
+    (
+        "greedy",
+        [
+            "I want more gold than anyone",
+            "riches, I must collect every coin",
+            "wealth is all that matters",
+            "I crave treasure and profit",
+        ],
+    ),
+    (
+        "social",
+        [
+            "I would love to talk with friends",
+            "looking for company and a chat",
+            "meeting other travellers makes me happy",
+            "I enjoy trading stories",
+        ],
+    ),
+]
 
 
 def situations(p: int, rng: np.random.Generator) -> list[dict[str, Any]]:
@@ -182,7 +238,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer queries")
     ap.add_argument("--seed", type=int, default=14)
     ap.add_argument("--no-baseline-10k", action="store_true")
-    ap.add_argument("--report", action="store_true", help="append to docs/benchmarks.md")
+    ap.add_argument("--report", action="store_true", help="append the run to bench/runs/")
     args = ap.parse_args()
     model = OnnxMiniLM()
     nq = 50 if args.quick else 200
@@ -210,7 +266,7 @@ def main() -> None:
             f"{r['p95_ms']:.1f} | {r['cold_ms']:.0f} | {bl} |"
         )
     if args.report:
-        append_report("Similar agent states (issue 14)", "python " + " ".join(sys.argv), lines)
+        append_report("Similar agent states", "python " + " ".join(sys.argv), lines)
     else:
         print(f"machine: {machine()}; commit {git_rev()}")
         print("\n".join(lines))

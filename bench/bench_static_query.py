@@ -86,20 +86,23 @@ def build_tables(model: OnnxMiniLM, out: Path, batch: int = 512) -> dict[str, np
     import onnxruntime as ort
 
     sess = ort.InferenceSession(
-        str(model.model_path), sess_options=model.session_options(2),
+        str(model.model_path),
+        sess_options=model.session_options(2),
         providers=["CPUExecutionProvider"],
-    )  # fmt: skip
+    )
     vocab = tokenizer(model).get_vocab_size()
     tabs = {name: np.zeros((vocab, model.dim), np.float32) for name in TABLES}
     t0 = time.perf_counter()
     for a in range(0, vocab, batch):
         ids = np.arange(a, min(a + batch, vocab), dtype=np.int64)
         three = np.stack([np.full_like(ids, CLS), ids, np.full_like(ids, SEP)], axis=1)
-        (h3,) = sess.run(["last_hidden_state"], {"input_ids": three,
-                                                  "attention_mask": np.ones_like(three)})  # fmt: skip
+        (h3,) = sess.run(
+            ["last_hidden_state"], {"input_ids": three, "attention_mask": np.ones_like(three)}
+        )
         one = ids[:, None]
-        (h1,) = sess.run(["last_hidden_state"], {"input_ids": one,
-                                                  "attention_mask": np.ones_like(one)})  # fmt: skip
+        (h1,) = sess.run(
+            ["last_hidden_state"], {"input_ids": one, "attention_mask": np.ones_like(one)}
+        )
         tabs["cls"][ids] = h3.mean(axis=1)
         tabs["ctx"][ids] = h3[:, 1]
         tabs["bare"][ids] = h1[:, 0]
@@ -191,8 +194,13 @@ def token_weights(model: OnnxMiniLM, corpus: Sequence[str], pylib: Path) -> dict
 class StaticEncoder:
     """Query vector = normalize(affine(weighted mean of the word-pieces' table rows))."""
 
-    def __init__(self, model: OnnxMiniLM, table: np.ndarray, weights: np.ndarray,
-                 w_map: np.ndarray | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: OnnxMiniLM,
+        table: np.ndarray,
+        weights: np.ndarray,
+        w_map: np.ndarray | None = None,
+    ) -> None:
         self.tok = tokenizer(model)
         self.table = table
         self.weights = weights
@@ -217,8 +225,12 @@ class StaticEncoder:
         return np.stack([self.encode_one(t) for t in texts]).reshape(len(texts), self.dim)
 
 
-def fit_map(enc: StaticEncoder, texts: Sequence[str], target: np.ndarray,
-            ridges: Sequence[float] = (1e-6, 1e-5, 1e-4, 1e-3)) -> tuple[np.ndarray, float]:  # fmt: skip
+def fit_map(
+    enc: StaticEncoder,
+    texts: Sequence[str],
+    target: np.ndarray,
+    ridges: Sequence[float] = (1e-6, 1e-5, 1e-4, 1e-3),
+) -> tuple[np.ndarray, float]:
     """Affine map (385 x 384) by ridge least squares; the ridge is the one whose fit on the
     even training rows gives the best mean cosine on the odd ones, then refitted on all rows."""
     x = np.stack([enc.pooled(ids) for ids in (enc.tok.encode(t).ids for t in texts)])
@@ -285,8 +297,9 @@ class Engine:
 
     def __init__(self, root: Path, emb: SwitchEmbedder, convs: Sequence[locomo.Conversation]):
         self.emb = emb
-        self.db = synapsedb.open(root / "locomo", durability="os", embedder=emb, llm=None,
-                                 query_cache_size=1)  # fmt: skip
+        self.db = synapsedb.open(
+            root / "locomo", durability="os", embedder=emb, llm=None, query_cache_size=1
+        )
         self.ids: dict[str, dict[str, str]] = {}
         for conv in convs:
             written = self.db.namespace(f"locomo-{conv.name}").write_many(turn_items(conv))
@@ -338,8 +351,9 @@ def latency(fn: Callable[[str], Any], texts: Sequence[str]) -> tuple[float, floa
     return float(np.percentile(ts, 50) * 1e3), float(np.percentile(ts, 99) * 1e3)
 
 
-def loo(results: dict[str, locomo.Result], names: Sequence[str], convs: Sequence[str]) -> tuple[
-    locomo.Result, list[str]]:  # fmt: skip
+def loo(
+    results: dict[str, locomo.Result], names: Sequence[str], convs: Sequence[str]
+) -> tuple[locomo.Result, list[str]]:
     """Per held-out conversation, the variant best (R@10) on the other four; its questions."""
     out = locomo.Result()
     chosen = []
@@ -367,8 +381,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=locomo.DEFAULT_DATA, help="LoCoMo dev folder")
     ap.add_argument("--out", type=Path, default=OUT, help="scratch folder (tables, caches)")
-    ap.add_argument("--pylib", type=Path, default=OUT / "pylib",
-                    help="folder where wordfreq is installed (pip install --target)")  # fmt: skip
+    ap.add_argument(
+        "--pylib",
+        type=Path,
+        default=OUT / "pylib",
+        help="folder where wordfreq is installed (pip install --target)",
+    )
     ap.add_argument("--train", type=int, default=12_000, help="training sentences for W")
     ap.add_argument("--quick", action="store_true", help="every 4th question")
     ap.add_argument("--tables", default=",".join(EVAL_TABLES))
@@ -451,9 +469,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 dense_s[name] = locomo.evaluate(dense_retriever(fn, strip=True), convs, stride)
                 emb.query = encoders[name]
                 hybrid[name] = locomo.evaluate(engine.retriever(), convs, stride)
-                print(f"  {name}: cos {rows[name]['cos'][0]:.3f} dense "
-                      f"{dense[name].mean('r@10'):.3f} hybrid {hybrid[name].mean('r@10'):.3f}",
-                      flush=True)  # fmt: skip
+                print(
+                    f"  {name}: cos {rows[name]['cos'][0]:.3f} dense "
+                    f"{dense[name].mean('r@10'):.3f} hybrid {hybrid[name].mean('r@10'):.3f}",
+                    flush=True,
+                )
             # the caller-vector route (query(text, embedding=vec)): the vector of the whole question
             emb.query = None
             best = max(one, key=lambda n: hybrid[n].mean("r@10"))
@@ -481,8 +501,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     boot = [diff[rng.integers(0, len(diff), len(diff))].mean() for _ in range(2000)]
     lo, hi = np.percentile(boot, [2.5, 97.5])
-    np.savez(args.out / "per_question.npz", minilm=base, loo_static=base + diff,
-             **{n: np.asarray(r.values["r@10"]) for n, r in hybrid.items()})  # fmt: skip
+    np.savez(
+        args.out / "per_question.npz",
+        minilm=base,
+        loo_static=base + diff,
+        **{n: np.asarray(r.values["r@10"]) for n, r in hybrid.items()},
+    )
     cats = " | ".join(f"hybrid R@10 {c} {lab}" for c, lab in locomo.CATEGORIES.items())
     lines = [
         f"Date {dt.date.today()}, machine {machine()}, commit {git_rev()}. "

@@ -183,7 +183,7 @@ def main() -> None:
     if args.no_report:
         print("\n".join(lines))
     else:
-        append_report("Token counts (issue 12)", "python bench/bench_tokens.py", lines)
+        append_report("Token counts", "python bench/bench_tokens.py", lines)
     if failures:
         raise SystemExit(f"{failures} mismatches")
 

@@ -1,18 +1,21 @@
-"""Shared helpers for benchmarks: percentiles, machine description, report appending."""
+"""Shared helpers for benchmarks: percentiles, machine description, run records."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-REPORT = ROOT / "docs" / "benchmarks.md"
+RUNS = ROOT / "bench" / "runs"
 
 
 def pct(samples_s: list[float], q: float) -> float:
@@ -52,24 +55,63 @@ def rss_mib(pid: int | None = None) -> float:
     return psutil.Process(pid or os.getpid()).memory_info().rss / 2**20
 
 
-def append_report(title: str, command: str, lines: list[str]) -> None:
-    """Append a dated section to docs/benchmarks.md and echo it."""
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+def slug(title: str) -> str:
+    """A file name from a run's title: "Retrieval speed" -> "retrieval-speed"."""
+    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
+
+
+def load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON can hold it: keys as strings, tuples as lists, numpy scalars as numbers."""
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def append_report(
+    title: str, command: str, lines: list[str], data: dict[str, Any] | None = None
+) -> Path:
+    """Append one run to bench/runs/<slug of title>.jsonl and print it as a markdown section.
+
+    A record is one JSON object per line: date, title, machine, commit, command, the 1-minute
+    load average at the end, the markdown lines, and ``data``, the run's numbers where the
+    script has them at hand. docs/benchmarks.md shows the latest run of each kind, by hand."""
+    now = dt.datetime.now(dt.UTC)
+    record: dict[str, Any] = {
+        "date": now.strftime("%Y-%m-%dT%H:%MZ"),
+        "title": title,
+        "machine": machine(),
+        "commit": git_rev(),
+        "command": command,
+        "load_average": load_average(),
+        "lines": lines,
+    }
+    if data is not None:
+        record["data"] = plain(data)
     section = [
-        f"## {title}: {now}",
+        f"## {title}: {now.strftime('%Y-%m-%d %H:%M UTC')}",
         "",
-        f"Machine: {machine()}. Commit {git_rev()}. Command: `{command}`.",
+        f"Machine: {record['machine']}. Commit {record['commit']}. Command: `{command}`.",
         "",
         *lines,
         "",
     ]
-    text = "\n".join(section) + "\n"
-    print(text)
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    if not REPORT.exists():
-        REPORT.write_text(
-            "# Benchmarks\n\nEvery `make bench` run appends its results here, newest last. "
-            "Timings come from one shared 2-core machine: compare ratios within one run.\n\n"
-        )
-    with REPORT.open("a") as fh:
-        fh.write(text)
+    print("\n".join(section))
+    RUNS.mkdir(parents=True, exist_ok=True)
+    path = RUNS / f"{slug(title)}.jsonl"
+    with path.open("a") as fh:
+        fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+    print(f"(appended to {path.relative_to(ROOT)})")
+    return path

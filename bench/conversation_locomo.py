@@ -87,8 +87,9 @@ def play(db: Any, conv: locomo.Conversation, scores: Scores, stride: int) -> dic
     entity = f"session:{sid}"
     sessions = Sessions(ns, searchable=True)
     summary_buffer = SummaryBuffer(sessions, Summarizer(model=MODEL), max_tokens=2000, model=MODEL)
-    ctx = SmartContextManager(max_recent_tokens=2000, max_search_tokens=2000,
-                              max_total_tokens=4000, model=MODEL)  # fmt: skip
+    ctx = SmartContextManager(
+        max_recent_tokens=2000, max_search_tokens=2000, max_total_tokens=4000, model=MODEL
+    )
     user = conv.turns[0].speaker
     spent = {"append": 0.0, "summarybuffer": 0.0, "build": 0.0, "recall": 0.0}
     for t in conv.turns:
@@ -132,8 +133,7 @@ def play(db: Any, conv: locomo.Conversation, scores: Scores, stride: int) -> dic
         scores.add("manager", tokens, evidence, text_of(built))
         scores.tiers.append(dict(stats.tokens))
         memories = norm("\n".join(m.content for m in recalled.memories[: stats.kept]))
-        scores.in_memories.append(
-            sum(contained(e, memories)[0] for e in evidence) / len(evidence))  # fmt: skip
+        scores.in_memories.append(sum(contained(e, memories)[0] for e in evidence) / len(evidence))
     return spent
 
 

@@ -37,8 +37,8 @@ import beam
 import locomo
 from agentic_harness import ENTITY, current, ingest_all, open_db
 
-from synapsedb.agentic.extract import turn_memory_id
-from synapsedb.agentic.recall import tokens
+from synapsedb.memory_loop.extract import turn_memory_id
+from synapsedb.memory_loop.recall import tokens
 
 DEPTH = 30
 DEV_DATA = Path(__file__).resolve().parent / "data" / "injection_dev.json"

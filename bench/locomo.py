@@ -577,8 +577,12 @@ class Result:
         return float(v[mask].mean()) if mask is not None else float(v.mean())
 
 
-def question_metrics(ranked: Sequence[int], evidence: Sequence[int], tokens: np.ndarray,
-                     sessions: np.ndarray | None = None) -> dict:  # fmt: skip
+def question_metrics(
+    ranked: Sequence[int],
+    evidence: Sequence[int],
+    tokens: np.ndarray,
+    sessions: np.ndarray | None = None,
+) -> dict:
     ev = set(evidence)
     out = {f"r@{k}": len(ev.intersection(ranked[:k])) / len(ev) for k in KS}
     if sessions is not None:  # session-level recall@10: the granularity other systems publish
@@ -612,8 +616,7 @@ def evaluate(retrieve: Retriever, convs: Sequence[Conversation], stride: int = 1
             t0 = time.perf_counter()
             ranked = _rows(conv, retrieve(conv, q.text, MRR_DEPTH))
             res.seconds += time.perf_counter() - t0
-            res.add(conv.name, q.category,
-                    question_metrics(ranked, q.evidence, tokens, sessions))  # fmt: skip
+            res.add(conv.name, q.category, question_metrics(ranked, q.evidence, tokens, sessions))
     return res
 
 

@@ -59,9 +59,17 @@ def load_locomo(data: Path = locomo.DEFAULT_DATA) -> list[Conv]:
     out = []
     for c in locomo.load_dataset(data):
         qs = [Q(q.text, frozenset(q.evidence), locomo.CATEGORIES[q.category]) for q in c.questions]
-        out.append(Conv("LoCoMo", c.name, [t.content for t in c.turns],
-                        np.array([t.session for t in c.turns]), [t.speaker for t in c.turns],
-                        [t.date for t in c.turns], qs))  # fmt: skip
+        out.append(
+            Conv(
+                "LoCoMo",
+                c.name,
+                [t.content for t in c.turns],
+                np.array([t.session for t in c.turns]),
+                [t.speaker for t in c.turns],
+                [t.date for t in c.turns],
+                qs,
+            )
+        )
     return out
 
 
@@ -70,9 +78,17 @@ def load_beam(data: Path = beam.DEFAULT_DATA, names: Sequence[str] | None = None
     for chat in beam.load_dataset(data, names):
         row = {m.id: i for i, m in enumerate(chat.messages)}
         qs = [Q(q.text, frozenset(row[e] for e in q.evidence), q.ability) for q in chat.questions]
-        out.append(Conv("BEAM", chat.name, [f"{m.role}: {m.content}" for m in chat.messages],
-                        np.array([m.batch for m in chat.messages]),
-                        [m.role for m in chat.messages], [m.ts for m in chat.messages], qs))  # fmt: skip
+        out.append(
+            Conv(
+                "BEAM",
+                chat.name,
+                [f"{m.role}: {m.content}" for m in chat.messages],
+                np.array([m.batch for m in chat.messages]),
+                [m.role for m in chat.messages],
+                [m.ts for m in chat.messages],
+                qs,
+            )
+        )
     return out
 
 
@@ -141,8 +157,10 @@ class Vectors:
             if vecs.shape == (len(texts), 384):
                 return vecs
         t0 = time.perf_counter()
-        parts = [np.asarray(self.model.embed(list(texts[i : i + 64])), np.float32)
-                 for i in range(0, len(texts), 64)]  # fmt: skip
+        parts = [
+            np.asarray(self.model.embed(list(texts[i : i + 64])), np.float32)
+            for i in range(0, len(texts), 64)
+        ]
         vecs = np.concatenate(parts) if parts else np.zeros((0, 384), np.float32)
         self.model_s += time.perf_counter() - t0
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -170,8 +188,11 @@ def main() -> None:
             t0, m0 = time.perf_counter(), vec.model_s
             v = vec.memories(c, variant)
             chars = sum(len(t) for t in VARIANTS[variant](c))
-            print(f"{variant} {c.key}: {v.shape[0]} vectors, {chars:,} chars, model "
-                  f"{vec.model_s - m0:.1f} s, total {time.perf_counter() - t0:.1f} s", flush=True)  # fmt: skip
+            print(
+                f"{variant} {c.key}: {v.shape[0]} vectors, {chars:,} chars, model "
+                f"{vec.model_s - m0:.1f} s, total {time.perf_counter() - t0:.1f} s",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ def main() -> None:
     ap.add_argument("--datasets", default="locomo,beam")
     args = ap.parse_args()
     convs = (load_locomo() if "locomo" in args.datasets else []) + (
-        load_beam() if "beam" in args.datasets else [])  # fmt: skip
+        load_beam() if "beam" in args.datasets else []
+    )
     preps = ev.prepare(convs, Vectors())
     xs, ys, groups, convs, rows, datasets = [], [], [], [], [], []
     g = 0
@@ -52,9 +53,16 @@ def main() -> None:
             rows.append(order)
             g += 1
         datasets.append(p.conv.dataset)
-    np.savez(args.out, X=np.concatenate(xs), y=np.concatenate(ys), group=np.concatenate(groups),
-             conv=np.concatenate(convs), row=np.concatenate(rows), names=np.array(rerank.FEATURES if args.set == "engine" else rf.NAMES),
-             datasets=np.array(datasets))  # fmt: skip
+    np.savez(
+        args.out,
+        X=np.concatenate(xs),
+        y=np.concatenate(ys),
+        group=np.concatenate(groups),
+        conv=np.concatenate(convs),
+        row=np.concatenate(rows),
+        names=np.array(rerank.FEATURES if args.set == "engine" else rf.NAMES),
+        datasets=np.array(datasets),
+    )
     print(f"{g} questions, {sum(x.shape[0] for x in xs)} candidate rows -> {args.out}")
 
 

@@ -47,8 +47,10 @@ def prepare(convs: Sequence[Conv], vec: Vectors, cache: Path = CACHE) -> list[Pr
         ix = lab.Index.build(c, vec.memories(c))
         p = Prepared(ix, lab.score_questions(ix, vec))
         path.write_bytes(pickle.dumps(p))
-        print(f"scored {c.key}: {len(c.questions)} questions in {time.perf_counter() - t0:.1f} s",
-              flush=True)  # fmt: skip
+        print(
+            f"scored {c.key}: {len(c.questions)} questions in {time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
         out.append(p)
     return out
 
@@ -68,23 +70,31 @@ def run(
     return out
 
 
-def objective(res: Sequence[dict[str, np.ndarray]], preps: Sequence[Prepared],
-              keep: Sequence[int], metric: str = "r10") -> float:  # fmt: skip
+def objective(
+    res: Sequence[dict[str, np.ndarray]],
+    preps: Sequence[Prepared],
+    keep: Sequence[int],
+    metric: str = "r10",
+) -> float:
     by: dict[str, list[np.ndarray]] = defaultdict(list)
     for i in keep:
         by[preps[i].conv.dataset].append(res[i][metric])
     return float(np.mean([np.concatenate(v).mean() for v in by.values()]))
 
 
-def loco(points: Sequence[Sequence[dict[str, np.ndarray]]], preps: Sequence[Prepared],
-         metric: str = "r10") -> tuple[list[dict[str, np.ndarray]], list[int]]:  # fmt: skip
+def loco(
+    points: Sequence[Sequence[dict[str, np.ndarray]]],
+    preps: Sequence[Prepared],
+    metric: str = "r10",
+) -> tuple[list[dict[str, np.ndarray]], list[int]]:
     """Each conversation scored by the point best on all the others."""
     n = len(preps)
     held, picks = [], []
     for h in range(n):
         keep = [i for i in range(n) if i != h]
-        best = max(range(len(points)),
-                   key=lambda p: (objective(points[p], preps, keep, metric), -p))  # fmt: skip
+        best = max(
+            range(len(points)), key=lambda p: (objective(points[p], preps, keep, metric), -p)
+        )
         picks.append(best)
         held.append(points[best][h])
     return held, picks
@@ -100,9 +110,13 @@ def cluster_ci(diffs: Sequence[np.ndarray], seed: int = 13, n: int = 4000) -> tu
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def compare(preps: Sequence[Prepared], base: Sequence[dict[str, np.ndarray]],
-            new: Sequence[dict[str, np.ndarray]], metric: str = "r10",
-            by_category: bool = False) -> list[str]:  # fmt: skip
+def compare(
+    preps: Sequence[Prepared],
+    base: Sequence[dict[str, np.ndarray]],
+    new: Sequence[dict[str, np.ndarray]],
+    metric: str = "r10",
+    by_category: bool = False,
+) -> list[str]:
     """Lines: per dataset (and category), base and new means and the difference with its
     conversation-resampled 95% interval."""
     lines = []
@@ -114,8 +128,12 @@ def compare(preps: Sequence[Prepared], base: Sequence[dict[str, np.ndarray]],
         if by_category:
             cats = sorted({q.category for i in idx for q in preps[i].conv.questions})
             for cat in cats:
-                masks = [np.array([preps[i].conv.questions[s.q].category == cat
-                                   for s in preps[i].scored]) for i in idx]  # fmt: skip
+                masks = [
+                    np.array(
+                        [preps[i].conv.questions[s.q].category == cat for s in preps[i].scored]
+                    )
+                    for i in idx
+                ]
                 groups.append((cat, masks))
         groups.append(("all", [np.ones(base[i][metric].size, bool) for i in idx]))
         for name, masks in groups:
@@ -126,8 +144,10 @@ def compare(preps: Sequence[Prepared], base: Sequence[dict[str, np.ndarray]],
             nq = sum(x.size for x in b)
             bm, wm = np.concatenate(b).mean(), np.concatenate(w).mean()
             tag = "" if lo <= 0 <= hi else (" **better**" if lo > 0 else " **worse**")
-            lines.append(f"| {ds} | {name} | {nq} | {bm:.3f} | {wm:.3f} | {wm - bm:+.3f} "
-                         f"({lo:+.3f}, {hi:+.3f}){tag} |")  # fmt: skip
+            lines.append(
+                f"| {ds} | {name} | {nq} | {bm:.3f} | {wm:.3f} | {wm - bm:+.3f} "
+                f"({lo:+.3f}, {hi:+.3f}){tag} |"
+            )
     return lines
 
 
@@ -136,7 +156,8 @@ def summary(preps: Sequence[Prepared], res: Sequence[dict[str, np.ndarray]]) -> 
     for ds in ("LoCoMo", "BEAM"):
         idx = [i for i, p in enumerate(preps) if p.conv.dataset == ds]
         if idx:
-            vals = " ".join(f"{m} {np.concatenate([res[i][m] for i in idx]).mean():.3f}"
-                            for m in METRICS)  # fmt: skip
+            vals = " ".join(
+                f"{m} {np.concatenate([res[i][m] for i in idx]).mean():.3f}" for m in METRICS
+            )
             parts.append(f"{ds}: {vals}")
     return "; ".join(parts)

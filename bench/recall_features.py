@@ -23,17 +23,48 @@ TIME_WORDS = re.compile(
     r"recently|since|earlier|later|\d{4}|\d{1,2}(?:st|nd|rd|th)?)\b",
     re.I,
 )
-WHEN_Q = re.compile(r"^\s*when\b|\bhow long\b|\bwhat (?:year|month|date|day|time)\b|\bhow many "
-                    r"(?:years|months|weeks|days)\b", re.I)  # fmt: skip
+WHEN_Q = re.compile(
+    r"^\s*when\b|\bhow long\b|\bwhat (?:year|month|date|day|time)\b|\bhow many "
+    r"(?:years|months|weeks|days)\b",
+    re.I,
+)
 CAPS = re.compile(r"(?<!^)(?<![.?!]\s)\b([A-Z][a-zA-Z]+)")
 
 NAMES = (
-    "rel_score", "s0", "vec_n", "key_n", "key_n0", "ctx", "prev1", "next1", "prev2", "next2",
-    "author", "named", "log_rank", "sess_rank", "sess_rel", "sess_top20", "assistant", "log_len",
-    "ent_overlap", "q_when", "row_time", "cos_raw", "is_question", "n_terms", "sess_pos",
-    "cos_rank", "bm_rank", "fb_cos", "prev1_cos", "next1_cos", "prev1_bm", "next1_bm",
+    "rel_score",
+    "s0",
+    "vec_n",
+    "key_n",
+    "key_n0",
+    "ctx",
+    "prev1",
+    "next1",
+    "prev2",
+    "next2",
+    "author",
+    "named",
+    "log_rank",
+    "sess_rank",
+    "sess_rel",
+    "sess_top20",
+    "assistant",
+    "log_len",
+    "ent_overlap",
+    "q_when",
+    "row_time",
+    "cos_raw",
+    "is_question",
+    "n_terms",
+    "sess_pos",
+    "cos_rank",
+    "bm_rank",
+    "fb_cos",
+    "prev1_cos",
+    "next1_cos",
+    "prev1_bm",
+    "next1_bm",
     "prev_is_question",
-)  # fmt: skip
+)
 
 
 def session_ranks(sess: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -79,10 +110,12 @@ def features(ix: lab.Index, s: lab.Scored, depth: int) -> tuple[np.ndarray, np.n
         for i, r in enumerate(order.tolist()):
             words = set(lab._WORD.findall(ix.conv.texts[r][:4096].lower()))
             ent[i] = len(caps & words) / len(caps)
-    row_time = np.array([bool(TIME_WORDS.search(body(ix.conv.texts[r])[:2048]))
-                         for r in order.tolist()], np.float64)  # fmt: skip
-    assistant = np.array([ix.conv.speaker[r].lower() == "assistant" for r in order.tolist()],
-                         np.float64)  # fmt: skip
+    row_time = np.array(
+        [bool(TIME_WORDS.search(body(ix.conv.texts[r])[:2048])) for r in order.tolist()], np.float64
+    )
+    assistant = np.array(
+        [ix.conv.speaker[r].lower() == "assistant" for r in order.tolist()], np.float64
+    )
     is_q = np.array(["?" in ix.conv.texts[r][:2048] for r in order.tolist()], np.float64)
     # position of the row within its session, 0 (first) to 1 (last)
     first = np.searchsorted(sess, sess[order], side="left")
@@ -94,17 +127,40 @@ def features(ix: lab.Index, s: lab.Scored, depth: int) -> tuple[np.ndarray, np.n
     asks = np.array(["?" in t[-400:] for t in ix.conv.texts], np.float64)
     cos_n, bm_n = np.maximum(s.cos, 0) / cmax, s.bm_fb / bmax
     cols = [
-        s.score[order] / top, s.s0[order], np.maximum(s.cos[order], 0) / cmax,
-        s.bm_fb[order] / bmax, s.bm[order] / bmax0, lab.neighbour_max(s.s0)[order],
-        at(-1), at(1), at(-2), at(2), s.author[order],
-        np.full(order.shape[0], float(s.named)), np.log1p(np.arange(order.shape[0])),
-        srank[order].astype(np.float64), sbest[order] / top, count20.astype(np.float64),
-        assistant, np.log1p(ix.doclen[order]), ent,
-        np.full(order.shape[0], float(bool(WHEN_Q.search(text)))), row_time,
-        s.cos_raw[order], is_q, np.full(order.shape[0], float(len(lab.analyze(text)))), pos,
-        np.log1p(list_rank(s.cos)[order]), np.log1p(list_rank(s.bm_fb)[order]), fb_cos,
-        at(-1, cos_n), at(1, cos_n), at(-1, bm_n), at(1, bm_n), at(-1, asks),
-    ]  # fmt: skip
+        s.score[order] / top,
+        s.s0[order],
+        np.maximum(s.cos[order], 0) / cmax,
+        s.bm_fb[order] / bmax,
+        s.bm[order] / bmax0,
+        lab.neighbour_max(s.s0)[order],
+        at(-1),
+        at(1),
+        at(-2),
+        at(2),
+        s.author[order],
+        np.full(order.shape[0], float(s.named)),
+        np.log1p(np.arange(order.shape[0])),
+        srank[order].astype(np.float64),
+        sbest[order] / top,
+        count20.astype(np.float64),
+        assistant,
+        np.log1p(ix.doclen[order]),
+        ent,
+        np.full(order.shape[0], float(bool(WHEN_Q.search(text)))),
+        row_time,
+        s.cos_raw[order],
+        is_q,
+        np.full(order.shape[0], float(len(lab.analyze(text)))),
+        pos,
+        np.log1p(list_rank(s.cos)[order]),
+        np.log1p(list_rank(s.bm_fb)[order]),
+        fb_cos,
+        at(-1, cos_n),
+        at(1, cos_n),
+        at(-1, bm_n),
+        at(1, bm_n),
+        at(-1, asks),
+    ]
     return order, np.column_stack(cols)
 
 
@@ -133,10 +189,23 @@ def candidates(ix: lab.Index, s: lab.Scored, depth: int) -> tuple[np.ndarray, Ca
     if flags is None:  # query/rerank.py's text tests of every memory, once
         flags = ix.extra["flags"] = np.array([text_flags(t) for t in ix.conv.texts], np.int64)
     prev = np.where(top > 0, flags[np.maximum(top - 1, 0)], 0)
-    assistant = np.array([ix.conv.speaker[r].lower() == "assistant" for r in top.tolist()],
-                         np.float64)  # fmt: skip
+    assistant = np.array(
+        [ix.conv.speaker[r].lower() == "assistant" for r in top.tolist()], np.float64
+    )
     return top, Candidates(
-        s.score[top], s.s0[top], vec_n[top], key_n[top], nb(s.s0), nb(vec_n), nb(key_n),
-        s.author[top], list_rank(s.cos)[top], list_rank(s.bm_fb)[top], fb_cos.astype(np.float64),
-        assistant, ix.doclen[top], flags[top], prev,
-    )  # fmt: skip
+        s.score[top],
+        s.s0[top],
+        vec_n[top],
+        key_n[top],
+        nb(s.s0),
+        nb(vec_n),
+        nb(key_n),
+        s.author[top],
+        list_rank(s.cos)[top],
+        list_rank(s.bm_fb)[top],
+        fb_cos.astype(np.float64),
+        assistant,
+        ix.doclen[top],
+        flags[top],
+        prev,
+    )

@@ -88,9 +88,16 @@ class Index:
                 dups[j].append(first[t])
             else:
                 first[t] = j
-        return cls(conv, units.astype(np.float32),
-                   {t: (np.array(r), np.array(f, np.float64)) for t, (r, f) in post.items()},
-                   np.array(doclen, np.float64), label, label_words, dups, terms)  # fmt: skip
+        return cls(
+            conv,
+            units.astype(np.float32),
+            {t: (np.array(r), np.array(f, np.float64)) for t, (r, f) in post.items()},
+            np.array(doclen, np.float64),
+            label,
+            label_words,
+            dups,
+            terms,
+        )
 
     def bm25(self, terms: Sequence[str], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
         n = self.n
@@ -106,8 +113,9 @@ class Index:
             out[rows] += qtf * idf * tf * (k1 + 1) / norm
         return out
 
-    def expansion(self, rows: Sequence[int], weights: Sequence[float], question: Sequence[str],
-                  count: int = 5) -> list[str]:  # fmt: skip
+    def expansion(
+        self, rows: Sequence[int], weights: Sequence[float], question: Sequence[str], count: int = 5
+    ) -> list[str]:
         """query/feedback.py's expansion_terms, over this index."""
         pairs = [(r, max(w, 0.0)) for r, w in zip(rows, weights, strict=True)]
         total = sum(w for _, w in pairs)
@@ -191,8 +199,14 @@ class Scored:
     score: np.ndarray  # the default's final score
 
 
-def default_score(cos: np.ndarray, bm: np.ndarray, author: np.ndarray, context: float = 0.5,
-                  window: int = 2, author_w: float = 0.5) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def default_score(
+    cos: np.ndarray,
+    bm: np.ndarray,
+    author: np.ndarray,
+    context: float = 0.5,
+    window: int = 2,
+    author_w: float = 0.5,
+) -> tuple[np.ndarray, np.ndarray]:
     s0 = fuse(cos, bm)
     return s0, s0 + context * neighbour_max(s0, window) + author_w * author
 
@@ -211,8 +225,11 @@ def score_questions(ix: Index, vec: Vectors) -> list[Scored]:
         terms = analyze(q.text)
         cos = ix.vecs @ qv[qi]
         bm = ix.bm25(terms)
-        author = np.isin(ix.label, list(names_of[qi])).astype(np.float64) if names_of[qi] else (
-            np.zeros(ix.n))  # fmt: skip
+        author = (
+            np.isin(ix.label, list(names_of[qi])).astype(np.float64)
+            if names_of[qi]
+            else (np.zeros(ix.n))
+        )
         s0, score = default_score(cos, bm, author)
         bm_fb = bm
         top = dedup_top(ix, ranked(score), 3)
@@ -221,8 +238,19 @@ def score_questions(ix: Index, vec: Vectors) -> list[Scored]:
         if extra:
             bm_fb = 2 * bm + ix.bm25(extra)
             s0, score = default_score(cos, bm_fb, author)
-        out.append(Scored(qi, cos.astype(np.float64), bm, bm_fb, author, bool(names_of[qi]),
-                          (ix.vecs @ qraw[qi]).astype(np.float64), s0, score))  # fmt: skip
+        out.append(
+            Scored(
+                qi,
+                cos.astype(np.float64),
+                bm,
+                bm_fb,
+                author,
+                bool(names_of[qi]),
+                (ix.vecs @ qraw[qi]).astype(np.float64),
+                s0,
+                score,
+            )
+        )
     return out
 
 

@@ -153,12 +153,15 @@ def families(vec: Vectors) -> dict[str, list[Point]]:
     }
 
 
-HEAD = ["| dataset | category | questions | default | new | new - default (95% CI, by conversation) |",
-        "|---|---|---:|---:|---:|---|"]  # fmt: skip
+HEAD = [
+    "| dataset | category | questions | default | new | new - default (95% CI, by conversation) |",
+    "|---|---|---:|---:|---:|---|",
+]
 
 
-def study(preps: Sequence[ev.Prepared], fams: dict[str, list[Point]],
-          by_category: bool) -> list[str]:  # fmt: skip
+def study(
+    preps: Sequence[ev.Prepared], fams: dict[str, list[Point]], by_category: bool
+) -> list[str]:
     base = ev.run(preps, default)
     lines = [f"Default: {ev.summary(preps, base)}", ""]
     for name, points in fams.items():
@@ -172,9 +175,15 @@ def study(preps: Sequence[ev.Prepared], fams: dict[str, list[Point]],
         for metric in ("r10", "all10"):
             held, picks = ev.loco(res, preps, metric)
             chosen = Counter(points[p][0] for p in picks)
-            lines += ["", f"LOCO on {metric} (chosen: "
-                      + ", ".join(f"{k} x{v}" for k, v in chosen.most_common()) + "):", "",
-                      *HEAD, *ev.compare(preps, base, held, metric, by_category)]  # fmt: skip
+            lines += [
+                "",
+                f"LOCO on {metric} (chosen: "
+                + ", ".join(f"{k} x{v}" for k, v in chosen.most_common())
+                + "):",
+                "",
+                *HEAD,
+                *ev.compare(preps, base, held, metric, by_category),
+            ]
         lines.append("")
         print("\n".join(lines[start:]), flush=True)
     return lines
@@ -190,7 +199,8 @@ def main() -> None:
     args = ap.parse_args()
     vec = Vectors()
     convs = (load_locomo() if "locomo" in args.datasets else []) + (
-        load_beam() if "beam" in args.datasets else [])  # fmt: skip
+        load_beam() if "beam" in args.datasets else []
+    )
     preps = ev.prepare(convs, vec)
     fams = families(vec)
     if args.families:

@@ -25,8 +25,9 @@ def fit(kind: str, X: np.ndarray, y: np.ndarray, group: np.ndarray, params: dict
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
 
-        m = make_pipeline(StandardScaler(), LogisticRegression(C=params.get("C", 1.0),
-                                                                max_iter=2000))  # fmt: skip
+        m = make_pipeline(
+            StandardScaler(), LogisticRegression(C=params.get("C", 1.0), max_iter=2000)
+        )
         m.fit(X, y)
         return m
     import lightgbm as lgb
@@ -36,11 +37,19 @@ def fit(kind: str, X: np.ndarray, y: np.ndarray, group: np.ndarray, params: dict
     m = lgb.LGBMRanker if objective == "lambdarank" else lgb.LGBMClassifier
     model = m(
         objective=objective if objective == "lambdarank" else "binary",
-        n_estimators=params.get("trees", 200), learning_rate=params.get("lr", 0.05),
-        num_leaves=params.get("leaves", 7), min_child_samples=params.get("min_child", 50),
-        subsample=1.0, colsample_bytree=1.0, reg_lambda=params.get("l2", 1.0),
-        deterministic=True, force_row_wise=True, n_jobs=1, verbose=-1, random_state=0,
-    )  # fmt: skip
+        n_estimators=params.get("trees", 200),
+        learning_rate=params.get("lr", 0.05),
+        num_leaves=params.get("leaves", 7),
+        min_child_samples=params.get("min_child", 50),
+        subsample=1.0,
+        colsample_bytree=1.0,
+        reg_lambda=params.get("l2", 1.0),
+        deterministic=True,
+        force_row_wise=True,
+        n_jobs=1,
+        verbose=-1,
+        random_state=0,
+    )
     if objective == "lambdarank":
         model.fit(X, y, group=counts)
     else:
@@ -66,15 +75,22 @@ def tree_table(node: dict) -> tuple[list[int], list[float], list[int], list[int]
             leaves[i] = float(n["leaf_value"])
             return ~i
         assert n["decision_type"] == "<=", n["decision_type"]
-        inner[int(n["split_index"])] = (int(n["split_feature"]), float(n["threshold"]),
-                                        ref(n["left_child"]), ref(n["right_child"]))  # fmt: skip
+        inner[int(n["split_index"])] = (
+            int(n["split_feature"]),
+            float(n["threshold"]),
+            ref(n["left_child"]),
+            ref(n["right_child"]),
+        )
         return int(n["split_index"])
 
     ref(node)
     k = len(inner)
     assert sorted(inner) == list(range(k)) and sorted(leaves) == list(range(len(leaves)))
-    f, thr, lo, hi = (list(x) for x in zip(*(inner[i] for i in range(k)), strict=True)) if k else (
-        [], [], [], [])  # fmt: skip
+    f, thr, lo, hi = (
+        (list(x) for x in zip(*(inner[i] for i in range(k)), strict=True))
+        if k
+        else ([], [], [], [])
+    )
     return f, thr, lo, hi, [leaves[i] for i in range(len(leaves))]
 
 
@@ -135,9 +151,11 @@ def main() -> None:
     args = ap.parse_args()
     d = np.load(args.data)
     names = list(d["names"])
-    keep = [i for i, n in enumerate(names)
-            if (not args.features or n in args.features.split(","))
-            and n not in args.drop.split(",")]  # fmt: skip
+    keep = [
+        i
+        for i, n in enumerate(names)
+        if (not args.features or n in args.features.split(",")) and n not in args.drop.split(",")
+    ]
     X, y, group, conv = d["X"][:, keep], d["y"], d["group"], d["conv"]
     datasets = d["datasets"]
     params: dict = {}
@@ -152,8 +170,13 @@ def main() -> None:
         m = fit(args.model, X[tr], y[tr], group[tr], params)
         if args.export_folds is not None:  # the engine's own LOCO run reads these
             args.export_folds.mkdir(parents=True, exist_ok=True)
-            export(m, [str(names[i]) for i in keep], int(np.bincount(group).max()),
-                   args.export_folds / f"fold-{int(c)}.py", f"fold {int(c)} held out")  # fmt: skip
+            export(
+                m,
+                [str(names[i]) for i in keep],
+                int(np.bincount(group).max()),
+                args.export_folds / f"fold-{int(c)}.py",
+                f"fold {int(c)} held out",
+            )
         te = conv == c
         pred[te] = predict(args.model, m, X[te])
     out = args.out or CACHE / f"pred-{args.model}.npz"
@@ -182,8 +205,10 @@ def main() -> None:
         got = rr.Forest.from_table(table["TREES"], table["DEPTH"], table["ROWS"]).predict(X)
         want = final.predict(X, raw_score=True)  # type: ignore[attr-defined]
         err = float(np.abs(got - want).max())
-        print(f"exported {len(table['TREES'])} trees to {args.export}; max |numpy - lightgbm| "
-              f"{err:.2e} over {X.shape[0]} rows")  # fmt: skip
+        print(
+            f"exported {len(table['TREES'])} trees to {args.export}; max |numpy - lightgbm| "
+            f"{err:.2e} over {X.shape[0]} rows"
+        )
         assert err < 1e-6, err
     if args.model == "lgbm" and not args.by_dataset:
         m = fit(args.model, X, y, group, params)

@@ -124,8 +124,10 @@ def w_vector(sys_: System, a: argparse.Namespace, x: np.ndarray, qs: np.ndarray)
     res["ingest"]["index_wait_s"] = time.perf_counter() - t0
     res["rss_mib"] = rss_mib(sys_.pids())
     res["rss_delta_mib"] = res["rss_mib"] - rss0
-    log(f"  [{tag}] ingest {res['ingest']['seconds']:.1f} s, index wait "
-        f"{res['ingest']['index_wait_s']:.1f} s; querying")  # fmt: skip
+    log(
+        f"  [{tag}] ingest {res['ingest']['seconds']:.1f} s, index wait "
+        f"{res['ingest']['index_wait_s']:.1f} s; querying"
+    )
     qbudget = max(20.0, a.budget / 8)  # per phase (unfiltered, filtered)
     for filtered in (False, True):
         lat, found = timed_queries(sys_, qs, a.n, filtered, qbudget)
@@ -136,8 +138,10 @@ def w_vector(sys_: System, a: argparse.Namespace, x: np.ndarray, qs: np.ndarray)
     reopen = sys_.reopen(qs[0])
     if reopen is not None:
         res["reopen"] = reopen
-        log(f"  [{tag}] close {reopen['close_s']:.1f} s, open {reopen['open_s']:.2f} s, first "
-            f"query {reopen['first_query_s']:.2f} s, rows left to index {reopen['pending_rows']:,.0f}")  # fmt: skip
+        log(
+            f"  [{tag}] close {reopen['close_s']:.1f} s, open {reopen['open_s']:.2f} s, first "
+            f"query {reopen['first_query_s']:.2f} s, rows left to index {reopen['pending_rows']:,.0f}"
+        )
     return res
 
 
@@ -182,10 +186,16 @@ def w_namespaces(sys_: System, a: argparse.Namespace, x: np.ndarray, qs: np.ndar
         if time.perf_counter() > t_end:
             break
     return {
-        "namespaces": made, "target": a.n, "per": per, "seconds": build,
-        "complete": made >= a.n, "stopped": None if made >= a.n else stopped, "rss_mib": rss, "rss_delta_mib": rss - rss0,
+        "namespaces": made,
+        "target": a.n,
+        "per": per,
+        "seconds": build,
+        "complete": made >= a.n,
+        "stopped": None if made >= a.n else stopped,
+        "rss_mib": rss,
+        "rss_delta_mib": rss - rss0,
         "query": {**summary_ms(lat), "recall": float(np.mean(recalls))},
-    }  # fmt: skip
+    }
 
 
 def w_mixed(sys_: System, a: argparse.Namespace, x: np.ndarray, qs: np.ndarray) -> dict:
@@ -214,8 +224,13 @@ def w_mixed(sys_: System, a: argparse.Namespace, x: np.ndarray, qs: np.ndarray) 
             q_lat.append(time.perf_counter() - t1)
         i += 1
     el = time.perf_counter() - t0
-    return {"ops_per_s": i / el, "seconds": el, "query": summary_ms(q_lat),
-            "write": summary_ms(w_lat), "writes": len(w_lat)}  # fmt: skip
+    return {
+        "ops_per_s": i / el,
+        "seconds": el,
+        "query": summary_ms(q_lat),
+        "write": summary_ms(w_lat),
+        "writes": len(w_lat),
+    }
 
 
 def w_kvloop(sys_: System | None, a: argparse.Namespace) -> dict:
@@ -300,8 +315,11 @@ class ChromaLocomo:
             return
         d = locomo.doc_vectors(conv)
         col = self.c.col(f"locomo-{conv.name}")
-        col.add(ids=[t.dia_id for t in conv.turns], embeddings=d,
-                documents=[t.content for t in conv.turns])  # fmt: skip
+        col.add(
+            ids=[t.dia_id for t in conv.turns],
+            embeddings=d,
+            documents=[t.content for t in conv.turns],
+        )
         self.done.add(conv.name)
 
     def __call__(self, conv: Any, question: str, k: int) -> list[str]:
@@ -309,8 +327,9 @@ class ChromaLocomo:
 
         q = locomo.query_vector(conv, question)
         col = self.c.col(f"locomo-{conv.name}")
-        res = col.query(query_embeddings=q[None, :], n_results=min(k, len(conv.turns)),
-                        include=["distances"])  # fmt: skip
+        res = col.query(
+            query_embeddings=q[None, :], n_results=min(k, len(conv.turns)), include=["distances"]
+        )
         return list(res["ids"][0])
 
 
@@ -337,8 +356,9 @@ class Mem0Locomo:
         mapping: dict[str, str] = {}
         for t, v in zip(conv.turns, d, strict=True):
             self.emb.put(t.content, v)
-            out = self.m.add([{"role": "user", "content": t.content}], user_id=f"c{conv.name}",
-                             infer=False)  # fmt: skip
+            out = self.m.add(
+                [{"role": "user", "content": t.content}], user_id=f"c{conv.name}", infer=False
+            )
             for r in out["results"]:
                 mapping[r["id"]] = t.dia_id
         self.ids[conv.name] = mapping

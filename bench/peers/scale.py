@@ -44,16 +44,30 @@ def memory_reopen_table(vec: dict[int, dict[str, dict[str, Any]]]) -> list[str]:
         if "query" not in r:
             continue
         ro = r.get("reopen") or {}
-        rows.append([
-            fmt_n(int(n)), fmt_num(r.get("rss_mib")), fmt_num(r["ingest"].get("index_wait_s"), 1),
-            fmt_num(ro.get("close_s"), 2), fmt_num(ro.get("open_s"), 3),
-            fmt_num(ro.get("first_query_s"), 2), fmt_num(reopen_s(r), 2),
-            fmt_num(ro.get("pending_rows"), 0),
-        ])  # fmt: skip
+        rows.append(
+            [
+                fmt_n(int(n)),
+                fmt_num(r.get("rss_mib")),
+                fmt_num(r["ingest"].get("index_wait_s"), 1),
+                fmt_num(ro.get("close_s"), 2),
+                fmt_num(ro.get("open_s"), 3),
+                fmt_num(ro.get("first_query_s"), 2),
+                fmt_num(reopen_s(r), 2),
+                fmt_num(ro.get("pending_rows"), 0),
+            ]
+        )
     if not rows:
         return []
-    header = ["N", "RSS MiB", "index wait s", "close s", "open s", "first query s",
-              "close to first answer s", "rows to index"]  # fmt: skip
+    header = [
+        "N",
+        "RSS MiB",
+        "index wait s",
+        "close s",
+        "open s",
+        "first query s",
+        "close to first answer s",
+        "rows to index",
+    ]
     return [
         "### SynapseDB embedded: memory and reopen",
         "",
@@ -85,20 +99,36 @@ def largest_targets(vec: dict[int, dict[str, dict[str, Any]]]) -> list[str]:
 
     ing = ratio(rate(s), rate(per.get("chroma", {})))
     g = GOALS
-    verdict = "not measured" if ing is None else ("met" if ing >= g["ingest_vs_chroma"]
-                                                  else "**missed**")  # fmt: skip
+    verdict = (
+        "not measured" if ing is None else ("met" if ing >= g["ingest_vs_chroma"] else "**missed**")
+    )
     lines = [
         f"| ingest at {tag} including the HNSW index: SynapseDB embedded / Chroma in-process "
         f"| {fmt_ratio(ing)} | >= {fmt_ratio(g['ingest_vs_chroma'])} | {verdict} |"
     ]
     for key, what in (("query", "no filter"), ("query_filter", "1% filter")):
         q = s.get(key, {})
-        lines.append(abs_line(f"query p50 at {tag}, {what}: SynapseDB embedded", q.get("p50"),
-                              g["p50_ms"], "ms"))  # fmt: skip
-        lines.append(abs_line(f"query p99 at {tag}, {what}: SynapseDB embedded", q.get("p99"),
-                              g["p99_ms"], "ms"))  # fmt: skip
-    lines.append(abs_line(f"resident memory at {tag}: SynapseDB embedded", s.get("rss_mib"),
-                          g["rss_mib"], "MiB"))  # fmt: skip
-    lines.append(abs_line(f"close + reopen to the first answer at {tag}: SynapseDB embedded",
-                          reopen_s(s), g["reopen_s"], "s"))  # fmt: skip
+        lines.append(
+            abs_line(
+                f"query p50 at {tag}, {what}: SynapseDB embedded", q.get("p50"), g["p50_ms"], "ms"
+            )
+        )
+        lines.append(
+            abs_line(
+                f"query p99 at {tag}, {what}: SynapseDB embedded", q.get("p99"), g["p99_ms"], "ms"
+            )
+        )
+    lines.append(
+        abs_line(
+            f"resident memory at {tag}: SynapseDB embedded", s.get("rss_mib"), g["rss_mib"], "MiB"
+        )
+    )
+    lines.append(
+        abs_line(
+            f"close + reopen to the first answer at {tag}: SynapseDB embedded",
+            reopen_s(s),
+            g["reopen_s"],
+            "s",
+        )
+    )
     return lines

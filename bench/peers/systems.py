@@ -154,16 +154,23 @@ class SynapseEmbedded(System):
         hits = self.query(vec, 10)
         t3 = time.perf_counter()
         assert len(hits) == 10, hits
-        return {"close_s": t1 - t0, "open_s": t2 - t1, "first_query_s": t3 - t2,
-                "pending_rows": float(self.db.indexing_pending)}  # fmt: skip
+        return {
+            "close_s": t1 - t0,
+            "open_s": t2 - t1,
+            "first_query_s": t3 - t2,
+            "pending_rows": float(self.db.indexing_pending),
+        }
 
     def query(
         self, vec: np.ndarray, k: int, where: int | None = None, ns: str = "bench"
     ) -> list[int]:
         res = self.db.namespace(ns).query(
-            embedding=vec, k=k, mode="vector", dedup=False,
+            embedding=vec,
+            k=k,
+            mode="vector",
+            dedup=False,
             filter=None if where is None else {"bucket": where},
-        )  # fmt: skip
+        )
         return [row_of(h.content) for h in res]
 
     def kv_set(self, i: int) -> None:
@@ -219,9 +226,12 @@ class SynapseHTTP(System):
         self, vec: np.ndarray, k: int, where: int | None = None, ns: str = "bench"
     ) -> list[int]:
         res = self.db.namespace(ns).query(
-            embedding=vec.tolist(), k=k, mode="vector", dedup=False,
+            embedding=vec.tolist(),
+            k=k,
+            mode="vector",
+            dedup=False,
             filter=None if where is None else {"bucket": where},
-        )  # fmt: skip
+        )
         return [row_of(h.content) for h in res]
 
     def kv_set(self, i: int) -> None:
@@ -272,9 +282,11 @@ class Chroma(System):
         self, vec: np.ndarray, k: int, where: int | None = None, ns: str = "bench"
     ) -> list[int]:
         res = self.col(ns).query(
-            query_embeddings=vec[None, :], n_results=k,
-            where=None if where is None else {"bucket": where}, include=["distances"],
-        )  # fmt: skip
+            query_embeddings=vec[None, :],
+            n_results=k,
+            where=None if where is None else {"bucket": where},
+            include=["distances"],
+        )
         return [int(i) for i in res["ids"][0]]
 
 
@@ -358,16 +370,35 @@ def mem0_memory(root: Path, embedder: LookupEmbedder) -> Any:
     from mem0 import Memory
 
     dead = "http://127.0.0.1:9/v1"
-    m = Memory.from_config({
-        "vector_store": {"provider": "qdrant", "config": {
-            "path": str(root / "qdrant"), "embedding_model_dims": DIM, "collection_name": "bench"}},
-        "embedder": {"provider": "openai", "config": {
-            "embedding_dims": DIM, "api_key": "sk-offline-dummy", "openai_base_url": dead}},
-        "llm": {"provider": "openai", "config": {
-            "model": "offline-stand-in-never-called", "api_key": "sk-offline-dummy",
-            "openai_base_url": dead}},
-        "history_db_path": str(root / "mem0-history.db"),
-    })  # fmt: skip
+    m = Memory.from_config(
+        {
+            "vector_store": {
+                "provider": "qdrant",
+                "config": {
+                    "path": str(root / "qdrant"),
+                    "embedding_model_dims": DIM,
+                    "collection_name": "bench",
+                },
+            },
+            "embedder": {
+                "provider": "openai",
+                "config": {
+                    "embedding_dims": DIM,
+                    "api_key": "sk-offline-dummy",
+                    "openai_base_url": dead,
+                },
+            },
+            "llm": {
+                "provider": "openai",
+                "config": {
+                    "model": "offline-stand-in-never-called",
+                    "api_key": "sk-offline-dummy",
+                    "openai_base_url": dead,
+                },
+            },
+            "history_db_path": str(root / "mem0-history.db"),
+        }
+    )
     m.embedding_model = embedder
     return m
 

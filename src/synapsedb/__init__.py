@@ -13,7 +13,6 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .agentic import LoopSettings, MemoryLoop
 from .clock import Clock, ManualClock, SystemClock
 from .config import LLMSettings, Settings
 from .embed.base import Embedder
@@ -22,12 +21,14 @@ from .errors import (
     ClosedError,
     EmbeddingError,
     NotFoundError,
+    NotOwnerError,
     QuotaExceededError,
     StorageError,
     SynapseError,
     ValidationError,
     VersionConflictError,
 )
+from .memory_loop import LoopSettings, MemoryLoop
 from .types import BUILTIN_TYPES, Event, Fact, Memory, Stats
 
 __version__ = "0.1.0"
@@ -45,6 +46,7 @@ __all__ = [
     "Memory",
     "Namespace",
     "NotFoundError",
+    "NotOwnerError",
     "QuotaExceededError",
     "Settings",
     "Stats",
@@ -83,10 +85,10 @@ def open(
     caller-provided vectors) or any object with ``name``, ``dim`` and ``embed(texts)``.
 
     ``llm`` is the chat model of the memory loop (``ns.remember``/``ns.recall``,
-    docs/agentic.md): ``"env"`` (``SYNAPSEDB_LLM_*``; none when unset), ``None`` (no LLM:
+    docs/memory-loop.md): ``"env"`` (``SYNAPSEDB_LLM_*``; none when unset), ``None`` (no LLM:
     turns are stored, extraction waits), an :class:`~synapsedb.config.LLMSettings` or a
     :class:`~synapsedb.llm.ChatClient`. ``loop_settings`` is a
-    :class:`~synapsedb.agentic.LoopSettings` (default: ``SYNAPSEDB_LOOP_*``). A
+    :class:`~synapsedb.memory_loop.LoopSettings` (default: ``SYNAPSEDB_LOOP_*``). A
     background thread makes remembered turns searchable and, with an LLM, runs queued extractions,
     until ``close()``.
     """

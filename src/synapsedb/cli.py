@@ -154,7 +154,7 @@ def _serve(args: argparse.Namespace) -> int:
     from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
     # process-wide and for good: OpenBLAS worker threads busy-wait between calls, which on a
-    # 2-core box burned a core and doubled text query latency (docs/benchmarks.md, issue 11)
+    # 2-core box burned a core and doubled text query latency (docs/benchmarks.md)
     threadpool_limits(limits=args.blas_threads, user_api="blas")
     # requests first: a thread waiting for the GIL takes it from a busy one after 1 ms, not
     # Python's 5 ms. The server's background threads (namespaces loading after a start, the
@@ -163,10 +163,22 @@ def _serve(args: argparse.Namespace) -> int:
     # (vector query p99 during a 100,000-row keyword catch-up: 21-29 ms, 11 ms at 1 ms)
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     tracing = Tracing(args.otel_exporter, endpoint=args.otel_endpoint)
-    settings = Settings.from_env()
     try:
+        settings = Settings.from_env()
         llm = LLMSettings.from_env()
         check_namespace(args.proxy_namespace)
+        if args.advertise:
+            settings = settings.replace(advertise_url=args.advertise)
+        if settings.placement == "sharded" and not settings.advertise_url:
+            if args.host in ("0.0.0.0", "::", ""):
+                raise ValidationError(
+                    "--advertise: with sharded placement, give the address the other "
+                    f"processes reach this one at (it binds {args.host or 'every address'})",
+                    field="advertise_url",
+                )
+            host = f"[{args.host}]" if ":" in args.host else args.host
+            scheme = "https" if args.tls_cert else "http"
+            settings = settings.replace(advertise_url=f"{scheme}://{host}:{args.port}")
     except ValidationError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 2
@@ -283,6 +295,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="address to bind (env SYNAPSEDB_HOST)")  # fmt: skip
     p.add_argument("--port", type=int, default=int(os.environ.get("SYNAPSEDB_PORT", "7379")),
                    help="port (env SYNAPSEDB_PORT)")  # fmt: skip
+    p.add_argument("--advertise", default=None,
+                   help="sharded placement (SYNAPSEDB_PLACEMENT=sharded): this process's "
+                        "address for the others, e.g. http://10.0.0.5:7379 (env "
+                        "SYNAPSEDB_ADVERTISE_URL; default http://<host>:<port>)")  # fmt: skip
     p.add_argument("--log-level", default=os.environ.get("SYNAPSEDB_LOG_LEVEL", "warning"),
                    choices=("debug", "info", "warning", "error", "critical"),
                    help="log level; info adds one access line per request "
@@ -358,9 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_data import add_parsers
 
     remote = add_parsers(sub, Help)
-    p = sub.add_parser("demo", parents=[remote], help="seed 000's refund story, three agents",
-                       description="refund: seed 000's three agents sharing memory; hawaii: "
-                       "seed 001's two sessions through the memory proxy (the server needs "
+    p = sub.add_parser("demo", parents=[remote], help="the refund story: three support agents share memory",
+                       description="refund: three support agents sharing memory; hawaii: "
+                       "two chat sessions through the memory proxy (the server needs "
                        "SYNAPSEDB_LLM_BASE_URL)", formatter_class=Help,
                        epilog="example:\n  synapsedb demo --story refund")  # fmt: skip
     p.add_argument("--story", choices=["refund", "hawaii"], default="refund")

@@ -39,8 +39,10 @@ DESCRIPTION = (
     "recalls the user's memories and stores the turn in the session. /exit ends, /clear "
     "empties the session."
 )
-HELP = ("/exit (or the end of input) ends the chat; /clear empties the session (history keeps "
-        "it); /help shows this")  # fmt: skip
+HELP = (
+    "/exit (or the end of input) ends the chat; /clear empties the session (history keeps "
+    "it); /help shows this"
+)
 
 
 class ChatError(Exception):
@@ -51,23 +53,35 @@ def add_parser(sub: Any, remote: argparse.ArgumentParser) -> None:
     """Register ``chat`` (``remote`` gives ``--url``, ``--api-key``, ``--namespace``,
     ``--agent``)."""
     p = sub.add_parser(
-        "chat", parents=[remote], help="chat in the terminal through the memory proxy, in a "
-        "session", description=DESCRIPTION,
-    )  # fmt: skip
-    p.add_argument("--session", default=os.environ.get("SYNAPSEDB_SESSION"),
-                   help="session id: name one to resume its conversation (default: a new "
-                        "chat-<time>-<hex>; env SYNAPSEDB_SESSION)")  # fmt: skip
-    p.add_argument("--user", default=os.environ.get("SYNAPSEDB_USER"),
-                   help="entity whose memories are recalled and stored, e.g. user:42 (default: "
-                        "the proxy's user:default; env SYNAPSEDB_USER)")  # fmt: skip
+        "chat",
+        parents=[remote],
+        help="chat in the terminal through the memory proxy, in a session",
+        description=DESCRIPTION,
+    )
+    p.add_argument(
+        "--session",
+        default=os.environ.get("SYNAPSEDB_SESSION"),
+        help="session id: name one to resume its conversation (default: a new "
+        "chat-<time>-<hex>; env SYNAPSEDB_SESSION)",
+    )
+    p.add_argument(
+        "--user",
+        default=os.environ.get("SYNAPSEDB_USER"),
+        help="entity whose memories are recalled and stored, e.g. user:42 (default: "
+        "the proxy's user:default; env SYNAPSEDB_USER)",
+    )
     p.add_argument(
         "--model",
         default=os.environ.get("SYNAPSEDB_CHAT_MODEL"),
         help="model asked for (default: the server's SYNAPSEDB_LLM_MODEL)",
     )
     p.add_argument("--system", help="system prompt sent first with every turn (not stored)")
-    p.add_argument("--strategy", choices=STRATEGIES, default="window",
-                   help="what of the session goes with each turn (default: window)")  # fmt: skip
+    p.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="window",
+        help="what of the session goes with each turn (default: window)",
+    )
     p.add_argument(
         "--window",
         type=int,
@@ -80,18 +94,31 @@ def add_parser(sub: Any, remote: argparse.ArgumentParser) -> None:
         default=3000,
         help="token budget of token_buffer and summary_buffer (default 3000)",
     )
-    p.add_argument("--store-wait", type=float, default=10.0,
-                   help="seconds to wait for an answer to be in the session before the next "
-                        "turn (default 10)")  # fmt: skip
+    p.add_argument(
+        "--store-wait",
+        type=float,
+        default=10.0,
+        help="seconds to wait for an answer to be in the session before the next turn (default 10)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     session = args.session or f"chat-{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
-    chat = Chat(args.url, api_key=args.api_key, namespace=args.namespace, session=session,
-                user=args.user, model=args.model, system=args.system, strategy=args.strategy,
-                window=args.window, max_tokens=args.max_tokens, agent=args.agent,
-                store_wait=args.store_wait)  # fmt: skip
+    chat = Chat(
+        args.url,
+        api_key=args.api_key,
+        namespace=args.namespace,
+        session=session,
+        user=args.user,
+        model=args.model,
+        system=args.system,
+        strategy=args.strategy,
+        window=args.window,
+        max_tokens=args.max_tokens,
+        agent=args.agent,
+        store_wait=args.store_wait,
+    )
     try:
         return chat.loop(sys.stdin, sys.stdout, sys.stderr)
     finally:
@@ -102,11 +129,22 @@ class Chat:
     """One terminal conversation: the session on the server, the proxy for the answers."""
 
     def __init__(
-        self, url: str, *, session: str, api_key: str | None = None, namespace: str = "default",
-        user: str | None = None, model: str | None = None, system: str | None = None,
-        strategy: str = "window", window: int = 20, max_tokens: int = 3000,
-        agent: str | None = None, store_wait: float = 10.0, timeout: float = 300.0,
-    ) -> None:  # fmt: skip
+        self,
+        url: str,
+        *,
+        session: str,
+        api_key: str | None = None,
+        namespace: str = "default",
+        user: str | None = None,
+        model: str | None = None,
+        system: str | None = None,
+        strategy: str = "window",
+        window: int = 20,
+        max_tokens: int = 3000,
+        agent: str | None = None,
+        store_wait: float = 10.0,
+        timeout: float = 300.0,
+    ) -> None:
         import httpx
 
         from . import connect
@@ -115,10 +153,12 @@ class Chat:
         self.session, self.user, self.model, self.system = session, user, model, system
         self.strategy, self.store_wait = strategy, store_wait
         self.options: dict[str, Any] = (
-            {"k": window} if strategy in ("window", "vector")
-            else {"max_tokens": max_tokens} if strategy in ("token_buffer", "summary_buffer")
+            {"k": window}
+            if strategy in ("window", "vector")
+            else {"max_tokens": max_tokens}
+            if strategy in ("token_buffer", "summary_buffer")
             else {}
-        )  # fmt: skip
+        )
         self._db = connect(url, api_key=api_key, timeout=timeout)
         self.sessions = Sessions(self._db.namespace(namespace, agent=agent))
         headers = {"X-SynapseDB-Session": session}
@@ -201,8 +241,10 @@ class Chat:
             out.write("assistant> ")
         answer = self._stream(body, out)
         if not self._stored(before):
-            raise ChatError(f"the answer is not in session {self.session!r} after "
-                            f"{self.store_wait:g} s; the next turn may miss it")  # fmt: skip
+            raise ChatError(
+                f"the answer is not in session {self.session!r} after "
+                f"{self.store_wait:g} s; the next turn may miss it"
+            )
         return answer
 
     def _stream(self, body: dict[str, Any], out: IO[str]) -> str:

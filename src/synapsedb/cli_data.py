@@ -12,91 +12,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
+from .cli_args import assignments, data_parent, json_arg, lines_file, open_target, remote_parent
 from .cli_format import print_json_line, show
 from .errors import ValidationError
 
-__all__ = ["COMMANDS", "add_parsers", "open_target", "remote_parent"]
+__all__ = ["COMMANDS", "add_parsers"]
 
 Run = Callable[[Any, argparse.Namespace], Any]
-
-
-def remote_parent() -> argparse.ArgumentParser:
-    """``--url``, ``--api-key``, ``-n/--namespace``, ``--agent`` (also for chat and mcp)."""
-    remote = argparse.ArgumentParser(add_help=False)
-    remote.add_argument("--url", default=os.environ.get("SYNAPSEDB_URL", "http://127.0.0.1:7379"),
-                        help="server URL (env SYNAPSEDB_URL)")  # fmt: skip
-    remote.add_argument("--api-key", default=os.environ.get("SYNAPSEDB_API_KEY"),
-                        help="API key (env SYNAPSEDB_API_KEY)")  # fmt: skip
-    remote.add_argument("-n", "--namespace", default=os.environ.get("SYNAPSEDB_NAMESPACE",
-                        "default"), help="namespace (env SYNAPSEDB_NAMESPACE)")  # fmt: skip
-    remote.add_argument("--agent", default=os.environ.get("SYNAPSEDB_AGENT"),
-                        help="agent recorded as writer or asker (env SYNAPSEDB_AGENT)")  # fmt: skip
-    return remote
-
-
-def _data_parent(remote: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False, parents=[remote])
-    p.add_argument("--data", help="a data directory to open in this process instead of a server")
-    p.add_argument("--json", action="store_true", help="the whole answer as JSON")
-    p.add_argument("--include", choices=["embedding"], action="append", default=[],
-                   help="embedding: memories' vectors too (left out by default)")  # fmt: skip
-    return p
-
-
-@contextlib.contextmanager
-def open_target(args: argparse.Namespace) -> Iterator[Any]:
-    """The database the command works on: ``--data`` opened here, else the server."""
-    import synapsedb
-
-    if getattr(args, "data", None):
-        from .config import Settings
-
-        db: Any = synapsedb.open(args.data, settings=Settings.from_env())
-    else:
-        from .client import RemoteDatabase
-
-        db = RemoteDatabase(args.url, api_key=args.api_key, include=args.include or None)
-    try:
-        yield db
-    finally:
-        db.close()
-
-
-def _json_arg(text: str | None, field: str) -> Any:
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValidationError(f"{field}: not valid JSON ({exc})", field=field) from None
-
-
-def _assignments(pairs: list[str]) -> dict[str, Any]:
-    """``name=value`` pairs: each value JSON when it parses (``100``, ``null``), else text."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        name, eq, raw = pair.partition("=")
-        if not eq or not name:
-            raise ValidationError(f"setting: expected name=value, got {pair!r}", field="setting")
-        try:
-            out[name] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[name] = raw
-    return out
-
-
-def _lines_file(path: str, field: str) -> list[Any]:
-    out = []
-    with open(path, "rb") as fh:
-        for number, line in enumerate(fh, 1):
-            if line.strip():
-                out.append(_json_arg(line.decode(), f"{field} line {number}"))
-    return out
 
 
 # -- the commands: (help, example, arguments, run) ------------------------------------------
@@ -119,7 +44,7 @@ def _write(p: argparse.ArgumentParser) -> Run:
             if getattr(a, name) is not None:
                 memory[name] = getattr(a, name)
         if a.metadata:
-            memory["metadata"] = _json_arg(a.metadata, "metadata")
+            memory["metadata"] = json_arg(a.metadata, "metadata")
         if a.pinned:
             memory["pinned"] = True
         return mem.write(a.entity, memory)
@@ -129,23 +54,23 @@ def _write(p: argparse.ArgumentParser) -> Run:
 
 def _write_many(p: argparse.ArgumentParser) -> Run:
     p.add_argument("file", help="JSON lines: one memory each, with its entity")
-    return lambda mem, a: mem.write_many(_lines_file(a.file, "file"))
+    return lambda mem, a: mem.write_many(lines_file(a.file, "file"))
 
 
 def _update(p: argparse.ArgumentParser) -> Run:
     p.add_argument("id")
     p.add_argument("changes", help='JSON object, e.g. {"content": "...", "salience": 0.9}')
     p.add_argument("--if-version", type=int, help="only if this is the current version")
-    return lambda mem, a: mem.update(a.id, _json_arg(a.changes, "changes"),
-                                     if_version=a.if_version)  # fmt: skip
+    return lambda mem, a: mem.update(a.id, json_arg(a.changes, "changes"), if_version=a.if_version)
 
 
 def _get(p: argparse.ArgumentParser) -> Run:
     p.add_argument("target", help="a memory id, or an entity (with KEY)")
     p.add_argument("key", nargs="?")
     p.add_argument("--as-of", help="what was known then")
-    return lambda mem, a: (mem.get(a.target, a.key, as_of=a.as_of) if a.key
-                           else mem.get(a.target, as_of=a.as_of))  # fmt: skip
+    return lambda mem, a: (
+        mem.get(a.target, a.key, as_of=a.as_of) if a.key else mem.get(a.target, as_of=a.as_of)
+    )
 
 
 def _set(p: argparse.ArgumentParser) -> Run:
@@ -154,24 +79,31 @@ def _set(p: argparse.ArgumentParser) -> Run:
     p.add_argument("value", help="JSON value")
     p.add_argument("--ttl", type=float, help="seconds until it expires")
     p.add_argument("--if-version", type=int, help="only if this is the current version")
-    return lambda mem, a: mem.set(a.entity, a.key, _json_arg(a.value, "value"), ttl=a.ttl,
-                                  if_version=a.if_version)  # fmt: skip
+    return lambda mem, a: mem.set(
+        a.entity, a.key, json_arg(a.value, "value"), ttl=a.ttl, if_version=a.if_version
+    )
 
 
 def _delete(p: argparse.ArgumentParser) -> Run:
     p.add_argument("target", help="a memory id, or an entity (with KEY)")
     p.add_argument("key", nargs="?")
     p.add_argument("--if-version", type=int, help="only if this is the current version")
-    return lambda mem, a: (mem.delete(a.target, a.key, if_version=a.if_version) if a.key
-                           else mem.delete(a.target, if_version=a.if_version))  # fmt: skip
+    return lambda mem, a: (
+        mem.delete(a.target, a.key, if_version=a.if_version)
+        if a.key
+        else mem.delete(a.target, if_version=a.if_version)
+    )
 
 
 def _history(p: argparse.ArgumentParser) -> Run:
     p.add_argument("target", help="a memory id, or an entity (with KEY)")
     p.add_argument("key", nargs="?")
     p.add_argument("--as-of", help="as it was known then")
-    return lambda mem, a: (mem.history(a.target, a.key, as_of=a.as_of) if a.key
-                           else mem.history(a.target, as_of=a.as_of))  # fmt: skip
+    return lambda mem, a: (
+        mem.history(a.target, a.key, as_of=a.as_of)
+        if a.key
+        else mem.history(a.target, as_of=a.as_of)
+    )
 
 
 def _memories(p: argparse.ArgumentParser) -> Run:
@@ -180,11 +112,12 @@ def _memories(p: argparse.ArgumentParser) -> Run:
     p.add_argument("--as-of", help="what was known then")
     p.add_argument("--valid-at", help="only memories true then")
     p.add_argument("--limit", type=int, default=100)
-    p.add_argument("--before", metavar="ID",
-                   help="the page after this memory (older): the last id of a page")  # fmt: skip
-    return lambda mem, a: mem.memories(a.entity, types=a.types, as_of=a.as_of,
-                                       valid_at=a.valid_at, limit=a.limit,
-                                       before=a.before)  # fmt: skip
+    p.add_argument(
+        "--before", metavar="ID", help="the page after this memory (older): the last id of a page"
+    )
+    return lambda mem, a: mem.memories(
+        a.entity, types=a.types, as_of=a.as_of, valid_at=a.valid_at, limit=a.limit, before=a.before
+    )
 
 
 def _facts(p: argparse.ArgumentParser) -> Run:
@@ -198,13 +131,14 @@ def _append(p: argparse.ArgumentParser) -> Run:
     p.add_argument("text")
     p.add_argument("--stream", help="stream (default: the entity's own)")
     p.add_argument("--event-data", help="JSON object kept on the event")
-    p.add_argument("--not-searchable", action="store_true",
-                   help="only the stream event, no searchable memory")  # fmt: skip
+    p.add_argument(
+        "--not-searchable", action="store_true", help="only the stream event, no searchable memory"
+    )
 
     def run(mem: Any, a: argparse.Namespace) -> Any:
         event: Any = a.text
         if a.event_data:
-            event = {"content": a.text, "data": _json_arg(a.event_data, "event_data")}
+            event = {"content": a.text, "data": json_arg(a.event_data, "event_data")}
         return mem.append(a.entity, event, stream=a.stream, searchable=not a.not_searchable)
 
     return run
@@ -218,8 +152,15 @@ def _events(p: argparse.ArgumentParser) -> Run:
     p.add_argument("--as-of", help="what was known then")
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--order", choices=("asc", "desc"), default="asc")
-    return lambda mem, a: mem.events(a.stream, after=a.after, since=a.since, until=a.until,
-                                     as_of=a.as_of, limit=a.limit, order=a.order)  # fmt: skip
+    return lambda mem, a: mem.events(
+        a.stream,
+        after=a.after,
+        since=a.since,
+        until=a.until,
+        as_of=a.as_of,
+        limit=a.limit,
+        order=a.order,
+    )
 
 
 def _query(p: argparse.ArgumentParser) -> Run:
@@ -233,13 +174,24 @@ def _query(p: argparse.ArgumentParser) -> Run:
     p.add_argument("--valid-at", help="only memories true then (valid time)")
     p.add_argument("--min-score", type=float)
     p.add_argument("--explain", action="store_true", help="each hit's scoring components")
-    p.add_argument("--include-ended", action="store_true",
-                   help="also memories no longer true (replaced by an update)")  # fmt: skip
+    p.add_argument(
+        "--include-ended",
+        action="store_true",
+        help="also memories no longer true (replaced by an update)",
+    )
     return lambda mem, a: mem.query(
-        a.text, k=a.k, entity=a.entity, filter=_json_arg(a.filter, "filter"), mode=a.mode,
-        types=a.types, as_of=a.as_of, valid_at=a.valid_at, min_score=a.min_score,
-        explain=a.explain, include_ended=a.include_ended,
-    )  # fmt: skip
+        a.text,
+        k=a.k,
+        entity=a.entity,
+        filter=json_arg(a.filter, "filter"),
+        mode=a.mode,
+        types=a.types,
+        as_of=a.as_of,
+        valid_at=a.valid_at,
+        min_score=a.min_score,
+        explain=a.explain,
+        include_ended=a.include_ended,
+    )
 
 
 def _answer(p: argparse.ArgumentParser) -> Run:
@@ -261,8 +213,9 @@ def _audit(p: argparse.ArgumentParser) -> Run:
     p.add_argument("--since", help="from this time")
     p.add_argument("--until", help="before this time")
     p.add_argument("--limit", type=int, default=1000)
-    return lambda mem, a: mem.audit(a.entity, agent=a.by, since=a.since, until=a.until,
-                                    limit=a.limit)  # fmt: skip
+    return lambda mem, a: mem.audit(
+        a.entity, agent=a.by, since=a.since, until=a.until, limit=a.limit
+    )
 
 
 def _snapshot(p: argparse.ArgumentParser) -> Run:
@@ -274,8 +227,11 @@ def _snapshot(p: argparse.ArgumentParser) -> Run:
 def _forget(p: argparse.ArgumentParser) -> Run:
     p.add_argument("id", nargs="?", help="a memory id (or --entity)")
     p.add_argument("--entity", help="everything about this entity")
-    p.add_argument("--purge", action="store_true",
-                   help="erase instead of tombstoning (--entity only; admin over HTTP)")  # fmt: skip
+    p.add_argument(
+        "--purge",
+        action="store_true",
+        help="erase instead of tombstoning (--entity only; admin over HTTP)",
+    )
     return lambda mem, a: mem.forget(a.id, entity=a.entity, purge=a.purge)
 
 
@@ -294,9 +250,10 @@ def _config(p: argparse.ArgumentParser) -> Run:
                 raise ValidationError("setting: config get takes no NAME=VALUE", field="setting")
             return mem.config
         if not a.settings:
-            raise ValidationError("setting: config set needs at least one NAME=VALUE",
-                                  field="setting")  # fmt: skip
-        return mem.configure(**_assignments(a.settings))
+            raise ValidationError(
+                "setting: config set needs at least one NAME=VALUE", field="setting"
+            )
+        return mem.configure(**assignments(a.settings))
 
     return run
 
@@ -304,21 +261,21 @@ def _config(p: argparse.ArgumentParser) -> Run:
 def _entities(p: argparse.ArgumentParser) -> Run:
     p.add_argument("--as-of", help="what was known then")
     p.add_argument("--prefix", help="only names starting with this")
-    p.add_argument("--after", metavar="NAME",
-                   help="only names sorting after this: the last name of a page")  # fmt: skip
+    p.add_argument(
+        "--after", metavar="NAME", help="only names sorting after this: the last name of a page"
+    )
     p.add_argument("--limit", type=int, help="at most this many, 1 to 10,000 (default: all)")
-    return lambda mem, a: mem.entities(as_of=a.as_of, prefix=a.prefix, after=a.after,
-                                       limit=a.limit)  # fmt: skip
+    return lambda mem, a: mem.entities(as_of=a.as_of, prefix=a.prefix, after=a.after, limit=a.limit)
 
 
 def _streams(p: argparse.ArgumentParser) -> Run:
     p.add_argument("--as-of", help="what was known then")
     p.add_argument("--prefix", help="only names starting with this")
-    p.add_argument("--after", metavar="NAME",
-                   help="only names sorting after this: the last name of a page")  # fmt: skip
+    p.add_argument(
+        "--after", metavar="NAME", help="only names sorting after this: the last name of a page"
+    )
     p.add_argument("--limit", type=int, help="at most this many, 1 to 10,000 (default: all)")
-    return lambda mem, a: mem.streams(as_of=a.as_of, prefix=a.prefix, after=a.after,
-                                      limit=a.limit)  # fmt: skip
+    return lambda mem, a: mem.streams(as_of=a.as_of, prefix=a.prefix, after=a.after, limit=a.limit)
 
 
 def _remember(p: argparse.ArgumentParser) -> Run:
@@ -332,8 +289,10 @@ def _remember(p: argparse.ArgumentParser) -> Run:
         for i, turn in enumerate(a.messages):
             role, colon, text = turn.partition(":")
             if not colon or role not in ("user", "assistant", "system"):
-                raise ValidationError(f"messages[{i}]: expected ROLE:TEXT (user, assistant or "
-                                      f"system), got {turn!r}", field=f"messages[{i}]")  # fmt: skip
+                raise ValidationError(
+                    f"messages[{i}]: expected ROLE:TEXT (user, assistant or system), got {turn!r}",
+                    field=f"messages[{i}]",
+                )
             turns.append({"role": role, "content": text.strip()})
         return mem.remember(turns, entity=a.entity, session=a.session, wait=a.wait)
 
@@ -346,57 +305,114 @@ def _recall(p: argparse.ArgumentParser) -> Run:
     p.add_argument("--budget-tokens", type=int)
     p.add_argument("-k", type=int)
     p.add_argument("--threshold", type=float)
-    return lambda mem, a: mem.recall(a.text, entity=a.entity, budget_tokens=a.budget_tokens,
-                                     k=a.k, threshold=a.threshold)  # fmt: skip
+    return lambda mem, a: mem.recall(
+        a.text, entity=a.entity, budget_tokens=a.budget_tokens, k=a.k, threshold=a.threshold
+    )
 
 
 # name: (help, example, arguments -> run)
 COMMANDS: dict[str, tuple[str, str, Callable[[argparse.ArgumentParser], Run]]] = {
-    "write": ("write a memory", "synapsedb write user:4321 'Refund requested for order 1458' "
-              "--salience 0.9 --metadata '{\"channel\": \"email\"}'", _write),
-    "write-many": ("write memories from a JSON lines file, all or none",
-                   "synapsedb write-many memories.jsonl   # {\"entity\": \"u:1\", \"content\": "
-                   "\"...\"} per line", _write_many),
-    "update": ("a new version of a memory", "synapsedb update 01J... "
-               "'{\"content\": \"Refund approved\"}' --if-version 1", _update),
-    "get": ("a memory by id, or a fact: ENTITY KEY", "synapsedb get user:4321 order --as-of "
-            "2025-11-01", _get),
-    "set": ("set a KV fact: ENTITY KEY JSON-VALUE", "synapsedb set user:4321 order "
-            "'{\"id\": 1458}' --ttl 86400", _set),
-    "delete": ("delete (tombstone) a memory by id, or a fact: ENTITY KEY",
-               "synapsedb delete user:4321 order", _delete),
-    "history": ("every version of a memory, or of a fact: ENTITY KEY",
-                "synapsedb history user:4321 order", _history),
-    "memories": ("list memories, newest event time first",
-                 "synapsedb memories user:4321 --type preference --limit 20", _memories),
+    "write": (
+        "write a memory",
+        "synapsedb write user:4321 'Refund requested for order 1458' "
+        '--salience 0.9 --metadata \'{"channel": "email"}\'',
+        _write,
+    ),
+    "write-many": (
+        "write memories from a JSON lines file, all or none",
+        'synapsedb write-many memories.jsonl   # {"entity": "u:1", "content": "..."} per line',
+        _write_many,
+    ),
+    "update": (
+        "a new version of a memory",
+        'synapsedb update 01J... \'{"content": "Refund approved"}\' --if-version 1',
+        _update,
+    ),
+    "get": (
+        "a memory by id, or a fact: ENTITY KEY",
+        "synapsedb get user:4321 order --as-of 2025-11-01",
+        _get,
+    ),
+    "set": (
+        "set a KV fact: ENTITY KEY JSON-VALUE",
+        "synapsedb set user:4321 order '{\"id\": 1458}' --ttl 86400",
+        _set,
+    ),
+    "delete": (
+        "delete (tombstone) a memory by id, or a fact: ENTITY KEY",
+        "synapsedb delete user:4321 order",
+        _delete,
+    ),
+    "history": (
+        "every version of a memory, or of a fact: ENTITY KEY",
+        "synapsedb history user:4321 order",
+        _history,
+    ),
+    "memories": (
+        "list memories, newest event time first",
+        "synapsedb memories user:4321 --type preference --limit 20",
+        _memories,
+    ),
     "facts": ("an entity's KV facts", "synapsedb facts user:4321", _facts),
-    "append": ("append to a stream (and a searchable memory)",
-               "synapsedb append user:4321 'Refund delivered' --stream orders", _append),
+    "append": (
+        "append to a stream (and a searchable memory)",
+        "synapsedb append user:4321 'Refund delivered' --stream orders",
+        _append,
+    ),
     "events": ("read a stream", "synapsedb events user:4321 --order desc --limit 5", _events),
-    "query": ("query by meaning and keywords", "synapsedb query 'user:4321 refund status' -k 5 "
-              "--filter '{\"channel\": \"email\"}'", _query),
-    "answer": ("record an answer and the queries it used",
-               "synapsedb answer ans-1 QUERY_ID --text 'Refund delivered' --cite 01J...", _answer),
+    "query": (
+        "query by meaning and keywords",
+        "synapsedb query 'user:4321 refund status' -k 5 --filter '{\"channel\": \"email\"}'",
+        _query,
+    ),
+    "answer": (
+        "record an answer and the queries it used",
+        "synapsedb answer ans-1 QUERY_ID --text 'Refund delivered' --cite 01J...",
+        _answer,
+    ),
     "lineage": ("what an answer was built on", "synapsedb lineage ans-1", _lineage),
-    "audit": ("who wrote and read what, when", "synapsedb audit user:4321 --by intake --since "
-              "2025-10-01", _audit),
-    "snapshot": ("everything known about an entity at a moment",
-                 "synapsedb snapshot user:4321 --as-of 2025-11-01", _snapshot),
-    "forget": ("forget a memory, or an entity (--purge: erase it)",
-               "synapsedb forget --entity user:4321 --purge", _forget),
+    "audit": (
+        "who wrote and read what, when",
+        "synapsedb audit user:4321 --by intake --since 2025-10-01",
+        _audit,
+    ),
+    "snapshot": (
+        "everything known about an entity at a moment",
+        "synapsedb snapshot user:4321 --as-of 2025-11-01",
+        _snapshot,
+    ),
+    "forget": (
+        "forget a memory, or an entity (--purge: erase it)",
+        "synapsedb forget --entity user:4321 --purge",
+        _forget,
+    ),
     "maintain": ("run maintenance now (tiers, TTLs)", "synapsedb maintain --dry-run", _maintain),
-    "config": ("the namespace's lifecycle settings: get, or set NAME=VALUE",
-               "synapsedb config set max_hot=10000 policy=reject", _config),
-    "entities": ("entities with something visible, sorted (a page: --limit, --after, --prefix)",
-                 "synapsedb entities --prefix user: --limit 500", _entities),
-    "streams": ("the namespace's streams, sorted (a page: --limit, --after, --prefix)",
-                "synapsedb streams --prefix chat: --limit 500", _streams),
-    "remember": ("store conversation turns and extract memories (the memory loop)",
-                 "synapsedb remember user:1 'user:I moved to Berlin' 'assistant:Noted!' --wait",
-                 _remember),
-    "recall": ("the memories a turn needs, as a context block",
-               "synapsedb recall 'where do I live?' --entity user:1", _recall),
-}  # fmt: skip
+    "config": (
+        "the namespace's lifecycle settings: get, or set NAME=VALUE",
+        "synapsedb config set max_hot=10000 policy=reject",
+        _config,
+    ),
+    "entities": (
+        "entities with something visible, sorted (a page: --limit, --after, --prefix)",
+        "synapsedb entities --prefix user: --limit 500",
+        _entities,
+    ),
+    "streams": (
+        "the namespace's streams, sorted (a page: --limit, --after, --prefix)",
+        "synapsedb streams --prefix chat: --limit 500",
+        _streams,
+    ),
+    "remember": (
+        "store conversation turns and extract memories (the memory loop)",
+        "synapsedb remember user:1 'user:I moved to Berlin' 'assistant:Noted!' --wait",
+        _remember,
+    ),
+    "recall": (
+        "the memories a turn needs, as a context block",
+        "synapsedb recall 'where do I live?' --entity user:1",
+        _recall,
+    ),
+}
 
 
 def _command(run: Run) -> Callable[[argparse.Namespace], int]:
@@ -429,13 +445,17 @@ def _transfer(which: str) -> Callable[[argparse.Namespace], int]:
 def _follow(which: str) -> Callable[[argparse.Namespace], int]:
     def main(args: argparse.Namespace) -> int:
         if args.data:
-            raise ValidationError(f"{which}: live feeds are served by a server; use --url",
-                                  field="data")  # fmt: skip
+            raise ValidationError(
+                f"{which}: live feeds are served by a server; use --url", field="data"
+            )
         with open_target(args) as db:
             mem = db.namespace(args.namespace, agent=args.agent)
             common = {"after": args.after, "idle_timeout": args.idle_timeout}
-            feed = (mem.follow(args.stream, **common) if which == "follow"
-                    else mem.changes(entity=args.entity, since=args.since, **common))  # fmt: skip
+            feed = (
+                mem.follow(args.stream, **common)
+                if which == "follow"
+                else mem.changes(entity=args.entity, since=args.since, **common)
+            )
             with feed, contextlib.suppress(KeyboardInterrupt):
                 for item in feed:  # --json: one object per line, printed as it comes
                     print_json_line(item) if args.json else show(item, as_json=False)
@@ -447,34 +467,51 @@ def _follow(which: str) -> Callable[[argparse.Namespace], int]:
 def add_parsers(sub: Any, formatter: type[argparse.HelpFormatter]) -> argparse.ArgumentParser:
     """Register the data commands; returns the ``remote`` parent (for chat and mcp)."""
     remote = remote_parent()
-    data = _data_parent(remote)
+    data = data_parent(remote)
 
     def parser(name: str, help: str, example: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, parents=[data], help=help, description=help[0].upper()
-                              + help[1:] + ".", epilog=f"example:\n  {example}",
-                              formatter_class=formatter)  # fmt: skip
+        return sub.add_parser(
+            name,
+            parents=[data],
+            help=help,
+            description=help[0].upper() + help[1:] + ".",
+            epilog=f"example:\n  {example}",
+            formatter_class=formatter,
+        )
 
     for name, (help, example, arguments) in COMMANDS.items():
         p = parser(name, help, example)
         p.set_defaults(func=_command(arguments(p)))
     p = parser("namespaces", "the namespaces' names", "synapsedb namespaces --data ./synapse-data")
     p.set_defaults(func=_namespaces)
-    p = parser("export", "a namespace as JSON lines (lossless; progress on a terminal)",
-               "synapsedb export -n acme --out acme.jsonl")  # fmt: skip
+    p = parser(
+        "export",
+        "a namespace as JSON lines (lossless; progress on a terminal)",
+        "synapsedb export -n acme --out acme.jsonl",
+    )
     p.add_argument("--out", help="file (default: standard output)")
     p.set_defaults(func=_transfer("export"))
-    p = parser("import", "JSON lines from export, into an empty namespace (one transaction)",
-               "synapsedb import acme.jsonl -n acme-copy")  # fmt: skip
+    p = parser(
+        "import",
+        "JSON lines from export, into an empty namespace (one transaction)",
+        "synapsedb import acme.jsonl -n acme-copy",
+    )
     p.add_argument("file")
     p.set_defaults(func=_transfer("import"))
-    p = parser("follow", "follow a stream live (a server's feed; resumes after a cut)",
-               "synapsedb follow user:4321 --idle-timeout 60")  # fmt: skip
+    p = parser(
+        "follow",
+        "follow a stream live (a server's feed; resumes after a cut)",
+        "synapsedb follow user:4321 --idle-timeout 60",
+    )
     p.add_argument("stream")
     p.add_argument("--after", help="resume after this event id")
     p.add_argument("--idle-timeout", type=float, help="end after this many quiet seconds")
     p.set_defaults(func=_follow("follow"))
-    p = parser("changes", "follow every change committed in the namespace (a server's feed)",
-               "synapsedb changes --entity user:4321 --since 2025-11-01 --json")  # fmt: skip
+    p = parser(
+        "changes",
+        "follow every change committed in the namespace (a server's feed)",
+        "synapsedb changes --entity user:4321 --since 2025-11-01 --json",
+    )
     p.add_argument("--entity", help="only this entity's changes")
     p.add_argument("--since", help="from this time (history first), not now")
     p.add_argument("--after", help="resume after this change id")

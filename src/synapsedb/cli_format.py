@@ -86,11 +86,15 @@ def _audit(a: AuditEntry) -> str:
 
 def _forgotten(f: Forgotten) -> list[str]:
     if f.purged:
-        out = [f"erased {f.target}: {f.memories} memories ({f.versions} versions), {f.facts} "
-               f"facts, {f.events} events"]  # fmt: skip
+        out = [
+            f"erased {f.target}: {f.memories} memories ({f.versions} versions), {f.facts} "
+            f"facts, {f.events} events"
+        ]
     else:
-        out = [f"forgot {f.target}: {f.memories} memories, {f.facts} facts (tombstones: "
-               "history keeps them)"]  # fmt: skip
+        out = [
+            f"forgot {f.target}: {f.memories} memories, {f.facts} facts (tombstones: "
+            "history keeps them)"
+        ]
     if f.pending:
         out.append("the write-ahead log still holds the erased text: maintenance retries")
     return out
@@ -126,8 +130,10 @@ def _snapshot(s: Snapshot) -> list[str]:
 
 
 def _fields(value: Any) -> list[str]:
-    return [f"{f.name}: {json.dumps(getattr(value, f.name), default=str)}"
-            for f in dataclasses.fields(value)]  # fmt: skip
+    return [
+        f"{f.name}: {json.dumps(getattr(value, f.name), default=str)}"
+        for f in dataclasses.fields(value)
+    ]
 
 
 def _recalled(r: Recalled) -> list[str]:
@@ -138,8 +144,9 @@ def _recalled(r: Recalled) -> list[str]:
 
 def _remembered(r: Remembered) -> list[str]:
     out = [f"{len(r.turns)} turns in {r.stream}: {r.status}" + (f" (job {r.job})" if r.job else "")]
-    return out + [f"  {d.action} {d.memory_id or d.target_id or ''}: {d.content}"
-                  for d in r.decisions]  # fmt: skip
+    return out + [
+        f"  {d.action} {d.memory_id or d.target_id or ''}: {d.content}" for d in r.decisions
+    ]
 
 
 LINES: dict[type, Callable[[Any], list[str]]] = {
@@ -166,8 +173,10 @@ def lines(value: Any) -> list[str]:
     if isinstance(value, list):
         return [line for v in value for line in lines(v)]
     if isinstance(value, Change):
-        return [f"{value.id}  {value.agent or '-'}  {value.action} {value.entity or '-'} "
-                f"{value.target}" + ("" if value.version is None else f" v{value.version}")]  # fmt: skip
+        return [
+            f"{value.id}  {value.agent or '-'}  {value.action} {value.entity or '-'} "
+            f"{value.target}" + ("" if value.version is None else f" v{value.version}")
+        ]
     for kind, render in LINES.items():
         if isinstance(value, kind):
             return render(value)

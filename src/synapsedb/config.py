@@ -24,6 +24,7 @@ __all__ = ["LLMSettings", "Settings"]
 Durability = Literal["fsync", "os"]
 Load = Literal["lazy", "eager"]
 LOADS = ("lazy", "eager")
+PLACEMENTS = ("replicated", "sharded")
 EMBEDDERS = ("minilm", "openai", "sentence-transformers", "none")
 MINILM_PRECISIONS = ("float32", "uint8")  # synapsedb.embed.export.PRECISIONS' keys
 MINILM_QUERY_MODELS = ("auto", "same", "int8")  # synapsedb.embed.onnx_minilm.QUERY_MODELS
@@ -167,6 +168,36 @@ class Settings:
             "namespace before it returns"
         },
     )
+    memory_budget_mb: int = field(
+        default=0,
+        metadata={
+            "doc": "MiB of namespaces a process keeps in memory; over it, the least recently "
+            "used idle namespaces are unloaded and load again at their next use (0: half of "
+            "this machine's memory)"
+        },
+    )
+    placement: str = field(
+        default="replicated",
+        metadata={
+            "doc": "several processes on one PostgreSQL schema: replicated (each holds every "
+            "namespace and follows the others' commits) or sharded (each owns a share, by "
+            "rendezvous hashing over the live processes, and forwards the rest)"
+        },
+    )
+    lease_s: int = field(
+        default=10,
+        metadata={
+            "doc": "sharded placement: seconds a process's lease lasts unrenewed (renewed "
+            "every third of it); a process that dies loses its share this long after"
+        },
+    )
+    advertise_url: str = field(
+        default="",
+        metadata={
+            "doc": "sharded placement: this process's address for the others, e.g. "
+            "http://10.0.0.5:7379 (synapsedb serve uses http://<host>:<port> when empty)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.durability not in ("fsync", "os"):
@@ -177,6 +208,16 @@ class Settings:
         if self.load not in LOADS:
             raise ValidationError(
                 f"load: expected one of {', '.join(LOADS)}, got {self.load!r}", field="load"
+            )
+        if self.placement not in PLACEMENTS:
+            raise ValidationError(
+                f"placement: expected one of {', '.join(PLACEMENTS)}, got {self.placement!r}",
+                field="placement",
+            )
+        if self.advertise_url and not self.advertise_url.startswith(("http://", "https://")):
+            raise ValidationError(
+                f"advertise_url: expected an http:// or https:// URL, got {self.advertise_url!r}",
+                field="advertise_url",
             )
         if self.embedder not in EMBEDDERS:
             raise ValidationError(
@@ -197,6 +238,8 @@ class Settings:
             )
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
+            if f.name in _ZERO_MEANS_DEFAULT and value == 0:
+                continue
             if f.type == "int" and (not isinstance(value, int) or value <= 0):
                 raise ValidationError(
                     f"{f.name}: expected a positive integer, got {value!r}", field=f.name
@@ -218,6 +261,15 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         return _replace(self, changes)
 
+    def memory_budget_bytes(self) -> int:
+        """``memory_budget_mb`` in bytes; 0 is half of this machine's physical memory."""
+        if self.memory_budget_mb:
+            return self.memory_budget_mb << 20
+        try:
+            return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+        except (ValueError, OSError):  # a system that does not say: 4 GiB
+            return 4 << 30
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read ``SYNAPSEDB_<SETTING>`` variables (e.g. ``SYNAPSEDB_DURABILITY=os``)."""
@@ -228,6 +280,9 @@ class Settings:
         """Setting name -> one-line description (the settings reference is built from this)."""
         return _docs(Settings)
 
+
+# int settings where 0 asks for the default worked out at run time (not "none")
+_ZERO_MEANS_DEFAULT = frozenset({"memory_budget_mb"})
 
 STRUCTURED_MODES = ("json_schema", "json_object", "prompt")
 

@@ -1,4 +1,4 @@
-"""``synapsedb demo --story hawaii``: seed 001's two sessions, through the memory proxy.
+"""``synapsedb demo --story hawaii``: two chat sessions, through the memory proxy.
 
 Session A (March 15) tells the assistant the budget for the Hawaii trip, in a Responses API
 chain. Session B (March 20) starts a NEW chain, without ``previous_response_id``, and asks
@@ -28,9 +28,13 @@ def _say(who: str, text: str) -> None:
 def _text(response: dict[str, Any]) -> str:
     if isinstance(response.get("output_text"), str):
         return str(response["output_text"])
-    parts = [c.get("text", "") for item in response.get("output") or []
-             if isinstance(item, dict) for c in item.get("content") or []
-             if isinstance(c, dict)]  # fmt: skip
+    parts = [
+        c.get("text", "")
+        for item in response.get("output") or []
+        if isinstance(item, dict)
+        for c in item.get("content") or []
+        if isinstance(c, dict)
+    ]
     return "".join(p for p in parts if isinstance(p, str))
 
 
@@ -47,9 +51,13 @@ def _post(http: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]
 
 
 def run_hawaii(
-    db: Any, url: str, api_key: str | None, namespace: str | None = None,
-    *, wait_s: float = 120.0,
-) -> str:  # fmt: skip
+    db: Any,
+    url: str,
+    api_key: str | None,
+    namespace: str | None = None,
+    *,
+    wait_s: float = 120.0,
+) -> str:
     """Play the story in a fresh namespace; returns the id of session B's answer."""
     ns = namespace or f"demo-{secrets.token_hex(3)}"
     user = f"user:{secrets.token_hex(2)}"
@@ -64,8 +72,7 @@ def run_hawaii(
         _say("user", q1)
         _say("assistant", _text(a))
         q2 = "My budget for the Hawaii trip is $10,000."
-        a = _post(http, "/responses", {"input": q2, "user": user,
-                                       "previous_response_id": a["id"]})  # fmt: skip
+        a = _post(http, "/responses", {"input": q2, "user": user, "previous_response_id": a["id"]})
         _say("user", q2)
         _say("assistant", _text(a))
 
@@ -74,8 +81,11 @@ def run_hawaii(
         deadline = time.monotonic() + wait_s
         seen_job = False
         while time.monotonic() < deadline:  # the proxy queues the job after its answer
-            pending = [f for f in mem.facts("synapsedb:jobs") if isinstance(f.value, dict)
-                       and f.value.get("state") != "failed"]  # fmt: skip
+            pending = [
+                f
+                for f in mem.facts("synapsedb:jobs")
+                if isinstance(f.value, dict) and f.value.get("state") != "failed"
+            ]
             seen_job = seen_job or bool(pending)
             if not pending and (seen_job or mem.memories(user, types=kinds)):
                 break

@@ -23,18 +23,22 @@ rebuild the very same class from the code (:func:`error_from_code`)::
     │                                                             install)
     ├── UpstreamError               upstream                502   the chat model (LLM) failed
     ├── ClosedError                 closed                  503   the database was closed
-    └── MemoryAPIException          memory_api              500   the agent memory layer
-        ├── MemoryStoreException    memory_store            503   storing a state, action...
-        ├── MemoryRetrievalException memory_retrieval       503   a retrieval failed
-        ├── MemoryMaintenanceException memory_maintenance   503   tier maintenance failed
-        └── MemoryConfigException   memory_config           422   a bad MemoryConfig (also a
+    ├── NotOwnerError               not_owner               503   another process serves the
+    │                                                             namespace (sharded placement)
+    └── MemoryAPIError              memory_api              500   the agent memory layer
+        ├── MemoryStoreError        memory_store            503   storing a state, action...
+        ├── MemoryRetrievalError    memory_retrieval        503   a retrieval failed
+        ├── MemoryMaintenanceError  memory_maintenance      503   tier maintenance failed
+        └── MemoryConfigError       memory_config           422   a bad MemoryConfig (also a
                                                                   ValidationError)
 
-The ``Memory*Exception`` names are seed 002's (docs/agents.md): the agent memory layer
-(:mod:`synapsedb.agents`) raises them, client side, around the engine's own errors (the cause
-is chained and named in ``details["cause"]``), so code written for the seed's API keeps its
-``except MemoryStoreException`` and ``except SynapseError`` catches them too. The server never
-sends them; their codes still rebuild the same class (:func:`error_from_code`).
+The ``Memory*Error`` classes belong to the agent-state API (:mod:`synapsedb.agent_state`), which
+raises them client side around the engine's own errors (the cause is chained and named in
+``details["cause"]``); ``except SynapseError`` catches them too. The original Agent Memory API's names
+(``MemoryAPIException``, ``MemoryStoreException``, ``MemoryRetrievalException``,
+``MemoryMaintenanceException``, ``MemoryConfigException``) are the same classes, so code written
+against the note keeps its ``except MemoryStoreException``. The server never sends them; their
+codes still rebuild the same class (:func:`error_from_code`).
 
 Errors carry a human message that names the field and the limit, plus structured ``details``
 (``field``, ``limit``, ...), which survive the wire unchanged.
@@ -49,14 +53,20 @@ __all__ = [
     "EmbeddingError",
     "ForbiddenError",
     "HostNotAllowedError",
+    "MemoryAPIError",
     "MemoryAPIException",
+    "MemoryConfigError",
     "MemoryConfigException",
+    "MemoryMaintenanceError",
     "MemoryMaintenanceException",
+    "MemoryRetrievalError",
     "MemoryRetrievalException",
+    "MemoryStoreError",
     "MemoryStoreException",
     "MethodNotAllowedError",
     "ModelMissingError",
     "NotFoundError",
+    "NotOwnerError",
     "PayloadTooLargeError",
     "QuotaExceededError",
     "RequestTimeoutError",
@@ -255,15 +265,30 @@ class ClosedError(SynapseError):
     http_status = 503
 
 
-class MemoryAPIException(SynapseError):
-    """Seed 002's base class: an operation of the agent memory API (:mod:`synapsedb.agents`)
+class NotOwnerError(SynapseError):
+    """On PostgreSQL with ``placement = "sharded"`` (docs/deploy.md), another process owns the
+    namespace, or none does while it moves (a process died or joined). A server forwards such
+    requests to the owner itself; this reaches a caller when the owner cannot be reached or is
+    not known yet. Nothing was written: retry (``details["retry_after"]`` seconds), or send it
+    to ``details["owner"]`` (the owner's address, when known)."""
+
+    code = "not_owner"
+    http_status = 503
+
+    @property
+    def owner(self) -> str | None:
+        return self.details.get("owner")
+
+
+class MemoryAPIError(SynapseError):
+    """The agent-state API's base class: an operation of the agent memory API (:mod:`synapsedb.agent_state`)
     failed. ``details["cause"]`` holds the wire code of the underlying error, if any."""
 
     code = "memory_api"
     http_status = 500
 
 
-class MemoryStoreException(MemoryAPIException):
+class MemoryStoreError(MemoryAPIError):
     """Storing an agent's state, action or interaction failed (the store, the connection, a
     quota); nothing was stored."""
 
@@ -271,26 +296,34 @@ class MemoryStoreException(MemoryAPIException):
     http_status = 503
 
 
-class MemoryRetrievalException(MemoryAPIException):
+class MemoryRetrievalError(MemoryAPIError):
     """A retrieval of agent memories failed (the store or the connection)."""
 
     code = "memory_retrieval"
     http_status = 503
 
 
-class MemoryMaintenanceException(MemoryAPIException):
+class MemoryMaintenanceError(MemoryAPIError):
     """Tier maintenance (STM -> IM -> LTM) failed part way; what moved stays moved."""
 
     code = "memory_maintenance"
     http_status = 503
 
 
-class MemoryConfigException(MemoryAPIException, ValidationError):
+class MemoryConfigError(MemoryAPIError, ValidationError):
     """A bad agent memory configuration (``MemoryConfig``): ``details["field"]`` names the
     setting and ``details["limit"]`` its limit. Also a :class:`ValidationError`."""
 
     code = "memory_config"
     http_status = 422
+
+
+# the original Agent Memory API's names for the agent-state API's errors: the same classes
+MemoryAPIException = MemoryAPIError
+MemoryStoreException = MemoryStoreError
+MemoryRetrievalException = MemoryRetrievalError
+MemoryMaintenanceException = MemoryMaintenanceError
+MemoryConfigException = MemoryConfigError
 
 
 _BY_CODE: dict[str, type[SynapseError]] = {
@@ -313,11 +346,12 @@ _BY_CODE: dict[str, type[SynapseError]] = {
         ModelMissingError,
         UpstreamError,
         ClosedError,
-        MemoryAPIException,
-        MemoryStoreException,
-        MemoryRetrievalException,
-        MemoryMaintenanceException,
-        MemoryConfigException,
+        NotOwnerError,
+        MemoryAPIError,
+        MemoryStoreError,
+        MemoryRetrievalError,
+        MemoryMaintenanceError,
+        MemoryConfigError,
     )
 }
 

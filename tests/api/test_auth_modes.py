@@ -27,8 +27,9 @@ def bearer(token: str) -> dict[str, str]:
 
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[synapsedb.Database]:
-    with synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False) as database:  # fmt: skip
+    with synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    ) as database:
         yield database
 
 
@@ -57,8 +58,11 @@ def test_revoking_the_last_key_leaves_a_closed_server_not_an_open_one(
 ) -> None:
     key, token = keys.create("acme", ["read", "write"])
     with TestClient(create_app(db, keys)) as c:
-        w = c.post(f"{NS}/memories", json={"entity": "user:1", "content": "acme's secret"},
-                   headers=bearer(token))  # fmt: skip
+        w = c.post(
+            f"{NS}/memories",
+            json={"entity": "user:1", "content": "acme's secret"},
+            headers=bearer(token),
+        )
         assert w.status_code == 201
         keys.revoke(key.id)  # no sleep: the very next request sees it
         assert_closed(c, token)
@@ -98,10 +102,16 @@ def test_an_open_server_cannot_reach_tenants_namespaces(
 ) -> None:
     _, token = keys.create("acme", ["read", "write", "admin"])
     with TestClient(create_app(db, keys)) as keyed:  # a keyed past leaves acme..support behind
-        keyed.post(f"{NS}/memories", json={"entity": "user:1", "content": "acme's secret"},
-                   headers=bearer(token))  # fmt: skip
-        keyed.put(f"{NS}/facts", json={"entity": "user:1", "key": "k", "value": "acme's fact"},
-                  headers=bearer(token))  # fmt: skip
+        keyed.post(
+            f"{NS}/memories",
+            json={"entity": "user:1", "content": "acme's secret"},
+            headers=bearer(token),
+        )
+        keyed.put(
+            f"{NS}/facts",
+            json={"entity": "user:1", "key": "k", "value": "acme's fact"},
+            headers=bearer(token),
+        )
     with TestClient(create_app(db, auth="none")) as c:
         tenant_ns = "/v1/namespaces/acme..support"
         for method, path, kw in [
@@ -173,11 +183,23 @@ def test_serve_decides_the_mode_once_and_fails_closed(monkeypatch: pytest.Monkey
 
 def test_serve_refuses_auth_none_off_loopback(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "synapsedb", "serve", "--data", str(tmp_path / "d"),
-         "--host", "0.0.0.0", "--auth", "none"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "synapsedb",
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--host",
+            "0.0.0.0",
+            "--auth",
+            "none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "SYNAPSEDB_EMBEDDER": "none"},
-    )  # fmt: skip
+    )
     assert out.returncode == 2 and "--insecure-open" in out.stderr
     assert not (tmp_path / "d" / "synapse.db").exists()  # refused before opening anything
 
@@ -195,31 +217,59 @@ def test_a_key_bound_to_agents_acts_only_as_them(db: synapsedb.Database, keys: K
         # no agent named: the key's single agent
         m = c.post(f"{NS}/memories", json={"entity": "u", "content": "a"}, headers=bearer(intake))
         assert m.status_code == 201 and m.json()["agent"] == "intake"
-        ok = c.post(f"{NS}/memories", json={"entity": "u", "content": "b"},
-                    headers={**bearer(pair), "X-Agent": "knowledge"})  # fmt: skip
+        ok = c.post(
+            f"{NS}/memories",
+            json={"entity": "u", "content": "b"},
+            headers={**bearer(pair), "X-Agent": "knowledge"},
+        )
         assert ok.json()["agent"] == "knowledge"
         mid = m.json()["id"]
         before = c.get(f"{NS}/stats", headers=bearer(free)).json()
         posing = {**bearer(intake), "X-Agent": "resolution"}
         attempts = [
             ("POST", f"{NS}/memories", {"json": {"entity": "u", "content": "x"}}, posing),
-            ("POST", f"{NS}/memories", {"json": {"entity": "u", "content": "x",
-                                                 "agent": "resolution"}}, bearer(intake)),
-            ("POST", f"{NS}/memories:batch", {"json": {"items": [
-                {"entity": "u", "content": "x"},
-                {"entity": "u", "content": "y", "agent": "resolution"}]}}, bearer(intake)),
-            ("PATCH", f"{NS}/memories/{mid}",
-             {"json": {"changes": {"content": "x", "agent": "resolution"}}}, bearer(intake)),
+            (
+                "POST",
+                f"{NS}/memories",
+                {"json": {"entity": "u", "content": "x", "agent": "resolution"}},
+                bearer(intake),
+            ),
+            (
+                "POST",
+                f"{NS}/memories:batch",
+                {
+                    "json": {
+                        "items": [
+                            {"entity": "u", "content": "x"},
+                            {"entity": "u", "content": "y", "agent": "resolution"},
+                        ]
+                    }
+                },
+                bearer(intake),
+            ),
+            (
+                "PATCH",
+                f"{NS}/memories/{mid}",
+                {"json": {"changes": {"content": "x", "agent": "resolution"}}},
+                bearer(intake),
+            ),
             ("DELETE", f"{NS}/memories/{mid}", {}, posing),
-            ("PUT", f"{NS}/facts", {"json": {"entity": "u", "key": "k", "value": 1,
-                                             "agent": "resolution"}}, bearer(intake)),
-            ("POST", f"{NS}/events", {"json": {"entity": "u", "event": {
-                "content": "x", "agent": "resolution"}}}, bearer(intake)),
+            (
+                "PUT",
+                f"{NS}/facts",
+                {"json": {"entity": "u", "key": "k", "value": 1, "agent": "resolution"}},
+                bearer(intake),
+            ),
+            (
+                "POST",
+                f"{NS}/events",
+                {"json": {"entity": "u", "event": {"content": "x", "agent": "resolution"}}},
+                bearer(intake),
+            ),
             ("POST", f"{NS}/events", {"json": {"entity": "u", "event": "x"}}, posing),
-            ("POST", f"{NS}/query", {"json": {"text": "x", "agent": "resolution"}},
-             bearer(intake)),
+            ("POST", f"{NS}/query", {"json": {"text": "x", "agent": "resolution"}}, bearer(intake)),
             ("POST", f"{NS}/forget", {"json": {"id": mid}}, posing),
-        ]  # fmt: skip
+        ]
         for method, path, kw, headers in attempts:
             r = c.request(method, path, headers=headers, **kw)
             assert r.status_code == 403, (method, path, r.text)
@@ -227,26 +277,36 @@ def test_a_key_bound_to_agents_acts_only_as_them(db: synapsedb.Database, keys: K
             assert err["code"] == "forbidden" and err["details"]["field"] == "agent"
             assert "resolution" in err["message"] and "intake" in err["message"]
         # a key bound to several agents must say which one it is
-        unnamed = c.post(f"{NS}/memories", json={"entity": "u", "content": "z"},
-                         headers=bearer(pair))  # fmt: skip
+        unnamed = c.post(
+            f"{NS}/memories", json={"entity": "u", "content": "z"}, headers=bearer(pair)
+        )
         assert unnamed.status_code == 422 and unnamed.json()["error"]["details"]["field"] == "agent"
         assert c.get(f"{NS}/stats", headers=bearer(free)).json() == before  # nothing written
         # unbound keys name any agent, as before
-        any_agent = c.post(f"{NS}/memories", json={"entity": "u", "content": "c"},
-                           headers={**bearer(free), "X-Agent": "resolution"})  # fmt: skip
+        any_agent = c.post(
+            f"{NS}/memories",
+            json={"entity": "u", "content": "c"},
+            headers={**bearer(free), "X-Agent": "resolution"},
+        )
         assert any_agent.json()["agent"] == "resolution"
         audit = c.get(f"{NS}/audit", headers=bearer(free)).json()
         assert [e["agent"] for e in audit if e["action"] == "write"] == [
-            "intake", "knowledge", "resolution"]  # fmt: skip
+            "intake",
+            "knowledge",
+            "resolution",
+        ]
 
 
 def test_keys_cli_binds_agents_and_makes_operator_keys(tmp_path: Path) -> None:
     import json
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "synapsedb", "keys", *args,
-                               "--data", str(tmp_path / "d")],
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "synapsedb", "keys", *args, "--data", str(tmp_path / "d")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     made = cli("create", "--tenant", "acme", "--agents", "intake,knowledge")
     assert made.returncode == 0, made.stderr

@@ -21,11 +21,20 @@ from tests.api.test_http import free_port
 def server(tmp_path: Path) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "synapsedb", "serve", "--data", str(tmp_path / "d"),
-         "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "synapsedb",
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--port",
+            str(port),
+        ],
         env={**os.environ, "SYNAPSEDB_EMBEDDER": "none"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -42,13 +51,29 @@ def server(tmp_path: Path) -> Iterator[str]:
 
 def run(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SYNAPSEDB_URL": url, "SYNAPSEDB_NAMESPACE": "cli"}
-    return subprocess.run([sys.executable, "-m", "synapsedb", *args], env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "synapsedb", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_cli_commands(server: str) -> None:
-    w = run(server, "write", "user:4321", "Refund requested for order 1458", "--salience", "0.9",
-            "--metadata", '{"channel": "email"}', "--agent", "intake", "--json")  # fmt: skip
+    w = run(
+        server,
+        "write",
+        "user:4321",
+        "Refund requested for order 1458",
+        "--salience",
+        "0.9",
+        "--metadata",
+        '{"channel": "email"}',
+        "--agent",
+        "intake",
+        "--json",
+    )
     assert w.returncode == 0, w.stderr
     m = json.loads(w.stdout)
     assert m["agent"] == "intake" and m["metadata"] == {"channel": "email"}
@@ -101,15 +126,20 @@ def test_export_import_between_namespaces(server: str, tmp_path: Path) -> None:
 
 def test_cli_query_valid_at(server: str) -> None:
     base = f"{server}/v1/namespaces/cli/memories"
-    for mid, bounds in (("paris", {"valid_from": "2020-01-01", "valid_to": "2023-01-01"}),
-                        ("berlin", {"valid_from": "2023-01-01"})):  # fmt: skip
-        resp = httpx.post(base, json={"entity": "u", "id": mid, "content": f"lives in {mid}",
-                                      **bounds})  # fmt: skip
+    for mid, bounds in (
+        ("paris", {"valid_from": "2020-01-01", "valid_to": "2023-01-01"}),
+        ("berlin", {"valid_from": "2023-01-01"}),
+    ):
+        resp = httpx.post(
+            base, json={"entity": "u", "id": mid, "content": f"lives in {mid}", **bounds}
+        )
         assert resp.status_code == 201, resp.text
-    for flags, ids in ((["--valid-at", "2021-06-01"], ["paris"]),
-                       (["--valid-at", "1700000000"], ["berlin"]),
-                       ([], ["berlin"]),  # now: Paris ended in 2023
-                       (["--include-ended"], ["berlin", "paris"])):  # fmt: skip
+    for flags, ids in (
+        (["--valid-at", "2021-06-01"], ["paris"]),
+        (["--valid-at", "1700000000"], ["berlin"]),
+        ([], ["berlin"]),  # now: Paris ended in 2023
+        (["--include-ended"], ["berlin", "paris"]),
+    ):
         out = run(server, "query", "lives", "--json", *flags)
         assert out.returncode == 0, out.stderr
         got = sorted(h["id"] for h in json.loads(out.stdout)["hits"])
@@ -133,8 +163,9 @@ def test_sse_follow_is_live_and_resumable(server: str) -> None:
 
     def read(headers: dict[str, str], want: int, during: list[str]) -> list[tuple[str, str]]:
         got: list[tuple[str, str]] = []
-        with httpx.stream("GET", f"{base}/events/follow", params={"stream": "user:1"},
-                          headers=headers, timeout=30) as resp:  # fmt: skip
+        with httpx.stream(
+            "GET", f"{base}/events/follow", params={"stream": "user:1"}, headers=headers, timeout=30
+        ) as resp:
             assert resp.headers["content-type"].startswith("text/event-stream")
             event_id = ""
             for line in resp.iter_lines():
@@ -143,8 +174,9 @@ def test_sse_follow_is_live_and_resumable(server: str) -> None:
                 elif line.startswith("data: "):
                     got.append((event_id, json.loads(line[6:])["content"]))
                     if during:  # append while the feed is open: it must arrive live
-                        httpx.post(f"{base}/events", json={"entity": "user:1",
-                                                           "event": during.pop(0)})  # fmt: skip
+                        httpx.post(
+                            f"{base}/events", json={"entity": "user:1", "event": during.pop(0)}
+                        )
                     if len(got) == want:
                         break
         return got
@@ -164,8 +196,7 @@ def _changes(
     """Read ``want`` change events; after each of the first ones, run the next of ``during``
     (writes made while the feed is open must arrive live)."""
     got: list[tuple[str, dict[str, Any]]] = []
-    with httpx.stream("GET", f"{url}/changes", params=params, headers=headers,
-                      timeout=30) as resp:  # fmt: skip
+    with httpx.stream("GET", f"{url}/changes", params=params, headers=headers, timeout=30) as resp:
         assert resp.status_code == 200, resp.read()
         event_id = ""
         if during:
@@ -188,8 +219,11 @@ def test_namespace_change_feed_live_resumable_and_replayed(server: str) -> None:
     ids: dict[str, str] = {}
 
     def write() -> None:
-        m = httpx.post(f"{base}/memories", json={"entity": "user:1", "content": "refund asked",
-                       "embedding": vec}, headers={"X-Agent": "intake"}).json()  # fmt: skip
+        m = httpx.post(
+            f"{base}/memories",
+            json={"entity": "user:1", "content": "refund asked", "embedding": vec},
+            headers={"X-Agent": "intake"},
+        ).json()
         ids["m"] = m["id"]
 
     steps = [
@@ -204,7 +238,11 @@ def test_namespace_change_feed_live_resumable_and_replayed(server: str) -> None:
     ]
     live = _changes(base, 4, {}, {}, steps)
     assert [(c["action"], c["entity"]) for _, c in live] == [
-        ("write", "user:1"), ("set", "user:1"), ("append", "user:2"), ("update", "user:1")]  # fmt: skip
+        ("write", "user:1"),
+        ("set", "user:1"),
+        ("append", "user:2"),
+        ("update", "user:1"),
+    ]
     assert live[0][1]["agent"] == "intake" and live[0][1]["target"] == ids["m"]
     assert live[0][1]["namespace"] == "shared" and live[3][1]["version"] == 2
     # resume from the last id: exactly what came after, nothing again
@@ -235,8 +273,10 @@ def test_serve_refuses_zero_blas_threads(
 ) -> None:
     from synapsedb import cli
 
-    assert cli.main(["serve", "--data", str(tmp_path / "d"), "--blas-threads", "0",
-                     "--auth", "none"]) == 2  # fmt: skip
+    assert (
+        cli.main(["serve", "--data", str(tmp_path / "d"), "--blas-threads", "0", "--auth", "none"])
+        == 2
+    )
     assert "--blas-threads" in capsys.readouterr().err
 
 
@@ -254,8 +294,13 @@ def test_serve_caps_blas_threads_in_its_process(tmp_path: Path) -> None:
         "uvicorn.run = fake_run\n"
         "sys.exit(cli.main(['serve', '--data', sys.argv[1], '--auth', 'none']))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "d")], capture_output=True,
-                         text=True, timeout=120, env={**os.environ, "OPENBLAS_NUM_THREADS": "2"})  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "2"},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] in ("[1]", "[1, 1]"), out.stdout
     assert out.stdout.strip().splitlines()[-2] == "switch 0.001", out.stdout

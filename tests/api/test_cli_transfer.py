@@ -68,14 +68,16 @@ def test_export_and_import_show_progress_on_a_terminal(tmp_path: Path) -> None:
         mem.write_many([("user:1", f"memory {i}") for i in range(50)])
         mem.set("user:1", "k", 1)
     out = tmp_path / "acme.jsonl"
-    code, err = cli(["export", "--data", str(tmp_path / "d"), "-n", "acme", "--out", str(out)],
-                    terminal=True)  # fmt: skip
+    code, err = cli(
+        ["export", "--data", str(tmp_path / "d"), "-n", "acme", "--out", str(out)], terminal=True
+    )
     assert code == 0, err
     assert "\r" in err and "exporting acme:" in err  # the progress line was drawn
     last = [line for line in err.replace("\r", "\n").splitlines() if line.strip()][-1]
     assert last.startswith("exported 5") and last.endswith("from acme")  # then the counts
-    code, err = cli(["import", str(out), "--data", str(tmp_path / "e"), "-n", "copy"],
-                    terminal=True)  # fmt: skip
+    code, err = cli(
+        ["import", str(out), "--data", str(tmp_path / "e"), "-n", "copy"], terminal=True
+    )
     assert code == 0, err
     assert "\r" in err and "reading " in err and "(one transaction)" in err
     assert "imported 50 memory versions" in err
@@ -87,12 +89,14 @@ def test_export_and_import_are_quiet_on_a_pipe(tmp_path: Path) -> None:
     with synapsedb.open(tmp_path / "d", embedder=None, durability="os") as db:
         db.namespace("acme").write("user:1", "only one")
     out = tmp_path / "acme.jsonl"
-    code, err = cli(["export", "--data", str(tmp_path / "d"), "-n", "acme", "--out", str(out)],
-                    terminal=False)  # fmt: skip
+    code, err = cli(
+        ["export", "--data", str(tmp_path / "d"), "-n", "acme", "--out", str(out)], terminal=False
+    )
     assert code == 0 and "\r" not in err
     assert err.startswith("exported ") and " records (" in err and err.count("\n") == 1
-    code, err = cli(["import", str(out), "--data", str(tmp_path / "e"), "-n", "acme"],
-                    terminal=False)  # fmt: skip
+    code, err = cli(
+        ["import", str(out), "--data", str(tmp_path / "e"), "-n", "acme"], terminal=False
+    )
     assert code == 0 and "\r" not in err and err.startswith("imported 1 memory versions")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"kind": "memory"}\nnot json\n')

@@ -31,8 +31,9 @@ def port_of(url: str) -> int:
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[tuple[str, CutProxy]]:
     """A real server (its URL) and a cuttable proxy in front of it."""
-    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    )
     try:
         with serve(create_app(db)) as url, CutProxy(port_of(url)) as proxy:
             yield url, proxy
@@ -93,8 +94,9 @@ def test_follow_resumes_after_the_connection_is_cut(live: tuple[str, CutProxy]) 
         assert reader.ended() and reader.error is None
         assert reader.items.get(timeout=WAIT_S) is StopIteration  # nothing after close
         # another process resumes where this one stopped
-        again = remote.namespace("live").follow("user:1", after=feed.last_event_id,
-                                                idle_timeout=0.5)  # fmt: skip
+        again = remote.namespace("live").follow(
+            "user:1", after=feed.last_event_id, idle_timeout=0.5
+        )
         assert [e.content for e in again] == ["five"]
 
 
@@ -103,8 +105,11 @@ def test_changes_resume_across_a_server_restart(tmp_path: Path) -> None:
     serves the directory: the feed resumes from durable history after its last change, which
     does not come again."""
     data = tmp_path / "d"
-    options: dict[str, Any] = {"durability": "os", "embedder": None,
-                               "background_maintenance": False}  # fmt: skip
+    options: dict[str, Any] = {
+        "durability": "os",
+        "embedder": None,
+        "background_maintenance": False,
+    }
     with CutProxy(1) as proxy, RemoteDatabase(proxy.url) as remote:
         db = synapsedb.open(data, **options)
         try:
@@ -136,7 +141,9 @@ def test_changes_resume_across_a_server_restart(tmp_path: Path) -> None:
         finally:
             db.close()
     assert [(c.action, c.target, c.version) for c in rest] == [
-        ("update", m.id, 2), ("unset", "order", 2)]  # fmt: skip
+        ("update", m.id, 2),
+        ("unset", "order", 2),
+    ]
     assert reader.items.get(timeout=WAIT_S) is StopIteration  # "set" did not come again
     assert rest[0].id.endswith("-r-0")  # replayed from history
 
@@ -200,11 +207,26 @@ def test_async_follow_resumes_after_a_cut(live: tuple[str, CutProxy]) -> None:
 
 def test_the_event_parser_follows_the_whatwg_rules() -> None:
     parser = EventParser()
-    lines = ["id: 1", "event: change", "data: a", "data: b", "", ": comment", "data:c", "",
-             "id: 2\0x", "event: e", "data", ""]  # fmt: skip
+    lines = [
+        "id: 1",
+        "event: change",
+        "data: a",
+        "data: b",
+        "",
+        ": comment",
+        "data:c",
+        "",
+        "id: 2\0x",
+        "event: e",
+        "data",
+        "",
+    ]
     events = [ev for line in lines if (ev := parser.line(line)) is not None]
     assert [(e.id, e.event, e.data) for e in events] == [
-        ("1", "change", "a\nb"), ("1", "message", "c"), ("1", "e", "")]  # fmt: skip
+        ("1", "change", "a\nb"),
+        ("1", "message", "c"),
+        ("1", "e", ""),
+    ]
 
 
 def test_the_documented_example_runs(

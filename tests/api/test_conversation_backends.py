@@ -1,4 +1,4 @@
-"""Seed 004's memory classes against real stores: one behavioural set for every backend
+"""SynapseKit's memory classes against real stores: one behavioural set for every backend
 (InMemoryConversation, SynapseMemory embedded and over HTTP, RedisMemory on a real redis-server,
 PostgresMemory on a real PostgreSQL), then what is particular to each store.
 
@@ -275,9 +275,15 @@ def test_summary_memory_over_the_backend(backend: Backend) -> None:
     reopened carries on from its summary."""
     from synapsedb.conversation.memory import SummaryMemory
 
-    story = [("user", "My dog is called Rex."), ("assistant", "Nice."),
-             ("user", "I live in Lisbon."), ("assistant", "Lovely."), ("user", "I am a nurse."),
-             ("assistant", "Great."), ("user", "My sister is Ana.")]  # fmt: skip
+    story = [
+        ("user", "My dog is called Rex."),
+        ("assistant", "Nice."),
+        ("user", "I live in Lisbon."),
+        ("assistant", "Lovely."),
+        ("user", "I am a nurse."),
+        ("assistant", "Great."),
+        ("user", "My sister is Ana."),
+    ]
     memory = SummaryMemory(backend.make("sum"), max_messages=4, keep=1)
 
     async def say(m: SummaryMemory, turns: list[tuple[str, str]]) -> list[dict[str, str]]:
@@ -478,19 +484,24 @@ def test_postgres_unreachable_is_a_storage_error(tmp_path: Path) -> None:
 # -- docs/conversation.md's Redis and PostgreSQL examples, against the real servers -------------
 
 
-@pytest.mark.parametrize(("store", "placeholder"), [
-    ("RedisMemory(", "redis://localhost:6379"),
-    ("PostgresMemory(", "postgresql://app@localhost/chat"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("store", "placeholder"),
+    [
+        ("RedisMemory(", "redis://localhost:6379"),
+        ("PostgresMemory(", "postgresql://app@localhost/chat"),
+    ],
+)
 def test_the_docs_examples_run_against_real_servers(
     store: str, placeholder: str, request: pytest.FixtureRequest
 ) -> None:
     import re
 
     text = (Path(__file__).resolve().parents[2] / "docs" / "conversation.md").read_text()
-    section = text.split("## Seed 004 memory classes", 1)[1].split("\n## ", 1)[0]
+    section = text.split("## SynapseKit's memory classes", 1)[1].split("\n## ", 1)[0]
     (code,) = [b for b in re.findall(r"```python\n(.*?)```", section, re.S) if store in b]
     url = request.getfixturevalue("redis_url" if store == "RedisMemory(" else "postgres_dsn")
     assert placeholder in code
-    exec(compile(code.replace(placeholder, url), "docs/conversation.md", "exec"),
-         {"__name__": "docs"})  # fmt: skip
+    exec(
+        compile(code.replace(placeholder, url), "docs/conversation.md", "exec"),
+        {"__name__": "docs"},
+    )

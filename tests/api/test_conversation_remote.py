@@ -17,13 +17,17 @@ from synapsedb.server import create_app
 from tests.support.live_server import serve
 
 START = 1_760_000_000_000_000
-CALL = {"id": "call_1", "type": "function",
-        "function": {"name": "track_parcel", "arguments": '{"order": 1458}'}}  # fmt: skip
+CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "track_parcel", "arguments": '{"order": 1458}'},
+}
 
 
 def _open(path: Path, clock: ManualClock) -> synapsedb.Database:
-    return synapsedb.open(path, clock=clock, durability="os", embedder=None,
-                          background_maintenance=False, llm=None)  # fmt: skip
+    return synapsedb.open(
+        path, clock=clock, durability="os", embedder=None, background_maintenance=False, llm=None
+    )
 
 
 @pytest.fixture
@@ -51,9 +55,13 @@ def scenario(ns: Any, clock: ManualClock) -> list[Any]:
     """Every Sessions operation; what each returns, as plain data."""
     out: list[Any] = []
     s = Sessions(ns, searchable=True, ttl=3600, clock=clock)
-    sent = [Message.system("Be brief."), Message.user("My parcel went to Hamburg", name="ana"),
-            Message.assistant(tool_calls=[CALL], metadata={"model": "m1"}),
-            Message.tool('{"city": "Hamburg"}', "call_1"), Message.assistant("It is in Hamburg.")]  # fmt: skip
+    sent = [
+        Message.system("Be brief."),
+        Message.user("My parcel went to Hamburg", name="ana"),
+        Message.assistant(tool_calls=[CALL], metadata={"model": "m1"}),
+        Message.tool('{"city": "Hamburg"}', "call_1"),
+        Message.assistant("It is in Hamburg."),
+    ]
     out.append([s.append("s1", m).to_dict() for m in sent])
     clock.advance(1)
     out.append([m.to_dict() for m in s.append_many("s2", [("user", "hi"), ("assistant", "hello")])])
@@ -101,7 +109,11 @@ def test_sessions_over_http_answer_as_embedded(
     assert embedded[5] == 3  # the user turn, the tool result and the answer name Hamburg
     info = embedded[6]
     assert (info.count, info.count_exact, info.first_at, info.last_at is not None) == (
-        3, False, None, True)  # fmt: skip
+        3,
+        False,
+        None,
+        True,
+    )
     assert embedded[7] == ["s1", "s2"]
     assert embedded[8] == [] and embedded[9] == sent and embedded[10] == 5
     assert embedded[11].cleared_through == sent[-1]["id"] and embedded[11].count == 0
@@ -129,8 +141,11 @@ def test_async_sessions_over_http(server: tuple[str, ManualClock]) -> None:
             await s.append_many("a", [("assistant", "Noted"), ("user", "and I have a cat")])
             await s.append("b", ("user", "other session"))
             got = await s.load("a")
-            assert [m.content for m in got] == ["I moved to Lisbon last spring", "Noted",
-                                                "and I have a cat"]  # fmt: skip
+            assert [m.content for m in got] == [
+                "I moved to Lisbon last spring",
+                "Noted",
+                "and I have a cat",
+            ]
             assert got[0] == first
             assert [m.content for m in await s.load("a", last=1)] == ["and I have a cat"]
             found = await s.search("a", "Lisbon", k=1)

@@ -31,13 +31,22 @@ from synapsedb.server import create_app
 from tests.support.live_server import serve
 
 START = 1_760_000_000_000_000
-CALL = {"id": "call_1", "type": "function",
-        "function": {"name": "track_parcel", "arguments": '{"order": 1458}'}}  # fmt: skip
+CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "track_parcel", "arguments": '{"order": 1458}'},
+}
 
 
 def _open(path: Path) -> synapsedb.Database:
-    return synapsedb.open(path, clock=ManualClock(START), durability="os", embedder=None,
-                          background_maintenance=False, llm=None)  # fmt: skip
+    return synapsedb.open(
+        path,
+        clock=ManualClock(START),
+        durability="os",
+        embedder=None,
+        background_maintenance=False,
+        llm=None,
+    )
 
 
 def fill(sessions: Sessions) -> None:
@@ -51,21 +60,31 @@ def fill(sessions: Sessions) -> None:
 
 
 def shape(msgs: list[Message]) -> list[tuple[Any, ...]]:
-    return [(m.role, m.content, m.tool_calls, m.metadata and m.metadata.get("summary", {}).get(
-        "version")) for m in msgs]  # fmt: skip
+    return [
+        (
+            m.role,
+            m.content,
+            m.tool_calls,
+            m.metadata and m.metadata.get("summary", {}).get("version"),
+        )
+        for m in msgs
+    ]
 
 
 def sync_answers(ns: Any) -> list[Any]:
     store = Sessions(ns, searchable=True)
     fill(store)
-    out = [shape(Window(store, k=3).load("s")),
-           shape(TokenBuffer(store, max_tokens=200).load("s")),
-           shape(Summary(store, Summarizer(max_tokens=60), keep=4).load("s")),
-           shape(SummaryBuffer(store, Summarizer(max_tokens=60), max_tokens=140).load("s")),
-           shape(Vector(store, k=2).load("s"))]  # fmt: skip
+    out = [
+        shape(Window(store, k=3).load("s")),
+        shape(TokenBuffer(store, max_tokens=200).load("s")),
+        shape(Summary(store, Summarizer(max_tokens=60), keep=4).load("s")),
+        shape(SummaryBuffer(store, Summarizer(max_tokens=60), max_tokens=140).load("s")),
+        shape(Vector(store, k=2).load("s")),
+    ]
     Summary(store, Summarizer()).clear("s")
-    out.append([None if f.deleted else f.value["version"]
-                for f in ns.history("session:s", "summary")])  # fmt: skip
+    out.append(
+        [None if f.deleted else f.value["version"] for f in ns.history("session:s", "summary")]
+    )
     out.append(shape(Window(store, k=3).load("s")))
     return out
 
@@ -76,15 +95,20 @@ async def async_answers(ns: Any) -> list[Any]:
     fill(_Recorder(appends))  # type: ignore[arg-type]
     for sid, m in appends:
         await store.append(sid, m)
-    out = [shape(await AsyncWindow(store, k=3).load("s")),
-           shape(await AsyncTokenBuffer(store, max_tokens=200).load("s")),
-           shape(await AsyncSummary(store, Summarizer(max_tokens=60), keep=4).load("s")),
-           shape(await AsyncSummaryBuffer(store, Summarizer(max_tokens=60),
-                                          max_tokens=140).load("s")),
-           shape(await AsyncVector(store, k=2).load("s"))]  # fmt: skip
+    out = [
+        shape(await AsyncWindow(store, k=3).load("s")),
+        shape(await AsyncTokenBuffer(store, max_tokens=200).load("s")),
+        shape(await AsyncSummary(store, Summarizer(max_tokens=60), keep=4).load("s")),
+        shape(await AsyncSummaryBuffer(store, Summarizer(max_tokens=60), max_tokens=140).load("s")),
+        shape(await AsyncVector(store, k=2).load("s")),
+    ]
     await AsyncSummary(store, Summarizer()).clear("s")
-    out.append([None if f.deleted else f.value["version"]
-                for f in await ns.history("session:s", "summary")])  # fmt: skip
+    out.append(
+        [
+            None if f.deleted else f.value["version"]
+            for f in await ns.history("session:s", "summary")
+        ]
+    )
     out.append(shape(await AsyncWindow(store, k=3).load("s")))
     return out
 

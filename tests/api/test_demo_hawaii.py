@@ -39,8 +39,11 @@ def model(request: Request) -> Any:
         return {"memories": found if "$10,000" in text.split("Conversation:")[-1] else []}
     if name is not None:
         return {"decisions": []} if name == "decisions" else {"query": "Hawaii trip budget"}
-    memory = [m for m in request.messages if m["role"] == "system"
-              and str(m["content"]).startswith("Memories about")]  # fmt: skip
+    memory = [
+        m
+        for m in request.messages
+        if m["role"] == "system" and str(m["content"]).startswith("Memories about")
+    ]
     if memory and "$10,000" in memory[0]["content"]:
         return Reply.text("Your budget for the Hawaii trip is $10,000!")
     return Reply.text("Lovely, tell me more.")
@@ -50,8 +53,7 @@ def model(request: Request) -> Any:
 def server(tmp_path: Path) -> Iterator[str]:
     with ScriptedUpstream(responder=model) as up:
         llm = LLMSettings(base_url=up.base_url, model="scripted", max_retries=0, timeout_s=10)
-        db = synapsedb.open(tmp_path / "d", durability="os", background_maintenance=False,
-                            llm=llm)  # fmt: skip
+        db = synapsedb.open(tmp_path / "d", durability="os", background_maintenance=False, llm=llm)
         try:
             with serve(create_app(db, llm=llm, auth="none")) as url:
                 yield url

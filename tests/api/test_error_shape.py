@@ -21,8 +21,13 @@ from synapsedb import errors
 from synapsedb.server import create_app
 
 NS = "/v1/namespaces/fuzz"
-PATH_VALUES = {"{ns}": "fuzz", "{id}": "m1", "{answer_id}": "a1", "{sid}": "s1",
-               "{asset}": "app.js"}  # fmt: skip
+PATH_VALUES = {
+    "{ns}": "fuzz",
+    "{id}": "m1",
+    "{answer_id}": "a1",
+    "{sid}": "s1",
+    "{asset}": "app.js",
+}
 LIVE = ("/events/follow", "/changes")  # endless feeds: asked to end at once when they start
 # The memory proxy answers in OpenAI's error shape (with the same codes), for OpenAI's SDKs:
 # tests/api/test_proxy.py sends these routes the same malformed bodies.
@@ -55,8 +60,19 @@ VALID: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/cache"): {"key": "refund policy", "value": {"docs": ["a.md"]}, "scope": "docs"},
     ("POST", "/cache:invalidate"): {"key": "refund policy", "scope": "docs"},
 }
-CONFIG_FIELDS = ["max_hot", "max_bytes", "policy", "half_life_days", "recency", "importance",
-                 "frequency", "impact", "promote_after", "cold_fallback", "max_writes_per_s"]  # fmt: skip
+CONFIG_FIELDS = [
+    "max_hot",
+    "max_bytes",
+    "policy",
+    "half_life_days",
+    "recency",
+    "importance",
+    "frequency",
+    "impact",
+    "promote_after",
+    "cold_fallback",
+    "max_writes_per_s",
+]
 
 
 def deep(levels: int) -> Any:
@@ -66,12 +82,32 @@ def deep(levels: int) -> Any:
     return value
 
 
-BAD_VALUES: list[Any] = [12345, -1, 1.5, "x", "", True, [1, "a"], {"a": 1}, 2**70, deep(70),
-                         [True, False], "9" * 300]  # fmt: skip
+BAD_VALUES: list[Any] = [
+    12345,
+    -1,
+    1.5,
+    "x",
+    "",
+    True,
+    [1, "a"],
+    {"a": 1},
+    2**70,
+    deep(70),
+    [True, False],
+    "9" * 300,
+]
 BAD_PARAMS = ["abc", "-1", "1e999", "", "9" * 300, "nan", "2025-13-45", "[1]"]
-BAD_BODIES: list[bytes] = [b"[1, 2]", b'"x"', b"null", b"7", b"{", b"{}" * 2,
-                           b"[" * 100 + b"]" * 100, b"[" * 100_000 + b"]" * 100_000,
-                           b'{"a":' * 70 + b"1" + b"}" * 70]  # fmt: skip
+BAD_BODIES: list[bytes] = [
+    b"[1, 2]",
+    b'"x"',
+    b"null",
+    b"7",
+    b"{",
+    b"{}" * 2,
+    b"[" * 100 + b"]" * 100,
+    b"[" * 100_000 + b"]" * 100_000,
+    b'{"a":' * 70 + b"1" + b"}" * 70,
+]
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +115,12 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     path: Path = tmp_path_factory.mktemp("shape") / "d"
     db = synapsedb.open(path, durability="os", embedder=None, background_maintenance=False)
     with TestClient(create_app(db), raise_server_exceptions=False) as c:
-        assert c.post(f"{NS}/memories", json={"entity": "user:1", "id": "m1",
-                                              "content": "seed memory"}).status_code == 201  # fmt: skip
+        assert (
+            c.post(
+                f"{NS}/memories", json={"entity": "user:1", "id": "m1", "content": "seed memory"}
+            ).status_code
+            == 201
+        )
         c.put(f"{NS}/facts", json={"entity": "user:1", "key": "k", "value": 1})
         c.post(f"{NS}/events", json={"entity": "user:1", "event": "seen", "stream": "s"})
         q = c.post(f"{NS}/query", json={"text": "seed"}).json()
@@ -93,8 +133,14 @@ def routes(client: TestClient) -> list[tuple[str, str]]:
     """(method, path template) of every route in the app's route table, but ``/mcp``: MCP's
     JSON-RPC errors are its protocol's shape (its own refusals, 401/415/405/421, are this
     shape: tests/integrations/test_mcp_http.py)."""
-    return sorted((m, r.path) for r in client.app.routes if isinstance(r, Route)  # type: ignore[attr-defined]
-                  and r.path != "/mcp" for m in (r.methods or ()) if m != "HEAD")  # fmt: skip
+    return sorted(
+        (m, r.path)
+        for r in client.app.routes
+        if isinstance(r, Route)  # type: ignore[attr-defined]
+        and r.path != "/mcp"
+        for m in (r.methods or ())
+        if m != "HEAD"
+    )
 
 
 def document(client: TestClient) -> dict[str, Any]:
@@ -157,9 +203,12 @@ def send(client: TestClient, method: str, path: str, **kwargs: Any) -> httpx.Res
 
 def test_every_body_route_has_a_valid_body(client: TestClient) -> None:
     doc = document(client)
-    json_routes = {(m, short(p)) for p, ops in doc["paths"].items() for m, op in
-                   ((m.upper(), op) for m, op in ops.items())
-                   if "application/json" in op.get("requestBody", {}).get("content", {})}  # fmt: skip
+    json_routes = {
+        (m, short(p))
+        for p, ops in doc["paths"].items()
+        for m, op in ((m.upper(), op) for m, op in ops.items())
+        if "application/json" in op.get("requestBody", {}).get("content", {})
+    }
     assert json_routes == set(VALID)
 
 
@@ -209,8 +258,9 @@ def test_bad_query_parameters_on_every_route(client: TestClient) -> None:
                 if param["in"] != "query":
                     continue
                 for value in BAD_PARAMS:
-                    resp = send(client, method.upper(), concrete(path),
-                                params={param["name"]: value})  # fmt: skip
+                    resp = send(
+                        client, method.upper(), concrete(path), params={param["name"]: value}
+                    )
                     failures.check(resp, f"{method} {path} ?{param['name']}={value[:20]}")
     failures.assert_none()
 
@@ -242,9 +292,11 @@ def test_404_and_405_are_in_the_tree(client: TestClient) -> None:
 
 @pytest.mark.parametrize("exc", [TypeError("a bug"), ValueError("a bug"), KeyError("a bug")])
 def test_a_bare_exception_from_the_engine_is_a_logged_500(
-    client: TestClient, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    client: TestClient,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
     exc: Exception,
-) -> None:  # fmt: skip
+) -> None:
     """Not bad input (that is refused where it is parsed): a bug, answered 500 ``internal``
     and logged with its traceback, on the routed path and on the fast lane alike."""
     from synapsedb.engine import Namespace
@@ -259,7 +311,10 @@ def test_a_bare_exception_from_the_engine_is_a_logged_500(
         with caplog.at_level(logging.ERROR, logger="synapsedb.server"):
             resp = client.get(path)
         assert resp.status_code == 500, path
-        assert resp.json()["error"] == {"code": "internal", "details": {},
-                                        "message": "internal error (logged on the server)"}  # fmt: skip
+        assert resp.json()["error"] == {
+            "code": "internal",
+            "details": {},
+            "message": "internal error (logged on the server)",
+        }
         (rec,) = [r for r in caplog.records if r.name == "synapsedb.server"]
         assert rec.exc_info is not None and rec.exc_info[1] is exc

@@ -44,9 +44,16 @@ def running(
 ) -> Iterator[tuple[int, uvicorn.Server]]:
     """``app`` on a real uvicorn server in a thread, with the CLI's options for ``limits``."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None,
-                            log_level="warning", server_header=False, access_log=access_log,
-                            **limits.uvicorn_options())  # fmt: skip
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_config=None,
+        log_level="warning",
+        server_header=False,
+        access_log=access_log,
+        **limits.uvicorn_options(),
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -115,14 +122,19 @@ def get(query: str, *headers: str) -> bytes:
 
 @pytest.fixture
 def keyed(tmp_path: Path) -> Iterator[tuple[synapsedb.Database, KeyStore, dict[str, str]]]:
-    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    )
     keys = KeyStore(tmp_path / "d")
-    tokens = {name: keys.create(tenant, scopes, None, rate)[1]
-              for name, tenant, scopes, rate in [("a", "acme", ["read", "write"], None),
-                                                 ("w", "acme", ["write"], None),
-                                                 ("b", "globex", ["read"], None),
-                                                 ("slow", "acme", ["read"], 1.0)]}  # fmt: skip
+    tokens = {
+        name: keys.create(tenant, scopes, None, rate)[1]
+        for name, tenant, scopes, rate in [
+            ("a", "acme", ["read", "write"], None),
+            ("w", "acme", ["write"], None),
+            ("b", "globex", ["read"], None),
+            ("slow", "acme", ["read"], 1.0),
+        ]
+    }
     ns = db.namespace("acme..shared")
     ns.set("user:1", "plan", {"tier": 2})
     ns.set("user:é", "k y", "unicode and spaces")
@@ -153,8 +165,9 @@ def test_the_connection_answers_byte_for_byte_as_the_framework_path(
     db, keys, tokens = keyed
     limits = Limits()
     fast_app = create_app(db, keys, limits=limits, allowed_hosts=LOOPBACK_HOSTS)
-    routed_app = create_app(db, keys, Tracing(InMemorySpanExporter()), limits=limits,
-                            allowed_hosts=LOOPBACK_HOSTS)  # fmt: skip
+    routed_app = create_app(
+        db, keys, Tracing(InMemorySpanExporter()), limits=limits, allowed_hosts=LOOPBACK_HOSTS
+    )
     assert routed_app.fast is None
     statuses: list[bytes] = []  # of every answer from fast_app
     with running(fast_app, limits) as (port, _), running(routed_app, limits) as (rport, _):
@@ -179,8 +192,9 @@ def test_the_connection_answers_byte_for_byte_as_the_framework_path(
         first = ask(port, get(CASES[0][0], f"Authorization: Bearer {tokens['a']}"))
         assert first.startswith(b"HTTP/1.1 200 OK\r\n") and b'"value":{"tier":2}' in first
         # the key's rate holds on the connection path too
-        slow = [ask(port, get(CASES[0][0], f"Authorization: Bearer {tokens['slow']}"))
-                for _ in range(3)]  # fmt: skip
+        slow = [
+            ask(port, get(CASES[0][0], f"Authorization: Bearer {tokens['slow']}")) for _ in range(3)
+        ]
         limited = [r for r in slow if r.startswith(b"HTTP/1.1 429")]
         assert limited and re.search(rb"(?m)^retry-after: [1-9]", limited[0])
         statuses += [r.split(b" ")[1] for r in (first, *slow)]
@@ -188,8 +202,11 @@ def test_the_connection_answers_byte_for_byte_as_the_framework_path(
     # every answer counted in the request metrics under the route, as the framework counts
     text = fast_app.state.metrics.render().decode()
     for status in set(statuses):
-        line = re.search(rf'synapsedb_http_request_seconds_count{{[^}}]*route="/v1/namespaces/'
-                         rf'{{ns}}/facts",status="{status.decode()}"[^}}]*}} (\S+)', text)  # fmt: skip
+        line = re.search(
+            rf'synapsedb_http_request_seconds_count{{[^}}]*route="/v1/namespaces/'
+            rf'{{ns}}/facts",status="{status.decode()}"[^}}]*}} (\S+)',
+            text,
+        )
         assert line is not None and float(line.group(1)) == statuses.count(status), status
 
 
@@ -251,8 +268,11 @@ def test_the_header_lines_remembered_are_bounded() -> None:
 
     for i in range(3 * fastlane.MAX_REMEMBERED_HEADS):
         head = PLAIN[:-2] + f"X-Request-ID: r{i}\r\n\r\n".encode()
-        assert read_head(head) == (b"/v1/namespaces/kv/facts", b"entity=user:1&key=plan",
-                                   ((b"host", b"127.0.0.1"), (b"x-request-id", b"r%d" % i)))  # fmt: skip
+        assert read_head(head) == (
+            b"/v1/namespaces/kv/facts",
+            b"entity=user:1&key=plan",
+            ((b"host", b"127.0.0.1"), (b"x-request-id", b"r%d" % i)),
+        )
         assert len(fastlane._seen_heads) <= fastlane.MAX_REMEMBERED_HEADS
     huge = PLAIN[:-2] + b"X-Pad: " + b"a" * fastlane.MAX_REMEMBERED_HEAD + b"\r\n\r\n"
     assert read_head(huge) is not None
@@ -260,8 +280,11 @@ def test_the_header_lines_remembered_are_bounded() -> None:
 
 
 def test_a_plain_head_is_read_as_uvicorns_parser_reads_it() -> None:
-    assert read_head(PLAIN) == (b"/v1/namespaces/kv/facts", b"entity=user:1&key=plan",
-                                ((b"host", b"127.0.0.1"),))  # fmt: skip
+    assert read_head(PLAIN) == (
+        b"/v1/namespaces/kv/facts",
+        b"entity=user:1&key=plan",
+        ((b"host", b"127.0.0.1"),),
+    )
 
 
 class Parsed:
@@ -305,9 +328,10 @@ _token = st.from_regex(r"[A-Za-z0-9!#$%&'*+.^_`|~-]{1,12}", fullmatch=True)
 @given(
     ns=st.from_regex(r"[A-Za-z0-9._~!$&'()*+,;=:@%-]{1,10}", fullmatch=True),
     query=st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), max_size=30),
-    headers=st.lists(st.tuples(_token, st.sampled_from(["", " ", "  ", "\t"]), _printable),
-                     max_size=5),
-)  # fmt: skip
+    headers=st.lists(
+        st.tuples(_token, st.sampled_from(["", " ", "  ", "\t"]), _printable), max_size=5
+    ),
+)
 def test_any_head_it_reads_means_the_same_to_httptools(
     ns: str, query: str, headers: list[tuple[str, str, str]]
 ) -> None:
@@ -324,8 +348,9 @@ def test_any_head_it_reads_means_the_same_to_httptools(
 
 @pytest.fixture
 def open_db(tmp_path: Path) -> Iterator[synapsedb.Database]:
-    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    )
     db.namespace("kv").set("user:1", "plan", "pro")
     yield db
     db.close()
@@ -364,15 +389,19 @@ def test_other_hosts_and_the_busy_connection_limit_answer_as_on_the_framework_pa
         refused = ask(port, evil)
         assert refused.startswith(b"HTTP/1.1 421") and answered == [False]
         assert without_date(refused) == without_date(
-            ask(port, evil[:-2] + b"Connection: keep-alive\r\n\r\n"))  # fmt: skip
+            ask(port, evil[:-2] + b"Connection: keep-alive\r\n\r\n")
+        )
         no_host = PLAIN.replace(b"Host: 127.0.0.1\r\n", b"")
         assert ask(port, no_host).startswith(b"HTTP/1.1 421")
         with contextlib.ExitStack() as stack:  # every connection busy: 503
-            busy = [stack.enter_context(socket.create_connection(("127.0.0.1", port)))
-                    for _ in range(2)]  # fmt: skip
+            busy = [
+                stack.enter_context(socket.create_connection(("127.0.0.1", port))) for _ in range(2)
+            ]
             for s in busy:
-                s.sendall(b"POST /v1/namespaces/kv/memories HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                          b"Content-Type: application/json\r\nContent-Length: 50\r\n\r\n{")  # fmt: skip
+                s.sendall(
+                    b"POST /v1/namespaces/kv/memories HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: 50\r\n\r\n{"
+                )
             deadline = time.monotonic() + 20
             while len(server.server_state.tasks) < 2:
                 assert time.monotonic() < deadline, "the requests did not start"
@@ -415,8 +444,10 @@ def test_a_body_shaped_like_a_request_is_never_answered_as_one(
     limits = Limits()
     app = create_app(db, keys, limits=limits, allowed_hosts=LOOPBACK_HOSTS)
     inner = get("entity=user:1&key=plan")
-    post = (f"POST {NS}/memories HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
-            f"\r\nContent-Length: {len(inner)}\r\n\r\n").encode()  # fmt: skip
+    post = (
+        f"POST {NS}/memories HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
+        f"\r\nContent-Length: {len(inner)}\r\n\r\n"
+    ).encode()
     with running(app, limits) as (port, _), socket.create_connection(("127.0.0.1", port)) as s:
         s.settimeout(20)
         first = ask(port, post, s)
@@ -440,8 +471,12 @@ def test_a_head_completing_one_the_parser_holds_is_left_to_it(
     app = create_app(open_db, limits=limits, allowed_hosts=LOOPBACK_HOSTS)
     with running(app, limits) as (port, _), socket.create_connection(("127.0.0.1", port)) as s:
         s.settimeout(20)
-        healthz = ask(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-                            b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: ", s)  # fmt: skip
+        healthz = ask(
+            port,
+            b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            b"GET /nothing HTTP/1.1\r\nHost: 127.0.0.1\r\nX-A: ",
+            s,
+        )
         assert healthz.startswith(b"HTTP/1.1 200")
         time.sleep(0.2)  # the healthz answer is complete: between requests
         second = ask(port, PLAIN, s)

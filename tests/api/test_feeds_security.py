@@ -35,16 +35,22 @@ class Server:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    )
     keys = KeyStore(tmp_path / "d")
     tokens, ids = {}, {}
     for who, tenant in [("a", "acme"), ("a2", "acme"), ("b", "globex")]:
         key, tokens[who] = keys.create(tenant, ["read", "write"])
         ids[who] = key.id
     port = free_port()
-    config = uvicorn.Config(create_app(db, keys, max_feeds_per_key=2), host="127.0.0.1",
-                            port=port, log_level="warning", log_config=None)  # fmt: skip
+    config = uvicorn.Config(
+        create_app(db, keys, max_feeds_per_key=2),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        log_config=None,
+    )
     uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, name="test-uvicorn", daemon=True)
     thread.start()
@@ -78,11 +84,13 @@ def frames(resp: httpx.Response) -> Iterator[dict[str, Any]]:
 @pytest.mark.parametrize("path", ["/events/follow", "/changes"])
 def test_a_revoked_keys_open_feed_ends(server: Server, path: str) -> None:
     base = server.ns()
-    httpx.post(f"{base}/events", json={"entity": "user:1", "event": "before"},
-               headers=server.auth("a"))  # fmt: skip
+    httpx.post(
+        f"{base}/events", json={"entity": "user:1", "event": "before"}, headers=server.auth("a")
+    )
     params = {"stream": "user:1"} if path == "/events/follow" else {"since": "0"}
-    with httpx.stream("GET", base + path, params=params, headers=server.auth("a"),
-                      timeout=15) as resp:  # fmt: skip
+    with httpx.stream(
+        "GET", base + path, params=params, headers=server.auth("a"), timeout=15
+    ) as resp:
         assert resp.status_code == 200
         events = frames(resp)
         first = next(events)  # the feed is open and delivering
@@ -112,13 +120,13 @@ def test_each_key_holds_a_limited_number_of_feeds(server: Server) -> None:
         assert "max_feeds_per_key" in err["message"] and server.ids["a"] in err["message"]
         # per key, not per tenant or server: the tenant's other key and another tenant follow
         for who in ("a2", "b"):
-            ok = httpx.get(url, params={"idle_timeout": "0"}, headers=server.auth(who),
-                           timeout=15)  # fmt: skip
+            ok = httpx.get(url, params={"idle_timeout": "0"}, headers=server.auth(who), timeout=15)
             assert ok.status_code == 200
     # closed feeds give their places back (once the server notices the disconnects)
     deadline = time.monotonic() + 10
-    while (r := httpx.get(url, params={"idle_timeout": "0"}, headers=server.auth("a"),
-                          timeout=15)).status_code == 429:  # fmt: skip
+    while (
+        r := httpx.get(url, params={"idle_timeout": "0"}, headers=server.auth("a"), timeout=15)
+    ).status_code == 429:
         assert time.monotonic() < deadline, "the places of closed feeds were not given back"
         time.sleep(0.1)
     assert r.status_code == 200
@@ -138,22 +146,35 @@ def test_follow_events_waits_on_commits_instead_of_polling(
     base = server.ns()
     # a quiet feed: read once (after the argument check), then only waits; the old loop read
     # the stream every 100 ms, about 15 times in these 1.5 s
-    quiet = httpx.get(f"{base}/events/follow", params={"stream": "user:1", "idle_timeout": "1.5"},
-                      headers=server.auth("a"), timeout=15)  # fmt: skip
+    quiet = httpx.get(
+        f"{base}/events/follow",
+        params={"stream": "user:1", "idle_timeout": "1.5"},
+        headers=server.auth("a"),
+        timeout=15,
+    )
     assert quiet.status_code == 200 and quiet.text == ""
     assert calls == ["user:1", "user:1"]
     # and a live one still gets each event as it is appended (woken by the commit)
     calls.clear()
     got = []
-    with httpx.stream("GET", f"{base}/events/follow", params={"stream": "user:1"},
-                      headers=server.auth("a"), timeout=15) as resp:  # fmt: skip
-        httpx.post(f"{base}/events", json={"entity": "user:1", "event": "one"},
-                   headers=server.auth("a"))  # fmt: skip
+    with httpx.stream(
+        "GET",
+        f"{base}/events/follow",
+        params={"stream": "user:1"},
+        headers=server.auth("a"),
+        timeout=15,
+    ) as resp:
+        httpx.post(
+            f"{base}/events", json={"entity": "user:1", "event": "one"}, headers=server.auth("a")
+        )
         for frame in frames(resp):
             got.append(frame["data"]["content"])
             if len(got) == 1:
-                httpx.post(f"{base}/events", json={"entity": "user:1", "event": "two"},
-                           headers=server.auth("a"))  # fmt: skip
+                httpx.post(
+                    f"{base}/events",
+                    json={"entity": "user:1", "event": "two"},
+                    headers=server.auth("a"),
+                )
             if len(got) == 2:
                 break
     assert got == ["one", "two"]
@@ -164,16 +185,23 @@ def test_change_ids_are_numbered_per_namespace(server: Server) -> None:
     a, b = server.ns("shared"), server.ns("shared")  # the same name, two tenants
     got: list[str] = []
     with httpx.stream("GET", f"{a}/changes", headers=server.auth("a"), timeout=15) as resp:
-        httpx.put(f"{a}/facts", json={"entity": "u", "key": "k", "value": 0},
-                  headers=server.auth("a"))  # fmt: skip
+        httpx.put(
+            f"{a}/facts", json={"entity": "u", "key": "k", "value": 0}, headers=server.auth("a")
+        )
         for frame in frames(resp):
             got.append(frame["id"])
             if len(got) == 1:  # another tenant writes a lot in between
                 for i in range(5):
-                    httpx.put(f"{b}/facts", json={"entity": "u", "key": "k", "value": i},
-                              headers=server.auth("b"))  # fmt: skip
-                httpx.put(f"{a}/facts", json={"entity": "u", "key": "k", "value": 1},
-                          headers=server.auth("a"))  # fmt: skip
+                    httpx.put(
+                        f"{b}/facts",
+                        json={"entity": "u", "key": "k", "value": i},
+                        headers=server.auth("b"),
+                    )
+                httpx.put(
+                    f"{a}/facts",
+                    json={"entity": "u", "key": "k", "value": 1},
+                    headers=server.auth("a"),
+                )
             if len(got) == 2:
                 break
     seqs = [int(i.rsplit("-", 1)[1]) for i in got]
@@ -183,8 +211,9 @@ def test_change_ids_are_numbered_per_namespace(server: Server) -> None:
 def test_the_ring_holds_the_newest_changes_of_all_namespaces_together(tmp_path: Path) -> None:
     from synapsedb.server.feed import ChangeFeed
 
-    with synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False) as db:  # fmt: skip
+    with synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    ) as db:
         feed = ChangeFeed(db, size=3)
         a, b = db.namespace("a"), db.namespace("b")
         a.set("u", "k", 1)
@@ -212,8 +241,11 @@ def test_a_purge_leaves_nothing_of_the_entity_in_the_change_ring(server: Server)
     _admin, token = server.keys.create("acme", ["read", "write", "admin"])
     admin = {"Authorization": f"Bearer {token}"}
     with httpx.stream("GET", f"{base}/changes", headers=server.auth("a"), timeout=15) as resp:
-        httpx.put(f"{base}/facts", json={"entity": "user:keep", "key": "plan", "value": "tin"},
-                  headers=server.auth("a"))  # fmt: skip
+        httpx.put(
+            f"{base}/facts",
+            json={"entity": "user:keep", "key": "plan", "value": "tin"},
+            headers=server.auth("a"),
+        )
         cursor = next(frames(resp))["id"]  # an id of the ring, from before the purge
     writes = [
         ("PUT", "/facts", {"entity": victim, "key": key, "value": 1}),
@@ -236,7 +268,8 @@ def test_a_purge_leaves_nothing_of_the_entity_in_the_change_ring(server: Server)
         after = httpx.get(f"{base}/changes", params=query, headers=headers, timeout=15)
         assert after.status_code == 200
         assert victim not in after.text and key not in after.text
-        got = [json.loads(line[6:]) for line in after.text.splitlines()
-               if line.startswith("data: ")]  # fmt: skip
+        got = [
+            json.loads(line[6:]) for line in after.text.splitlines() if line.startswith("data: ")
+        ]
         kept = [(c["entity"], c["target"], c["version"]) for c in got]
         assert ("user:keep", "plan", 2) in kept  # the other entity's later change still comes

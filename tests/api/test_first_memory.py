@@ -38,8 +38,16 @@ def model(request: Request) -> Any:
     name = (fmt.get("json_schema") or {}).get("name")
     said = "\n".join(str(m.get("content")) for m in request.messages)
     if name == "memories":
-        found = [{"type": "fact", "content": FACT, "entity": None, "confidence": 0.95,
-                  "valid_from": None, "source_turns": [1]}]  # fmt: skip
+        found = [
+            {
+                "type": "fact",
+                "content": FACT,
+                "entity": None,
+                "confidence": 0.95,
+                "valid_from": None,
+                "source_turns": [1],
+            }
+        ]
         return {"memories": found if "Lisbon" in said.split("Conversation:")[-1] else []}
     if name == "decisions":
         return {"decisions": []}
@@ -51,8 +59,9 @@ def model(request: Request) -> Any:
 
 
 def sdk(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{url}/v1/namespaces/travel", api_key="unused",
-                         max_retries=0, timeout=60)  # fmt: skip
+    return openai.OpenAI(
+        base_url=f"{url}/v1/namespaces/travel", api_key="unused", max_retries=0, timeout=60
+    )
 
 
 def tell_then_ask(url: str, upstream: ScriptedUpstream, kill: Any = None) -> str:
@@ -60,15 +69,21 @@ def tell_then_ask(url: str, upstream: ScriptedUpstream, kill: Any = None) -> str
     conversation asks. Returns the block of memories the model was given for the question."""
     with sdk(url) as client:
         first = client.chat.completions.create(
-            model="m", user="user:ada", messages=[{"role": "user", "content": ADA}],
-            extra_headers={"X-SynapseDB-Session": "first-chat"})  # fmt: skip
+            model="m",
+            user="user:ada",
+            messages=[{"role": "user", "content": ADA}],
+            extra_headers={"X-SynapseDB-Session": "first-chat"},
+        )
     assert first.choices[0].message.content == "Nice to meet you, Ada! I'll keep that in mind."
     if kill is not None:
         url = kill()
     with sdk(url) as client:
         second = client.chat.completions.with_raw_response.create(
-            model="m", user="user:ada", messages=[{"role": "user", "content": ASK}],
-            extra_headers={"X-SynapseDB-Session": "second-chat"})  # fmt: skip
+            model="m",
+            user="user:ada",
+            messages=[{"role": "user", "content": ASK}],
+            extra_headers={"X-SynapseDB-Session": "second-chat"},
+        )
     assert second.parse().choices[0].message.content == "You live in Lisbon."
     assert int(second.headers["x-synapsedb-memories"]) >= 1
     asked = [r for r in upstream.chat_requests() if r.response_format is None]
@@ -82,8 +97,7 @@ def tell_then_ask(url: str, upstream: ScriptedUpstream, kill: Any = None) -> str
 def test_told_in_one_conversation_injected_in_the_next(tmp_path: Path) -> None:
     with ScriptedUpstream(responder=model) as up:
         llm = LLMSettings(base_url=up.base_url, model="scripted", max_retries=0, timeout_s=10)
-        db = synapsedb.open(tmp_path / "d", durability="os", background_maintenance=False,
-                            llm=llm)  # fmt: skip
+        db = synapsedb.open(tmp_path / "d", durability="os", background_maintenance=False, llm=llm)
         try:
             with serve(create_app(db, llm=llm, auth="none")) as url:
                 tell_then_ask(url, up)  # asked at once: no drain, no sleep
@@ -99,15 +113,31 @@ def server_process(tmp_path: Path) -> Iterator[Any]:
 
     def start(upstream: str) -> tuple[str, subprocess.Popen[bytes]]:
         port = free_port()
-        env = {**os.environ, "SYNAPSEDB_LLM_BASE_URL": upstream, "SYNAPSEDB_LLM_MODEL": "m",
-               "SYNAPSEDB_LLM_MAX_RETRIES": "0"}  # fmt: skip
+        env = {
+            **os.environ,
+            "SYNAPSEDB_LLM_BASE_URL": upstream,
+            "SYNAPSEDB_LLM_MODEL": "m",
+            "SYNAPSEDB_LLM_MAX_RETRIES": "0",
+        }
         log = tmp_path / f"serve-{len(procs)}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "synapsedb", "serve", "--data", str(tmp_path / "d"),
-                 "--port", str(port), "--auth", "none"],
-                env=env, stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "synapsedb",
+                    "serve",
+                    "--data",
+                    str(tmp_path / "d"),
+                    "--port",
+                    str(port),
+                    "--auth",
+                    "none",
+                ],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         procs.append(proc)
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120

@@ -29,21 +29,33 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
 
 
 def test_seed_story_over_http(client: TestClient) -> None:
-    r = client.post(f"{NS}/memories", json={"entity": "user:4321",
-                    "content": "Refund requested for order #1458 last week", "salience": 0.9,
-                    "ts": "2025-10-24T10:00:00Z"}, headers={"X-Agent": "intake"})  # fmt: skip
+    r = client.post(
+        f"{NS}/memories",
+        json={
+            "entity": "user:4321",
+            "content": "Refund requested for order #1458 last week",
+            "salience": 0.9,
+            "ts": "2025-10-24T10:00:00Z",
+        },
+        headers={"X-Agent": "intake"},
+    )
     assert r.status_code == 201
     m = r.json()
     assert m["agent"] == "intake" and m["ts"] == "2025-10-24T10:00:00Z" and m["version"] == 1
     assert client.get(f"{NS}/memories/{m['id']}").json()["content"].startswith("Refund")
-    ev = client.post(f"{NS}/events", json={"entity": "user:4321",
-                     "event": "Refund confirmed delivered on 10/28."}).json()  # fmt: skip
+    ev = client.post(
+        f"{NS}/events",
+        json={"entity": "user:4321", "event": "Refund confirmed delivered on 10/28."},
+    ).json()
     assert ev["memory_id"]
-    res = client.post(f"{NS}/query", json={"text": "user:4321 refund status"},
-                      headers={"X-Agent": "knowledge"}).json()  # fmt: skip
+    res = client.post(
+        f"{NS}/query", json={"text": "user:4321 refund status"}, headers={"X-Agent": "knowledge"}
+    ).json()
     assert res["entity"] == "user:4321" and len(res["hits"]) == 2
-    ans = client.post(f"{NS}/answers", json={"answer_id": "a1", "query_ids": [res["query_id"]],
-                      "agent": "resolution"})  # fmt: skip
+    ans = client.post(
+        f"{NS}/answers",
+        json={"answer_id": "a1", "query_ids": [res["query_id"]], "agent": "resolution"},
+    )
     assert ans.status_code == 201 and ans.json()["queries"][0]["agent"] == "knowledge"
     assert client.get(f"{NS}/answers/a1/lineage").json()["answer_id"] == "a1"
     audit = client.get(f"{NS}/audit", params={"entity": "user:4321"}).json()
@@ -56,15 +68,17 @@ def test_seed_story_over_http(client: TestClient) -> None:
 
 
 def test_memories_facts_and_events_routes(client: TestClient) -> None:
-    batch = client.post(f"{NS}/memories:batch", json={"items": [
-        {"entity": "u", "content": "a"}, {"entity": "u", "content": "b"}]})  # fmt: skip
+    batch = client.post(
+        f"{NS}/memories:batch",
+        json={"items": [{"entity": "u", "content": "a"}, {"entity": "u", "content": "b"}]},
+    )
     assert batch.status_code == 201 and len(batch.json()) == 2
     mid = batch.json()[0]["id"]
-    up = client.patch(f"{NS}/memories/{mid}", json={"changes": {"content": "a2"},
-                      "if_version": 1})  # fmt: skip
+    up = client.patch(f"{NS}/memories/{mid}", json={"changes": {"content": "a2"}, "if_version": 1})
     assert up.json()["version"] == 2
-    conflict = client.patch(f"{NS}/memories/{mid}", json={"changes": {"content": "x"},
-                            "if_version": 1})  # fmt: skip
+    conflict = client.patch(
+        f"{NS}/memories/{mid}", json={"changes": {"content": "x"}, "if_version": 1}
+    )
     assert conflict.status_code == 409
     assert conflict.json()["error"]["code"] == "version_conflict"
     assert [v["content"] for v in client.get(f"{NS}/memories/{mid}/history").json()] == ["a", "a2"]
@@ -85,8 +99,9 @@ def test_memories_facts_and_events_routes(client: TestClient) -> None:
 
 def test_lifecycle_routes(client: TestClient) -> None:
     for i in range(6):
-        client.post(f"{NS}/memories", json={"entity": "u", "content": f"note {i}",
-                                             "salience": i / 10})  # fmt: skip
+        client.post(
+            f"{NS}/memories", json={"entity": "u", "content": f"note {i}", "salience": i / 10}
+        )
     assert client.put(f"{NS}/config", json={"max_hot": 3}).json()["max_hot"] == 3
     assert client.get(f"{NS}/config").json()["max_hot"] == 3
     preview = client.post(f"{NS}/maintain", json={"dry_run": True}).json()
@@ -233,9 +248,12 @@ def test_keys_cli(tmp_path: Path) -> None:
     import json
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "synapsedb", "keys", *args,
-                               "--data", str(tmp_path / "d")],
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "synapsedb", "keys", *args, "--data", str(tmp_path / "d")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     made = cli("create", "--tenant", "acme", "--scopes", "read,write", "--namespaces", "support")
     assert made.returncode == 0, made.stderr
@@ -260,15 +278,19 @@ def test_keys_cli(tmp_path: Path) -> None:
 
 def test_metrics(client: TestClient) -> None:
     for i in range(3):
-        client.post(f"{NS}/memories", json={"entity": "u", "content": f"metric note {i}",
-                                             "salience": i / 10})  # fmt: skip
+        client.post(
+            f"{NS}/memories",
+            json={"entity": "u", "content": f"metric note {i}", "salience": i / 10},
+        )
     client.get(f"{NS}/memories/missing")
     client.post(f"{NS}/query", json={"text": "metric note"})
     client.put(f"{NS}/config", json={"max_hot": 1})
     client.post(f"{NS}/maintain", json={})
     text = client.get("/metrics").text
-    assert ('synapsedb_http_request_seconds_count{method="POST",'
-            'route="/v1/namespaces/{ns}/memories",status="201"} 3.0') in text  # fmt: skip
+    assert (
+        'synapsedb_http_request_seconds_count{method="POST",'
+        'route="/v1/namespaces/{ns}/memories",status="201"} 3.0'
+    ) in text
     assert 'route="/v1/namespaces/{ns}/memories/{id}",status="404"' in text
     for stage in ("embed", "vector", "keyword", "fuse"):
         assert f'synapsedb_query_stage_seconds_count{{mode="hybrid",stage="{stage}"}} 1.0' in text

@@ -59,16 +59,23 @@ def running(
 ) -> Iterator[tuple[int, synapsedb.Database]]:
     """A real uvicorn server on 127.0.0.1 in a thread, with ``limits`` (as the CLI sets them);
     ``http="h11"``: uvicorn's other HTTP/1.1 implementation under the same guard."""
-    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    )
     port = free_port()
     options = limits.uvicorn_options()
     if http == "h11":
         from uvicorn.protocols.http.h11_impl import H11Protocol
 
         options["http"] = guarded_protocol(limits, H11Protocol)
-    config = uvicorn.Config(create_app(db, keys, limits=limits), host="127.0.0.1", port=port,
-                            log_config=None, log_level="warning", **options)  # fmt: skip
+    config = uvicorn.Config(
+        create_app(db, keys, limits=limits),
+        host="127.0.0.1",
+        port=port,
+        log_config=None,
+        log_level="warning",
+        **options,
+    )
     server = uvicorn.Server(config)
     SERVERS[port] = server
     thread = threading.Thread(target=server.run, daemon=True)
@@ -111,9 +118,13 @@ def parse(raw: bytes) -> tuple[int, dict[str, Any]]:
 
 
 def head(method: str, path: str, body_size: int, **headers: str) -> bytes:
-    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1",
-             "Content-Type: application/json", f"Content-Length: {body_size}",
-             *(f"{k}: {v}" for k, v in headers.items())]  # fmt: skip
+    lines = [
+        f"{method} {path} HTTP/1.1",
+        "Host: 127.0.0.1",
+        "Content-Type: application/json",
+        f"Content-Length: {body_size}",
+        *(f"{k}: {v}" for k, v in headers.items()),
+    ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
@@ -242,25 +253,64 @@ def test_the_cli_passes_the_limits_to_uvicorn(
     monkeypatch.setattr(uvicorn, "run", run)
     monkeypatch.setattr(cli, "configure_logging", lambda *a: None, raising=False)
     monkeypatch.setattr("synapsedb.server.observe.configure_logging", lambda *a: None)
-    code = cli.main(["serve", "--data", str(tmp_path / "d"), "--max-connections", "77",
-                     "--body-timeout", "3", "--header-timeout", "4", "--keep-alive-timeout",
-                     "2", "--allowed-hosts", "memory.internal,Box:8080"])  # fmt: skip
+    code = cli.main(
+        [
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--max-connections",
+            "77",
+            "--body-timeout",
+            "3",
+            "--header-timeout",
+            "4",
+            "--keep-alive-timeout",
+            "2",
+            "--allowed-hosts",
+            "memory.internal,Box:8080",
+        ]
+    )
     assert code == 0
     assert seen["limit_concurrency"] == 78 and seen["timeout_keep_alive"] == 2.0
     assert seen["backlog"] == 2048 and seen["h11_max_incomplete_event_size"] == 64 * 1024
     assert seen["timeout_graceful_shutdown"] == 10.0
     assert seen["http"].__name__.startswith("Guarded")
     app = seen["app"]
-    assert app.state.limits == Limits(body_timeout=3.0, header_timeout=4.0, keep_alive=2.0,
-                                      max_connections=77)  # fmt: skip
+    assert app.state.limits == Limits(
+        body_timeout=3.0, header_timeout=4.0, keep_alive=2.0, max_connections=77
+    )
     assert app.guard.hosts == LOOPBACK_HOSTS | {"memory.internal", "box"}
-    out = subprocess.run([sys.executable, "-m", "synapsedb", "serve", "--data",
-                          str(tmp_path / "e"), "--body-timeout", "0"],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "synapsedb",
+            "serve",
+            "--data",
+            str(tmp_path / "e"),
+            "--body-timeout",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and "body_timeout: expected a positive number" in out.stderr
-    out = subprocess.run([sys.executable, "-m", "synapsedb", "serve", "--data",
-                          str(tmp_path / "e"), "--allowed-hosts", "ok.example,bad:port"],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "synapsedb",
+            "serve",
+            "--data",
+            str(tmp_path / "e"),
+            "--allowed-hosts",
+            "ok.example,bad:port",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and "'bad:port' is not a host name" in out.stderr
 
 
@@ -278,10 +328,22 @@ def cli_server(
     port = free_port()
     env = {**os.environ, "SYNAPSEDB_EMBEDDER": "none"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "synapsedb", "serve", "--data", str(tmp_path / "d"), "--port",
-         str(port), *args],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=limit,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "synapsedb",
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--port",
+            str(port),
+            *args,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=limit,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -305,11 +367,15 @@ def test_a_stop_closes_open_feeds_within_the_shutdown_timeout(tmp_path: Path) ->
     """SIGTERM while a client follows a stream: the server ends the feed after
     Limits.shutdown_timeout and exits (it used to wait for the feed forever)."""
     with cli_server(tmp_path) as (base, proc):
-        httpx.post(f"{base}/v1/namespaces/ns/events",
-                   json={"entity": "user:1", "event": "hello"}).raise_for_status()  # fmt: skip
-        with httpx.stream("GET", f"{base}/v1/namespaces/ns/events/follow",
-                          params={"stream": "user:1", "idle_timeout": "600"},
-                          timeout=httpx.Timeout(5, read=120)) as feed:  # fmt: skip
+        httpx.post(
+            f"{base}/v1/namespaces/ns/events", json={"entity": "user:1", "event": "hello"}
+        ).raise_for_status()
+        with httpx.stream(
+            "GET",
+            f"{base}/v1/namespaces/ns/events/follow",
+            params={"stream": "user:1", "idle_timeout": "600"},
+            timeout=httpx.Timeout(5, read=120),
+        ) as feed:
             lines = feed.iter_lines()
             assert any(line.startswith("data:") for line in itertools.islice(lines, 20))
             t0 = time.monotonic()
@@ -376,16 +442,20 @@ def test_the_issues_1100_slow_connections_no_longer_stop_writes(tmp_path: Path) 
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False)  # fmt: skip
-    with TestClient(create_app(db, allowed_hosts=LOOPBACK_HOSTS),
-                    base_url="http://127.0.0.1:7379") as c:  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    )
+    with TestClient(
+        create_app(db, allowed_hosts=LOOPBACK_HOSTS), base_url="http://127.0.0.1:7379"
+    ) as c:
         yield c
     db.close()
 
 
-@pytest.mark.parametrize("kind", ["text/plain", "application/x-www-form-urlencoded",
-                                  "multipart/form-data; boundary=x", None])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind",
+    ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None],
+)
 def test_bodies_that_are_not_json_are_refused(client: TestClient, kind: str | None) -> None:
     headers = {} if kind is None else {"content-type": kind}
     body = json.dumps(WRITE).encode()
@@ -398,8 +468,9 @@ def test_bodies_that_are_not_json_are_refused(client: TestClient, kind: str | No
     r = client.post(f"{NS}/import", content=b'{"kind": "memory"}\n', headers=headers)
     assert r.status_code == 415 and "application/x-ndjson" in r.json()["error"]["message"]
     assert client.get(f"{NS}/stats").json()["memory_versions"] == 0
-    ok = client.post(f"{NS}/memories", content=body,
-                     headers={"content-type": "Application/JSON; charset=utf-8"})  # fmt: skip
+    ok = client.post(
+        f"{NS}/memories", content=body, headers={"content-type": "Application/JSON; charset=utf-8"}
+    )
     assert ok.status_code == 201
 
 
@@ -426,11 +497,26 @@ def test_the_clients_send_json_content_types(client: TestClient) -> None:
     assert client.get(f"{NS}/stats").json()["memory_versions"] == 2
 
 
-@pytest.mark.parametrize("host", ["attacker.example", "attacker.example:7379", "127.0.0.1.nip.io",
-                                  "localhost.evil", "", "[::1", "localhost:x"])  # fmt: skip
+@pytest.mark.parametrize(
+    "host",
+    [
+        "attacker.example",
+        "attacker.example:7379",
+        "127.0.0.1.nip.io",
+        "localhost.evil",
+        "",
+        "[::1",
+        "localhost:x",
+    ],
+)
 def test_other_hosts_are_refused_on_every_path(client: TestClient, host: str) -> None:
-    for method, path in [("GET", f"{NS}/facts?entity=u&key=k"), ("GET", f"{NS}/memories"),
-                         ("POST", f"{NS}/memories"), ("GET", "/healthz"), ("GET", "/nowhere")]:  # fmt: skip
+    for method, path in [
+        ("GET", f"{NS}/facts?entity=u&key=k"),
+        ("GET", f"{NS}/memories"),
+        ("POST", f"{NS}/memories"),
+        ("GET", "/healthz"),
+        ("GET", "/nowhere"),
+    ]:
         r = client.request(method, path, json=WRITE, headers={"Host": host})
         assert r.status_code == 421, (method, path, host)
         err = r.json()["error"]
@@ -453,8 +539,9 @@ def test_deep_nesting_is_refused_before_anything_recurses(client: TestClient) ->
         assert r.status_code == 422, r.text
         assert r.json()["error"]["details"] == {"field": "body", "limit": MAX_DEPTH}
         assert f"deeper than {MAX_DEPTH} levels" in r.json()["error"]["message"]
-    r = client.post(f"{NS}/query", content=nested(MAX_DEPTH),
-                    headers={"content-type": "application/json"})  # fmt: skip
+    r = client.post(
+        f"{NS}/query", content=nested(MAX_DEPTH), headers={"content-type": "application/json"}
+    )
     assert r.json()["error"]["details"]["field"] == "a"  # not too deep: an unknown field
     deep_meta: Any = "x"
     for _ in range(40):
@@ -468,8 +555,11 @@ def test_deep_nesting_is_refused_before_anything_recurses(client: TestClient) ->
         deep_filter = {"$not": deep_filter}
     r = client.post(f"{NS}/query", json={"text": "x", "filter": deep_filter})
     assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "filter"
-    r = client.post(f"{NS}/import", content=nested(MAX_DEPTH + 1) + b"\n",
-                    headers={"content-type": "application/x-ndjson"})  # fmt: skip
+    r = client.post(
+        f"{NS}/import",
+        content=nested(MAX_DEPTH + 1) + b"\n",
+        headers={"content-type": "application/x-ndjson"},
+    )
     assert r.status_code == 422
     assert r.json()["error"]["details"] == {"field": "records[0]", "limit": MAX_DEPTH, "line": 1}
     assert client.get(f"{NS}/stats").json()["memory_versions"] == 0
@@ -508,10 +598,15 @@ def test_oversized_event_cursors_are_refused(client: TestClient, cursor: str) ->
 
 @pytest.mark.parametrize(
     ("embedding", "field"),
-    [([True, False, True], "embedding[0]"), ([0.5, True], "embedding[1]"),
-     (["1", 2.0], "embedding[0]"), ([1.0, None], "embedding[1]"), ([[1.0], [2.0]], "embedding[0]"),
-     ([1.0, {"x": 1}], "embedding[1]")],
-)  # fmt: skip
+    [
+        ([True, False, True], "embedding[0]"),
+        ([0.5, True], "embedding[1]"),
+        (["1", 2.0], "embedding[0]"),
+        ([1.0, None], "embedding[1]"),
+        ([[1.0], [2.0]], "embedding[0]"),
+        ([1.0, {"x": 1}], "embedding[1]"),
+    ],
+)
 def test_vectors_hold_numbers_only(client: TestClient, embedding: list[Any], field: str) -> None:
     r = client.post(f"{NS}/memories", json={**WRITE, "embedding": embedding})
     assert r.status_code == 422 and r.json()["error"]["details"]["field"] == field
@@ -528,9 +623,12 @@ def test_vectors_hold_numbers_only_embedded(tmp_path: Path) -> None:
 
     with synapsedb.open(tmp_path / "e", durability="os", embedder=None) as db:
         mem = db.namespace("acme")
-        for bad, field in [([True, False], "embedding[0]"), ([1.0, "2"], "embedding[1]"),
-                           (np.array([True, False]), "embedding"),
-                           (np.array(["1", "2"]), "embedding")]:  # fmt: skip
+        for bad, field in [
+            ([True, False], "embedding[0]"),
+            ([1.0, "2"], "embedding[1]"),
+            (np.array([True, False]), "embedding"),
+            (np.array(["1", "2"]), "embedding"),
+        ]:
             with pytest.raises(ValidationError) as err:
                 mem.write("u", {"content": "x", "embedding": bad})
             assert err.value.field == field
@@ -552,16 +650,31 @@ def test_the_remote_client_rebuilds_the_new_errors(client: TestClient) -> None:
         err = calls.error_of(resp.status_code, resp.content)
         assert type(err) is cls and err.http_status == resp.status_code
         assert err.details == resp.json()["error"]["details"]
-    err = calls.error_of(408, json.dumps({"error": RequestTimeoutError(
-        "body: not received within 1 s", field="body", limit=1).to_dict()}).encode())  # fmt: skip
+    err = calls.error_of(
+        408,
+        json.dumps(
+            {
+                "error": RequestTimeoutError(
+                    "body: not received within 1 s", field="body", limit=1
+                ).to_dict()
+            }
+        ).encode(),
+    )
     assert type(err) is RequestTimeoutError and err.details["limit"] == 1
 
 
 @pytest.mark.parametrize(
     "cursor",
-    ["99999999999999999999-x-1", "253402300800000000-x-1", "1-x-" + "9" * 100,
-     "1-" + "b" * 40 + "-1", "-x-1", "1-x-", "1--1-2"],
-)  # fmt: skip
+    [
+        "99999999999999999999-x-1",
+        "253402300800000000-x-1",
+        "1-x-" + "9" * 100,
+        "1-" + "b" * 40 + "-1",
+        "-x-1",
+        "1-x-",
+        "1--1-2",
+    ],
+)
 def test_malformed_change_cursors_are_refused(client: TestClient, cursor: str) -> None:
     """Within the length cap, a change id whose parts overflow a time or a counter is a 422
     naming the field, never a 500 (OverflowError in the replay from history)."""
@@ -627,9 +740,12 @@ def test_an_import_fails_at_its_first_line_that_is_not_an_object(tmp_path: Path)
 
 @pytest.mark.parametrize(
     ("params", "field"),
-    [({"after": "²²-a-1"}, "after"), ({"after": "1-a-²"}, "after"),
-     ({"since": "-62135596801"}, "since")],
-)  # fmt: skip
+    [
+        ({"after": "²²-a-1"}, "after"),
+        ({"after": "1-a-²"}, "after"),
+        ({"since": "-62135596801"}, "since"),
+    ],
+)
 def test_unicode_digits_and_times_before_year_1_are_refused(
     client: TestClient, params: dict[str, str], field: str
 ) -> None:
@@ -651,21 +767,27 @@ def test_one_tenant_cannot_hold_every_slot_with_stalled_bodies(tmp_path: Path) -
     keys = KeyStore(tmp_path / "d")
     _, slow = keys.create("slowpoke", ["read"])
     _, other = keys.create("other", ["read", "write"])
-    limits = Limits(body_timeout=10.0, header_timeout=30.0, max_body_reads_per_tenant=3,
-                    max_connections=8)  # fmt: skip
+    limits = Limits(
+        body_timeout=10.0, header_timeout=30.0, max_body_reads_per_tenant=3, max_connections=8
+    )
     with running(tmp_path, limits, keys=keys) as (port, db):
         stalled = [raw_connect(port) for _ in range(6)]
         for sock in stalled:  # headers and part of a body, then nothing
-            sock.sendall(head("POST", f"{NS}/query", 200, Authorization=f"Bearer {slow}")
-                         + b'{"text": ')  # fmt: skip
+            sock.sendall(
+                head("POST", f"{NS}/query", 200, Authorization=f"Bearer {slow}") + b'{"text": '
+            )
         refused = []
         for sock in stalled[3:]:  # over the tenant's 3 bodies: 429 and closed, at once
             status, body = parse(read_all(sock))
             refused.append((status, body["error"]["details"]["limit"]))
         assert refused == [(429, 3)] * 3
         for _ in range(5):  # the other tenant is served meanwhile
-            r = httpx.post(f"http://127.0.0.1:{port}{NS}/memories", json=WRITE, timeout=20,
-                           headers={"Authorization": f"Bearer {other}"})  # fmt: skip
+            r = httpx.post(
+                f"http://127.0.0.1:{port}{NS}/memories",
+                json=WRITE,
+                timeout=20,
+                headers={"Authorization": f"Bearer {other}"},
+            )
             assert r.status_code == 201
         for sock in stalled:
             sock.close()

@@ -172,12 +172,27 @@ def test_serve_exports_otlp_and_logs_json(tmp_path: Path) -> None:
     port = _port()
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
-        [sys.executable, "-m", "synapsedb", "serve", "--data", str(tmp_path / "d"),
-         "--port", str(port), "--log-level", "info", "--otel-exporter", "otlp",
-         "--otel-endpoint", f"http://127.0.0.1:{collector.server_port}/v1/traces"],
+        [
+            sys.executable,
+            "-m",
+            "synapsedb",
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--port",
+            str(port),
+            "--log-level",
+            "info",
+            "--otel-exporter",
+            "otlp",
+            "--otel-endpoint",
+            f"http://127.0.0.1:{collector.server_port}/v1/traces",
+        ],
         env={**os.environ, "SYNAPSEDB_EMBEDDER": "none"},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -188,10 +203,15 @@ def test_serve_exports_otlp_and_logs_json(tmp_path: Path) -> None:
                 pass
             assert time.monotonic() < deadline and server.poll() is None, server.stderr
             time.sleep(0.1)
-        httpx.post(f"{url}{NS}/memories", json={"entity": "u", "content": "x",
-                   "embedding": [0.1, 0.2, 0.3]})  # fmt: skip
-        r = httpx.post(f"{url}{NS}/query", json={"embedding": [0.1, 0.2, 0.3], "mode": "vector"},
-                       headers={"traceparent": TRACEPARENT, "X-Request-ID": "cli-1"})  # fmt: skip
+        httpx.post(
+            f"{url}{NS}/memories",
+            json={"entity": "u", "content": "x", "embedding": [0.1, 0.2, 0.3]},
+        )
+        r = httpx.post(
+            f"{url}{NS}/query",
+            json={"embedding": [0.1, 0.2, 0.3], "mode": "vector"},
+            headers={"traceparent": TRACEPARENT, "X-Request-ID": "cli-1"},
+        )
         assert r.status_code == 200 and r.headers["x-request-id"] == "cli-1"
     finally:
         server.terminate()

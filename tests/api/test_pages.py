@@ -17,9 +17,13 @@ NS = "/v1/namespaces/acme"
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[TestClient]:
-    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        clock=synapsedb.ManualClock(1_760_000_000_000_000),
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d",
+        durability="os",
+        embedder=None,
+        clock=synapsedb.ManualClock(1_760_000_000_000_000),
+        background_maintenance=False,
+    )
     with TestClient(create_app(db)) as c:
         yield c
     db.close()
@@ -41,16 +45,24 @@ def test_entity_pages_walk_every_name_once(client: TestClient) -> None:
         params["after"] = page[-1]
     assert walked == sorted(names)
     assert client.get(f"{NS}/entities", params={"prefix": "order:"}).json() == ["order:1"]
-    got = client.get(f"{NS}/entities", params={"prefix": "user:", "after": "user:020",
-                                               "limit": 2}).json()  # fmt: skip
+    got = client.get(
+        f"{NS}/entities", params={"prefix": "user:", "after": "user:020", "limit": 2}
+    ).json()
     assert got == ["user:021", "user:022"]
 
 
 def test_stream_pages_walk_every_name_once(client: TestClient) -> None:
     names = [f"chat:{i:03d}" for i in range(17)] + ["desk:1"]
     for i, name in enumerate(names):
-        r = client.post(f"{NS}/events", json={"entity": f"user:{i}", "event": f"event {i}",
-                                              "stream": name, "searchable": False})  # fmt: skip
+        r = client.post(
+            f"{NS}/events",
+            json={
+                "entity": f"user:{i}",
+                "event": f"event {i}",
+                "stream": name,
+                "searchable": False,
+            },
+        )
         assert r.status_code == 201, r.text
     assert client.get(f"{NS}/streams").json() == sorted(names)  # no limit: all, as before
     walked: list[str] = []
@@ -64,16 +76,18 @@ def test_stream_pages_walk_every_name_once(client: TestClient) -> None:
         params["after"] = page[-1]
     assert walked == sorted(names)
     assert client.get(f"{NS}/streams", params={"prefix": "desk:"}).json() == ["desk:1"]
-    got = client.get(f"{NS}/streams", params={"prefix": "chat:", "after": "chat:014",
-                                              "limit": 2}).json()  # fmt: skip
+    got = client.get(
+        f"{NS}/streams", params={"prefix": "chat:", "after": "chat:014", "limit": 2}
+    ).json()
     assert got == ["chat:015", "chat:016"]
 
 
 def test_memory_pages_walk_newest_first_with_before(client: TestClient) -> None:
     ids = []
     for i in range(7):
-        r = client.post(f"{NS}/memories", json={"entity": "u", "content": f"note {i}",
-                                                "ts": 1_700_000_000 + i})  # fmt: skip
+        r = client.post(
+            f"{NS}/memories", json={"entity": "u", "content": f"note {i}", "ts": 1_700_000_000 + i}
+        )
         ids.append(r.json()["id"])
     walked: list[str] = []
     params: dict[str, str | int] = {"entity": "u", "limit": 3}
@@ -88,12 +102,17 @@ def test_memory_pages_walk_newest_first_with_before(client: TestClient) -> None:
 
 @pytest.mark.parametrize(
     ("path", "params", "status", "field"),
-    [("entities", {"limit": "0"}, 422, "limit"), ("entities", {"limit": "10001"}, 422, "limit"),
-     ("entities", {"limit": "ten"}, 422, "limit"), ("memories", {"before": ""}, 422, "before"),
-     ("streams", {"limit": "0"}, 422, "limit"), ("streams", {"limit": "10001"}, 422, "limit"),
-     ("streams", {"limit": "1.5"}, 422, "limit"),
-     ("memories", {"before": "m_nope"}, 404, "before")],
-)  # fmt: skip
+    [
+        ("entities", {"limit": "0"}, 422, "limit"),
+        ("entities", {"limit": "10001"}, 422, "limit"),
+        ("entities", {"limit": "ten"}, 422, "limit"),
+        ("memories", {"before": ""}, 422, "before"),
+        ("streams", {"limit": "0"}, 422, "limit"),
+        ("streams", {"limit": "10001"}, 422, "limit"),
+        ("streams", {"limit": "1.5"}, 422, "limit"),
+        ("memories", {"before": "m_nope"}, 404, "before"),
+    ],
+)
 def test_bad_pages_name_the_field(
     client: TestClient, path: str, params: dict[str, str], status: int, field: str
 ) -> None:
@@ -109,8 +128,9 @@ def test_the_mcp_entities_resource_reads_at_most_a_thousand_names(tmp_path: Path
     from synapsedb.integrations.mcp.resources import MAX_NAMES, parse_uri
 
     names = [f"user:{i:04d}" for i in range(MAX_NAMES + 5)] + ["order:1"]
-    with synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False) as db:  # fmt: skip
+    with synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    ) as db:
         ns = db.namespace("acme")
         ns.write_many([(n, f"note {n}") for n in names])
         first = parse_uri("synapsedb://acme/entities").read(ns)
@@ -132,8 +152,11 @@ def test_the_cli_pages_entities_and_memories(
 
     from synapsedb import cli
 
-    for name, value in (("EMBEDDER", "none"), ("DURABILITY", "os"),
-                        ("BACKGROUND_MAINTENANCE", "false")):  # fmt: skip
+    for name, value in (
+        ("EMBEDDER", "none"),
+        ("DURABILITY", "os"),
+        ("BACKGROUND_MAINTENANCE", "false"),
+    ):
         monkeypatch.setenv(f"SYNAPSEDB_{name}", value)
     for name in ("SYNAPSEDB_URL", "SYNAPSEDB_API_KEY", "SYNAPSEDB_NAMESPACE"):
         monkeypatch.delenv(name, raising=False)
@@ -146,8 +169,10 @@ def test_the_cli_pages_entities_and_memories(
         assert code == 0, err
         return json.loads(out)
 
-    ids = [run("write", entity, f"note {i}", "--ts", str(1_700_000_000 + i))["id"]  # type: ignore[index]
-           for i, entity in enumerate(["user:1", "user:2", "user:2", "order:9"])]  # fmt: skip
+    ids = [
+        run("write", entity, f"note {i}", "--ts", str(1_700_000_000 + i))["id"]  # type: ignore[index]
+        for i, entity in enumerate(["user:1", "user:2", "user:2", "order:9"])
+    ]
     assert run("entities", "--limit", "2") == ["order:9", "user:1"]
     assert run("entities", "--after", "user:1", "--limit", "2") == ["user:2"]
     assert run("entities", "--prefix", "user:") == ["user:1", "user:2"]
@@ -172,17 +197,24 @@ def test_the_async_client_pages_too(tmp_path: Path) -> None:
 
     from synapsedb.client import AsyncRemoteDatabase
 
-    with synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False) as served:  # fmt: skip
+    with synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    ) as served:
 
         async def run() -> None:
             transport = httpx.ASGITransport(app=create_app(served))
             async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
                 mem = AsyncRemoteDatabase("http://t", client=http).namespace("acme")
-                written = await mem.write_many([(f"user:{i}", {"content": f"note {i}",
-                                                 "ts": 1_700_000_000 + i}) for i in range(5)])  # fmt: skip
+                written = await mem.write_many(
+                    [
+                        (f"user:{i}", {"content": f"note {i}", "ts": 1_700_000_000 + i})
+                        for i in range(5)
+                    ]
+                )
                 assert await mem.entities(prefix="user:", after="user:1", limit=2) == [
-                    "user:2", "user:3"]  # fmt: skip
+                    "user:2",
+                    "user:3",
+                ]
                 page = await mem.memories(limit=2, before=written[3].id)
                 assert [m.id for m in page] == [written[2].id, written[1].id]
                 with pytest.raises(synapsedb.ValidationError) as err:

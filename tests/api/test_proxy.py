@@ -37,17 +37,21 @@ def test_a_completion_gets_memory_and_is_the_upstreams_answer_byte_for_byte(
     proxy: ProxyEnv,
 ) -> None:
     mid = proxy.seed("user:alice", BUDGET)
-    raw = (b'{"id": "chatcmpl-up-1",  "object": "chat.completion", "created": 1, "model": "m1",'
-           b' "choices": [{"index": 0, "message": {"role": "assistant", "content": '
-           b'"Your budget is $5000."}, "finish_reason": "stop"}],'
-           b' "usage": {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14}}')  # fmt: skip
+    raw = (
+        b'{"id": "chatcmpl-up-1",  "object": "chat.completion", "created": 1, "model": "m1",'
+        b' "choices": [{"index": 0, "message": {"role": "assistant", "content": '
+        b'"Your budget is $5000."}, "finish_reason": "stop"}],'
+        b' "usage": {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14}}'
+    )
     proxy.upstream.push(Reply(body=raw))
     asked = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": ASK}]
     with proxy.sdk() as client:
         got = client.chat.completions.with_raw_response.create(
-            model="gpt-test", messages=asked, user="user:alice",  # type: ignore[arg-type]
+            model="gpt-test",
+            messages=asked,
+            user="user:alice",  # type: ignore[arg-type]
             extra_headers={"X-SynapseDB-Session": "trip-1"},
-        )  # fmt: skip
+        )
     assert got.content == raw  # the upstream's bytes, unchanged
     completion = got.parse()
     assert completion.id == "chatcmpl-up-1"
@@ -68,7 +72,9 @@ def test_a_completion_gets_memory_and_is_the_upstreams_answer_byte_for_byte(
     assert lineage["text"] == "Your budget is $5000." and lineage["agent"] == "proxy"
     turns = proxy.call("GET", "/events", params={"stream": "session:trip-1"}).json()
     assert [(e["data"]["role"], e["content"]) for e in turns] == [
-        ("user", ASK), ("assistant", "Your budget is $5000.")]  # fmt: skip
+        ("user", ASK),
+        ("assistant", "Your budget is $5000."),
+    ]
     assert {e["entity"] for e in turns} == {"user:alice"}
 
 
@@ -77,12 +83,15 @@ def test_a_streamed_completion_passes_the_upstreams_events_unchanged(proxy: Prox
     proxy.upstream.push(Reply.text("No peanuts for you.", chunks=("No ", "peanuts ", "for you.")))
     with proxy.sdk() as client:
         raw = client.chat.completions.with_raw_response.create(
-            model="gpt-test", stream=True, user="user:sam",
+            model="gpt-test",
+            stream=True,
+            user="user:sam",
             messages=[{"role": "user", "content": "Am I allergic to peanuts?"}],
-        )  # fmt: skip
+        )
         chunks = list(raw.parse())
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == (
-        "No peanuts for you.")  # fmt: skip
+        "No peanuts for you."
+    )
     assert len({c.id for c in chunks}) == 1
     (sent,) = proxy.upstream.chat_requests()
     assert sent.stream and mid in injected(sent.messages)[0]
@@ -97,8 +106,13 @@ def test_streamed_event_bytes_are_the_upstreams(proxy: ProxyEnv) -> None:
     re-encoded the chunks would write compact JSON instead."""
     proxy.upstream.push(Reply.text("one two", chunks=("one ", "two")))
     body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "Count."}]}
-    with httpx.stream("POST", f"{proxy.url}/v1/namespaces/acme/chat/completions", json=body,
-                      headers=proxy.auth(), timeout=30) as r:  # fmt: skip
+    with httpx.stream(
+        "POST",
+        f"{proxy.url}/v1/namespaces/acme/chat/completions",
+        json=body,
+        headers=proxy.auth(),
+        timeout=30,
+    ) as r:
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
         data = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
     assert data[-1] == "[DONE]" and len(data) == 5  # role, two pieces, finish, [DONE]
@@ -112,9 +126,10 @@ def test_the_default_namespace_route(proxy: ProxyEnv) -> None:
     proxy.upstream.push(Reply.text("Teal."))
     with proxy.sdk(ns=None) as client:
         raw = client.chat.completions.with_raw_response.create(
-            model="m", messages=[{"role": "user", "content": "What is my favourite colour?"}],
+            model="m",
+            messages=[{"role": "user", "content": "What is my favourite colour?"}],
             extra_headers={"X-SynapseDB-Entity": "user:dee"},
-        )  # fmt: skip
+        )
     assert raw.parse().choices[0].message.content == "Teal."
     assert mid in injected(proxy.upstream.chat_requests()[0].messages)[0]
     proxy.drain()
@@ -127,7 +142,8 @@ def test_small_talk_needs_no_memory_and_still_gets_its_lineage(proxy: ProxyEnv) 
     proxy.upstream.push(Reply.text("You're welcome!"))
     with proxy.sdk() as client:
         raw = client.chat.completions.with_raw_response.create(
-            model="m", messages=[{"role": "user", "content": "thanks!"}])  # fmt: skip
+            model="m", messages=[{"role": "user", "content": "thanks!"}]
+        )
     assert injected(proxy.upstream.chat_requests()[0].messages) == []
     proxy.drain()
     lineage = proxy.call("GET", f"/answers/{raw.headers['x-synapsedb-answer-id']}/lineage").json()
@@ -140,7 +156,8 @@ def test_the_first_turn_in_a_new_namespace_gets_its_lineage(proxy: ProxyEnv) -> 
     proxy.upstream.push(Reply.text("Hello!"))
     with proxy.sdk(ns="brand-new") as client:
         raw = client.chat.completions.with_raw_response.create(
-            model="m", messages=[{"role": "user", "content": "What is my favourite colour?"}])  # fmt: skip
+            model="m", messages=[{"role": "user", "content": "What is my favourite colour?"}]
+        )
     proxy.drain()
     ident = raw.headers["x-synapsedb-answer-id"]
     got = proxy.call("GET", f"/answers/{ident}/lineage", ns="brand-new")
@@ -164,10 +181,15 @@ def test_the_proxy_rewrites_with_the_heuristic_never_an_extra_model_call(
         proxy.seed("user:rw", "The budget for the Hawaii trip is $10,000")
         proxy.upstream.push(Reply.text("It is $10,000."))
         with proxy.sdk() as client:
-            client.chat.completions.create(model="m", user="user:rw", messages=[
-                {"role": "user", "content": "I am planning the Hawaii trip."},
-                {"role": "assistant", "content": "Lovely."},
-                {"role": "user", "content": "What's my budget for it?"}])  # fmt: skip
+            client.chat.completions.create(
+                model="m",
+                user="user:rw",
+                messages=[
+                    {"role": "user", "content": "I am planning the Hawaii trip."},
+                    {"role": "assistant", "content": "Lovely."},
+                    {"role": "user", "content": "What's my budget for it?"},
+                ],
+            )
         (sent,) = proxy.upstream.chat_requests()  # the answer only: no rewrite request
         assert sent.response_format is None
         assert any("$10,000" in block for block in injected(sent.messages))
@@ -183,9 +205,12 @@ def test_a_pasted_document_is_stored_cut_not_lost(proxy: ProxyEnv) -> None:
     doc = "Here is my itinerary: " + "day by day plans é " * 4000  # ~88 KB of UTF-8
     proxy.upstream.push(Reply.text("Got it."))
     with proxy.sdk() as client:
-        client.chat.completions.create(model="m", user="user:paste",
-                                       messages=[{"role": "user", "content": doc}],
-                                       extra_headers={"X-SynapseDB-Session": "paste"})  # fmt: skip
+        client.chat.completions.create(
+            model="m",
+            user="user:paste",
+            messages=[{"role": "user", "content": doc}],
+            extra_headers={"X-SynapseDB-Session": "paste"},
+        )
     proxy.drain()
     events = proxy.call("GET", "/events", params={"stream": "session:paste"}).json()
     assert [e["data"]["role"] for e in events] == ["user", "assistant"]
@@ -203,8 +228,11 @@ def test_a_tenants_key_never_reaches_another_tenants_memories_or_namespaces(
     proxy.seed("user:tina", "Tina's passport number is X1234567", who="a")
     proxy.upstream.push(Reply.text("I do not know."))
     with proxy.sdk(who="b") as client:  # tenant B, its own namespace called "acme"
-        client.chat.completions.create(model="m", user="user:tina", messages=[
-            {"role": "user", "content": "What is my passport number?"}])  # fmt: skip
+        client.chat.completions.create(
+            model="m",
+            user="user:tina",
+            messages=[{"role": "user", "content": "What is my passport number?"}],
+        )
     (sent,) = proxy.upstream.chat_requests()
     assert injected(sent.messages) == [] and "X1234567" not in json.dumps(sent.body)
     with proxy.sdk(who="a_only") as client, pytest.raises(openai.PermissionDeniedError) as err:
@@ -213,8 +241,9 @@ def test_a_tenants_key_never_reaches_another_tenants_memories_or_namespaces(
     with proxy.sdk(who="a_read") as client, pytest.raises(openai.PermissionDeniedError) as err:
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     assert "'write'" in err.value.message
-    bad = openai.OpenAI(base_url=f"{proxy.url}/v1/namespaces/acme", api_key="sdb_bogus_x",
-                        max_retries=0)  # fmt: skip
+    bad = openai.OpenAI(
+        base_url=f"{proxy.url}/v1/namespaces/acme", api_key="sdb_bogus_x", max_retries=0
+    )
     with bad, pytest.raises(openai.AuthenticationError):
         bad.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     assert len(proxy.upstream.chat_requests()) == 1  # refused requests never reach the model
@@ -244,14 +273,18 @@ def test_an_upstream_failure_is_a_502_the_sdk_raises(proxy: ProxyEnv) -> None:
         assert body["type"] == "upstream_error" and body["code"] == "upstream"
         assert body["param"] is None and "overloaded" in body["message"]
         with pytest.raises(openai.APIStatusError) as err:
-            client.chat.completions.create(model="m", stream=True,
-                                           messages=[{"role": "user", "content": "hi"}])  # fmt: skip
+            client.chat.completions.create(
+                model="m", stream=True, messages=[{"role": "user", "content": "hi"}]
+            )
         assert err.value.status_code == 502 and err.value.type == "upstream_error"
 
 
 def test_an_upstream_4xx_the_request_caused_is_passed_on(proxy: ProxyEnv) -> None:
-    proxy.upstream.push(Reply.error(404, "The model `nope` does not exist",
-                                    kind="invalid_request_error", param="model"))  # fmt: skip
+    proxy.upstream.push(
+        Reply.error(
+            404, "The model `nope` does not exist", kind="invalid_request_error", param="model"
+        )
+    )
     with proxy.sdk() as client, pytest.raises(openai.NotFoundError) as err:
         client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "x"}])
     assert err.value.param == "model" and "does not exist" in err.value.message
@@ -264,7 +297,7 @@ def test_a_stream_that_breaks_part_way_ends_with_an_error_event(proxy: ProxyEnv)
     with proxy.sdk() as client, pytest.raises(openai.APIError, match="broke"):
         raw = client.chat.completions.with_raw_response.create(
             model="m", stream=True, messages=[{"role": "user", "content": "Spell it."}]
-        )  # fmt: skip
+        )
         for chunk in raw.parse():
             seen.append(chunk.choices[0].delta.content or "")
             ids.add(chunk.id)
@@ -297,14 +330,18 @@ def test_a_bad_body_is_a_400_naming_the_field(
 
 
 def test_malformed_input_on_every_proxy_route_answers_openais_shape(proxy: ProxyEnv) -> None:
-    routes = [p for r in proxy.app.routes if (p := getattr(r, "path", "")).endswith(
-        ("/chat/completions", "/responses"))]  # fmt: skip
+    routes = [
+        p
+        for r in proxy.app.routes
+        if (p := getattr(r, "path", "")).endswith(("/chat/completions", "/responses"))
+    ]
     assert len(routes) == 4
     for path in routes:
         url = proxy.url + path.replace("{ns}", "acme")
         for raw in (b"[1, 2]", b"{", b"null", b'{"a":' * 70 + b"1" + b"}" * 70):
-            r = httpx.post(url, content=raw, headers={**proxy.auth(),
-                           "content-type": "application/json"})  # fmt: skip
+            r = httpx.post(
+                url, content=raw, headers={**proxy.auth(), "content-type": "application/json"}
+            )
             assert r.status_code == 400, (path, raw[:10], r.text)
             openai_shape(r)
         r = httpx.post(url, content=b"{}", headers={**proxy.auth(), "content-type": "text/plain"})
@@ -350,8 +387,12 @@ def test_no_llm_configured_is_a_503_saying_so(tmp_path: Path) -> None:
         synapsedb.open(tmp_path / "d", durability="os", embedder=None, llm=None) as db,
         TestClient(create_app(db)) as c,
     ):
-        sdk = openai.OpenAI(base_url="http://testserver/v1/namespaces/acme", api_key="x",
-                            http_client=c, max_retries=0)  # fmt: skip
+        sdk = openai.OpenAI(
+            base_url="http://testserver/v1/namespaces/acme",
+            api_key="x",
+            http_client=c,
+            max_retries=0,
+        )
         with pytest.raises(openai.APIStatusError) as err:
             sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
         assert err.value.status_code == 503
@@ -390,8 +431,12 @@ def test_the_snippet_in_docs_proxy_md_runs(
     ask, lineage = snippet[:at], snippet[at:]
     monkeypatch.setenv("SYNAPSEDB_API_KEY", proxy.tokens["a"])
     mid = proxy.seed("user:4321", "The budget for the Hawaii trip is 5000 dollars")
-    proxy.upstream.push(Reply.text("5000 dollars."), Reply.text("Try the Moana."),
-                        Reply.text("Noted."), Reply.text("Friday."))  # fmt: skip
+    proxy.upstream.push(
+        Reply.text("5000 dollars."),
+        Reply.text("Try the Moana."),
+        Reply.text("Noted."),
+        Reply.text("Friday."),
+    )
     scope: dict[str, Any] = {}
     exec(ask, scope)
     proxy.drain()

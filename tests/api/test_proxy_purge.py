@@ -34,15 +34,28 @@ def talk(proxy: ProxyEnv, user: str, session: str | None, secret: str, answer: s
     """A Responses chain of two turns and a chat completion, each saying ``secret`` and
     answered with ``answer``; returns the first response's id."""
     headers = {"X-SynapseDB-Session": session} if session else {}
-    proxy.upstream.push(Reply.text(f"{answer} (1)"), Reply.text(f"{answer} (2)"),
-                        Reply.text(f"{answer} (3)"))  # fmt: skip
+    proxy.upstream.push(
+        Reply.text(f"{answer} (1)"), Reply.text(f"{answer} (2)"), Reply.text(f"{answer} (3)")
+    )
     with proxy.sdk("a") as client:
-        first = client.responses.create(model="m", user=user, extra_headers=headers,
-                                        input=f"Keep this safe: my locker code is {secret}.")  # fmt: skip
-        client.responses.create(model="m", previous_response_id=first.id, extra_headers=headers,
-                                input=f"Say {secret} back to me.")  # fmt: skip
-        client.chat.completions.create(model="m", user=user, extra_headers=headers, messages=[
-            {"role": "user", "content": f"Is {secret} a good locker code?"}])  # fmt: skip
+        first = client.responses.create(
+            model="m",
+            user=user,
+            extra_headers=headers,
+            input=f"Keep this safe: my locker code is {secret}.",
+        )
+        client.responses.create(
+            model="m",
+            previous_response_id=first.id,
+            extra_headers=headers,
+            input=f"Say {secret} back to me.",
+        )
+        client.chat.completions.create(
+            model="m",
+            user=user,
+            extra_headers=headers,
+            messages=[{"role": "user", "content": f"Is {secret} a good locker code?"}],
+        )
     proxy.drain()
     return first.id
 
@@ -99,10 +112,15 @@ def test_a_purge_of_the_session_erases_its_records_answers_and_turns(
     # the loop's: a session purge does not reach them yet, a purge of the user does.)
     db = sqlite3.connect(proxy.db.path / "synapse.db")
     try:
-        for table, column in [("answers", "text"), ("events", "content"), ("events", "data"),
-                              ("fact_versions", "value")]:  # fmt: skip
-            hits = db.execute(f"SELECT count(*) FROM {table} WHERE {column} LIKE ?",
-                              (f"%{secret[:9]}%",)).fetchone()[0]  # fmt: skip
+        for table, column in [
+            ("answers", "text"),
+            ("events", "content"),
+            ("events", "data"),
+            ("fact_versions", "value"),
+        ]:
+            hits = db.execute(
+                f"SELECT count(*) FROM {table} WHERE {column} LIKE ?", (f"%{secret[:9]}%",)
+            ).fetchone()[0]
             assert hits == 0, (table, column)
     finally:
         db.close()

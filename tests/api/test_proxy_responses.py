@@ -23,37 +23,49 @@ def test_a_chain_of_responses_carries_its_turns_and_its_memories(proxy: ProxyEnv
     mid = proxy.seed("user:hana", "Hana's budget for the Hawaii trip is 3000 dollars")
     proxy.upstream.push(Reply.text("Your budget is $3000."), Reply.text("About 2800 euros."))
     with proxy.sdk() as client:
-        first = client.responses.create(model="gpt-test", instructions="Be brief.",
-                                        input="What is my budget for the Hawaii trip?",
-                                        user="user:hana")  # fmt: skip
+        first = client.responses.create(
+            model="gpt-test",
+            instructions="Be brief.",
+            input="What is my budget for the Hawaii trip?",
+            user="user:hana",
+        )
         assert first.output_text == "Your budget is $3000." and first.status == "completed"
         assert first.id.startswith("resp_") and first.previous_response_id is None
         assert first.object == "response" and first.model == "gpt-test"
-        second = client.responses.create(model="gpt-test", input="And in euros?",
-                                         previous_response_id=first.id)  # fmt: skip
+        second = client.responses.create(
+            model="gpt-test", input="And in euros?", previous_response_id=first.id
+        )
     assert second.output_text == "About 2800 euros." and second.previous_response_id == first.id
     one, two = proxy.upstream.chat_requests()
     assert one.messages[0] == {"role": "system", "content": "Be brief."}
     assert mid in one.messages[1]["content"] and one.messages[2]["role"] == "user"
     turns = [(m["role"], m["content"]) for m in two.messages if not injected([m])]
-    assert turns == [("user", "What is my budget for the Hawaii trip?"),
-                     ("assistant", "Your budget is $3000."), ("user", "And in euros?")]  # fmt: skip
+    assert turns == [
+        ("user", "What is my budget for the Hawaii trip?"),
+        ("assistant", "Your budget is $3000."),
+        ("user", "And in euros?"),
+    ]
     assert one.body["model"] == two.body["model"] == "gpt-test" and not one.stream
     proxy.drain()
     # the chain is stored durably in the namespace: the record an event about its user in
     # the session's companion stream, found by the response id
     where = proxy.call("GET", "/facts", params={"entity": CHAIN, "key": first.id}).json()
     assert where["value"]["stream"] == f"synapsedb:session:{first.id}"
-    (stored,) = proxy.call("GET", "/events", params={"stream": where["value"]["stream"],
-                                                     "start": where["value"]["event"],
-                                                     "limit": 1}).json()  # fmt: skip
+    (stored,) = proxy.call(
+        "GET",
+        "/events",
+        params={"stream": where["value"]["stream"], "start": where["value"]["event"], "limit": 1},
+    ).json()
     assert stored["entity"] == "user:hana" and stored["data"]["session"] == first.id
     assert stored["data"]["output"] == "Your budget is $3000."
     # both turns went to one session, the chain's, under the entity of its first response
     said = proxy.call("GET", "/events", params={"stream": f"session:{first.id}"}).json()
-    assert [e["content"] for e in said] == ["What is my budget for the Hawaii trip?",
-                                            "Your budget is $3000.", "And in euros?",
-                                            "About 2800 euros."]  # fmt: skip
+    assert [e["content"] for e in said] == [
+        "What is my budget for the Hawaii trip?",
+        "Your budget is $3000.",
+        "And in euros?",
+        "About 2800 euros.",
+    ]
     assert {e["entity"] for e in said} == {"user:hana"}
     lineage = proxy.call("GET", f"/answers/{first.id}/lineage").json()
     assert [m["id"] for m in lineage["cited"]] == [mid]
@@ -63,28 +75,38 @@ def test_a_new_chain_recalls_what_an_earlier_session_said(proxy: ProxyEnv) -> No
     """Seed 001's Hawaii story: said in one session, recalled in a new one without a chain."""
     proxy.upstream.push(Reply.text("Noted, enjoy Maui!"), Reply.text("It is 4000 dollars."))
     with proxy.sdk() as client:
-        client.responses.create(model="m", user="user:kai",
-                                input="I'm planning a trip to Hawaii; my budget is 4000 dollars.")  # fmt: skip
+        client.responses.create(
+            model="m",
+            user="user:kai",
+            input="I'm planning a trip to Hawaii; my budget is 4000 dollars.",
+        )
         proxy.wait_for_memory("user:kai", "my budget is 4000 dollars")  # in the background
-        later = client.responses.create(model="m", user="user:kai",
-                                        input="What is my budget for the Hawaii trip?")  # fmt: skip
+        later = client.responses.create(
+            model="m", user="user:kai", input="What is my budget for the Hawaii trip?"
+        )
     assert later.output_text == "It is 4000 dollars."
     (context,) = injected(proxy.upstream.chat_requests()[1].messages)
     assert "my budget is 4000 dollars" in context
 
 
 def test_a_streamed_response_is_the_responses_event_sequence(proxy: ProxyEnv) -> None:
-    proxy.upstream.push(Reply.text("Aloha from Maui", chunks=("Aloha ", "from ", "Maui")),
-                        Reply.text("Yes."))  # fmt: skip
+    proxy.upstream.push(
+        Reply.text("Aloha from Maui", chunks=("Aloha ", "from ", "Maui")), Reply.text("Yes.")
+    )
     with proxy.sdk() as client:
-        events = list(client.responses.create(model="m", input="Say hi from Hawaii.",
-                                              stream=True))  # fmt: skip
+        events = list(client.responses.create(model="m", input="Say hi from Hawaii.", stream=True))
         kinds = [e.type for e in events]
-        assert kinds == ["response.created", "response.in_progress",
-                         "response.output_item.added", "response.content_part.added",
-                         *["response.output_text.delta"] * 3, "response.output_text.done",
-                         "response.content_part.done", "response.output_item.done",
-                         "response.completed"]  # fmt: skip
+        assert kinds == [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
+            *["response.output_text.delta"] * 3,
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed",
+        ]
         assert [e.sequence_number for e in events] == list(range(len(events)))
         deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
         assert deltas == ["Aloha ", "from ", "Maui"]
@@ -94,8 +116,9 @@ def test_a_streamed_response_is_the_responses_event_sequence(proxy: ProxyEnv) ->
         # the streamed response can be continued at once (its record is pending, then stored)
         more = client.responses.create(model="m", input="Again?", previous_response_id=done.id)
     assert more.output_text == "Yes."
-    assert ("assistant", "Aloha from Maui") in [(m["role"], m["content"])
-                                                for m in proxy.upstream.chat_requests()[1].messages]  # fmt: skip
+    assert ("assistant", "Aloha from Maui") in [
+        (m["role"], m["content"]) for m in proxy.upstream.chat_requests()[1].messages
+    ]
     assert proxy.upstream.chat_requests()[0].stream
 
 
@@ -114,36 +137,57 @@ def test_a_stream_that_breaks_ends_with_error_and_response_failed(proxy: ProxyEn
 
 def test_input_items_instructions_and_formats_become_chat_messages(proxy: ProxyEnv) -> None:
     proxy.upstream.push(Reply.json({"city": "Hilo"}))
-    schema = {"type": "object", "properties": {"city": {"type": "string"}},
-              "required": ["city"], "additionalProperties": False}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
     with proxy.sdk() as client:
         out = client.responses.create(
-            model="m", instructions="Answer in JSON.", max_output_tokens=50, temperature=0.2,
+            model="m",
+            instructions="Answer in JSON.",
+            max_output_tokens=50,
+            temperature=0.2,
             user="user:formats",  # nobody with memories: nothing is injected
             input=[
                 {"role": "developer", "content": "Cities only."},
-                {"type": "message", "role": "user", "content": [
-                    {"type": "input_text", "text": "Where is "},
-                    {"type": "input_text", "text": "the volcano?"}]},
-                {"role": "user", "content": [
-                    {"type": "input_text", "text": "See:"},
-                    {"type": "input_image", "image_url": "https://example.org/v.png"}]},
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [
+                        {"type": "input_text", "text": "Where is "},
+                        {"type": "input_text", "text": "the volcano?"},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "input_text", "text": "See:"},
+                        {"type": "input_image", "image_url": "https://example.org/v.png"},
+                    ],
+                },
             ],
-            text={"format": {"type": "json_schema", "name": "where", "schema": schema,
-                             "strict": True}},
-        )  # fmt: skip
+            text={
+                "format": {"type": "json_schema", "name": "where", "schema": schema, "strict": True}
+            },
+        )
     assert out.output_text == '{"city": "Hilo"}' and out.max_output_tokens == 50
     (sent,) = proxy.upstream.chat_requests()
     assert sent.messages[:3] == [
         {"role": "system", "content": "Answer in JSON."},
         {"role": "developer", "content": "Cities only."},
         {"role": "user", "content": "Where is the volcano?"},
-    ]  # fmt: skip
-    assert sent.messages[3]["content"][1] == {"type": "image_url",
-                                              "image_url": {"url": "https://example.org/v.png"}}  # fmt: skip
+    ]
+    assert sent.messages[3]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": "https://example.org/v.png"},
+    }
     assert sent.body["max_tokens"] == 50 and sent.body["temperature"] == 0.2
-    assert sent.body["response_format"] == {"type": "json_schema", "json_schema": {
-        "name": "where", "schema": schema, "strict": True}}  # fmt: skip
+    assert sent.body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "where", "schema": schema, "strict": True},
+    }
 
 
 def test_the_default_namespace_and_a_length_cut_answer(proxy: ProxyEnv) -> None:
@@ -163,27 +207,39 @@ def test_the_default_namespace_and_a_length_cut_answer(proxy: ProxyEnv) -> None:
         ({"model": "m"}, "input"),
         ({"model": "m", "input": ""}, "input"),
         ({"model": "m", "input": 5}, "input"),
-        ({"model": "m", "input": [{"type": "function_call_output", "output": "x"}]},
-         "input[0].type"),
+        (
+            {"model": "m", "input": [{"type": "function_call_output", "output": "x"}]},
+            "input[0].type",
+        ),
         ({"model": "m", "input": [{"role": "robot", "content": "x"}]}, "input[0].role"),
-        ({"model": "m", "input": [{"role": "user", "content": [{"type": "input_file"}]}]},
-         "input[0].content[0].type"),
-        ({"model": "m", "input": [{"role": "user", "content": [{"type": "input_text",
-                                                                "text": 1}]}]},
-         "input[0].content[0].text"),
-        ({"model": "m", "input": [{"role": "user", "content": [{"type": "input_image"}]}]},
-         "input[0].content[0].image_url"),
+        (
+            {"model": "m", "input": [{"role": "user", "content": [{"type": "input_file"}]}]},
+            "input[0].content[0].type",
+        ),
+        (
+            {
+                "model": "m",
+                "input": [{"role": "user", "content": [{"type": "input_text", "text": 1}]}],
+            },
+            "input[0].content[0].text",
+        ),
+        (
+            {"model": "m", "input": [{"role": "user", "content": [{"type": "input_image"}]}]},
+            "input[0].content[0].image_url",
+        ),
         ({"model": "m", "input": [{"role": "user", "content": ["hi"]}]}, "input[0].content[0]"),
         ({"model": "m", "input": "x", "tools": [{"type": "web_search"}]}, "tools"),
         ({"model": "m", "input": "x", "frobnicate": True}, "frobnicate"),
         ({"model": "m", "input": "x", "temperature": 3}, "temperature"),
         ({"model": "m", "input": "x", "max_output_tokens": 0}, "max_output_tokens"),
         ({"model": "m", "input": "x", "stream": "yes"}, "stream"),
-        ({"model": "m", "input": "x", "previous_response_id": "resp_never"},
-         "previous_response_id"),
+        (
+            {"model": "m", "input": "x", "previous_response_id": "resp_never"},
+            "previous_response_id",
+        ),
         ({"model": "m", "input": "x", "text": {"format": {"type": "yaml"}}}, "text.format.type"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_body_is_a_400_naming_the_field(
     proxy: ProxyEnv, body: dict[str, Any], param: str
 ) -> None:
@@ -195,8 +251,18 @@ def test_a_bad_body_is_a_400_naming_the_field(
 
 
 def test_a_part_whose_text_is_not_a_string_names_that_field(proxy: ProxyEnv) -> None:
-    body = {"model": "m", "input": [{"role": "user", "content": [
-        {"type": "input_text", "text": "fine"}, {"type": "input_text", "text": 1}]}]}  # fmt: skip
+    body = {
+        "model": "m",
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "fine"},
+                    {"type": "input_text", "text": 1},
+                ],
+            }
+        ],
+    }
     err = proxy.call("POST", "/responses", json=body).json()["error"]
     assert err["message"] == "input[0].content[1].text: expected a string, got a number"
     assert err["param"] == "input[0].content[1].text"
@@ -234,8 +300,7 @@ def test_a_response_can_be_continued_before_its_record_is_stored(
             first = client.responses.create(model="m", input="One?")
             stored = proxy.call("GET", "/facts", params={"entity": CHAIN, "key": first.id})
             assert stored.status_code == 404  # not written yet
-            second = client.responses.create(model="m", input="Two?",
-                                             previous_response_id=first.id)  # fmt: skip
+            second = client.responses.create(model="m", input="Two?", previous_response_id=first.id)
     finally:
         gate.set()
     assert second.output_text == "Second."

@@ -50,8 +50,14 @@ class Upstream:
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ProxyEnv, Upstream]]:
     script = Upstream()
     path: Path = tmp_path_factory.mktemp("tenants") / "d"
-    with start_proxy(path, breaker_failures=BREAKER, breaker_cooldown_s=300, timeout_s=1.0,
-                     max_retries=2, proxy_tenant_calls=SHARE) as proxy:  # fmt: skip
+    with start_proxy(
+        path,
+        breaker_failures=BREAKER,
+        breaker_cooldown_s=300,
+        timeout_s=1.0,
+        max_retries=2,
+        proxy_tenant_calls=SHARE,
+    ) as proxy:
         proxy.upstream.responder = script
         yield proxy, script
         script.release.set()
@@ -138,8 +144,14 @@ def test_every_way_an_upstream_call_ends_gives_its_place_back(
         Reply.text("x " * 200, chunk_delay_s=0.01),  # a stream the client leaves
     )
     with proxy.sdk("a") as client:
-        assert "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
-            model="m", messages=ASK, stream=True) if c.choices) == "a b c d e"  # fmt: skip
+        assert (
+            "".join(
+                c.choices[0].delta.content or ""
+                for c in client.chat.completions.create(model="m", messages=ASK, stream=True)
+                if c.choices
+            )
+            == "a b c d e"
+        )
         with pytest.raises(openai.APIError):
             list(client.chat.completions.create(model="m", messages=ASK, stream=True))
         with pytest.raises(openai.NotFoundError):
@@ -147,8 +159,13 @@ def test_every_way_an_upstream_call_ends_gives_its_place_back(
         with pytest.raises(openai.APIStatusError):
             client.chat.completions.create(model="m", messages=ASK)
     body = {"model": "m", "messages": ASK, "stream": True}
-    with httpx.stream("POST", f"{proxy.url}/v1/namespaces/acme/chat/completions", json=body,
-                      headers=proxy.auth("a"), timeout=30) as r:  # fmt: skip
+    with httpx.stream(
+        "POST",
+        f"{proxy.url}/v1/namespaces/acme/chat/completions",
+        json=body,
+        headers=proxy.auth("a"),
+        timeout=30,
+    ) as r:
         next(r.iter_lines())  # one event, then the client hangs up
     wait_until(lambda: tenants.calls() == 0, "a place was not given back")
     assert proxy.upstream.pending == 0
@@ -158,15 +175,18 @@ def test_every_way_an_upstream_call_ends_gives_its_place_back(
     ("path", "body", "field"),
     [
         ("/chat/completions", {"messages": ASK, "max_tokens": 4097}, "max_tokens"),
-        ("/chat/completions", {"messages": ASK, "max_completion_tokens": 10**9},
-         "max_completion_tokens"),
+        (
+            "/chat/completions",
+            {"messages": ASK, "max_completion_tokens": 10**9},
+            "max_completion_tokens",
+        ),
         ("/chat/completions", {"messages": ASK, "max_tokens": "lots"}, "max_tokens"),
         ("/chat/completions", {"messages": ASK, "max_tokens": 0}, "max_tokens"),
         ("/chat/completions", {"messages": ASK, "max_tokens": True}, "max_tokens"),
         ("/responses", {"input": "hi", "max_output_tokens": 5000}, "max_output_tokens"),
         ("/responses", {"input": "hi", "max_output_tokens": 2.5}, "max_output_tokens"),
     ],
-)  # fmt: skip
+)
 def test_output_tokens_over_the_servers_cap_are_a_400_naming_field_and_limit(
     env: tuple[ProxyEnv, Upstream], path: str, body: dict[str, Any], field: str
 ) -> None:
@@ -176,8 +196,9 @@ def test_output_tokens_over_the_servers_cap_are_a_400_naming_field_and_limit(
     err = r.json()["error"]
     assert r.status_code == 400 and err["param"] == field, r.text
     if isinstance(body.get(field), int) and not isinstance(body[field], bool) and body[field]:
-        assert err["message"] == (f"{field}: {body[field]} is over this server's limit of "
-                                  "4096 output tokens")  # fmt: skip
+        assert err["message"] == (
+            f"{field}: {body[field]} is over this server's limit of 4096 output tokens"
+        )
     assert proxy.upstream.requests == []  # nothing sent, nothing recalled
     assert proxy.app.state.proxy.tenants.calls() == 0
 
@@ -187,7 +208,8 @@ def test_output_tokens_at_the_cap_go_through_as_asked(env: tuple[ProxyEnv, Upstr
     proxy.upstream.requests.clear()
     assert ask(proxy, "a", ASK, max_tokens=4096).choices[0].message.content == "Teal."
     with proxy.sdk("a") as client:
-        out = client.responses.create(model="m", input="What is my favourite colour?",
-                                      max_output_tokens=4096)  # fmt: skip
+        out = client.responses.create(
+            model="m", input="What is my favourite colour?", max_output_tokens=4096
+        )
     assert out.output_text == "Teal."
     assert [r.body["max_tokens"] for r in proxy.upstream.chat_requests()] == [4096, 4096]

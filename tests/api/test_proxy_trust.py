@@ -20,9 +20,9 @@ import openai
 import pytest
 
 import synapsedb
-from synapsedb.agentic import LoopSettings
-from synapsedb.agentic.extract import answer_tokens
 from synapsedb.config import LLMSettings
+from synapsedb.memory_loop import LoopSettings
+from synapsedb.memory_loop.extract import answer_tokens
 from synapsedb.server import create_app
 from tests.support.live_server import serve
 from tests.support.proxy_env import UPSTREAM_KEY, ProxyEnv
@@ -33,8 +33,12 @@ ASK = [{"role": "user", "content": "What is my favourite colour?"}]
 
 def leaks(proxy: ProxyEnv, text: str) -> list[str]:
     """The pieces of the operator's upstream that ``text`` shows."""
-    pieces = [UPSTREAM_KEY, proxy.upstream.base_url, f"127.0.0.1:{proxy.upstream.port}",
-              str(proxy.upstream.port)]  # fmt: skip
+    pieces = [
+        UPSTREAM_KEY,
+        proxy.upstream.base_url,
+        f"127.0.0.1:{proxy.upstream.port}",
+        str(proxy.upstream.port),
+    ]
     return [p for p in pieces if p in text]
 
 
@@ -44,12 +48,24 @@ def test_an_upstream_refusal_passed_on_shows_neither_key_nor_address(
 ) -> None:
     url = proxy.upstream.base_url
     echo = f"Invalid request to {url}/chat/completions with key {UPSTREAM_KEY}"
-    escaped = json.dumps({"error": {"message": echo, "type": "invalid_request_error",
-                                    "param": "model", "code": None}}).replace("/", "\\/")  # fmt: skip
+    escaped = json.dumps(
+        {
+            "error": {
+                "message": echo,
+                "type": "invalid_request_error",
+                "param": "model",
+                "code": None,
+            }
+        }
+    ).replace("/", "\\/")
     proxy.upstream.push(Reply(status=status, body=escaped.encode()))  # "\/", as PHP writes it
     body = {"model": "m", "messages": ASK}
-    r = httpx.post(f"{proxy.url}/v1/namespaces/acme/chat/completions", json=body,
-                   headers=proxy.auth(), timeout=30)  # fmt: skip
+    r = httpx.post(
+        f"{proxy.url}/v1/namespaces/acme/chat/completions",
+        json=body,
+        headers=proxy.auth(),
+        timeout=30,
+    )
     assert r.status_code == status and leaks(proxy, r.text) == []
     err = r.json()["error"]
     assert err["message"] == "Invalid request to [upstream]/chat/completions with key [redacted]"
@@ -70,8 +86,13 @@ def test_an_upstream_failure_is_a_502_that_does_not_name_the_upstream(
 ) -> None:
     url = proxy.upstream.base_url
     raw = failure.body
-    body = (json.loads(json.dumps(raw).replace("{url}", url)) if isinstance(raw, dict)
-            else raw.replace(b"{url}", url.encode()) if isinstance(raw, bytes) else raw)  # fmt: skip
+    body = (
+        json.loads(json.dumps(raw).replace("{url}", url))
+        if isinstance(raw, dict)
+        else raw.replace(b"{url}", url.encode())
+        if isinstance(raw, bytes)
+        else raw
+    )
     for stream in (False, True):
         proxy.upstream.push(Reply(status=failure.status, body=body))
         with proxy.sdk() as client, pytest.raises(openai.APIStatusError) as caught:
@@ -95,16 +116,31 @@ def test_an_upstream_that_repeats_its_id_keeps_each_answers_lineage(proxy: Proxy
     """Lineage is recorded under an id SynapseDB makes: the second answer neither loses its
     lineage to the first (recorded first) nor takes the first's."""
     texts = ["Teal.", "Still teal."]
-    raws = [json.dumps({"id": "chatcmpl-same", "object": "chat.completion", "created": 1,
-                        "model": "m", "choices": [{"index": 0, "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": t}}]}).encode()
-            for t in texts]  # fmt: skip
+    raws = [
+        json.dumps(
+            {
+                "id": "chatcmpl-same",
+                "object": "chat.completion",
+                "created": 1,
+                "model": "m",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": t},
+                    }
+                ],
+            }
+        ).encode()
+        for t in texts
+    ]
     proxy.upstream.push(*(Reply(body=r) for r in raws))
     got = []
     with proxy.sdk() as client:
         for who in ("user:one", "user:two"):
-            got.append(client.chat.completions.with_raw_response.create(
-                model="m", messages=ASK, user=who))  # fmt: skip
+            got.append(
+                client.chat.completions.with_raw_response.create(model="m", messages=ASK, user=who)
+            )
     assert [g.content for g in got] == raws  # the upstream's bytes, its id included
     assert [g.parse().id for g in got] == ["chatcmpl-same", "chatcmpl-same"]
     ids = [g.headers["x-synapsedb-answer-id"] for g in got]
@@ -136,8 +172,13 @@ def test_a_proxied_turn_to_a_cold_model_costs_one_call_and_a_bounded_extraction(
 
     with ScriptedUpstream(responder=model) as up:
         llm = LLMSettings(base_url=up.base_url, model="m", max_retries=2, timeout_s=1.0)
-        db = synapsedb.open(tmp_path / "d", durability="os", background_maintenance=False,
-                            llm=llm, loop_settings=LoopSettings(poll_s=0.05))  # fmt: skip
+        db = synapsedb.open(
+            tmp_path / "d",
+            durability="os",
+            background_maintenance=False,
+            llm=llm,
+            loop_settings=LoopSettings(poll_s=0.05),
+        )
         try:
             with serve(create_app(db, llm=llm)) as url:
                 client = openai.OpenAI(base_url=f"{url}/v1", api_key="-", max_retries=0)

@@ -43,8 +43,13 @@ def make_serve(cwd: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
     env.pop("SYNAPSEDB_DATA", None)
     log = cwd / "serve.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "synapsedb", "serve"], cwd=cwd, env=env,
-                                stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "synapsedb", "serve"],
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -67,10 +72,19 @@ def make_serve(cwd: Path, port: int) -> Iterator[subprocess.Popen[bytes]]:
 def bash(script: str, cwd: Path, port: int) -> str:
     """``script`` in bash, the venv's bin first on PATH; the CLI's default server URL (port
     7379) is the test server's."""
-    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
-           "SYNAPSEDB_URL": f"http://127.0.0.1:{port}"}  # fmt: skip
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
+        "SYNAPSEDB_URL": f"http://127.0.0.1:{port}",
+    }
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, (script, done.stdout[-2000:], done.stderr[-3000:])
     return done.stdout
 
@@ -116,8 +130,10 @@ def test_the_readme_runs_top_to_bottom(tmp_path: Path, monkeypatch: pytest.Monke
                 ran.append("embedded")
             else:
                 pytest.fail(f"a README block this test does not know how to run:\n{code}")
-        gone = httpx.post(f"http://127.0.0.1:{port}/v1/namespaces/acme-support/query",
-                          json={"text": "user:4321 refund status"}).json()  # fmt: skip
+        gone = httpx.post(
+            f"http://127.0.0.1:{port}/v1/namespaces/acme-support/query",
+            json={"text": "user:4321 refund status"},
+        ).json()
         assert gone["hits"] == []  # the command line's last line purged the entity
     assert ran == ["make", "pip", "curl", "connect", "cli", "embedded"]
     assert (tmp_path / "synapse-data" / "synapse.db").exists()

@@ -33,8 +33,12 @@ def test_a_not_found_error_names_the_public_namespace(tmp_path: Path) -> None:
     auth = {"Authorization": f"Bearer {token}"}
     with _open(d) as db, TestClient(create_app(db, KeyStore(d))) as client:
         ns = "/v1/namespaces/gs"
-        assert client.post(f"{ns}/memories", json={"entity": "u", "content": "x"},
-                           headers=auth).status_code == 201  # fmt: skip
+        assert (
+            client.post(
+                f"{ns}/memories", json={"entity": "u", "content": "x"}, headers=auth
+            ).status_code
+            == 201
+        )
         r = client.patch(f"{ns}/memories/zz9", json={"changes": {"content": "y"}}, headers=auth)
         assert r.status_code == 404
         _only_public(r.json(), "gs")
@@ -46,8 +50,9 @@ def test_an_unavailable_namespace_is_named_publicly(tmp_path: Path) -> None:
     token = KeyStore(d).create("acme", ["read", "write"])[1]
     auth = {"Authorization": f"Bearer {token}"}
     with _open(d) as db, TestClient(create_app(db, KeyStore(d))) as client:
-        r = client.put("/v1/namespaces/v62/facts", json={"entity": "u", "key": "k", "value": 1},
-                       headers=auth)  # fmt: skip
+        r = client.put(
+            "/v1/namespaces/v62/facts", json={"entity": "u", "key": "k", "value": 1}, headers=auth
+        )
         assert r.status_code == 200, r.text
     conn = sqlite3.connect(d / "synapse.db")
     with conn:  # a row the loader refuses: the namespace is unavailable after a reopen
@@ -56,12 +61,16 @@ def test_an_unavailable_namespace_is_named_publicly(tmp_path: Path) -> None:
     with _open(d) as db, TestClient(create_app(db, KeyStore(d))) as client:
         for r in (
             client.get("/v1/namespaces/v62/facts", params={"entity": "u"}, headers=auth),
-            client.get("/v1/namespaces/v62/facts", params={"entity": "u", "key": "k"},
-                       headers=auth),  # the fast lane
-            client.put("/v1/namespaces/v62/facts", json={"entity": "u", "key": "k", "value": 2},
-                       headers=auth),
+            client.get(
+                "/v1/namespaces/v62/facts", params={"entity": "u", "key": "k"}, headers=auth
+            ),  # the fast lane
+            client.put(
+                "/v1/namespaces/v62/facts",
+                json={"entity": "u", "key": "k", "value": 2},
+                headers=auth,
+            ),
             client.post("/v1/namespaces/v62/query", json={"text": "x"}, headers=auth),
-        ):  # fmt: skip
+        ):
             assert r.status_code == 503, r.text
             body = r.json()
             _only_public(body, "v62")

@@ -19,28 +19,37 @@ NS = "/v1/namespaces/shared"
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    )
     keys = KeyStore(tmp_path / "d")
-    tok = {name: keys.create(tenant, scopes, ns, rate)[1] for name, tenant, scopes, ns, rate in [
-        ("a", "tenant-a", ["read", "write", "admin"], None, None),
-        ("b", "tenant-b", ["read", "write", "admin"], None, None),
-        ("a_read", "tenant-a", ["read"], None, None),
-        ("a_write", "tenant-a", ["read", "write"], None, None),
-        ("a_only", "tenant-a", ["read", "write"], ["only"], None),
-        ("a_slow", "tenant-a", ["read"], None, 2.0),
-    ]}  # fmt: skip
+    tok = {
+        name: keys.create(tenant, scopes, ns, rate)[1]
+        for name, tenant, scopes, ns, rate in [
+            ("a", "tenant-a", ["read", "write", "admin"], None, None),
+            ("b", "tenant-b", ["read", "write", "admin"], None, None),
+            ("a_read", "tenant-a", ["read"], None, None),
+            ("a_write", "tenant-a", ["read", "write"], None, None),
+            ("a_only", "tenant-a", ["read", "write"], ["only"], None),
+            ("a_slow", "tenant-a", ["read"], None, 2.0),
+        ]
+    }
     client = TestClient(create_app(db, keys))
     a = {"Authorization": f"Bearer {tok['a']}"}
-    client.post(f"{NS}/memories", json={"entity": "user:1", "id": "m1", "content": "A's secret"},
-                headers=a)  # fmt: skip
+    client.post(
+        f"{NS}/memories", json={"entity": "user:1", "id": "m1", "content": "A's secret"}, headers=a
+    )
     client.put(f"{NS}/facts", json={"entity": "user:1", "key": "k", "value": 1}, headers=a)
     client.post(f"{NS}/events", json={"entity": "user:1", "event": "A's event"}, headers=a)
-    client.post(f"{NS}/sessions/s1/messages", json={"message": {"role": "user",
-                "content": "A's turn"}}, headers=a)  # fmt: skip
+    client.post(
+        f"{NS}/sessions/s1/messages",
+        json={"message": {"role": "user", "content": "A's turn"}},
+        headers=a,
+    )
     q = client.post(f"{NS}/query", json={"text": "secret"}, headers=a).json()
-    client.post(f"{NS}/answers", json={"answer_id": "ans1", "query_ids": [q["query_id"]]},
-                headers=a)  # fmt: skip
+    client.post(
+        f"{NS}/answers", json={"answer_id": "ans1", "query_ids": [q["query_id"]]}, headers=a
+    )
     yield {"client": client, "tok": tok, "keys": keys, "db": db}
     client.close()
     db.close()
@@ -144,20 +153,35 @@ PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
     ("GET", f"{NS}/memories", {}, {}),
 ]
 # routes that create or change things are probed by what B then sees, not by equality
-WRITES = {("POST", "/memories"), ("POST", "/memories:batch"), ("PUT", "/facts"),
-          ("POST", "/events"), ("POST", "/answers"), ("POST", "/maintain"), ("POST", "/import"),
-          ("PUT", "/config"), ("POST", "/remember"),
-          ("POST", "/sessions/{sid}/messages"), ("PUT", "/sessions/{sid}"),
-          ("POST", "/sessions:purge_expired"), ("POST", "/cache"),
-          ("POST", "/cache:invalidate")}  # fmt: skip
+WRITES = {
+    ("POST", "/memories"),
+    ("POST", "/memories:batch"),
+    ("PUT", "/facts"),
+    ("POST", "/events"),
+    ("POST", "/answers"),
+    ("POST", "/maintain"),
+    ("POST", "/import"),
+    ("PUT", "/config"),
+    ("POST", "/remember"),
+    ("POST", "/sessions/{sid}/messages"),
+    ("PUT", "/sessions/{sid}"),
+    ("POST", "/sessions:purge_expired"),
+    ("POST", "/cache"),
+    ("POST", "/cache:invalidate"),
+}
 # the memory proxy needs an upstream model: its isolation is tested in test_proxy.py
-WRITES |= {("POST", "/chat/completions"), ("POST", "/responses"),
-           ("POST", "/v1/chat/completions"), ("POST", "/v1/responses")}  # fmt: skip
+WRITES |= {
+    ("POST", "/chat/completions"),
+    ("POST", "/responses"),
+    ("POST", "/v1/chat/completions"),
+    ("POST", "/v1/responses"),
+}
 
 
 def shape(resp: Any) -> Any:
-    if resp.headers.get("content-type", "").startswith(("application/x-ndjson",
-                                                        "text/event-stream")):  # fmt: skip
+    if resp.headers.get("content-type", "").startswith(
+        ("application/x-ndjson", "text/event-stream")
+    ):
         return resp.status_code, resp.text
     body = resp.json()
     if isinstance(body, dict) and "error" in body:
@@ -169,9 +193,11 @@ def shape(resp: Any) -> Any:
     if isinstance(body, dict) and "recorded_at" in body:
         return resp.status_code, "object"
     if isinstance(body, dict):  # echoes of the request (entity, session, time) are not data
-        return resp.status_code, {k: v for k, v in body.items()
-                                  if k not in ("entity", "as_of", "session_id", "stream",
-                                               "target", "at")}  # fmt: skip
+        return resp.status_code, {
+            k: v
+            for k, v in body.items()
+            if k not in ("entity", "as_of", "session_id", "stream", "target", "at")
+        }
     return resp.status_code, body
 
 
@@ -185,8 +211,10 @@ def test_tenant_b_cannot_reach_or_detect_tenant_a(env: dict[str, Any]) -> None:
         assert "A's" not in got.text
     # and A still has everything (B's deletes and updates did not touch it)
     assert c.get(f"{NS}/memories/m1", headers=h(env, "a")).json()["content"] == "A's secret"
-    assert [m["content"] for m in c.get(f"{NS}/sessions/s1/messages",
-            headers=h(env, "a")).json()["messages"]] == ["A's turn"]  # fmt: skip
+    assert [
+        m["content"]
+        for m in c.get(f"{NS}/sessions/s1/messages", headers=h(env, "a")).json()["messages"]
+    ] == ["A's turn"]
     assert c.get("/v1/namespaces", headers=h(env, "a")).json() == ["shared"]
     # B's writes land in B's own namespace of the same name
     c.post(f"{NS}/memories", json={"entity": "user:1", "content": "B's note"}, headers=h(env, "b"))
@@ -195,14 +223,23 @@ def test_tenant_b_cannot_reach_or_detect_tenant_a(env: dict[str, Any]) -> None:
     seen_by_b = {m["content"] for m in c.get(f"{NS}/memories", headers=h(env, "b")).json()}
     assert seen_by_b == {"B's note"}
     # and so do B's remembered turns (the memory loop): A's stream and recall never see them
-    r = c.post(f"{NS}/remember", headers=h(env, "b"), json={
-        "messages": [{"role": "user", "content": "B's turn"}], "entity": "user:1",
-        "session": "s", "memories": [{"type": "fact", "content": "B's fact"}]})  # fmt: skip
+    r = c.post(
+        f"{NS}/remember",
+        headers=h(env, "b"),
+        json={
+            "messages": [{"role": "user", "content": "B's turn"}],
+            "entity": "user:1",
+            "session": "s",
+            "memories": [{"type": "fact", "content": "B's fact"}],
+        },
+    )
     assert r.status_code == 200, r.text
-    assert c.get(f"{NS}/events", params={"stream": "session:s"},
-                 headers=h(env, "a")).json() == []  # fmt: skip
-    got = c.post(f"{NS}/recall", headers=h(env, "a"),
-                 json={"text": "B's fact", "entity": "user:1", "threshold": 0}).json()  # fmt: skip
+    assert c.get(f"{NS}/events", params={"stream": "session:s"}, headers=h(env, "a")).json() == []
+    got = c.post(
+        f"{NS}/recall",
+        headers=h(env, "a"),
+        json={"text": "B's fact", "entity": "user:1", "threshold": 0},
+    ).json()
     assert [m["content"] for m in got["memories"]] == ["A's secret", "A's event"]
     assert "B's" not in got["context"]
 
@@ -224,9 +261,14 @@ def test_every_route_is_probed(env: dict[str, Any]) -> None:
         for method in route.methods or ():
             if method == "HEAD" or (method, suffix) in WRITES:
                 continue
-            concrete = {p.removeprefix(NS).replace("m1", "{id}").replace("ans1", "{answer_id}")
-                        .replace("/sessions/s1", "/sessions/{sid}")
-                        for m, p, _k, _c in PROBES if m == method}  # fmt: skip
+            concrete = {
+                p.removeprefix(NS)
+                .replace("m1", "{id}")
+                .replace("ans1", "{answer_id}")
+                .replace("/sessions/s1", "/sessions/{sid}")
+                for m, p, _k, _c in PROBES
+                if m == method
+            }
             assert suffix in concrete or route.path in concrete, (method, route.path)
 
 
@@ -240,8 +282,9 @@ def test_keys_scopes_and_limits(env: dict[str, Any]) -> None:
     assert w.status_code == 403 and w.json()["error"]["details"]["scope"] == "write"
     assert c.post(f"{NS}/maintain", json={}, headers=h(env, "a_write")).status_code == 403
     assert c.put(f"{NS}/config", json={"max_hot": 5}, headers=h(env, "a_write")).status_code == 403
-    purge = c.post(f"{NS}/forget", json={"entity": "user:1", "purge": True},
-                   headers=h(env, "a_write"))  # fmt: skip
+    purge = c.post(
+        f"{NS}/forget", json={"entity": "user:1", "purge": True}, headers=h(env, "a_write")
+    )
     assert purge.status_code == 403
     assert c.get(f"{NS}/stats", headers=h(env, "a_only")).status_code == 403
     assert c.get("/metrics").status_code == 401
@@ -261,8 +304,11 @@ def test_a_tenant_rate_limits_all_its_keys_together(env: dict[str, Any]) -> None
     c, keys = env["client"], env["keys"]
     keys.set_tenant_rate("tenant-a", 3.0)  # noticed by the very next request
     # two keys of the same tenant, neither limited alone, share the tenant's 3 requests/s
-    statuses = [c.get(f"{NS}/stats", headers=h(env, name)).status_code
-                for _ in range(3) for name in ("a", "a_write")]  # fmt: skip
+    statuses = [
+        c.get(f"{NS}/stats", headers=h(env, name)).status_code
+        for _ in range(3)
+        for name in ("a", "a_write")
+    ]
     assert statuses.count(429) >= 2
     limited = c.get(f"{NS}/stats", headers=h(env, "a"))
     assert limited.status_code == 429 and int(limited.headers["Retry-After"]) >= 1
@@ -293,19 +339,27 @@ def test_the_fast_lane_answers_exactly_as_the_routed_handler(
 
     monkeypatch.setattr(FastLane, "_answer", counted)
 
-    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    )
     keys = KeyStore(tmp_path / "d")
-    tokens = {name: keys.create(tenant, scopes, None, rate)[1]
-              for name, tenant, scopes, rate in [("a", "acme", ["read", "write"], None),
-                                                 ("w", "acme", ["write"], None),
-                                                 ("b", "globex", ["read"], None),
-                                                 ("slow", "acme", ["read"], 1.0)]}  # fmt: skip
+    tokens = {
+        name: keys.create(tenant, scopes, None, rate)[1]
+        for name, tenant, scopes, rate in [
+            ("a", "acme", ["read", "write"], None),
+            ("w", "acme", ["write"], None),
+            ("b", "globex", ["read"], None),
+            ("slow", "acme", ["read"], 1.0),
+        ]
+    }
     fast = TestClient(create_app(db, keys))
     routed = TestClient(create_app(db, keys, Tracing(InMemorySpanExporter())))
     auth = {name: {"Authorization": f"Bearer {tok}"} for name, tok in tokens.items()}
-    fast.put(f"{NS}/facts", json={"entity": "user:1", "key": "plan", "value": {"tier": 2}},
-             headers=auth["a"])  # fmt: skip
+    fast.put(
+        f"{NS}/facts",
+        json={"entity": "user:1", "key": "plan", "value": {"tier": 2}},
+        headers=auth["a"],
+    )
     cases = [
         ({"entity": "user:1", "key": "plan"}, auth["a"]),  # found
         ({"entity": "user:1", "key": "nope"}, auth["a"]),  # 404
@@ -329,12 +383,12 @@ def test_the_fast_lane_answers_exactly_as_the_routed_handler(
     }
     answered.clear()  # other parameters take the routed handler
     assert fast.get(f"{NS}/facts", params={"entity": "user:1"}, headers=auth["a"]).is_success
-    assert fast.get(f"{NS}/facts", params={**cases[0][0], "as_of": "2100-01-01"},
-                    headers=auth["a"]).is_success  # fmt: skip
+    assert fast.get(
+        f"{NS}/facts", params={**cases[0][0], "as_of": "2100-01-01"}, headers=auth["a"]
+    ).is_success
     assert answered == []
     # the key's rate holds on the fast lane too
-    statuses = [fast.get(f"{NS}/facts", params=cases[0][0], headers=auth["slow"])
-                for _ in range(3)]  # fmt: skip
+    statuses = [fast.get(f"{NS}/facts", params=cases[0][0], headers=auth["slow"]) for _ in range(3)]
     limited = [r for r in statuses if r.status_code == 429]
     assert limited and int(limited[0].headers["Retry-After"]) >= 1
     # and the request metrics name the route
@@ -350,8 +404,11 @@ def test_the_fast_lane_answers_exactly_as_the_routed_handler(
 
 def test_metrics_show_a_tenant_only_its_own_namespaces(env: dict[str, Any]) -> None:
     c, keys = env["client"], env["keys"]
-    c.post("/v1/namespaces/b-private/memories", json={"entity": "u", "content": "B's"},
-           headers=h(env, "b"))  # fmt: skip
+    c.post(
+        "/v1/namespaces/b-private/memories",
+        json={"entity": "u", "content": "B's"},
+        headers=h(env, "b"),
+    )
     _, operator = keys.create("ops", ["operator"])
     mine = c.get("/metrics", headers=h(env, "a"))  # tenant-a's admin key
     assert mine.status_code == 200
@@ -394,10 +451,15 @@ def test_readyz_counts_nothing_for_strangers(env: dict[str, Any]) -> None:
         assert r.status_code == 200
         assert r.json() == {"status": "ready", "llm": "absent", "proxy": "absent"}
     told = c.get("/readyz", headers={"Authorization": f"Bearer {operator}"}).json()
-    assert {k: told[k] for k in ("status", "indexing_rows_pending", "erasure_pending",
-                                 "unavailable_namespaces")} == {
-        "status": "ready", "indexing_rows_pending": 0, "erasure_pending": False,
-        "unavailable_namespaces": {}}  # fmt: skip
+    assert {
+        k: told[k]
+        for k in ("status", "indexing_rows_pending", "erasure_pending", "unavailable_namespaces")
+    } == {
+        "status": "ready",
+        "indexing_rows_pending": 0,
+        "erasure_pending": False,
+        "unavailable_namespaces": {},
+    }
     assert told["memory_loop"]["llm"] == "absent" and told["proxy"]["upstream"] == "absent"
 
 
@@ -427,5 +489,7 @@ def test_two_authorization_headers_mean_the_first_on_every_path(env: dict[str, A
     assert fast.status_code == 200 and fast.json()["value"] == 1  # tenant a's fact
     assert routed.status_code == 200 and [f["key"] for f in routed.json()] == ["k"]
     swapped = list(reversed(both))
-    assert c.get(f"{NS}/facts", params={"entity": "user:1", "key": "k"},
-                 headers=swapped).status_code == 404  # tenant b has no such fact  # fmt: skip
+    assert (
+        c.get(f"{NS}/facts", params={"entity": "user:1", "key": "k"}, headers=swapped).status_code
+        == 404
+    )  # tenant b has no such fact

@@ -20,8 +20,13 @@ import synapsedb
 from tests.api.test_http import free_port
 
 
-def _cert(name: str, issuer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None,
-          *, ca: bool = False, ip: str | None = None) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:  # fmt: skip
+def _cert(
+    name: str,
+    issuer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None,
+    *,
+    ca: bool = False,
+    ip: str | None = None,
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     now = dt.datetime.now(dt.UTC)
@@ -45,9 +50,13 @@ def _cert(name: str, issuer: tuple[x509.Certificate, ec.EllipticCurvePrivateKey]
 def _write(path: Path, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> tuple[str, str]:
     c, k = path.with_suffix(".crt"), path.with_suffix(".key")
     c.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    k.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                    serialization.PrivateFormat.PKCS8,
-                                    serialization.NoEncryption()))  # fmt: skip
+    k.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return str(c), str(k)
 
 
@@ -58,12 +67,28 @@ def test_https_and_mutual_tls(tmp_path: Path, mutual: bool) -> None:
     srv_crt, srv_key = _write(tmp_path / "server", *_cert("server", ca, ip="127.0.0.1"))
     cli_crt, cli_key = _write(tmp_path / "client", *_cert("agent", ca))
     port = free_port()
-    args = [sys.executable, "-m", "synapsedb", "serve", "--data", str(tmp_path / "d"),
-            "--port", str(port), "--tls-cert", srv_crt, "--tls-key", srv_key]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "synapsedb",
+        "serve",
+        "--data",
+        str(tmp_path / "d"),
+        "--port",
+        str(port),
+        "--tls-cert",
+        srv_crt,
+        "--tls-key",
+        srv_key,
+    ]
     if mutual:
         args += ["--tls-client-ca", ca_crt]
-    proc = subprocess.Popen(args, env={**os.environ, "SYNAPSEDB_EMBEDDER": "none"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        args,
+        env={**os.environ, "SYNAPSEDB_EMBEDDER": "none"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"https://127.0.0.1:{port}"
     cert = (cli_crt, cli_key) if mutual else None
     try:

@@ -30,8 +30,9 @@ def test_a_paraphrase_hits_the_entry_another_agent_stored(db: Database) -> None:
     # another tool's scope, an unrelated question, another namespace: misses
     assert other_agent.lookup("documents about our refund policy", scope="search_web") is None
     assert other_agent.lookup("how do I reset my password", scope="search_docs") is None
-    assert SemanticCache(db, "globex").lookup("refund policy documents",
-                                              scope="search_docs") is None  # fmt: skip
+    assert (
+        SemanticCache(db, "globex").lookup("refund policy documents", scope="search_docs") is None
+    )
 
 
 def test_numbers_in_the_key_must_match(cache: SemanticCache, db: Database) -> None:
@@ -143,14 +144,13 @@ def test_a_lookup_is_a_logged_query_of_its_agent(cache: SemanticCache, db: Datab
         (lambda c: c.store("k", 1, ttl=0), "ttl", None),
         (lambda c: c.store("k", 1, ttl=1e12), "ttl", 3_153_600_000),
         (lambda c: c.store("k", 1, tags="policy"), "tags", None),
-        (lambda c: c.store("k", 1, tags=[f"t{i}" for i in range(MAX_TAGS + 1)]), "tags",
-         MAX_TAGS),
+        (lambda c: c.store("k", 1, tags=[f"t{i}" for i in range(MAX_TAGS + 1)]), "tags", MAX_TAGS),
         (lambda c: c.store("k", 1, tags=["ok", "no spaces"]), "tags[1]", 64),
         (lambda c: c.invalidate(), "scope", None),
         (lambda c: c.invalidate("k", tag="t"), "tag", None),
         (lambda c: c.invalidate(tag="t", params={"k": 1}), "params", None),
     ],
-)  # fmt: skip
+)
 def test_bad_input_is_refused_naming_the_field(
     cache: SemanticCache, call: Any, field: str, limit: int | None
 ) -> None:

@@ -48,8 +48,12 @@ def test_every_cache_route_is_in_the_doc(tmp_path: Path) -> None:
 
     text = DOC.read_text()
     with synapsedb.open(tmp_path / "d", embedder=None) as db:
-        paths = [(m, r.path) for r in create_app(db).routes for m in (r.methods or ())
-                 if "/cache" in r.path and m != "HEAD"]  # fmt: skip
+        paths = [
+            (m, r.path)
+            for r in create_app(db).routes
+            for m in (r.methods or ())
+            if "/cache" in r.path and m != "HEAD"
+        ]
     assert len(paths) == 4
     for method, path in paths:
         assert f"| {method} | `{path}` |" in text, (method, path)

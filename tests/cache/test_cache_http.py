@@ -27,11 +27,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
     path = tmp_path_factory.mktemp("cache-http") / "d"
     db = synapsedb.open(path, durability="os", background_maintenance=False)
     keys = KeyStore(path)
-    tok = {name: keys.create(tenant, scopes)[1] for name, tenant, scopes in [
-        ("a", "tenant-a", ["read", "write", "admin"]),
-        ("a_read", "tenant-a", ["read"]),
-        ("b", "tenant-b", ["read", "write", "admin"]),
-    ]}  # fmt: skip
+    tok = {
+        name: keys.create(tenant, scopes)[1]
+        for name, tenant, scopes in [
+            ("a", "tenant-a", ["read", "write", "admin"]),
+            ("a_read", "tenant-a", ["read"]),
+            ("b", "tenant-b", ["read", "write", "admin"]),
+        ]
+    }
     with serve(create_app(db, keys)) as url:
         yield {"url": url, "tok": tok}
     db.close()
@@ -83,11 +86,17 @@ def test_scopes_metrics_and_errors(server: dict[str, Any]) -> None:
     assert "tenant-a" not in body
     other = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {tok['b']}"}).text
     assert 'namespace="metered"' not in other
-    r = httpx.post(f"{url}/v1/namespaces/metered/cache:lookup", json={"key": 5},
-                   headers={"Authorization": f"Bearer {tok['a']}"})  # fmt: skip
+    r = httpx.post(
+        f"{url}/v1/namespaces/metered/cache:lookup",
+        json={"key": 5},
+        headers={"Authorization": f"Bearer {tok['a']}"},
+    )
     assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "key"
-    r = httpx.post(f"{url}/v1/namespaces/metered/cache:invalidate", json={"all": True,
-                   "tag": "x"}, headers={"Authorization": f"Bearer {tok['a']}"})  # fmt: skip
+    r = httpx.post(
+        f"{url}/v1/namespaces/metered/cache:invalidate",
+        json={"all": True, "tag": "x"},
+        headers={"Authorization": f"Bearer {tok['a']}"},
+    )
     assert r.status_code == 422 and r.json()["error"]["details"]["field"] == "tag"
     a.close()
     reader.close()
@@ -105,8 +114,10 @@ def test_async_client_and_async_cacheable(server: dict[str, Any]) -> None:
             calls.append(query)
             return [f"doc about {query}"]
 
-        out = [await search_docs("refund policy documents"),
-               await search_docs("documents about the refund policy")]  # fmt: skip
+        out = [
+            await search_docs("refund policy documents"),
+            await search_docs("documents about the refund policy"),
+        ]
         stats = await cache.stats()
         await db.close()
         return [out, calls, stats.hits, stats.stores]

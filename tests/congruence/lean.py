@@ -17,8 +17,9 @@ def as_served(value: Any) -> Any:
     if isinstance(value, Memory):
         return dataclasses.replace(value, embedding=None)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {f.name: as_served(getattr(value, f.name)) for f in dataclasses.fields(value)
-                   if f.init}  # fmt: skip
+        changes = {
+            f.name: as_served(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init
+        }
         return dataclasses.replace(value, **changes)
     if isinstance(value, list):
         return [as_served(v) for v in value]

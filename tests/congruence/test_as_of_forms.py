@@ -132,15 +132,19 @@ def _timeline(db: Any, clock: synapsedb.ManualClock) -> None:
     at(DAY)
     mem.update("m1", {"content": "parcel left Hamburg"})
     mem.set("u:1", "status", "in transit")
-    mem.write("u:2", {"id": "m2", "content": "invoice 77 sent for the parcel",
-                      "ts": "2025-10-24T00:00:00Z"})  # fmt: skip
+    mem.write(
+        "u:2",
+        {"id": "m2", "content": "invoice 77 sent for the parcel", "ts": "2025-10-24T00:00:00Z"},
+    )
     at(DAY + US)
     mem.set("u:1", "eta", "monday")
     mem.append("u:1", "sorted in Hannover", stream="parcels", searchable=False)
     at(FRACTION - timedelta(milliseconds=250))
     mem.update("m1", {"content": "parcel in the Munich depot"})
-    mem.write("u:3", {"id": "m3", "content": "courier assigned to the parcel",
-                      "ts": "2025-10-24T10:00:00Z"})  # fmt: skip
+    mem.write(
+        "u:3",
+        {"id": "m3", "content": "courier assigned to the parcel", "ts": "2025-10-24T10:00:00Z"},
+    )
     at(FRACTION)
     mem.set("u:1", "courier", "Ana")
     at(FRACTION + US)
@@ -152,8 +156,9 @@ def _timeline(db: Any, clock: synapsedb.ManualClock) -> None:
     mem.append("u:2", "refund asked", stream="claims", searchable=False)
     mem.delete("u:1", "eta")
     at(NOON + US)
-    mem.write("u:4", {"id": "m4", "content": "photo of the parcel stored",
-                      "ts": "2025-10-24T12:00:00Z"})  # fmt: skip
+    mem.write(
+        "u:4", {"id": "m4", "content": "photo of the parcel stored", "ts": "2025-10-24T12:00:00Z"}
+    )
     mem.set("u:1", "status", "delivered")
     at(DAY + timedelta(days=1))
 
@@ -167,8 +172,14 @@ def pair(
     for name in ("embedded", "served"):
         clock = synapsedb.ManualClock()
         storage = served_storage() if name == "served" else None
-        db = synapsedb.open(tmp / name, clock=clock, durability="os", embedder=None,
-                            background_maintenance=False, storage=storage)  # fmt: skip
+        db = synapsedb.open(
+            tmp / name,
+            clock=clock,
+            durability="os",
+            embedder=None,
+            background_maintenance=False,
+            storage=storage,
+        )
         _timeline(db, clock)
         opened.append(db)
     http = TestClient(create_app(opened[1]))
@@ -244,13 +255,17 @@ KNOWN: dict[str, pytest.MarkDecorator] = {}  # incongruences found and not yet f
 
 @pytest.mark.parametrize(
     ("instant", "form"),
-    [pytest.param(t, f, id=_ids([f])[0], marks=KNOWN.get(f, ()) if isinstance(f, str) else ())
-     for t, f in ACCEPTED],
-)  # fmt: skip
+    [
+        pytest.param(t, f, id=_ids([f])[0], marks=KNOWN.get(f, ()) if isinstance(f, str) else ())
+        for t, f in ACCEPTED
+    ],
+)
 def test_accepted_form_gives_the_canonical_answer_on_both_sides(
-    pair: tuple[Any, Any], canonical: dict[tuple[datetime, str], Any], instant: datetime,
+    pair: tuple[Any, Any],
+    canonical: dict[tuple[datetime, str], Any],
+    instant: datetime,
     form: Any,
-) -> None:  # fmt: skip
+) -> None:
     local, remote = pair
     for name, read in {**READERS, **WINDOWS}.items():
         want = canonical[instant, name]
@@ -275,8 +290,13 @@ def test_async_client_carries_time_forms_the_same_way(
     forms, through the JSON body (query) and the query string (get)."""
     local, _ = pair
     clock = synapsedb.ManualClock()
-    served = synapsedb.open(tmp_path / "served", clock=clock, durability="os", embedder=None,
-                            background_maintenance=False)  # fmt: skip
+    served = synapsedb.open(
+        tmp_path / "served",
+        clock=clock,
+        durability="os",
+        embedder=None,
+        background_maintenance=False,
+    )
     _timeline(served, clock)
     forms: list[Any] = [np.float64(1_761_300_000.5), date(2025, 10, 24), float("nan"), [1]]
 
@@ -297,7 +317,10 @@ def test_async_client_carries_time_forms_the_same_way(
         got = asyncio.run(run())
     finally:
         served.close()
-    want = [outcome(read, local, form) for form in forms
-            for read in (READERS["query"], READERS["get memory"])]  # fmt: skip
+    want = [
+        outcome(read, local, form)
+        for form in forms
+        for read in (READERS["query"], READERS["get memory"])
+    ]
     assert got == want
     assert want[0][0] == "answer" and all(w[0] == "error" for w in want[2:])

@@ -22,10 +22,19 @@ from tests.congruence.conftest import ServedStorage
 @pytest.fixture
 def pair(tmp_path: Path, served_storage: ServedStorage) -> Iterator[tuple[Any, Any]]:
     start = 1_760_000_000_000_000
-    local = synapsedb.open(tmp_path / "a", clock=synapsedb.ManualClock(start), durability="os",
-                           background_maintenance=False)  # fmt: skip
-    served = synapsedb.open(tmp_path / "b", clock=synapsedb.ManualClock(start), durability="os",
-                            background_maintenance=False, storage=served_storage())  # fmt: skip
+    local = synapsedb.open(
+        tmp_path / "a",
+        clock=synapsedb.ManualClock(start),
+        durability="os",
+        background_maintenance=False,
+    )
+    served = synapsedb.open(
+        tmp_path / "b",
+        clock=synapsedb.ManualClock(start),
+        durability="os",
+        background_maintenance=False,
+        storage=served_storage(),
+    )
     http = TestClient(create_app(served))
     remote = RemoteDatabase("http://testserver", client=http)
     yield local, remote

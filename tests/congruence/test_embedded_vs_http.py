@@ -20,8 +20,10 @@ from tests.congruence.lean import as_served
 def normalize(value: Any) -> Any:
     """Drop what differs by construction between two databases (random query ids)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: (None if f.name == "query_id" else normalize(getattr(value, f.name)))
-                for f in dataclasses.fields(value)}  # fmt: skip
+        return {
+            f.name: (None if f.name == "query_id" else normalize(getattr(value, f.name)))
+            for f in dataclasses.fields(value)
+        }
     if isinstance(value, list | tuple):
         return [normalize(v) for v in value]
     if isinstance(value, dict):
@@ -39,11 +41,21 @@ def pair(
     (vectors left out of answers, the default) or made with ``include="embedding"`` (answers as
     embedded, vectors too)."""
     start = 1_760_000_000_000_000
-    local = synapsedb.open(tmp_path / "a", clock=synapsedb.ManualClock(start), durability="os",
-                           embedder=None, background_maintenance=False)  # fmt: skip
-    served = synapsedb.open(tmp_path / "b", clock=synapsedb.ManualClock(start), durability="os",
-                            embedder=None, background_maintenance=False,
-                            storage=served_storage())  # fmt: skip
+    local = synapsedb.open(
+        tmp_path / "a",
+        clock=synapsedb.ManualClock(start),
+        durability="os",
+        embedder=None,
+        background_maintenance=False,
+    )
+    served = synapsedb.open(
+        tmp_path / "b",
+        clock=synapsedb.ManualClock(start),
+        durability="os",
+        embedder=None,
+        background_maintenance=False,
+        storage=served_storage(),
+    )
     http = TestClient(create_app(served))
     include = "embedding" if request.param == "embedding" else None
     remote = RemoteDatabase("http://testserver", client=http, include=include)
@@ -57,13 +69,32 @@ def pair(
 def scenario(db: Any) -> list[Any]:
     mem = db.namespace("acme", agent="intake")
     out: list[Any] = []
-    out.append(mem.write("user:4321", {"id": "m1", "content": "Refund requested for order 1458",
-                                        "salience": 0.9, "ts": "2025-10-24T10:00:00Z",
-                                        "metadata": {"channel": "email"},
-                                        "embedding": [0.3, 0.2, 0.1]}))  # fmt: skip
-    out.append(mem.write_many([("user:4321", {"id": "m2", "content": "Refund email sent"}),
-                               {"entity": "user:9", "id": "m3", "content": "Prefers phone",
-                                "embedding": [0.1, 0.2, 0.3]}]))  # fmt: skip
+    out.append(
+        mem.write(
+            "user:4321",
+            {
+                "id": "m1",
+                "content": "Refund requested for order 1458",
+                "salience": 0.9,
+                "ts": "2025-10-24T10:00:00Z",
+                "metadata": {"channel": "email"},
+                "embedding": [0.3, 0.2, 0.1],
+            },
+        )
+    )
+    out.append(
+        mem.write_many(
+            [
+                ("user:4321", {"id": "m2", "content": "Refund email sent"}),
+                {
+                    "entity": "user:9",
+                    "id": "m3",
+                    "content": "Prefers phone",
+                    "embedding": [0.1, 0.2, 0.3],
+                },
+            ]
+        )
+    )
     out.append(mem.update("m1", {"content": "Refund for order 1458 approved"}, if_version=1))
     out.append(mem.get("m1"))
     out.append(mem.history("m1"))
@@ -165,10 +196,20 @@ def test_async_client_gives_the_same_results(tmp_path: Path) -> None:
     from synapsedb.client import AsyncRemoteDatabase
 
     start = 1_760_000_000_000_000
-    local = synapsedb.open(tmp_path / "a", clock=synapsedb.ManualClock(start), durability="os",
-                           embedder=None, background_maintenance=False)  # fmt: skip
-    served = synapsedb.open(tmp_path / "b", clock=synapsedb.ManualClock(start), durability="os",
-                            embedder=None, background_maintenance=False)  # fmt: skip
+    local = synapsedb.open(
+        tmp_path / "a",
+        clock=synapsedb.ManualClock(start),
+        durability="os",
+        embedder=None,
+        background_maintenance=False,
+    )
+    served = synapsedb.open(
+        tmp_path / "b",
+        clock=synapsedb.ManualClock(start),
+        durability="os",
+        embedder=None,
+        background_maintenance=False,
+    )
 
     async def remote_run() -> list[Any]:
         transport = httpx.ASGITransport(app=create_app(served))

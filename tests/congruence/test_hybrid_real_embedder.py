@@ -27,43 +27,259 @@ TOL = 1e-6
 
 # (entity, content, type, metadata, ts): six customers of a parcel service.
 CORPUS: list[tuple[str, str, str, dict[str, Any], str]] = [
-    ("user:1", "Parcel 1458 was delayed at the Hamburg depot", "event", {"channel": "email", "priority": 2}, "2025-10-01"),
-    ("user:1", "Customer asked for a refund of the delivery fee", "request", {"channel": "email", "priority": 3}, "2025-10-02"),
-    ("user:1", "Refund of 4.90 EUR approved by the support lead", "event", {"channel": "phone", "priority": 3}, "2025-10-03"),
-    ("user:1", "Prefers to be contacted by phone in the evening", "preference", {"channel": "phone", "priority": 1}, "2025-09-20"),
-    ("user:1", "Lives on the fourth floor without an elevator", "fact", {"channel": "chat", "priority": 1}, "2025-08-11"),
-    ("user:1", "Complained that the courier did not ring the bell", "request", {"channel": "chat", "priority": 2}, "2025-10-05"),
-    ("user:2", "Ordered a standing desk, delivery in two parts", "event", {"channel": "web", "priority": 1}, "2025-09-28"),
-    ("user:2", "The second box of the desk never arrived", "request", {"channel": "email", "priority": 3}, "2025-10-06"),
-    ("user:2", "Wants deliveries left with the neighbour at number 12", "preference", {"channel": "email", "priority": 1}, "2025-09-01"),
-    ("user:2", "Is allergic to cats; the courier must not bring the dog inside", "fact", {"channel": "phone", "priority": 2}, "2025-07-15"),
-    ("user:2", "Replacement box shipped with express courier", "event", {"channel": "web", "priority": 2}, "2025-10-08"),
-    ("user:2", "Asked whether weekend delivery is possible", "request", {"channel": "chat", "priority": 1}, "2025-10-09"),
-    ("user:3", "Business customer with twenty parcels a week", "fact", {"channel": "email", "priority": 2}, "2025-06-30"),
-    ("user:3", "Invoice 77 for September was paid late", "event", {"channel": "email", "priority": 2}, "2025-10-04"),
-    ("user:3", "Needs pickups before 9 am at the warehouse gate", "preference", {"channel": "phone", "priority": 2}, "2025-05-05"),
-    ("user:3", "Requested a discount for bulk shipping", "request", {"channel": "email", "priority": 3}, "2025-10-07"),
-    ("user:3", "A pallet was damaged during unloading", "event", {"channel": "phone", "priority": 3}, "2025-10-10"),
-    ("user:3", "Insurance claim opened for the damaged pallet", "event", {"channel": "web", "priority": 3}, "2025-10-11"),
-    ("user:4", "Moved to Munich, new address registered", "fact", {"channel": "web", "priority": 1}, "2025-09-15"),
-    ("user:4", "Parcel sent to the old address in Berlin by mistake", "event", {"channel": "email", "priority": 3}, "2025-10-02"),
-    ("user:4", "Wants all messages in German", "preference", {"channel": "email", "priority": 1}, "2025-09-16"),
-    ("user:4", "Asked to reroute the parcel to Munich", "request", {"channel": "phone", "priority": 3}, "2025-10-03"),
-    ("user:4", "Rerouting fee waived as a goodwill gesture", "event", {"channel": "phone", "priority": 2}, "2025-10-04"),
-    ("user:4", "Birthday gift inside the parcel, must arrive by Friday", "fact", {"channel": "chat", "priority": 3}, "2025-10-01"),
-    ("user:5", "Subscribed to the monthly coffee delivery", "event", {"channel": "web", "priority": 1}, "2025-08-01"),
-    ("user:5", "Coffee beans arrived ground instead of whole", "request", {"channel": "email", "priority": 2}, "2025-10-03"),
-    ("user:5", "Prefers oat milk samples with the coffee", "preference", {"channel": "chat", "priority": 1}, "2025-08-02"),
-    ("user:5", "Paused the subscription for the holidays", "event", {"channel": "web", "priority": 1}, "2025-10-12"),
-    ("user:5", "Card payment failed twice this month", "event", {"channel": "email", "priority": 3}, "2025-10-13"),
-    ("user:5", "Asked how to update the payment card", "request", {"channel": "chat", "priority": 2}, "2025-10-13"),
-    ("user:6", "New customer, first order is a bicycle", "fact", {"channel": "web", "priority": 1}, "2025-10-10"),
-    ("user:6", "The bicycle box was too large for the van", "event", {"channel": "phone", "priority": 2}, "2025-10-11"),
-    ("user:6", "Delivery rescheduled with a bigger truck", "event", {"channel": "phone", "priority": 2}, "2025-10-12"),
-    ("user:6", "Wants assembly service for the bicycle", "request", {"channel": "email", "priority": 2}, "2025-10-12"),
-    ("user:6", "Prefers text messages over emails", "preference", {"channel": "chat", "priority": 1}, "2025-10-10"),
-    ("user:6", "Bicycle delivered and assembled, customer happy", "event", {"channel": "phone", "priority": 1}, "2025-10-14"),
-]  # fmt: skip
+    (
+        "user:1",
+        "Parcel 1458 was delayed at the Hamburg depot",
+        "event",
+        {"channel": "email", "priority": 2},
+        "2025-10-01",
+    ),
+    (
+        "user:1",
+        "Customer asked for a refund of the delivery fee",
+        "request",
+        {"channel": "email", "priority": 3},
+        "2025-10-02",
+    ),
+    (
+        "user:1",
+        "Refund of 4.90 EUR approved by the support lead",
+        "event",
+        {"channel": "phone", "priority": 3},
+        "2025-10-03",
+    ),
+    (
+        "user:1",
+        "Prefers to be contacted by phone in the evening",
+        "preference",
+        {"channel": "phone", "priority": 1},
+        "2025-09-20",
+    ),
+    (
+        "user:1",
+        "Lives on the fourth floor without an elevator",
+        "fact",
+        {"channel": "chat", "priority": 1},
+        "2025-08-11",
+    ),
+    (
+        "user:1",
+        "Complained that the courier did not ring the bell",
+        "request",
+        {"channel": "chat", "priority": 2},
+        "2025-10-05",
+    ),
+    (
+        "user:2",
+        "Ordered a standing desk, delivery in two parts",
+        "event",
+        {"channel": "web", "priority": 1},
+        "2025-09-28",
+    ),
+    (
+        "user:2",
+        "The second box of the desk never arrived",
+        "request",
+        {"channel": "email", "priority": 3},
+        "2025-10-06",
+    ),
+    (
+        "user:2",
+        "Wants deliveries left with the neighbour at number 12",
+        "preference",
+        {"channel": "email", "priority": 1},
+        "2025-09-01",
+    ),
+    (
+        "user:2",
+        "Is allergic to cats; the courier must not bring the dog inside",
+        "fact",
+        {"channel": "phone", "priority": 2},
+        "2025-07-15",
+    ),
+    (
+        "user:2",
+        "Replacement box shipped with express courier",
+        "event",
+        {"channel": "web", "priority": 2},
+        "2025-10-08",
+    ),
+    (
+        "user:2",
+        "Asked whether weekend delivery is possible",
+        "request",
+        {"channel": "chat", "priority": 1},
+        "2025-10-09",
+    ),
+    (
+        "user:3",
+        "Business customer with twenty parcels a week",
+        "fact",
+        {"channel": "email", "priority": 2},
+        "2025-06-30",
+    ),
+    (
+        "user:3",
+        "Invoice 77 for September was paid late",
+        "event",
+        {"channel": "email", "priority": 2},
+        "2025-10-04",
+    ),
+    (
+        "user:3",
+        "Needs pickups before 9 am at the warehouse gate",
+        "preference",
+        {"channel": "phone", "priority": 2},
+        "2025-05-05",
+    ),
+    (
+        "user:3",
+        "Requested a discount for bulk shipping",
+        "request",
+        {"channel": "email", "priority": 3},
+        "2025-10-07",
+    ),
+    (
+        "user:3",
+        "A pallet was damaged during unloading",
+        "event",
+        {"channel": "phone", "priority": 3},
+        "2025-10-10",
+    ),
+    (
+        "user:3",
+        "Insurance claim opened for the damaged pallet",
+        "event",
+        {"channel": "web", "priority": 3},
+        "2025-10-11",
+    ),
+    (
+        "user:4",
+        "Moved to Munich, new address registered",
+        "fact",
+        {"channel": "web", "priority": 1},
+        "2025-09-15",
+    ),
+    (
+        "user:4",
+        "Parcel sent to the old address in Berlin by mistake",
+        "event",
+        {"channel": "email", "priority": 3},
+        "2025-10-02",
+    ),
+    (
+        "user:4",
+        "Wants all messages in German",
+        "preference",
+        {"channel": "email", "priority": 1},
+        "2025-09-16",
+    ),
+    (
+        "user:4",
+        "Asked to reroute the parcel to Munich",
+        "request",
+        {"channel": "phone", "priority": 3},
+        "2025-10-03",
+    ),
+    (
+        "user:4",
+        "Rerouting fee waived as a goodwill gesture",
+        "event",
+        {"channel": "phone", "priority": 2},
+        "2025-10-04",
+    ),
+    (
+        "user:4",
+        "Birthday gift inside the parcel, must arrive by Friday",
+        "fact",
+        {"channel": "chat", "priority": 3},
+        "2025-10-01",
+    ),
+    (
+        "user:5",
+        "Subscribed to the monthly coffee delivery",
+        "event",
+        {"channel": "web", "priority": 1},
+        "2025-08-01",
+    ),
+    (
+        "user:5",
+        "Coffee beans arrived ground instead of whole",
+        "request",
+        {"channel": "email", "priority": 2},
+        "2025-10-03",
+    ),
+    (
+        "user:5",
+        "Prefers oat milk samples with the coffee",
+        "preference",
+        {"channel": "chat", "priority": 1},
+        "2025-08-02",
+    ),
+    (
+        "user:5",
+        "Paused the subscription for the holidays",
+        "event",
+        {"channel": "web", "priority": 1},
+        "2025-10-12",
+    ),
+    (
+        "user:5",
+        "Card payment failed twice this month",
+        "event",
+        {"channel": "email", "priority": 3},
+        "2025-10-13",
+    ),
+    (
+        "user:5",
+        "Asked how to update the payment card",
+        "request",
+        {"channel": "chat", "priority": 2},
+        "2025-10-13",
+    ),
+    (
+        "user:6",
+        "New customer, first order is a bicycle",
+        "fact",
+        {"channel": "web", "priority": 1},
+        "2025-10-10",
+    ),
+    (
+        "user:6",
+        "The bicycle box was too large for the van",
+        "event",
+        {"channel": "phone", "priority": 2},
+        "2025-10-11",
+    ),
+    (
+        "user:6",
+        "Delivery rescheduled with a bigger truck",
+        "event",
+        {"channel": "phone", "priority": 2},
+        "2025-10-12",
+    ),
+    (
+        "user:6",
+        "Wants assembly service for the bicycle",
+        "request",
+        {"channel": "email", "priority": 2},
+        "2025-10-12",
+    ),
+    (
+        "user:6",
+        "Prefers text messages over emails",
+        "preference",
+        {"channel": "chat", "priority": 1},
+        "2025-10-10",
+    ),
+    (
+        "user:6",
+        "Bicycle delivered and assembled, customer happy",
+        "event",
+        {"channel": "phone", "priority": 1},
+        "2025-10-14",
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -81,11 +297,21 @@ def pair(
     for name in ("embedded", "served"):
         clock = synapsedb.ManualClock(START_US)
         storage = served_storage() if name == "served" else None
-        db = synapsedb.open(tmp / name, clock=clock, durability="os", embedder=model,
-                            background_maintenance=False, storage=storage)  # fmt: skip
+        db = synapsedb.open(
+            tmp / name,
+            clock=clock,
+            durability="os",
+            embedder=model,
+            background_maintenance=False,
+            storage=storage,
+        )
         mem = db.namespace("desk", agent="support")
-        mem.write_many([{"entity": e, "id": f"m{i:02d}", "content": c, "type": t, "metadata": md,
-                         "ts": ts} for i, (e, c, t, md, ts) in enumerate(CORPUS)])  # fmt: skip
+        mem.write_many(
+            [
+                {"entity": e, "id": f"m{i:02d}", "content": c, "type": t, "metadata": md, "ts": ts}
+                for i, (e, c, t, md, ts) in enumerate(CORPUS)
+            ]
+        )
         clock.advance(3600)  # then a later day: what as_of=START_US must not see
         mem.update("m00", {"content": "Parcel 1458 finally delivered to the customer in Hamburg"})
         mem.delete("m35")
@@ -164,8 +390,10 @@ def test_queries_are_not_vacuous(pair: tuple[Any, Any]) -> None:
     assert scores == sorted(scores, reverse=True) and len(set(scores)) == len(scores)
     explained = local.query("payment problems", k=4, explain=True)
     assert all(h.explanation for h in explained)
-    assert all(h.metadata["priority"] >= 3
-               for h in local.query("damaged goods", filter={"priority": {"$gte": 3}}))  # fmt: skip
+    assert all(
+        h.metadata["priority"] >= 3
+        for h in local.query("damaged goods", filter={"priority": {"$gte": 3}})
+    )
     assert {h.entity for h in local.query("user:4 address change")} == {"user:4"}
     then, now = (
         local.query("bicycle refund", mode="vector", as_of=t) for t in (START_US / 1e6, None)

@@ -36,8 +36,11 @@ from tests.support.scripted_upstream import Request, ScriptedUpstream
 
 START = 1_761_318_000_000_000  # 2025-10-24T15:00:00Z
 SIDES = ("embedded", "sync", "async")
-CALL = {"id": "call_1", "type": "function",
-        "function": {"name": "track_parcel", "arguments": '{"order": 1458}'}}  # fmt: skip
+CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "track_parcel", "arguments": '{"order": 1458}'},
+}
 Store = Callable[..., Any]  # makes a store with an awaitable face: await store.load(...)
 
 
@@ -67,8 +70,15 @@ class Side:
 
 
 def _open(path: Path, llm: Any = None, storage: str | None = None) -> synapsedb.Database:
-    return synapsedb.open(path, clock=ManualClock(START), durability="os", embedder=None,
-                          background_maintenance=False, llm=llm, storage=storage)  # fmt: skip
+    return synapsedb.open(
+        path,
+        clock=ManualClock(START),
+        durability="os",
+        embedder=None,
+        background_maintenance=False,
+        llm=llm,
+        storage=storage,
+    )
 
 
 _served: list[ServedStorage] = []  # this module's served_storage (the remote sides' backend)
@@ -84,25 +94,39 @@ def _remote_sides_backend(served_storage: ServedStorage) -> Iterator[None]:
 
 
 @contextlib.asynccontextmanager
-async def side(kind: str, path: Path, llm: Any = None, agent: str = "concierge",
-               keys: KeyStore | None = None, api_key: str | None = None,
-               ) -> AsyncIterator[Side]:  # fmt: skip
+async def side(
+    kind: str,
+    path: Path,
+    llm: Any = None,
+    agent: str = "concierge",
+    keys: KeyStore | None = None,
+    api_key: str | None = None,
+) -> AsyncIterator[Side]:
     db = _open(path, llm, storage=_served[-1]() if kind != "embedded" and _served else None)
     clock = db.clock
     assert isinstance(clock, ManualClock)
     try:
         if kind == "embedded":
             ns = db.namespace("acme", agent=agent)
-            yield Side(lambda **kw: Awaitable_(Sessions(ns, clock=clock, **kw)), Awaitable_(ns),
-                       clock.advance, db)  # fmt: skip
+            yield Side(
+                lambda **kw: Awaitable_(Sessions(ns, clock=clock, **kw)),
+                Awaitable_(ns),
+                clock.advance,
+                db,
+            )
             return
         with serve(create_app(db, keys)) as url:
             if kind == "sync":
                 remote = synapsedb.connect(url, api_key=api_key)
                 rns = remote.namespace("acme", agent=agent)
                 try:
-                    yield Side(lambda **kw: Awaitable_(Sessions(rns, **kw)), Awaitable_(rns),
-                               clock.advance, db, url)  # fmt: skip
+                    yield Side(
+                        lambda **kw: Awaitable_(Sessions(rns, **kw)),
+                        Awaitable_(rns),
+                        clock.advance,
+                        db,
+                        url,
+                    )
                 finally:
                     remote.close()
             else:
@@ -140,15 +164,19 @@ def requests_by_route(url: str) -> dict[str, float]:
     """``synapsedb_http_request_seconds_count`` per (method, route) from the server."""
     text = httpx.get(f"{url}/metrics").text
     out: dict[str, float] = {}
-    for m in re.finditer(r'synapsedb_http_request_seconds_count\{method="(\w+)",'
-                         r'route="([^"]+)",status="\d+"\} ([\d.]+)', text):  # fmt: skip
+    for m in re.finditer(
+        r'synapsedb_http_request_seconds_count\{method="(\w+)",'
+        r'route="([^"]+)",status="\d+"\} ([\d.]+)',
+        text,
+    ):
         key = f"{m[1]} {m[2]}"
         out[key] = out.get(key, 0) + float(m[3])
     return out
 
 
-def run_sides(tmp_path: Path, scenario: Callable[[Side], Awaitable[Any]],
-              **kw: Any) -> dict[str, Any]:  # fmt: skip
+def run_sides(
+    tmp_path: Path, scenario: Callable[[Side], Awaitable[Any]], **kw: Any
+) -> dict[str, Any]:
     async def one(kind: str) -> Any:
         async with side(kind, tmp_path / kind, **kw) as s:
             return await scenario(s)
@@ -168,16 +196,21 @@ def assert_same(got: dict[str, Any]) -> Any:
 async def every_operation(s: Side) -> dict[str, Any]:
     out: dict[str, Any] = {}
     store = s.store(searchable=True, ttl=3600)
-    sent = [Message.system("Be brief."), Message.user("My parcel went to Hamburg", name="ana"),
-            Message.assistant(tool_calls=[CALL], metadata={"model": "m1"}),
-            Message.tool('{"city": "Hamburg"}', "call_1"),
-            Message.assistant("It is in Hamburg, at the depot.")]  # fmt: skip
+    sent = [
+        Message.system("Be brief."),
+        Message.user("My parcel went to Hamburg", name="ana"),
+        Message.assistant(tool_calls=[CALL], metadata={"model": "m1"}),
+        Message.tool('{"city": "Hamburg"}', "call_1"),
+        Message.assistant("It is in Hamburg, at the depot."),
+    ]
     out["append"] = [await outcome(store.append("s1", m)) for m in sent]
     s.advance(1)
-    out["append_many"] = await outcome(store.append_many("s2", [
-        ("user", "hi"), {"role": "assistant", "content": "hello"}]))  # fmt: skip
-    out["append about"] = await outcome(store.append("s3", ("user", "plain"), searchable=False,
-                                                     entity="user:42"))  # fmt: skip
+    out["append_many"] = await outcome(
+        store.append_many("s2", [("user", "hi"), {"role": "assistant", "content": "hello"}])
+    )
+    out["append about"] = await outcome(
+        store.append("s3", ("user", "plain"), searchable=False, entity="user:42")
+    )
     plain_store = s.store()  # no ttl: an id with '/' is composed, its TTL judged by the client
     for sid in ("a/b", ".", "..", "x y%2F?#", "é🙂"):
         out[f"append {sid}"] = await outcome(plain_store.append(sid, ("user", f"in {sid}")))
@@ -189,22 +222,32 @@ async def every_operation(s: Side) -> dict[str, Any]:
     out["load never"] = await outcome(store.load("never"))
     await store.append("long", Message.system("You track parcels."))
     for i in range(16):
-        await store.append("long", ("user", f"Parcel {1000 + i} left Hamburg on Monday; it "
-                                            f"should reach city {i} by Friday."))  # fmt: skip
+        await store.append(
+            "long",
+            (
+                "user",
+                f"Parcel {1000 + i} left Hamburg on Monday; it should reach city {i} by Friday.",
+            ),
+        )
         await store.append("long", ("assistant", f"Noted: parcel {1000 + i} goes to city {i}."))
     await store.append("long", ("user", "Which city does parcel 1003 go to?"))
-    for strategy, options in [("buffer", {}), ("window", {"k": 2}), ("window", {"k": 0}),
-                              ("token_buffer", {"max_tokens": 40}),
-                              ("token_buffer", {"max_tokens": 60, "model": "gpt-4o"}),
-                              ("summary", {"keep": 2, "summary_tokens": 40}),
-                              ("summary_buffer", {"max_tokens": 400, "summary_tokens": 60}),
-                              ("vector", {"k": 1})]:  # fmt: skip
+    for strategy, options in [
+        ("buffer", {}),
+        ("window", {"k": 2}),
+        ("window", {"k": 0}),
+        ("token_buffer", {"max_tokens": 40}),
+        ("token_buffer", {"max_tokens": 60, "model": "gpt-4o"}),
+        ("summary", {"keep": 2, "summary_tokens": 40}),
+        ("summary_buffer", {"max_tokens": 400, "summary_tokens": 60}),
+        ("vector", {"k": 1}),
+    ]:
         key = f"{strategy} {options}"
         out[key] = await outcome(store.load("s1", strategy=strategy, **options))
         out[f"long {key}"] = await outcome(store.load("long", strategy=strategy, **options))
     out["search"] = await outcome(store.search("s1", "parcel Hamburg", k=1))
-    out["search exclude"] = await outcome(store.search("s1", "parcel Hamburg", k=2,
-                                                       exclude=[out["append"][1]["id"]]))  # fmt: skip
+    out["search exclude"] = await outcome(
+        store.search("s1", "parcel Hamburg", k=2, exclude=[out["append"][1]["id"]])
+    )
     out["info"] = await outcome(store.info("s1"))
     out["info count_limit=2"] = await outcome(store.info("s1", count_limit=2))
     out["info never"] = await outcome(store.info("never"))
@@ -244,15 +287,22 @@ def test_every_operation_answers_the_same(tmp_path: Path) -> None:
         return out
 
     got = assert_same(run_sides(tmp_path, scenario))
-    assert [m["role"] for m in got["append"]] == ["system", "user", "assistant", "tool",
-                                                  "assistant"]  # fmt: skip
+    assert [m["role"] for m in got["append"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     assert got["load last=0"] == [] and len(got["load last=2"]) == 2
     assert got["load cleared"] == [] and len(got["load as_of"]) == 5
     assert got["load expired"] == [] and got["purge_expired"] == ["s2"]
     assert got["load purged as_of"] == [] and got["info"]["count"] == 5
     assert got["summary_buffer {'max_tokens': 400, 'summary_tokens': 60}"] == got["load"]
-    for name in ("summary {'keep': 2, 'summary_tokens': 40}",
-                 "summary_buffer {'max_tokens': 400, 'summary_tokens': 60}"):  # fmt: skip
+    for name in (
+        "summary {'keep': 2, 'summary_tokens': 40}",
+        "summary_buffer {'max_tokens': 400, 'summary_tokens': 60}",
+    ):
         summary = got[f"long {name}"][1]
         assert summary["metadata"]["summary"]["method"] == "extractive", name
         assert summary["content"].startswith("Summary of the earlier conversation"), name
@@ -277,12 +327,19 @@ def test_one_request_per_operation(tmp_path: Path) -> None:
         store = s.store(ttl=60)
         await store.append_many("s", [("user", f"turn {i}") for i in range(30)])
         out = []
-        for op in (lambda: store.append("s", ("user", "one more")), lambda: store.load("s"),
-                   lambda: store.load("s", last=3), lambda: store.info("s"),
-                   lambda: store.load("s", strategy="token_buffer", max_tokens=50),
-                   lambda: store.search("s", "turn 3"), lambda: store.sessions(),
-                   lambda: store.configure("s", ttl=30), lambda: store.clear("s"),
-                   lambda: store.purge_expired(), lambda: store.purge("s")):  # fmt: skip
+        for op in (
+            lambda: store.append("s", ("user", "one more")),
+            lambda: store.load("s"),
+            lambda: store.load("s", last=3),
+            lambda: store.info("s"),
+            lambda: store.load("s", strategy="token_buffer", max_tokens=50),
+            lambda: store.search("s", "turn 3"),
+            lambda: store.sessions(),
+            lambda: store.configure("s", ttl=30),
+            lambda: store.clear("s"),
+            lambda: store.purge_expired(),
+            lambda: store.purge("s"),
+        ):
             before = sum(requests_by_route(s.url).values())
             await op()
             out.append(sum(requests_by_route(s.url).values()) - before - 1)  # minus /metrics
@@ -456,13 +513,16 @@ def test_summaries_are_made_by_the_servers_model(tmp_path: Path) -> None:
 def test_a_tenants_key_cannot_reach_another_tenants_sessions(tmp_path: Path) -> None:
     db = _open(tmp_path / "d")
     keys = KeyStore(tmp_path / "d")
-    tok = {name: keys.create(tenant, scopes, ns, None)[1] for name, tenant, scopes, ns in [
-        ("a", "tenant-a", ["read", "write", "admin"], None),
-        ("a_read", "tenant-a", ["read"], None),
-        ("a_write", "tenant-a", ["read", "write"], None),
-        ("a_other", "tenant-a", ["read", "write", "admin"], ["other"]),
-        ("b", "tenant-b", ["read", "write", "admin"], None),
-    ]}  # fmt: skip
+    tok = {
+        name: keys.create(tenant, scopes, ns, None)[1]
+        for name, tenant, scopes, ns in [
+            ("a", "tenant-a", ["read", "write", "admin"], None),
+            ("a_read", "tenant-a", ["read"], None),
+            ("a_write", "tenant-a", ["read", "write"], None),
+            ("a_other", "tenant-a", ["read", "write", "admin"], ["other"]),
+            ("b", "tenant-b", ["read", "write", "admin"], None),
+        ]
+    }
     try:
         with serve(create_app(db, keys)) as url, contextlib.ExitStack() as clients:
 
@@ -487,12 +547,14 @@ def test_a_tenants_key_cannot_reach_another_tenants_sessions(tmp_path: Path) -> 
             # A's own keys, by scope
             reader, writer = store("a_read"), store("a_write")
             assert [m.content for m in reader.load("s", strategy="window", k=1)] == ["noted"]
-            for denied in (lambda: reader.append("s", ("user", "x")),
-                           lambda: reader.clear("s"),
-                           lambda: reader.load("s", strategy="summary_buffer", max_tokens=400),
-                           lambda: reader.load("s", strategy="summary", keep=1),
-                           lambda: writer.purge("s"),
-                           lambda: store("a_other").load("s")):  # fmt: skip
+            for denied in (
+                lambda: reader.append("s", ("user", "x")),
+                lambda: reader.clear("s"),
+                lambda: reader.load("s", strategy="summary_buffer", max_tokens=400),
+                lambda: reader.load("s", strategy="summary", keep=1),
+                lambda: writer.purge("s"),
+                lambda: store("a_other").load("s"),
+            ):
                 with pytest.raises(ForbiddenError):
                     denied()
             writer.load("s", strategy="summary", keep=1)  # the write scope may fold

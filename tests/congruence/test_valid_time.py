@@ -35,19 +35,40 @@ def _timeline(mem: Any, clock: synapsedb.ManualClock) -> list[Any]:
     written in another time form; then updates that close and keep intervals."""
     clock.set(S1)
     out = [
-        mem.write("u:1", {"id": "a", "content": "parcel a", "valid_from": DAY,
-                          "valid_to": "2025-10-24T10:00:00.5Z"}),
-        mem.write("u:1", {"id": "b", "content": "parcel b",
-                          "valid_from": datetime(2025, 10, 24, 0, 0, 0, 1)}),  # naive: UTC
+        mem.write(
+            "u:1",
+            {
+                "id": "a",
+                "content": "parcel a",
+                "valid_from": DAY,
+                "valid_to": "2025-10-24T10:00:00.5Z",
+            },
+        ),
+        mem.write(
+            "u:1",
+            {"id": "b", "content": "parcel b", "valid_from": datetime(2025, 10, 24, 0, 0, 0, 1)},
+        ),  # naive: UTC
         mem.write("u:2", {"id": "c", "content": "parcel c", "valid_to": 1_761_307_200}),
-        mem.write("u:2", {"id": "d", "content": "parcel d", "valid_from": 1_761_300_000.5,
-                          "valid_to": "2025-10-24T12:00:00.000001Z"}),
+        mem.write(
+            "u:2",
+            {
+                "id": "d",
+                "content": "parcel d",
+                "valid_from": 1_761_300_000.5,
+                "valid_to": "2025-10-24T12:00:00.000001Z",
+            },
+        ),
         mem.write("u:1", {"id": "e", "content": "parcel e", "metadata": {"k": 1}}),
-        mem.write_many([{"entity": "u:2", "id": "f", "content": "parcel f",
-                         "valid_from": "1761307200"},
-                        ("u:1", {"id": "g", "content": "parcel g",
-                                 "metadata": {"valid_from": 1_761_264_000}})]),
-    ]  # fmt: skip
+        mem.write_many(
+            [
+                {"entity": "u:2", "id": "f", "content": "parcel f", "valid_from": "1761307200"},
+                (
+                    "u:1",
+                    {"id": "g", "content": "parcel g", "metadata": {"valid_from": 1_761_264_000}},
+                ),
+            ]
+        ),
+    ]
     clock.set(S1 + 10_000_000)
     out.append(mem.update("e", {"valid_to": np.float64(DAY.timestamp())}))  # closed later
     out.append(mem.update("a", {"metadata": {"note": "checked"}}))  # keeps its interval
@@ -64,15 +85,24 @@ def sides(
     tmp = tmp_path_factory.mktemp("valid_time")
     clocks = [synapsedb.ManualClock(START), synapsedb.ManualClock(START)]
     storages = [None, served_storage()]
-    local, served = (synapsedb.open(tmp / name, clock=clock, durability="os", embedder=None,
-                                    background_maintenance=False, storage=storage)
-                     for name, clock, storage in zip(("embedded", "served"), clocks, storages,
-                                                     strict=True))  # fmt: skip
+    local, served = (
+        synapsedb.open(
+            tmp / name,
+            clock=clock,
+            durability="os",
+            embedder=None,
+            background_maintenance=False,
+            storage=storage,
+        )
+        for name, clock, storage in zip(("embedded", "served"), clocks, storages, strict=True)
+    )
     http = TestClient(create_app(served))
     remote = RemoteDatabase("http://testserver", client=http)
     dbs = (local, remote)
-    written = [_timeline(db.namespace("acme", agent="intake"), clock)
-               for db, clock in zip(dbs, clocks, strict=True)]  # fmt: skip
+    written = [
+        _timeline(db.namespace("acme", agent="intake"), clock)
+        for db, clock in zip(dbs, clocks, strict=True)
+    ]
     yield {"dbs": dbs, "written": written}
     remote.close()
     http.close()
@@ -100,11 +130,11 @@ READERS: dict[str, Callable[[Any, Any], Any]] = {
     "memories as_of": lambda m, t: m.memories(valid_at=t, as_of=KNOWN_AT_S1),
     "query": lambda m, t: m.query("parcel", mode="keyword", valid_at=t, k=20),
     "query filters only": lambda m, t: m.query(None, valid_at=t, k=20),
-    "query with filter": lambda m, t: m.query("parcel", mode="keyword", valid_at=t,
-                                              filter={"$or": [{"entity": "u:2"}, {"k": 1}]}),
-    "query as_of": lambda m, t: m.query("parcel", mode="keyword", valid_at=t,
-                                        as_of=KNOWN_AT_S1),
-}  # fmt: skip
+    "query with filter": lambda m, t: m.query(
+        "parcel", mode="keyword", valid_at=t, filter={"$or": [{"entity": "u:2"}, {"k": 1}]}
+    ),
+    "query as_of": lambda m, t: m.query("parcel", mode="keyword", valid_at=t, as_of=KNOWN_AT_S1),
+}
 
 
 def outcome(read: Callable[[Any, Any], Any], mem: Any, when: Any) -> Any:
@@ -144,9 +174,11 @@ def test_same_answers_at_every_instant(
 
 @pytest.mark.parametrize(("instant", "form"), ACCEPTED, ids=_ids([f for _, f in ACCEPTED]))
 def test_accepted_form_gives_the_canonical_answer_on_both_sides(
-    pair: tuple[Any, Any], canonical: dict[tuple[datetime, str], Any], instant: datetime,
+    pair: tuple[Any, Any],
+    canonical: dict[tuple[datetime, str], Any],
+    instant: datetime,
     form: Any,
-) -> None:  # fmt: skip
+) -> None:
     local, remote = pair
     for name, read in READERS.items():
         want = canonical[instant, name]
@@ -208,11 +240,21 @@ def test_remote_signatures_match_the_engine() -> None:
 def test_async_client_sends_valid_at_the_same_way(pair: tuple[Any, Any], tmp_path: Path) -> None:
     local, _ = pair
     clock = synapsedb.ManualClock(START)
-    served = synapsedb.open(tmp_path / "served", clock=clock, durability="os", embedder=None,
-                            background_maintenance=False)  # fmt: skip
+    served = synapsedb.open(
+        tmp_path / "served",
+        clock=clock,
+        durability="os",
+        embedder=None,
+        background_maintenance=False,
+    )
     _timeline(served.namespace("acme", agent="intake"), clock)
-    forms: list[Any] = [FRACTION, np.float64(FRACTION.timestamp()), NOON + timedelta(hours=2),
-                        date(2025, 10, 24), float("nan")]  # fmt: skip
+    forms: list[Any] = [
+        FRACTION,
+        np.float64(FRACTION.timestamp()),
+        NOON + timedelta(hours=2),
+        date(2025, 10, 24),
+        float("nan"),
+    ]
     reads = (READERS["query"], READERS["memories"])
 
     async def run() -> list[Any]:

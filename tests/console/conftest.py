@@ -45,33 +45,102 @@ def seed(env: ConsoleEnv) -> None:
         assert resp.status_code < 300, resp.text
         return resp.json()
 
-    refund = ok(env.ns("POST", "/memories", json={"entity": "user:4321", "content":
-                "Refund for order #1458 is pending", "type": "fact"},
-                headers={"X-Agent": "intake"}))  # fmt: skip
-    ok(env.ns("POST", "/memories", json={"entity": "user:4321", "content":
-              "Prefers email over phone calls", "type": "preference"},
-              headers={"X-Agent": "knowledge"}))  # fmt: skip
-    ok(env.ns("PUT", "/facts", json={"entity": "user:4321", "key": "plan", "value": "pro"},
-              headers={"X-Agent": "intake"}))  # fmt: skip
-    ok(env.ns("POST", "/events", json={"entity": "user:4321", "event": "opened ticket 77"},
-              headers={"X-Agent": "intake"}))  # fmt: skip
-    ok(env.ns("POST", "/memories:batch", json={"items": [  # more than a page of entities
-        {"entity": f"user:{1000 + i}", "content": f"customer {i} bought a kettle"}
-        for i in range(60)]}))  # fmt: skip
-    ok(env.ns("POST", "/memories", json={"entity": "user:4321", "content":
-              "prefers emails over phone calls", "type": "preference"},
-              headers={"X-Agent": "intake"}))  # a near-duplicate (cosine 0.987): a dedup group  # fmt: skip
-    q = ok(env.ns("POST", "/query", json={"text": "refund status for order 1458", "k": 3,
-                  "entity": "user:4321"}, headers={"X-Agent": "knowledge"}))  # fmt: skip
-    ok(env.ns("POST", "/answers", json={"answer_id": "ans-771", "query_ids": [q["query_id"]],
-              "text": "Your refund is pending.", "cited": [refund["id"]]},
-              headers={"X-Agent": "resolution"}))  # fmt: skip
+    refund = ok(
+        env.ns(
+            "POST",
+            "/memories",
+            json={
+                "entity": "user:4321",
+                "content": "Refund for order #1458 is pending",
+                "type": "fact",
+            },
+            headers={"X-Agent": "intake"},
+        )
+    )
+    ok(
+        env.ns(
+            "POST",
+            "/memories",
+            json={
+                "entity": "user:4321",
+                "content": "Prefers email over phone calls",
+                "type": "preference",
+            },
+            headers={"X-Agent": "knowledge"},
+        )
+    )
+    ok(
+        env.ns(
+            "PUT",
+            "/facts",
+            json={"entity": "user:4321", "key": "plan", "value": "pro"},
+            headers={"X-Agent": "intake"},
+        )
+    )
+    ok(
+        env.ns(
+            "POST",
+            "/events",
+            json={"entity": "user:4321", "event": "opened ticket 77"},
+            headers={"X-Agent": "intake"},
+        )
+    )
+    ok(
+        env.ns(
+            "POST",
+            "/memories:batch",
+            json={
+                "items": [  # more than a page of entities
+                    {"entity": f"user:{1000 + i}", "content": f"customer {i} bought a kettle"}
+                    for i in range(60)
+                ]
+            },
+        )
+    )
+    ok(
+        env.ns(
+            "POST",
+            "/memories",
+            json={
+                "entity": "user:4321",
+                "content": "prefers emails over phone calls",
+                "type": "preference",
+            },
+            headers={"X-Agent": "intake"},
+        )
+    )  # a near-duplicate (cosine 0.987): a dedup group
+    q = ok(
+        env.ns(
+            "POST",
+            "/query",
+            json={"text": "refund status for order 1458", "k": 3, "entity": "user:4321"},
+            headers={"X-Agent": "knowledge"},
+        )
+    )
+    ok(
+        env.ns(
+            "POST",
+            "/answers",
+            json={
+                "answer_id": "ans-771",
+                "query_ids": [q["query_id"]],
+                "text": "Your refund is pending.",
+                "cited": [refund["id"]],
+            },
+            headers={"X-Agent": "resolution"},
+        )
+    )
     time.sleep(0.05)  # the time slider's "before": strictly between the two versions
     before = time.time()
     time.sleep(0.05)
-    ok(env.ns("PATCH", f"/memories/{refund['id']}", json={"changes": {"content":
-              "Refund for order #1458 was delivered on 10/28"}},
-              headers={"X-Agent": "resolution"}))  # fmt: skip
+    ok(
+        env.ns(
+            "PATCH",
+            f"/memories/{refund['id']}",
+            json={"changes": {"content": "Refund for order #1458 was delivered on 10/28"}},
+            headers={"X-Agent": "resolution"},
+        )
+    )
     env.seeded.update(refund=refund["id"], before=before)
 
 
@@ -80,9 +149,14 @@ def console_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleEnv
     path = tmp_path_factory.mktemp("console") / "d"
     db = synapsedb.open(path, durability="os", background_maintenance=False)
     keys = KeyStore(path)
-    tokens = {name: keys.create("acme", scopes)[1] for name, scopes in [
-        ("admin", ["read", "write", "admin"]), ("writer", ["read", "write"]),
-        ("reader", ["read"])]}  # fmt: skip
+    tokens = {
+        name: keys.create("acme", scopes)[1]
+        for name, scopes in [
+            ("admin", ["read", "write", "admin"]),
+            ("writer", ["read", "write"]),
+            ("reader", ["read"]),
+        ]
+    }
     _, tokens["other"] = keys.create("globex", ["read", "write", "admin"])
     try:
         with serve(create_app(db, keys)) as url:

@@ -46,8 +46,14 @@ def page(browser: Browser) -> Iterator[Page]:
     p = context.new_page()
     problems: list[str] = []
     p.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
-    p.on("console", lambda msg: problems.append(f"console {msg.type}: {msg.text}")
-         if msg.type == "error" and "Failed to load resource" not in msg.text else None)  # fmt: skip
+    p.on(
+        "console",
+        lambda msg: (
+            problems.append(f"console {msg.type}: {msg.text}")
+            if msg.type == "error" and "Failed to load resource" not in msg.text
+            else None
+        ),
+    )
     yield p
     context.close()
     assert not problems, problems
@@ -203,10 +209,16 @@ def test_live_feed_shows_a_write_as_it_happens(page: Page, console_env: ConsoleE
     env = console_env
     sign_in(page, env, hash_=f"#/live?ns={NS}")
     expect(page.locator(".feed-state")).to_have_attribute("data-state", "live")
-    for agent, content in [("intake", "Asked about a second refund"),
-                           ("knowledge", "Refund policy allows 30 days")]:  # fmt: skip
-        r = env.ns("POST", "/memories", json={"entity": "user:4321", "content": content},
-                   headers={"X-Agent": agent})  # fmt: skip
+    for agent, content in [
+        ("intake", "Asked about a second refund"),
+        ("knowledge", "Refund policy allows 30 days"),
+    ]:
+        r = env.ns(
+            "POST",
+            "/memories",
+            json={"entity": "user:4321", "content": content},
+            headers={"X-Agent": agent},
+        )
         assert r.status_code == 201
     rows = page.locator("table.live tbody tr")
     expect(rows).to_have_count(2)
@@ -301,10 +313,16 @@ def test_entities_and_memories_page_from_the_server(page: Page, console_env: Con
         r = env.call("POST", f"/v1/namespaces/{ns}/memories:batch", json={"items": items})
         assert r.status_code == 201, r.text
 
-    batch([{"entity": f"item:{i:03d}", "content": f"item {i}"} for i in range(120)]
-          + [{"entity": f"zone:{i}", "content": f"zone {i}"} for i in range(10)])  # fmt: skip
-    batch([{"entity": "item:many", "content": f"note {i:03d}", "ts": 1_700_000_000 + i}
-           for i in range(120)])  # fmt: skip
+    batch(
+        [{"entity": f"item:{i:03d}", "content": f"item {i}"} for i in range(120)]
+        + [{"entity": f"zone:{i}", "content": f"zone {i}"} for i in range(10)]
+    )
+    batch(
+        [
+            {"entity": "item:many", "content": f"note {i:03d}", "ts": 1_700_000_000 + i}
+            for i in range(120)
+        ]
+    )
     asked: list[str] = []
     page.on("request", lambda r: asked.append(r.url) if "/entities" in r.url else None)
     sign_in(page, env, hash_=f"#/ns?ns={ns}")
@@ -363,9 +381,16 @@ def test_streams_page_from_the_server(page: Page, console_env: ConsoleEnv) -> No
     ns = "stream-pages"
     names = [f"chat:{i:03d}" for i in range(60)] + [f"desk:{i}" for i in range(5)]
     for i, name in enumerate(names):
-        r = env.call("POST", f"/v1/namespaces/{ns}/events",
-                     json={"entity": f"user:{i}", "event": f"said {i} in {name}",
-                           "stream": name, "searchable": False})  # fmt: skip
+        r = env.call(
+            "POST",
+            f"/v1/namespaces/{ns}/events",
+            json={
+                "entity": f"user:{i}",
+                "event": f"said {i} in {name}",
+                "stream": name,
+                "searchable": False,
+            },
+        )
         assert r.status_code == 201, r.text
     asked: list[str] = []
     page.on("request", lambda r: asked.append(r.url) if "/streams" in r.url else None)

@@ -24,8 +24,9 @@ FILES = ROOT / "src" / "synapsedb" / "server" / "console"
 
 @pytest.fixture
 def keyed(tmp_path: Path) -> Iterator[tuple[TestClient, KeyStore]]:
-    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    )
     keys = KeyStore(tmp_path / "d")
     with TestClient(create_app(db, keys)) as client:
         yield client, keys
@@ -34,8 +35,9 @@ def keyed(tmp_path: Path) -> Iterator[tuple[TestClient, KeyStore]]:
 
 @pytest.fixture
 def open_client(tmp_path: Path) -> Iterator[TestClient]:
-    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    )
     with TestClient(create_app(db)) as client:
         yield client
     db.close()
@@ -78,8 +80,9 @@ def test_every_file_the_page_loads_is_served_with_its_type(open_client: TestClie
         assert (FILES / name).read_bytes() == r.content
 
 
-@pytest.mark.parametrize("name", ["nope.js", "..%2F..%2Fapp.py", "%2e%2e", "app.py",
-                                  "__init__.py", "APP.JS"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name", ["nope.js", "..%2F..%2Fapp.py", "%2e%2e", "app.py", "__init__.py", "APP.JS"]
+)
 def test_only_the_shipped_files_are_served(open_client: TestClient, name: str) -> None:
     r = open_client.get(f"/ui/{name}")
     assert r.status_code == 404
@@ -96,8 +99,15 @@ def test_no_inline_script_no_external_code_no_markup_from_strings() -> None:
         text = path.read_text().replace('"http://www.w3.org/2000/svg"', "")  # a name, not a URL
         assert not re.search(r"(?:https?:)?//[a-z0-9.-]+\.[a-z]{2,}/", text, re.I), path.name
         if path.suffix == ".js":
-            for bad in ("innerHTML", "outerHTML", "insertAdjacentHTML", "eval(",
-                        "new Function", "document.write", "localStorage"):  # fmt: skip
+            for bad in (
+                "innerHTML",
+                "outerHTML",
+                "insertAdjacentHTML",
+                "eval(",
+                "new Function",
+                "document.write",
+                "localStorage",
+            ):
                 assert bad not in text, (path.name, bad)
 
 
@@ -119,9 +129,13 @@ def test_every_api_path_the_console_calls_is_a_route(open_client: TestClient) ->
 
 def test_whoami_in_none_mode(open_client: TestClient) -> None:
     assert open_client.get("/v1/whoami").json() == {
-        "auth": "none", "key": None, "tenant": None, "scopes": ["read", "write", "admin"],
-        "namespaces": None, "agents": None,
-    }  # fmt: skip
+        "auth": "none",
+        "key": None,
+        "tenant": None,
+        "scopes": ["read", "write", "admin"],
+        "namespaces": None,
+        "agents": None,
+    }
 
 
 def test_whoami_tells_each_key_its_own_scopes_and_never_the_secret(
@@ -136,8 +150,14 @@ def test_whoami_tells_each_key_its_own_scopes_and_never_the_secret(
     other_key, admin_token = keys.create("globex", ["read", "write", "admin"])
     got = client.get("/v1/whoami", headers=bearer(reader_token))
     assert got.status_code == 200
-    assert got.json() == {"auth": "keys", "key": reader.id, "tenant": "acme", "scopes": ["read"],
-                          "namespaces": ["support"], "agents": ["intake", "triage"]}  # fmt: skip
+    assert got.json() == {
+        "auth": "keys",
+        "key": reader.id,
+        "tenant": "acme",
+        "scopes": ["read"],
+        "namespaces": ["support"],
+        "agents": ["intake", "triage"],
+    }
     assert reader_token.split("_", 2)[2] not in got.text  # the secret may hold "_" itself
     other = client.get("/v1/whoami", headers=bearer(admin_token)).json()
     assert other["key"] == other_key.id and other["tenant"] == "globex"

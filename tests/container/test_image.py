@@ -90,21 +90,49 @@ def test_the_image_serves_on_postgresql(rootfs: tuple[Path, dict], tmp_path: Pat
     with postgres_server() as dsn, socket_dir_in(root, dsn):
         # bound to loopback here: the chroot shares this machine's network (the image's own
         # SYNAPSEDB_HOST is 0.0.0.0, for a container's network)
-        env = image_env(config, SYNAPSEDB_STORAGE=dsn, SYNAPSEDB_HOST="127.0.0.1",
-                        SYNAPSEDB_PORT=str(port), SYNAPSEDB_AUTH="keys", HOME="/root")  # fmt: skip
+        env = image_env(
+            config,
+            SYNAPSEDB_STORAGE=dsn,
+            SYNAPSEDB_HOST="127.0.0.1",
+            SYNAPSEDB_PORT=str(port),
+            SYNAPSEDB_AUTH="keys",
+            HOME="/root",
+        )
         assert env["SYNAPSEDB_DATA"] == "/data" and env["SYNAPSEDB_HOST"] == "127.0.0.1"
         made = subprocess.run(
-            ["chroot", str(root), "/usr/bin/env", "-i", *(f"{k}={v}" for k, v in env.items()),
-             config["Entrypoint"][0], "keys", "create", "--tenant", "acme", "--scopes",
-             "read,write"], capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [
+                "chroot",
+                str(root),
+                "/usr/bin/env",
+                "-i",
+                *(f"{k}={v}" for k, v in env.items()),
+                config["Entrypoint"][0],
+                "keys",
+                "create",
+                "--tenant",
+                "acme",
+                "--scopes",
+                "read,write",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert made.returncode == 0, made.stderr[-3000:]
         token = json.loads(made.stdout)["key"]
         log = (tmp_path / "serve.log").open("w")
         proc = subprocess.Popen(
-            ["chroot", str(root), "/usr/bin/env", "-i", *(f"{k}={v}" for k, v in env.items()),
-             *entry], stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                "chroot",
+                str(root),
+                "/usr/bin/env",
+                "-i",
+                *(f"{k}={v}" for k, v in env.items()),
+                *entry,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         try:
             url = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 180
@@ -117,11 +145,17 @@ def test_the_image_serves_on_postgresql(rootfs: tuple[Path, dict], tmp_path: Pat
                 time.sleep(0.5)
             auth = {"Authorization": f"Bearer {token}"}
             assert httpx.get(f"{url}/v1/namespaces/support/entities").status_code == 401
-            wrote = httpx.post(f"{url}/v1/namespaces/support/memories", headers=auth, json={
-                "entity": "user:4321", "content": "Refund requested for order #1458"})  # fmt: skip
+            wrote = httpx.post(
+                f"{url}/v1/namespaces/support/memories",
+                headers=auth,
+                json={"entity": "user:4321", "content": "Refund requested for order #1458"},
+            )
             assert wrote.status_code == 201, wrote.text
-            found = httpx.post(f"{url}/v1/namespaces/support/query", headers=auth,
-                               json={"text": "user:4321 refund status", "k": 1})  # fmt: skip
+            found = httpx.post(
+                f"{url}/v1/namespaces/support/query",
+                headers=auth,
+                json={"text": "user:4321 refund status", "k": 1},
+            )
             assert found.status_code == 200, found.text
             assert found.json()["hits"][0]["content"] == "Refund requested for order #1458"
         finally:

@@ -56,10 +56,25 @@ def memory(
     expires_us: int | None = None,
     deleted: int = 0,
 ) -> MemoryInsert:
-    return MemoryInsert(ns, mid, version, sys_us, sys_us if created_us is None else created_us, entity,
-            mtype, content, metadata, vector(zlib.crc32(mid.encode())) if embedding is None else embedding,
-            salience, sys_us if ts_us is None else ts_us, agent, pinned, ttl, expires_us,
-            deleted)  # fmt: skip
+    return MemoryInsert(
+        ns,
+        mid,
+        version,
+        sys_us,
+        sys_us if created_us is None else created_us,
+        entity,
+        mtype,
+        content,
+        metadata,
+        vector(zlib.crc32(mid.encode())) if embedding is None else embedding,
+        salience,
+        sys_us if ts_us is None else ts_us,
+        agent,
+        pinned,
+        ttl,
+        expires_us,
+        deleted,
+    )
 
 
 def fact(
@@ -75,8 +90,9 @@ def fact(
     expires_us: int | None = None,
     deleted: int = 0,
 ) -> FactInsert:
-    return FactInsert(ns, entity, key, version, sys_us, sys_us, value, agent, ttl, expires_us,
-                      deleted)  # fmt: skip
+    return FactInsert(
+        ns, entity, key, version, sys_us, sys_us, value, agent, ttl, expires_us, deleted
+    )
 
 
 def event(
@@ -96,14 +112,28 @@ def event(
     )
 
 
-def query(ns: str, qid: str, sys_us: int, *, text: str | None = "what does alice drink",
-          hits: str = "[]", request: str = '{"text":"what does alice drink"}') -> QueryInsert:  # fmt: skip
+def query(
+    ns: str,
+    qid: str,
+    sys_us: int,
+    *,
+    text: str | None = "what does alice drink",
+    hits: str = "[]",
+    request: str = '{"text":"what does alice drink"}',
+) -> QueryInsert:
     return QueryInsert(ns, qid, sys_us, "reader", text, request, hits)
 
 
-def answer(ns: str, aid: str, sys_us: int, *, text: str | None = "Alice drinks tea.",
-           query_ids: str = "[]", memories: str = "[]",
-           entities: str = "[]") -> AnswerInsert:  # fmt: skip
+def answer(
+    ns: str,
+    aid: str,
+    sys_us: int,
+    *,
+    text: str | None = "Alice drinks tea.",
+    query_ids: str = "[]",
+    memories: str = "[]",
+    entities: str = "[]",
+) -> AnswerInsert:
     return AnswerInsert(ns, aid, sys_us, "writer", text, query_ids, "[]", memories, entities)
 
 

@@ -46,8 +46,9 @@ def open_db(request: pytest.FixtureRequest, pg: PostgresBackend, tmp_path: Path)
             from synapsedb.storage.postgres import PostgresStorage
 
             storage = PostgresStorage(pg.dsn, schema=pg.schema)
-        return synapsedb.open(tmp_path / "d", storage=storage, clock=clock, llm=None,
-                              background_maintenance=False)  # fmt: skip
+        return synapsedb.open(
+            tmp_path / "d", storage=storage, clock=clock, llm=None, background_maintenance=False
+        )
 
     return open_
 
@@ -158,11 +159,23 @@ def test_serve_with_a_storage_it_cannot_use_says_so(
     tmp_path: Path, storage: str, said: str
 ) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "synapsedb", "serve", "--data", str(tmp_path / "d"),
-         "--storage", storage, "--port", "9"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "synapsedb",
+            "serve",
+            "--data",
+            str(tmp_path / "d"),
+            "--storage",
+            storage,
+            "--port",
+            "9",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "SYNAPSEDB_EMBEDDER": "none"},
-    )  # fmt: skip
+    )
     assert out.returncode == 2, out.stderr
     # one line for the operator (the JSON log records the cause before it)
     assert any(line.startswith(said) for line in out.stderr.splitlines()), out.stderr

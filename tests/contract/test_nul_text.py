@@ -29,8 +29,9 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[synapsedb.Dat
     if request.param == "postgres":
         pg = PostgresBackend(request.getfixturevalue("postgres_dsn"))
         storage = f"{pg.dsn}{'&' if '?' in pg.dsn else '?'}schema={pg.schema}"
-    opened = synapsedb.open(tmp_path / "d", storage=storage, llm=None, durability="os",
-                            background_maintenance=False)  # fmt: skip
+    opened = synapsedb.open(
+        tmp_path / "d", storage=storage, llm=None, durability="os", background_maintenance=False
+    )
     yield opened
     opened.close()
 
@@ -101,8 +102,9 @@ class _RawAnswer(Op):
         self.answer_id, self.text = answer_id, text
 
     def plan(self, tx: Tx) -> str:
-        tx.batch.answers.append(("acme", self.answer_id, tx.now_us, None, self.text, "[]", "[]",
-                                 "[]", "[]"))  # fmt: skip
+        tx.batch.answers.append(
+            ("acme", self.answer_id, tx.now_us, None, self.text, "[]", "[]", "[]", "[]")
+        )
         return self.answer_id
 
 

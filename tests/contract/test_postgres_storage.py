@@ -28,15 +28,26 @@ def pg(postgres_dsn: str) -> Any:
 
 def test_an_erasure_waits_for_open_snapshots_then_vacuums(pg: PostgresBackend) -> None:
     storage = pg.open(erasure_wait_ms=0)
-    storage.commit(Batch(namespaces=[namespace("n")],
-                         memories=[memory("n", "m", entity="zed", content="zed secret")]))  # fmt: skip
+    storage.commit(
+        Batch(
+            namespaces=[namespace("n")],
+            memories=[memory("n", "m", entity="zed", content="zed secret")],
+        )
+    )
     held = storage.load("n")  # a load not yet read: its snapshot still sees the old rows
     storage.commit(Batch(purges=[Purge("n", "zed", "alias:1")]))
     assert storage.erasure_pending
     assert "zed" not in pg.stored_text()  # gone from the tables at once
     assert not storage.finish_erasure(0)  # the dead row versions cannot be vacuumed yet
-    for stream in (held.namespaces, held.tiers, held.access, held.memories, held.facts,
-                   held.events, held.answers):  # fmt: skip
+    for stream in (
+        held.namespaces,
+        held.tiers,
+        held.access,
+        held.memories,
+        held.facts,
+        held.events,
+        held.answers,
+    ):
         list(stream)
     assert storage.finish_erasure(1_000)
     assert not storage.erasure_pending
@@ -199,8 +210,12 @@ def test_an_erasure_inside_the_commit_lock_vacuums_once_it_is_released(pg: Postg
     inside the lock would wait for it while it waits for the lock. So the erasure finishes
     when the lock is released, and is then not pending."""
     a, b = pg.open(erasure_wait_ms=2_000), pg.open()
-    a.commit(Batch(namespaces=[namespace("n")],
-                   memories=[memory("n", "m", entity="zed", content="zed secret")]))  # fmt: skip
+    a.commit(
+        Batch(
+            namespaces=[namespace("n")],
+            memories=[memory("n", "m", entity="zed", content="zed secret")],
+        )
+    )
     entered, release = threading.Event(), threading.Event()
 
     def wait_for_the_lock() -> None:

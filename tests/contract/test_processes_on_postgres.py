@@ -51,8 +51,9 @@ def url(postgres_dsn: str) -> str:
 @pytest.fixture
 def pair(url: str, tmp_path: Path) -> Iterator[tuple[synapsedb.Database, synapsedb.Database]]:
     def open_(name: str) -> synapsedb.Database:
-        return synapsedb.open(tmp_path / name, storage=url, llm=None, embedder=None,
-                              background_maintenance=False)  # fmt: skip
+        return synapsedb.open(
+            tmp_path / name, storage=url, llm=None, embedder=None, background_maintenance=False
+        )
 
     a = open_("a")
     b = open_("b")
@@ -147,13 +148,18 @@ def test_two_serve_processes_on_one_schema(url: str, tmp_path: Path) -> None:
     servers = [_serve(url, tmp_path / name) for name in ("a", "b")]
     try:
         (a, _), (b, _) = servers
-        r = httpx.post(f"{a}/v1/namespaces/acme/memories",
-                       json={"entity": "user:1", "content": "Refund requested"})  # fmt: skip
+        r = httpx.post(
+            f"{a}/v1/namespaces/acme/memories",
+            json={"entity": "user:1", "content": "Refund requested"},
+        )
         assert r.status_code == 201, r.text
-        httpx.put(f"{a}/v1/namespaces/acme/facts",
-                  json={"entity": "user:1", "key": "plan", "value": "gold"}).raise_for_status()  # fmt: skip
-        httpx.post(f"{a}/v1/namespaces/acme/events",
-                   json={"entity": "user:1", "event": "Called"}).raise_for_status()  # fmt: skip
+        httpx.put(
+            f"{a}/v1/namespaces/acme/facts",
+            json={"entity": "user:1", "key": "plan", "value": "gold"},
+        ).raise_for_status()
+        httpx.post(
+            f"{a}/v1/namespaces/acme/events", json={"entity": "user:1", "event": "Called"}
+        ).raise_for_status()
         got = eventually(
             lambda: httpx.get(f"{b}/v1/namespaces/acme/memories", params={"entity": "user:1"}),
             lambda resp: resp.status_code == 200 and len(resp.json()) == 2,
@@ -180,10 +186,24 @@ def _serve(url: str, data: Path) -> tuple[str, subprocess.Popen[bytes]]:
     log = data.with_suffix(".log")
     with log.open("wb") as out:  # the child has its own copy of the descriptor
         proc = subprocess.Popen(
-            [sys.executable, "-m", "synapsedb", "serve", "--data", str(data), "--storage", url,
-             "--port", str(port), "--auth", "none"],
-            env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "synapsedb",
+                "serve",
+                "--data",
+                str(data),
+                "--storage",
+                url,
+                "--port",
+                str(port),
+                "--auth",
+                "none",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     end = time.monotonic() + 60
     while time.monotonic() < end:

@@ -25,14 +25,22 @@ def url_of(dsn: str) -> str:
 
 
 def open_(path: Path, clock: ManualClock, storage: str | None = None) -> synapsedb.Database:
-    return synapsedb.open(path, storage=storage, clock=clock, llm=None, embedder=None,
-                          background_maintenance=False)  # fmt: skip
+    return synapsedb.open(
+        path, storage=storage, clock=clock, llm=None, embedder=None, background_maintenance=False
+    )
 
 
 def populate(mem: Any, clock: ManualClock) -> dict[str, Any]:
     """A namespace with a bit of everything; returns what to ask of it afterwards."""
-    m1 = mem.write("user:1", {"content": "Refund requested", "embedding": [1.0, 0.0],
-                              "metadata": {"order": 1458}, "salience": 0.9})  # fmt: skip
+    m1 = mem.write(
+        "user:1",
+        {
+            "content": "Refund requested",
+            "embedding": [1.0, 0.0],
+            "metadata": {"order": 1458},
+            "salience": 0.9,
+        },
+    )
     clock.advance(10)
     t_before = clock.now_us() / 1e6
     mem.update(m1.id, {"content": "Refund approved"})
@@ -47,8 +55,7 @@ def populate(mem: Any, clock: ManualClock) -> dict[str, Any]:
     mem.write("user:3", {"content": "Card 4111 on file", "embedding": [0.3, 0.7]})
     mem.set("user:3", "card", "4111")
     res = mem.query("refund", agent="knowledge")
-    mem.record_answer("ans-1", [res.query_id], agent="resolution", text="Approved",
-                      cited=[m1.id])  # fmt: skip
+    mem.record_answer("ans-1", [res.query_id], agent="resolution", text="Approved", cited=[m1.id])
     clock.advance(5)
     mem.forget(entity="user:3", purge=True, agent="dpo")
     mem.configure(max_hot=4)
@@ -80,8 +87,16 @@ def test_sqlite_to_postgres_and_back_is_lossless(postgres_dsn: str, tmp_path: Pa
         marks = populate(mem, clock)
         records, expected = exported(mem), answers(mem, marks)
     assert any(r.get("erased") for r in records)  # the purge left skeletons
-    assert {r["kind"] for r in records} >= {"namespace", "memory", "fact", "event", "query",
-                                            "answer", "tier", "access"}  # fmt: skip
+    assert {r["kind"] for r in records} >= {
+        "namespace",
+        "memory",
+        "fact",
+        "event",
+        "query",
+        "answer",
+        "tier",
+        "access",
+    }
     with open_(tmp_path / "pg", clock, url_of(postgres_dsn)) as db:
         mem = db.namespace("acme")
         assert mem.import_records(records) == sum(r["kind"] == "memory" for r in records)
@@ -105,13 +120,21 @@ def test_the_cli_moves_a_namespace_from_sqlite_into_a_postgres_server(
     out = tmp_path / "acme.jsonl"
     cli = [sys.executable, "-m", "synapsedb"]
     env = {**os.environ, "SYNAPSEDB_EMBEDDER": "none"}
-    subprocess.run([*cli, "export", "--data", str(tmp_path / "sqlite"), "-n", "acme", "--out",
-                    str(out)], check=True, env=env, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [*cli, "export", "--data", str(tmp_path / "sqlite"), "-n", "acme", "--out", str(out)],
+        check=True,
+        env=env,
+        capture_output=True,
+    )
     url = url_of(postgres_dsn)
     base, proc = _serve(url, tmp_path / "served")
     try:
-        subprocess.run([*cli, "import", str(out), "-n", "acme", "--url", base], check=True,
-                       env=env, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [*cli, "import", str(out), "-n", "acme", "--url", base],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
     finally:
         proc.terminate()
         proc.wait(20)

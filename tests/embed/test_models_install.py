@@ -31,8 +31,10 @@ def test_a_write_without_the_model_names_the_command(tmp_path: Path, no_weights:
         mem = db.namespace("acme")
         with pytest.raises(ModelMissingError, match=r"run `synapsedb models install`") as info:
             mem.write("user:1", "prefers email")
-        assert info.value.details == {"package": export.SOURCE_PACKAGE,
-                                      "command": export.INSTALL_COMMAND}  # fmt: skip
+        assert info.value.details == {
+            "package": export.SOURCE_PACKAGE,
+            "command": export.INSTALL_COMMAND,
+        }
         assert mem.memories("user:1") == []  # nothing was written
         mem.set("user:1", "order", 1458)  # what needs no model still works
         assert mem.get("user:1", "order").value == 1458
@@ -50,8 +52,10 @@ def test_the_cli_says_the_command(
 
 def test_over_http_it_is_model_missing_not_internal(tmp_path: Path, no_weights: Path) -> None:
     with synapsedb.open(tmp_path / "data") as db, serve(create_app(db)) as url:
-        r = httpx.post(f"{url}/v1/namespaces/acme/memories",
-                       json={"entity": "user:1", "content": "prefers email"})  # fmt: skip
+        r = httpx.post(
+            f"{url}/v1/namespaces/acme/memories",
+            json={"entity": "user:1", "content": "prefers email"},
+        )
         assert r.status_code == 503
         body = r.json()["error"]
         assert body["code"] == "model_missing"
@@ -71,7 +75,9 @@ def test_models_install_exports_once(
     assert out.strip() == str(models / export.MODEL_FILE)
     assert f"{export.SOURCE_PACKAGE} is installed" in err and "exported" in err
     assert {p.name for p in models.iterdir() if not p.name.startswith(".")} == {
-        export.MODEL_FILE, export.TOKENIZER_FILE}  # fmt: skip
+        export.MODEL_FILE,
+        export.TOKENIZER_FILE,
+    }
     assert cli.main(["models", "install", "--model-dir", str(models)]) == 0
     assert "up to date" in capsys.readouterr().err
     monkeypatch.setenv(export.ENV_MODEL_DIR, str(models))

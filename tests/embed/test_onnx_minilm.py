@@ -345,10 +345,34 @@ def _hostile_long_texts() -> list[str]:
         "the vote on Élodie's proposal until the next meeting in Zürich. "
     )
     pieces = [
-        "word", "naïve", "CAFÉ", "Ωμέγα", "ΣΊΣΥΦΟΣ", "İstanbul", "straße", "한국어", "中文字符",
-        "e\u0301", "\u0301", "ﬁnance", "🙂", "x" * 120, "foo.bar/baz", "a-b_c", "\t", "\n",
-        "\r\n", "\u00a0", "\u3000", "\u2028", "\x1c", "\x00", "  ", ",", "don't",
-    ]  # fmt: skip
+        "word",
+        "naïve",
+        "CAFÉ",
+        "Ωμέγα",
+        "ΣΊΣΥΦΟΣ",
+        "İstanbul",
+        "straße",
+        "한국어",
+        "中文字符",
+        "e\u0301",
+        "\u0301",
+        "ﬁnance",
+        "🙂",
+        "x" * 120,
+        "foo.bar/baz",
+        "a-b_c",
+        "\t",
+        "\n",
+        "\r\n",
+        "\u00a0",
+        "\u3000",
+        "\u2028",
+        "\x1c",
+        "\x00",
+        "  ",
+        ",",
+        "don't",
+    ]
     texts = [
         prose * 40,  # plain prose: the first prefix suffices
         "y" * 5000,  # one word, no break at all: the whole text is tokenized

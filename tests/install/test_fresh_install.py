@@ -39,8 +39,13 @@ def test_pip_install_then_models_install(tmp_path: Path) -> None:
     venv.EnvBuilder(with_pip=True).create(tmp_path / "venv")
     bindir = tmp_path / "venv" / "bin"
     cache = os.environ.get("PIP_CACHE_DIR") or str(Path.home() / ".cache" / "pip")
-    env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(home), "PIP_CACHE_DIR": cache,
-           "PIP_DISABLE_PIP_VERSION_CHECK": "1", "LANG": "C.UTF-8"}  # fmt: skip
+    env = {
+        "PATH": f"{bindir}:/usr/bin:/bin",
+        "HOME": str(home),
+        "PIP_CACHE_DIR": cache,
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "LANG": "C.UTF-8",
+    }
     for name in ("PIP_CONFIG_FILE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "SSL_CERT_FILE"):
         if name in os.environ:
             env[name] = os.environ[name]
@@ -63,7 +68,14 @@ def test_pip_install_then_models_install(tmp_path: Path) -> None:
     again = _run([str(bindir / "synapsedb"), "models", "install"], env, work)
     assert again.returncode == 0 and "up to date" in again.stderr
     assert sys.version_info[:2] == tuple(  # the venv is of the Python running the tests
-        int(x) for x in _run([str(bindir / "python"), "-c", "import sys; print("
-                              "'.'.join(map(str, sys.version_info[:2])))"], env, work)
-        .stdout.split(".")
-    )  # fmt: skip
+        int(x)
+        for x in _run(
+            [
+                str(bindir / "python"),
+                "-c",
+                "import sys; print('.'.join(map(str, sys.version_info[:2])))",
+            ],
+            env,
+            work,
+        ).stdout.split(".")
+    )

@@ -31,8 +31,9 @@ from tests.support.live_server import serve
 
 
 def _open(path: Path, embedder: Any = None) -> synapsedb.Database:
-    return synapsedb.open(path, durability="os", llm=None, embedder=embedder,
-                          background_maintenance=False)  # fmt: skip
+    return synapsedb.open(
+        path, durability="os", llm=None, embedder=embedder, background_maintenance=False
+    )
 
 
 @pytest.fixture(params=["embedded", "http"])
@@ -56,18 +57,27 @@ CONVERSATION = [
     HumanMessage("Where is parcel 1458?", name="alice", id="lc-1"),
     AIMessage(
         "",
-        tool_calls=[{"name": "track_parcel", "args": {"order": 1458, "detail": ["city"]},
-                     "id": "call_1", "type": "tool_call"}],
+        tool_calls=[
+            {
+                "name": "track_parcel",
+                "args": {"order": 1458, "detail": ["city"]},
+                "id": "call_1",
+                "type": "tool_call",
+            }
+        ],
         additional_kwargs={"refusal": None},
         response_metadata={"model_name": "gpt-4o", "finish_reason": "tool_calls"},
         usage_metadata={"input_tokens": 12, "output_tokens": 7, "total_tokens": 19},
     ),
     ToolMessage('{"city": "Hamburg"}', tool_call_id="call_1", status="success"),
-    ToolMessage("tracking service down", tool_call_id="call_2", status="error",
-                artifact={"code": 503}),
-    AIMessage([{"type": "text", "text": "It is in Hamburg;"}, {"type": "text", "text": "rerouted."}]),
+    ToolMessage(
+        "tracking service down", tool_call_id="call_2", status="error", artifact={"code": 503}
+    ),
+    AIMessage(
+        [{"type": "text", "text": "It is in Hamburg;"}, {"type": "text", "text": "rerouted."}]
+    ),
     ChatMessage(role="human", content="Thanks!"),
-]  # fmt: skip
+]
 
 
 def _comparable(msg: Any) -> dict[str, Any]:
@@ -109,8 +119,7 @@ def test_history_speaks_openai_to_other_clients(target: tuple[Any, str | None]) 
             }
         ],
     }
-    assert openai[3] == {"role": "tool", "content": '{"city": "Hamburg"}',
-                         "tool_call_id": "call_1"}  # fmt: skip
+    assert openai[3] == {"role": "tool", "content": '{"city": "Hamburg"}', "tool_call_id": "call_1"}
     assert openai[1] == {"role": "user", "content": "Where is parcel 1458?", "name": "alice"}
     # and what another client wrote reads as LangChain messages
     Sessions(ns).append(
@@ -149,12 +158,14 @@ def test_history_rejects_bad_input_and_stores_nothing(target: tuple[Any, str | N
         ([HumanMessage("ok"), FunctionMessage(content="x", name="f")], "messages[1].role"),
         ([HumanMessage("ok"), ChatMessage(role="critic", content="x")], "messages[1].role"),
         ([HumanMessage("ok", name="no spaces allowed")], "messages[0].name"),
-        ([AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": None}])],
-         "messages[0].tool_calls[0].id"),
+        (
+            [AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": None}])],
+            "messages[0].tool_calls[0].id",
+        ),
         ([ToolMessage("r", tool_call_id="c", artifact=object())], "messages[0].metadata"),
         ([HumanMessage("   ")], "messages[0].content"),
         (["plain text"], "messages[0]"),  # type: ignore[list-item]
-    ]  # fmt: skip
+    ]
     for messages, field in cases:
         with pytest.raises(ValidationError) as err:
             history.add_messages(messages)
@@ -176,7 +187,9 @@ async def test_history_async_methods(target: tuple[Any, str | None]) -> None:
     threaded = SynapseChatMessageHistory("s", ns)  # async methods in a worker thread
     await threaded.aadd_messages(CONVERSATION[:2])
     assert [m.content for m in await threaded.aget_messages()] == [
-        CONVERSATION[0].content, CONVERSATION[1].content]  # fmt: skip
+        CONVERSATION[0].content,
+        CONVERSATION[1].content,
+    ]
     if url is None:
         natively = SynapseChatMessageHistory("s", async_namespace=ns)
         remote = None
@@ -210,8 +223,7 @@ DOCS = [
 
 
 def _store(db: Any, **kwargs: Any) -> SynapseVectorStore:
-    store = SynapseVectorStore(db.namespace("docs"), DeterministicFakeEmbedding(size=16),
-                               **kwargs)  # fmt: skip
+    store = SynapseVectorStore(db.namespace("docs"), DeterministicFakeEmbedding(size=16), **kwargs)
     store.add_texts([t for _, t, _ in DOCS], [m for _, _, m in DOCS], ids=[i for i, _, _ in DOCS])
     return store
 
@@ -261,15 +273,23 @@ def test_vector_as_of_delete_and_versions(target: tuple[Any, str | None]) -> Non
     assert {d.id for d in old} == {"a", "b", "c", "d"}
     assert [d.page_content for d in old if d.id == "a"] == ["the cat sat on the mat"]
     assert [m.content for m in db.namespace("docs").history("a")] == [
-        "the cat sat on the mat", "the cat moved to the sofa"]  # fmt: skip
+        "the cat sat on the mat",
+        "the cat moved to the sofa",
+    ]
 
 
 def test_vector_store_keeps_to_its_entity(target: tuple[Any, str | None]) -> None:
     db, _ = target
     store = _store(db)
     ns = db.namespace("docs")
-    ns.write("user:1", {"id": "u1", "content": "the cat sat on the mat", "embedding":
-                        DeterministicFakeEmbedding(size=16).embed_query("x")})  # fmt: skip
+    ns.write(
+        "user:1",
+        {
+            "id": "u1",
+            "content": "the cat sat on the mat",
+            "embedding": DeterministicFakeEmbedding(size=16).embed_query("x"),
+        },
+    )
     other = SynapseVectorStore(ns, DeterministicFakeEmbedding(size=16), entity="archive")
     other.add_texts(["the cat sat on the mat"], ids=["z"])
     assert "u1" not in {d.id for d in store.similarity_search("cat", k=10)}
@@ -283,9 +303,12 @@ def test_vector_store_keeps_to_its_entity(target: tuple[Any, str | None]) -> Non
 def test_vector_retriever_and_from_texts(target: tuple[Any, str | None]) -> None:
     db, _ = target
     store = SynapseVectorStore.from_texts(
-        [t for _, t, _ in DOCS], DeterministicFakeEmbedding(size=16),
-        [m for _, _, m in DOCS], ids=[i for i, _, _ in DOCS], namespace=db.namespace("docs"),
-    )  # fmt: skip
+        [t for _, t, _ in DOCS],
+        DeterministicFakeEmbedding(size=16),
+        [m for _, _, m in DOCS],
+        ids=[i for i, _, _ in DOCS],
+        namespace=db.namespace("docs"),
+    )
     retriever = store.as_retriever(search_kwargs={"k": 2, "filter": {"kind": "pet"}})
     docs = retriever.invoke("the cat sat on the mat")
     assert docs[0].id == "a" and {d.metadata["kind"] for d in docs} == {"pet"}
@@ -313,7 +336,7 @@ def test_vector_rejects_bad_input(target: tuple[Any, str | None]) -> None:
         (lambda: hostile.similarity_search("x", filter=["kind"]), "filter"),
         (lambda: SynapseVectorStore(ns, search_mode="fuzzy"), "search_mode"),
         (lambda: SynapseVectorStore(ns, embedding=hostile), "embedding"),
-    ]  # fmt: skip
+    ]
     for call, field in bad:
         with pytest.raises(ValidationError) as err:
             call()
@@ -329,14 +352,19 @@ def test_vector_store_with_the_databases_own_embedder(tmp_path: Path) -> None:
             for handle in (db, client):
                 store = SynapseVectorStore(handle.namespace("own"))
                 if handle is db:
-                    store.add_texts(["My cat sleeps all day on the sofa.",
-                                     "Quarterly revenue grew by eight percent.",
-                                     "The train to Lisbon leaves at noon."])  # fmt: skip
+                    store.add_texts(
+                        [
+                            "My cat sleeps all day on the sofa.",
+                            "Quarterly revenue grew by eight percent.",
+                            "The train to Lisbon leaves at noon.",
+                        ]
+                    )
                 best = store.similarity_search_with_score("a sleepy kitten", k=3)
                 assert best[0][0].page_content.startswith("My cat") and best[0][1] > best[1][1]
                 hybrid = SynapseVectorStore(handle.namespace("own"), search_mode="hybrid")
                 assert hybrid.similarity_search("train Lisbon", k=1)[0].page_content.startswith(
-                    "The train")  # fmt: skip
+                    "The train"
+                )
             client.close()
     finally:
         db.close()

@@ -36,8 +36,9 @@ _names = itertools.count()
 
 
 def _open(path: Path) -> synapsedb.Database:
-    return synapsedb.open(path, durability="os", llm=None, embedder=None,
-                          background_maintenance=False)  # fmt: skip
+    return synapsedb.open(
+        path, durability="os", llm=None, embedder=None, background_maintenance=False
+    )
 
 
 @pytest.fixture(scope="module")

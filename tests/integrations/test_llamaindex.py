@@ -36,8 +36,9 @@ from tests.support.scripted_upstream import Request, ScriptedUpstream
 
 
 def _open(path: Path, llm: Any = None) -> synapsedb.Database:
-    return synapsedb.open(path, durability="os", llm=llm, embedder=None,
-                          background_maintenance=False)  # fmt: skip
+    return synapsedb.open(
+        path, durability="os", llm=llm, embedder=None, background_maintenance=False
+    )
 
 
 class Target:
@@ -99,18 +100,25 @@ def test_chat_store_crud_like_simple_chat_store(target: Target) -> None:
 
 def test_chat_store_round_trips_roles_tool_calls_and_blocks(target: Target) -> None:
     store = SynapseChatStore(target.ns())
-    call = {"id": "call_1", "type": "function",
-            "function": {"name": "weather", "arguments": '{"city": "Lisbon"}'}}  # fmt: skip
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "weather", "arguments": '{"city": "Lisbon"}'},
+    }
     messages = [
         msg("developer", "Be brief."),
         msg("user", "Weather in Lisbon?", additional_kwargs={"trace": {"n": 1}}),
         ChatMessage(role="assistant", blocks=[], additional_kwargs={"tool_calls": [call]}),
-        msg("tool", '{"temp": 21}', additional_kwargs={"tool_call_id": "call_1", "name": "weather"}),
-        ChatMessage(role="user", blocks=[TextBlock(text="And this?"),
-                                         ImageBlock(url="https://example.com/a.png")]),
+        msg(
+            "tool", '{"temp": 21}', additional_kwargs={"tool_call_id": "call_1", "name": "weather"}
+        ),
+        ChatMessage(
+            role="user",
+            blocks=[TextBlock(text="And this?"), ImageBlock(url="https://example.com/a.png")],
+        ),
         ChatMessage(role="user", blocks=[ImageBlock(url="https://example.com/b.png")]),
         msg("chatbot", "Sunny, 21 degrees."),
-    ]  # fmt: skip
+    ]
     store.set_messages("k", messages)
     assert store.get_messages("k") == messages
     # other SynapseDB clients read an OpenAI-shaped session
@@ -123,8 +131,9 @@ def test_chat_store_round_trips_roles_tool_calls_and_blocks(target: Target) -> N
 
 def test_chat_store_feeds_chat_memory_buffer(target: Target) -> None:
     store = SynapseChatStore(target.ns())
-    memory = ChatMemoryBuffer.from_defaults(chat_store=store, chat_store_key="user-42",
-                                            token_limit=50)  # fmt: skip
+    memory = ChatMemoryBuffer.from_defaults(
+        chat_store=store, chat_store_key="user-42", token_limit=50
+    )
     for i in range(10):
         memory.put(msg("user" if i % 2 == 0 else "assistant", f"turn {i} " + "word " * 5))
     assert len(store.get_messages("user-42")) == 10
@@ -164,17 +173,21 @@ def test_chat_store_rejects_bad_input(target: Target) -> None:
     store.add_message("k", msg("user", "kept"))
     hostile: Any = store
     cases: list[tuple[Any, str]] = [
-        (lambda: store.set_messages("k", [msg("user", "ok"), msg("user", "   ")]),
-         "messages[1].content"),
+        (
+            lambda: store.set_messages("k", [msg("user", "ok"), msg("user", "   ")]),
+            "messages[1].content",
+        ),
         (lambda: hostile.set_messages("k", msg("user", "x")), "messages"),
         (lambda: hostile.set_messages("k", ["text"]), "messages[0]"),
         (lambda: store.add_message("", msg("user", "x")), "key"),
         (lambda: store.add_message("k~archived", msg("user", "x")), "key"),
-        (lambda: store.add_message("k", msg("tool", "r", additional_kwargs={"x": object()})),
-         "message"),
+        (
+            lambda: store.add_message("k", msg("tool", "r", additional_kwargs={"x": object()})),
+            "message",
+        ),
         (lambda: hostile.delete_message("k", "0"), "idx"),
         (lambda: SynapseChatStore(), "namespace"),
-    ]  # fmt: skip
+    ]
     for call, field in cases:
         with pytest.raises(ValidationError) as err:
             call()
@@ -199,9 +212,13 @@ async def test_memory_accepts_synapse_chat_store(target: Target) -> None:
 @pytest.mark.asyncio
 async def test_from_defaults_with_synapse_chat_store(target: Target) -> None:
     store = SynapseDBChatStore(target.ns())
-    memory = await asyncio.to_thread(Memory.from_defaults, session_id="test_user",
-                                     token_limit=1000, chat_history=[msg("user", "Seeded")],
-                                     chat_store=store)  # fmt: skip
+    memory = await asyncio.to_thread(
+        Memory.from_defaults,
+        session_id="test_user",
+        token_limit=1000,
+        chat_history=[msg("user", "Seeded")],
+        chat_store=store,
+    )
     assert memory.sql_store is store
     assert [m.content for m in await memory.aget()] == ["Seeded"]
 
@@ -209,18 +226,26 @@ async def test_from_defaults_with_synapse_chat_store(target: Target) -> None:
 @pytest.mark.asyncio
 async def test_waterfall_archives_into_synapse_chat_store(target: Target) -> None:
     store = SynapseDBChatStore(target.ns())
-    memory = Memory(token_limit=1000, token_flush_size=700, chat_history_token_ratio=0.9,
-                    session_id="test_user", sql_store=store)  # fmt: skip
-    await memory.aput_messages([msg("user", "x " * 500), msg("assistant", "y " * 500),
-                                msg("user", "z " * 500)])  # fmt: skip
+    memory = Memory(
+        token_limit=1000,
+        token_flush_size=700,
+        chat_history_token_ratio=0.9,
+        session_id="test_user",
+        sql_store=store,
+    )
+    await memory.aput_messages(
+        [msg("user", "x " * 500), msg("assistant", "y " * 500), msg("user", "z " * 500)]
+    )
     messages = await memory.aget()
     assert len(messages) == 1 and "z " in (messages[0].content or "")
     archived = await store.get_messages("test_user", status=MessageStatus.ARCHIVED)
     assert [(m.content or "")[:2] for m in archived] == ["x ", "y "]
     everything = await store.get_messages("test_user", status=None)
     assert [(m.content or "")[:2] for m in everything] == ["x ", "y ", "z "]
-    assert [(m.content or "")[:2] for m in await store.get_messages(
-        "test_user", status=None, offset=1, limit=1)] == ["y "]  # fmt: skip
+    assert [
+        (m.content or "")[:2]
+        for m in await store.get_messages("test_user", status=None, offset=1, limit=1)
+    ] == ["y "]
     await store.delete_messages("test_user", status=MessageStatus.ARCHIVED)
     assert await store.count_messages("test_user", status=None) == 1
     assert await store.get_keys() == ["test_user"]
@@ -242,22 +267,26 @@ async def test_concurrent_operations_lose_no_message(target: Target) -> None:
             key = f"race{i}"
             await store.add_messages(key, [msg("user", f"seed{j}") for j in range(6)])
             await asyncio.gather(
-                store.archive_oldest_messages(key, 2), store.add_message(key, msg("user", "newA")),
-                store.archive_oldest_messages(key, 2), store.add_message(key, msg("user", "newB")),
-            )  # fmt: skip
+                store.archive_oldest_messages(key, 2),
+                store.add_message(key, msg("user", "newA")),
+                store.archive_oldest_messages(key, 2),
+                store.add_message(key, msg("user", "newB")),
+            )
             archived = await store.get_messages(key, status=MessageStatus.ARCHIVED)
             active = await store.get_messages(key)
             assert len(archived) == 4 and len(active) == 4
             assert sorted(m.content or "" for m in archived + active) == sorted(
-                [f"seed{j}" for j in range(6)] + ["newA", "newB"])  # fmt: skip
+                [f"seed{j}" for j in range(6)] + ["newA", "newB"]
+            )
     finally:
         if remote is not None:
             await remote.close()
 
 
 def test_sync_put_works_across_event_loops(target: Target) -> None:
-    memory = Memory(token_limit=1000, session_id="loop_user",
-                    sql_store=SynapseDBChatStore(target.ns()))  # fmt: skip
+    memory = Memory(
+        token_limit=1000, session_id="loop_user", sql_store=SynapseDBChatStore(target.ns())
+    )
     memory.put(msg("user", "one"))
     memory.put(msg("user", "two"))
     assert [m.content for m in memory.get_all()] == ["one", "two"]
@@ -286,9 +315,18 @@ def answer(request: Request) -> Any:
     if name == "memories":
         turns = request.messages[-1]["content"].splitlines()[1:]
         said = [t.split(" user: ", 1)[1] for t in turns if " user: " in t]
-        return {"memories": [{"type": "fact", "content": f"The user says: {said[-1]}",
-                              "entity": None, "confidence": 0.9, "valid_from": None,
-                              "source_turns": [1]}]}  # fmt: skip
+        return {
+            "memories": [
+                {
+                    "type": "fact",
+                    "content": f"The user says: {said[-1]}",
+                    "entity": None,
+                    "confidence": 0.9,
+                    "valid_from": None,
+                    "source_turns": [1],
+                }
+            ]
+        }
     if name == "decisions":
         return {"decisions": []}
     if name == "query":
@@ -329,8 +367,10 @@ async def test_block_empty_gets_and_puts(target: Target) -> None:
 async def test_block_puts_facts_in_and_recalls_them(with_llm: Target) -> None:
     ns = with_llm.ns()
     block = SynapseMemoryBlock(namespace=ns, entity="user:7", wait=True)
-    await block.aput(messages=[msg("user", "My favourite drink is mango lassi."),
-                               msg("assistant", "Noted!")], session_id="s1")  # fmt: skip
+    await block.aput(
+        messages=[msg("user", "My favourite drink is mango lassi."), msg("assistant", "Noted!")],
+        session_id="s1",
+    )
     facts = [m.content for m in ns.memories("user:7", types=["fact"])]
     assert facts == ["The user says: My favourite drink is mango lassi."]
     turns = Sessions(ns).load("s1:remembered")
@@ -345,17 +385,29 @@ async def test_block_puts_facts_in_and_recalls_them(with_llm: Target) -> None:
 async def test_block_inside_memory_receives_flushed_turns(with_llm: Target) -> None:
     ns = with_llm.ns()
     block = SynapseMemoryBlock(namespace=ns, entity="user:8", wait=True, priority=1)
-    memory = Memory(token_limit=1000, token_flush_size=700, chat_history_token_ratio=0.9,
-                    session_id="chat-8", sql_store=SynapseDBChatStore(ns),
-                    memory_blocks=[block])  # fmt: skip
-    await memory.aput_messages([msg("user", "I drink mango lassi every day."),
-                                msg("assistant", "y " * 900),
-                                msg("user", "What is my favourite mango drink?")])  # fmt: skip
+    memory = Memory(
+        token_limit=1000,
+        token_flush_size=700,
+        chat_history_token_ratio=0.9,
+        session_id="chat-8",
+        sql_store=SynapseDBChatStore(ns),
+        memory_blocks=[block],
+    )
+    await memory.aput_messages(
+        [
+            msg("user", "I drink mango lassi every day."),
+            msg("assistant", "y " * 900),
+            msg("user", "What is my favourite mango drink?"),
+        ]
+    )
     # the flushed turns went to the block: remembered, and a fact extracted from them
     assert [m.content[:20] for m in Sessions(ns).load("chat-8:remembered")] == [
-        "I drink mango lassi ", "y y y y y y y y y y "]  # fmt: skip
+        "I drink mango lassi ",
+        "y y y y y y y y y y ",
+    ]
     assert [m.content for m in ns.memories("user:8", types=["fact"])] == [
-        "The user says: I drink mango lassi every day."]  # fmt: skip
+        "The user says: I drink mango lassi every day."
+    ]
     got = await memory.aget()
     assert "<synapse_memories>" in (got[0].content or "") and "mango" in (got[0].content or "")
 

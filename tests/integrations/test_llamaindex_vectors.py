@@ -38,19 +38,37 @@ from synapsedb.server import create_app
 from tests.support.live_server import serve
 
 DOCS = [
-    ("refund-1458", "Refund requested for order #1458: the blender arrived broken.",
-     {"channel": "email", "priority": 3, "tags": ["refund", "damaged"], "agent": "intake"}),
-    ("refund-1460", "Refund confirmed for order #1460, money back within five days.",
-     {"channel": "chat", "priority": 2, "tags": ["refund"], "agent": "resolution"}),
-    ("ship-1471", "Order #1471 shipped by express courier, tracking number sent.",
-     {"channel": "email", "priority": 1, "tags": ["shipping"], "agent": "logistics"}),
-    ("ship-1475", "Order #1475 is delayed at the warehouse because of a storm.",
-     {"channel": "phone", "priority": 2, "tags": ["shipping", "delay"], "agent": "logistics"}),
-    ("pref-42", "The customer prefers to be contacted by email, never by phone.",
-     {"channel": "email", "priority": 1, "tags": [], "agent": "intake"}),
-    ("pref-43", "Customer asks for invoices in PDF with the company's VAT number.",
-     {"channel": "chat", "priority": 1, "tags": ["billing"]}),
-]  # fmt: skip
+    (
+        "refund-1458",
+        "Refund requested for order #1458: the blender arrived broken.",
+        {"channel": "email", "priority": 3, "tags": ["refund", "damaged"], "agent": "intake"},
+    ),
+    (
+        "refund-1460",
+        "Refund confirmed for order #1460, money back within five days.",
+        {"channel": "chat", "priority": 2, "tags": ["refund"], "agent": "resolution"},
+    ),
+    (
+        "ship-1471",
+        "Order #1471 shipped by express courier, tracking number sent.",
+        {"channel": "email", "priority": 1, "tags": ["shipping"], "agent": "logistics"},
+    ),
+    (
+        "ship-1475",
+        "Order #1475 is delayed at the warehouse because of a storm.",
+        {"channel": "phone", "priority": 2, "tags": ["shipping", "delay"], "agent": "logistics"},
+    ),
+    (
+        "pref-42",
+        "The customer prefers to be contacted by email, never by phone.",
+        {"channel": "email", "priority": 1, "tags": [], "agent": "intake"},
+    ),
+    (
+        "pref-43",
+        "Customer asks for invoices in PDF with the company's VAT number.",
+        {"channel": "chat", "priority": 1, "tags": ["billing"]},
+    ),
+]
 
 
 def documents() -> list[Document]:
@@ -83,8 +101,9 @@ def store(handle: Any) -> SynapseVectorStore:
 
 def build(store: Any, embed_model: SynapseEmbedding) -> VectorStoreIndex:
     ctx = StorageContext.from_defaults(vector_store=store)
-    return VectorStoreIndex.from_documents(documents(), storage_context=ctx,
-                                           embed_model=embed_model)  # fmt: skip
+    return VectorStoreIndex.from_documents(
+        documents(), storage_context=ctx, embed_model=embed_model
+    )
 
 
 def ids_of(index: VectorStoreIndex, text: str, k: int, filters: Any = None) -> list[str]:
@@ -97,8 +116,11 @@ def test_a_vector_store_index_builds_and_queries(store: Any, embed_model: Any) -
     assert ids_of(index, "was the broken blender refunded?", 1) == ["refund-1458"]
     assert ids_of(index, "where is my parcel, it is late", 1) == ["ship-1475"]
     email = MetadataFilters(filters=[MetadataFilter(key="channel", value="email")])
-    assert ids_of(index, "how to reach the customer", 6, email) == ["pref-42", "ship-1471",
-                                                                      "refund-1458"]  # fmt: skip
+    assert ids_of(index, "how to reach the customer", 6, email) == [
+        "pref-42",
+        "ship-1471",
+        "refund-1458",
+    ]
     engine = index.as_query_engine(llm=MockLLM(), similarity_top_k=2, filters=email)
     answer = engine.query("was the broken blender refunded?")  # MockLLM: a stand-in LLM
     assert next(n.node.ref_doc_id for n in answer.source_nodes) == "refund-1458"
@@ -110,8 +132,11 @@ def test_the_same_answers_as_simple_vector_store(store: Any, embed_model: Any) -
     ours, ref = build(store, embed_model), build(SimpleVectorStore(), embed_model)
     for text in ("refund", "shipping delay storm", "invoice VAT", "contact by phone"):
         assert ids_of(ours, text, 3) == ids_of(ref, text, 3), text
-        for got, want in zip(ours.as_retriever(similarity_top_k=6).retrieve(text),
-                             ref.as_retriever(similarity_top_k=6).retrieve(text), strict=True):  # fmt: skip
+        for got, want in zip(
+            ours.as_retriever(similarity_top_k=6).retrieve(text),
+            ref.as_retriever(similarity_top_k=6).retrieve(text),
+            strict=True,
+        ):
             assert got.score == pytest.approx(want.score, abs=1e-4)
 
 
@@ -137,8 +162,9 @@ FILTERS = [
 ]
 
 
-@pytest.mark.parametrize("condition", [FilterCondition.AND, FilterCondition.OR,
-                                       FilterCondition.NOT])  # fmt: skip
+@pytest.mark.parametrize(
+    "condition", [FilterCondition.AND, FilterCondition.OR, FilterCondition.NOT]
+)
 def test_every_filter_as_simple_vector_store_reads_it(
     store: Any, embed_model: Any, condition: FilterCondition
 ) -> None:
@@ -153,9 +179,13 @@ def test_every_filter_as_simple_vector_store_reads_it(
 def test_nested_filters(store: Any, embed_model: Any) -> None:
     """Which SimpleVectorStore does not take: (channel is email) and (priority 3 or no agent)."""
     index = build(store, embed_model)
-    inner = MetadataFilters(filters=[MetadataFilter(key="priority", value=3),
-                                     MetadataFilter(key="agent", value=None, operator=F.IS_EMPTY)],
-                            condition=FilterCondition.OR)  # fmt: skip
+    inner = MetadataFilters(
+        filters=[
+            MetadataFilter(key="priority", value=3),
+            MetadataFilter(key="agent", value=None, operator=F.IS_EMPTY),
+        ],
+        condition=FilterCondition.OR,
+    )
     both = MetadataFilters(filters=[MetadataFilter(key="channel", value="chat"), inner])
     assert ids_of(index, "order", 6, both) == ["pref-43"]
 
@@ -165,8 +195,14 @@ def test_delete_by_document_get_and_clear(store: Any, embed_model: Any) -> None:
     before = store.client.memories(store.entity, limit=100)[0].recorded_at
     index.delete_ref_doc("refund-1458")
     assert "refund-1458" not in ids_of(index, "broken blender refund", 6)
-    then = store.query(VectorStoreQuery(query_str="broken blender refund", similarity_top_k=1,
-                                        mode=VectorStoreQueryMode.TEXT_SEARCH), as_of=before)  # fmt: skip
+    then = store.query(
+        VectorStoreQuery(
+            query_str="broken blender refund",
+            similarity_top_k=1,
+            mode=VectorStoreQueryMode.TEXT_SEARCH,
+        ),
+        as_of=before,
+    )
     assert then.nodes[0].ref_doc_id == "refund-1458"  # time travel still sees it
 
     email = MetadataFilters(filters=[MetadataFilter(key="channel", value="email")])
@@ -189,18 +225,28 @@ def test_modes_and_what_is_refused(store: Any, embed_model: Any) -> None:
     build(store, embed_model)
     vector = embed_model.get_query_embedding("parcel delayed by a storm")
     for mode in (VectorStoreQueryMode.DEFAULT, VectorStoreQueryMode.HYBRID):
-        got = store.query(VectorStoreQuery(query_embedding=vector, query_str="storm delay",
-                                           similarity_top_k=1, mode=mode))  # fmt: skip
+        got = store.query(
+            VectorStoreQuery(
+                query_embedding=vector, query_str="storm delay", similarity_top_k=1, mode=mode
+            )
+        )
         assert got.nodes[0].ref_doc_id == "ship-1475" and len(got.similarities) == 1
-    words = store.query(VectorStoreQuery(query_str="VAT invoices", similarity_top_k=1,
-                                         mode=VectorStoreQueryMode.TEXT_SEARCH))  # fmt: skip
+    words = store.query(
+        VectorStoreQuery(
+            query_str="VAT invoices", similarity_top_k=1, mode=VectorStoreQueryMode.TEXT_SEARCH
+        )
+    )
     assert words.nodes[0].ref_doc_id == "pref-43"
     with pytest.raises(ValidationError) as exc:
-        store.query(VectorStoreQuery(query_embedding=vector, similarity_top_k=1,
-                                     mode=VectorStoreQueryMode.MMR))  # fmt: skip
+        store.query(
+            VectorStoreQuery(
+                query_embedding=vector, similarity_top_k=1, mode=VectorStoreQueryMode.MMR
+            )
+        )
     assert exc.value.field == "mode"
-    loose = MetadataFilters(filters=[MetadataFilter(key="agent", value="INT",
-                                                    operator=F.TEXT_MATCH_INSENSITIVE)])  # fmt: skip
+    loose = MetadataFilters(
+        filters=[MetadataFilter(key="agent", value="INT", operator=F.TEXT_MATCH_INSENSITIVE)]
+    )
     with pytest.raises(ValidationError) as exc:
         store.query(VectorStoreQuery(query_embedding=vector, similarity_top_k=1, filters=loose))
     assert exc.value.field == "filters[0].operator"
@@ -214,8 +260,13 @@ def test_nodes_without_vectors_are_embedded_by_the_database(tmp_path: Path) -> N
         store = SynapseVectorStore(db.namespace("plain"))
         from llama_index.core.schema import TextNode
 
-        store.add([TextNode(text="The customer prefers email", id_="n1"),
-                   TextNode(text="Order #9 shipped today", id_="n2")])  # fmt: skip
-        got = store.query(VectorStoreQuery(query_str="how to contact the customer",
-                                           similarity_top_k=1))  # fmt: skip
+        store.add(
+            [
+                TextNode(text="The customer prefers email", id_="n1"),
+                TextNode(text="Order #9 shipped today", id_="n2"),
+            ]
+        )
+        got = store.query(
+            VectorStoreQuery(query_str="how to contact the customer", similarity_top_k=1)
+        )
         assert got.ids == ["n1"]

@@ -27,13 +27,15 @@ from tests.support.live_server import serve
 pytest.importorskip("mcp", reason="the mcp extra is not installed")
 
 PACKAGE = "@modelcontextprotocol/conformance@0.1.12"
-REFERENCE = ("calls a tool only the suite's reference server has (test_simple_text, "
-             "test_image_content, ...): SynapseDB's tools are its memory operations")  # fmt: skip
+REFERENCE = (
+    "calls a tool only the suite's reference server has (test_simple_text, "
+    "test_image_content, ...): SynapseDB's tools are its memory operations"
+)
 EXPECTED_FAILURES = {
     "logging-set-level": "no logging capability (deprecated in MCP 2026-07-28, SEP-2577); "
-                         "the server logs to its own JSON log",
+    "the server logs to its own JSON log",
     "completion-complete": "no completion capability: no prompts, and resource template "
-                           "arguments are namespaces and entities the client already has",
+    "arguments are namespaces and entities the client already has",
     "tools-call-simple-text": REFERENCE,
     "tools-call-image": REFERENCE,
     "tools-call-audio": REFERENCE,
@@ -47,11 +49,11 @@ EXPECTED_FAILURES = {
     "elicitation-sep1034-defaults": REFERENCE,
     "elicitation-sep1330-enums": REFERENCE,
     "resources-read-text": "reads the reference server's test://static-text; SynapseDB's "
-                           "resources are synapsedb://<namespace>/entities[/<entity>]",
+    "resources are synapsedb://<namespace>/entities[/<entity>]",
     "resources-read-binary": "reads the reference server's test://static-binary",
     "resources-templates-read": "reads the reference server's test://template/{id}/data",
     "resources-subscribe": "no subscriptions: the endpoint is stateless (no session outlives "
-                           "a request); changes are followed through GET .../changes",
+    "a request); changes are followed through GET .../changes",
     "resources-unsubscribe": "no subscriptions (as resources-subscribe)",
     "server-sse-multiple-streams": "stateless endpoint: no session id, so no GET streams to "
     "multiply (the suite reports a WARNING, which its baseline counts as a failure)",
@@ -60,11 +62,24 @@ EXPECTED_FAILURES = {
     "prompts-get-with-args": "no prompts",
     "prompts-get-embedded-resource": "no prompts",
     "prompts-get-with-image": "no prompts",
-}  # fmt: skip
-MUST_PASS = ("server-initialize", "ping", "tools-list", "resources-list",
-             "dns-rebinding-protection")  # fmt: skip
-OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "network",
-           "404 Not Found", "E404")  # fmt: skip
+}
+MUST_PASS = (
+    "server-initialize",
+    "ping",
+    "tools-list",
+    "resources-list",
+    "dns-rebinding-protection",
+)
+OFFLINE = (
+    "ENOTFOUND",
+    "EAI_AGAIN",
+    "ECONNREFUSED",
+    "ETIMEDOUT",
+    "ECONNRESET",
+    "network",
+    "404 Not Found",
+    "E404",
+)
 
 
 def test_the_protocol_conformance_suite(tmp_path: Path) -> None:
@@ -78,10 +93,23 @@ def test_the_protocol_conformance_suite(tmp_path: Path) -> None:
         db.namespace("default").write("user:1", "a memory for resources/list")
         with serve(create_app(db, allowed_hosts=LOOPBACK_HOSTS)) as url:
             run = subprocess.run(
-                [npx, "-y", PACKAGE, "server", "--url", f"{url}/mcp",
-                 "--expected-failures", str(baseline), "-o", str(out)],
-                capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
-            )  # fmt: skip
+                [
+                    npx,
+                    "-y",
+                    PACKAGE,
+                    "server",
+                    "--url",
+                    f"{url}/mcp",
+                    "--expected-failures",
+                    str(baseline),
+                    "-o",
+                    str(out),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=600,
+                stdin=subprocess.DEVNULL,
+            )
     log = run.stdout + run.stderr
     if run.returncode != 0 and not out.exists() and any(word in log for word in OFFLINE):
         pytest.skip(f"npm could not fetch {PACKAGE} (no network?): {log.strip()[-300:]}")

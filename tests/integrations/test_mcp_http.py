@@ -35,8 +35,9 @@ MODES = ["legacy", "auto"]  # the initialize handshake, and the 2026-07-28 per-r
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     path = tmp_path_factory.mktemp("mcp") / "d"
-    db = synapsedb.open(path, embedder=None, llm=None, durability="os",
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        path, embedder=None, llm=None, durability="os", background_maintenance=False
+    )
     keys = KeyStore(path)
     made = {
         "a": keys.create("acme", ["read", "write"]),
@@ -50,14 +51,25 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     keys.revoke(made["revoked"][0].id)
     try:
         with serve(create_app(db, keys, allowed_hosts=LOOPBACK_HOSTS)) as url:
-            yield {"url": url, "db": db, "keys": keys,
-                   **{name: tok for name, (_k, tok) in made.items()}}  # fmt: skip
+            yield {
+                "url": url,
+                "db": db,
+                "keys": keys,
+                **{name: tok for name, (_k, tok) in made.items()},
+            }
     finally:
         db.close()
 
 
-def session(env: dict[str, Any], key: str, scenario: Callable[[Any], Awaitable[Any]], *,
-            mode: str = "auto", path: str = "/mcp", headers: dict[str, str] | None = None) -> Any:  # fmt: skip
+def session(
+    env: dict[str, Any],
+    key: str,
+    scenario: Callable[[Any], Awaitable[Any]],
+    *,
+    mode: str = "auto",
+    path: str = "/mcp",
+    headers: dict[str, str] | None = None,
+) -> Any:
     async def main() -> Any:
         h = {"Authorization": f"Bearer {env[key]}", **(headers or {})}
         async with httpx2.AsyncClient(headers=h, timeout=60) as http:
@@ -100,15 +112,20 @@ def test_tenant_b_reaches_nothing_of_tenant_a(env: dict[str, Any], mode: str) ->
             ("get_memory", {"id": mem["id"]}, {"id": never}),
             ("history", {"id": mem["id"]}, {"id": never}),
             ("history", {"entity": entity, "key": "plan"}, {"entity": "user:never", "key": "plan"}),
-            ("get_fact", {"entity": entity, "key": "plan"}, {"entity": "user:never", "key": "plan"}),
+            (
+                "get_fact",
+                {"entity": entity, "key": "plan"},
+                {"entity": "user:never", "key": "plan"},
+            ),
             ("lineage", {"answer_id": f"ans-{mode}"}, {"answer_id": "ans-never"}),
-        ]:  # fmt: skip
+        ]:
             seen, unseen = await error(c, tool, **args), await error(c, tool, **bogus)
             assert seen["code"] == unseen["code"] == "not_found", (tool, seen)
             assert "acme" not in seen["message"] and "globex" not in seen["message"]
             shape = {k: v for k, v in seen["details"].items() if k not in ("id", "entity")}
-            assert shape == {k: v for k, v in unseen["details"].items()
-                             if k not in ("id", "entity")}  # fmt: skip
+            assert shape == {
+                k: v for k, v in unseen["details"].items() if k not in ("id", "entity")
+            }
         assert (await ok(c, "recall", query=f"acme secret {mode} plan"))["hits"] == []
         assert (await ok(c, "get_fact", entity=entity))["facts"] == []
         listed = [str(r.uri) for r in (await c.list_resources()).resources]
@@ -139,12 +156,14 @@ def test_tenant_b_reaches_nothing_of_tenant_a(env: dict[str, Any], mode: str) ->
 def test_a_read_only_key_calls_no_write_tool(env: dict[str, Any], mode: str) -> None:
     writes: dict[str, dict[str, Any]] = {
         "remember": {"entity": "user:ro", "content": "x"},
-        "remember_conversation": {"entity": "user:ro",
-                                  "messages": [{"role": "user", "content": "hi"}]},
+        "remember_conversation": {
+            "entity": "user:ro",
+            "messages": [{"role": "user", "content": "hi"}],
+        },
         "set_fact": {"entity": "user:ro", "key": "k", "value": 1},
         "forget": {"entity": "user:ro"},
         "record_answer": {"answer_id": "ro-1", "query_ids": ["q"]},
-    }  # fmt: skip
+    }
 
     async def scenario(c: Any) -> None:
         for tool, args in writes.items():
@@ -199,12 +218,22 @@ def test_namespaces_agents_and_the_default_namespace(env: dict[str, Any]) -> Non
 
 def test_the_endpoint_s_own_refusals(env: dict[str, Any]) -> None:
     url = env["url"] + "/mcp"
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
     accept = {"Accept": "application/json, text/event-stream"}
-    for headers in ({}, {"Authorization": "Bearer sdb_bogus_x"},
-                    {"Authorization": f"Bearer {env['revoked']}"}):  # fmt: skip
+    for headers in (
+        {},
+        {"Authorization": "Bearer sdb_bogus_x"},
+        {"Authorization": f"Bearer {env['revoked']}"},
+    ):
         r = httpx.post(url, json=init, headers={**accept, **headers})
         assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
         assert r.json()["jsonrpc"] == "2.0" and r.json()["id"] is None  # JSON-RPC's shape

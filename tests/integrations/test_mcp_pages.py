@@ -38,8 +38,9 @@ INTERNAL = ["synapsedb:jobs", "synapsedb:config"] + [f"synapsedb:x{i:04d}" for i
 @pytest.fixture(scope="module")
 def db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     path = tmp_path_factory.mktemp("mcp-pages") / "d"
-    with synapsedb.open(path, embedder=None, llm=None, durability="os",
-                        background_maintenance=False) as database:  # fmt: skip
+    with synapsedb.open(
+        path, embedder=None, llm=None, durability="os", background_maintenance=False
+    ) as database:
         ns = database.namespace(NS)
         ns.write_many([(n, f"note about {n}") for n in NAMES])
         for name in INTERNAL:  # SynapseDB's own entities: hidden from every list below
@@ -96,9 +97,12 @@ def test_the_entities_resource_pages_through_mcp(db: Any) -> None:
     async def scenario(c: Any) -> list[Any]:
         base = f"synapsedb://{NS}/entities"
         templates = (await c.list_resource_templates()).resource_templates
-        return [await read(c, base), await read(c, base + "?prefix=user%3A01&after=user%3A0105"),
-                await read(c, base + "?prefix=%C3%BC"),
-                {t.uri_template for t in templates}]  # fmt: skip
+        return [
+            await read(c, base),
+            await read(c, base + "?prefix=user%3A01&after=user%3A0105"),
+            await read(c, base + "?prefix=%C3%BC"),
+            {t.uri_template for t in templates},
+        ]
 
     everything, some, uni, templates = run(db, scenario)
     assert everything == {"entities": NAMES}  # fewer than MAX_NAMES: no next
@@ -140,8 +144,10 @@ def test_page_asks_for_one_page_never_the_whole_list() -> None:
     assert chunk == spy.names[:PAGE] and cursor is not None
     chunk, cursor = page(spy, cursor)
     assert chunk == spy.names[PAGE : 2 * PAGE]
-    assert spy.calls == [{"after": None, "limit": PAGE + 1},
-                         {"after": spy.names[PAGE - 1], "limit": PAGE + 1}]  # fmt: skip
+    assert spy.calls == [
+        {"after": None, "limit": PAGE + 1},
+        {"after": spy.names[PAGE - 1], "limit": PAGE + 1},
+    ]
     exact = _Spy([f"e{i}" for i in range(PAGE)])
     assert page(exact, None) == (exact.names, None)  # a full last page has no next cursor
 
@@ -164,8 +170,9 @@ def test_bad_cursors_are_refused(bad: str) -> None:
 
 
 def test_a_cursor_past_the_last_name_is_an_empty_last_page(tmp_path: Path) -> None:
-    with synapsedb.open(tmp_path / "d", embedder=None, llm=None, durability="os",
-                        background_maintenance=False) as database:  # fmt: skip
+    with synapsedb.open(
+        tmp_path / "d", embedder=None, llm=None, durability="os", background_maintenance=False
+    ) as database:
         ns = database.namespace("x")
         ns.write("b", "note")
         assert page(ns, encode_cursor("a")) == (["b"], None)
@@ -179,8 +186,9 @@ def test_an_output_schema_refuses_an_answer_that_drifted() -> None:
     from synapsedb.integrations.mcp.encode import to_json
     from synapsedb.integrations.mcp.schemas import output_schema
 
-    with synapsedb.open(Path(__import__("tempfile").mkdtemp()) / "d", embedder=None,
-                        llm=None) as db:  # fmt: skip
+    with synapsedb.open(
+        Path(__import__("tempfile").mkdtemp()) / "d", embedder=None, llm=None
+    ) as db:
         memory = to_json(db.namespace("n").write("user:1", {"content": "x", "embedding": [1.0]}))
     schema = output_schema("remember")
     jsonschema.validate(memory, schema)

@@ -24,14 +24,25 @@ mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed")
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
-TOOLS = {"remember", "remember_conversation", "recall", "get_memory", "get_fact", "set_fact",
-         "history", "forget", "lineage", "record_answer"}  # fmt: skip
+TOOLS = {
+    "remember",
+    "remember_conversation",
+    "recall",
+    "get_memory",
+    "get_fact",
+    "set_fact",
+    "history",
+    "forget",
+    "lineage",
+    "record_answer",
+}
 
 
 def params(*args: str) -> StdioServerParameters:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SYNAPSEDB_")}
-    return StdioServerParameters(command=sys.executable, args=["-m", "synapsedb", "mcp", *args],
-                                 env=env)  # fmt: skip
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "synapsedb", "mcp", *args], env=env
+    )
 
 
 def run(server: StdioServerParameters, scenario: Callable[[Any], Awaitable[Any]]) -> Any:
@@ -73,25 +84,37 @@ def test_every_tool_over_stdio_on_a_data_directory(tmp_path: Path) -> None:
         assert listed["recall"].annotations.read_only_hint is True
         assert listed["forget"].annotations.destructive_hint is True
 
-        m1 = await ok(c, "remember", entity="user:42", metadata={"trip": "hawaii"},
-                      content="The user's budget for the Hawaii trip is $10,000")  # fmt: skip
+        m1 = await ok(
+            c,
+            "remember",
+            entity="user:42",
+            metadata={"trip": "hawaii"},
+            content="The user's budget for the Hawaii trip is $10,000",
+        )
         assert m1["agent"] == "planner" and m1["type"] == "fact"
-        m2 = await ok(c, "remember", entity="user:42", type="preference",
-                      content="The user prefers window seats on long flights")  # fmt: skip
+        m2 = await ok(
+            c,
+            "remember",
+            entity="user:42",
+            type="preference",
+            content="The user prefers window seats on long flights",
+        )
         found = await ok(c, "recall", query="how much can they spend in Hawaii", entity="user:42")
         assert found["hits"][0]["id"] == m1["id"] and "embedding" not in found["hits"][0]
         # time travel and filters: before m2 existed there was no preference to find
         prefs = await ok(c, "recall", query="seats", filter={"type": "preference"})
         assert [h["id"] for h in prefs["hits"]] == [m2["id"]]
-        then = await ok(c, "recall", query="seats", filter={"type": "preference"},
-                        as_of=m1["recorded_at"])  # fmt: skip
+        then = await ok(
+            c, "recall", query="seats", filter={"type": "preference"}, as_of=m1["recorded_at"]
+        )
         assert then["hits"] == []
         typed = await ok(c, "recall", query="Hawaii budget window seats", types=["preference"])
         assert [h["id"] for h in typed["hits"]] == [m2["id"]]
 
         f1 = await ok(c, "set_fact", entity="user:42", key="order", value={"status": "requested"})
-        f2 = await ok(c, "set_fact", entity="user:42", key="order", value={"status": "refunded"},
-                      if_version=1)  # fmt: skip
+        f2 = await ok(
+            c, "set_fact", entity="user:42", key="order", value={"status": "refunded"}, if_version=1
+        )
         assert f2["version"] == 2
         old = await ok(c, "get_fact", entity="user:42", key="order", as_of=f1["recorded_at"])
         assert old["value"] == {"status": "requested"}
@@ -102,8 +125,14 @@ def test_every_tool_over_stdio_on_a_data_directory(tmp_path: Path) -> None:
         assert {v["agent"] for v in versions} == {"planner"}
         assert len((await ok(c, "history", id=m1["id"]))["versions"]) == 1
 
-        lin = await ok(c, "record_answer", answer_id="ans-1", query_ids=[found["query_id"]],
-                       text="Your budget is $10,000", cited=[m1["id"]])  # fmt: skip
+        lin = await ok(
+            c,
+            "record_answer",
+            answer_id="ans-1",
+            query_ids=[found["query_id"]],
+            text="Your budget is $10,000",
+            cited=[m1["id"]],
+        )
         assert lin["answer_id"] == "ans-1" and lin["cited"][0]["id"] == m1["id"]
         again = await ok(c, "lineage", answer_id="ans-1")
         assert again["queries"][0]["hits"][0]["content"] == m1["content"]
@@ -117,9 +146,13 @@ def test_every_tool_over_stdio_on_a_data_directory(tmp_path: Path) -> None:
         # errors keep SynapseDB's code, field and limit
         bad = await error(c, "remember", entity="user:42", content="x", salience=7)
         assert (bad["code"], bad["details"]["field"], bad["details"]["limit"]) == (
-            "validation", "salience", 1)  # fmt: skip
-        assert (await error(c, "set_fact", entity="user:42", key="order", value=1,
-                            if_version=7))["code"] == "version_conflict"  # fmt: skip
+            "validation",
+            "salience",
+            1,
+        )
+        assert (await error(c, "set_fact", entity="user:42", key="order", value=1, if_version=7))[
+            "code"
+        ] == "version_conflict"
         unknown = await error(c, "recall", query="x", colour="red")
         assert unknown["details"]["field"] == "colour" and "not an argument" in unknown["message"]
         missing = await error(c, "remember", entity="user:42")
@@ -141,8 +174,9 @@ def test_every_tool_over_stdio_on_a_data_directory(tmp_path: Path) -> None:
         snap = json.loads((await c.read_resource(uris[1])).contents[0].text)
         assert [m["id"] for m in snap["memories"]] == [m1["id"]]
         assert snap["facts"][0]["value"] == {"status": "refunded"}
-        past = json.loads((await c.read_resource(uris[1] + "?as_of=" +
-                                                 m1["recorded_at"])).contents[0].text)  # fmt: skip
+        past = json.loads(
+            (await c.read_resource(uris[1] + "?as_of=" + m1["recorded_at"])).contents[0].text
+        )
         assert past["facts"] == [] and [m["id"] for m in past["memories"]] == [m1["id"]]
         names = json.loads((await c.read_resource(uris[0])).contents[0].text)
         assert names == {"entities": ["user:42"]}
@@ -191,16 +225,31 @@ def test_stdio_as_a_client_of_a_keyed_server(tmp_path: Path) -> None:
             async def cannot_see(c: Any) -> dict[str, Any]:
                 return await error(c, "get_memory", id=mem["id"])
 
-            assert run(params("--url", url, "--api-key", globex, "-n", "support"),
-                       cannot_see)["code"] == "not_found"  # fmt: skip
+            assert (
+                run(params("--url", url, "--api-key", globex, "-n", "support"), cannot_see)["code"]
+                == "not_found"
+            )
     finally:
         db.close()
 
 
 def test_a_bad_start_is_said_on_stderr_with_status_2(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "synapsedb", "mcp", "--data", str(tmp_path / "d"),
-                          "--namespace", "no spaces"], capture_output=True, text=True,
-                         timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "synapsedb",
+            "mcp",
+            "--data",
+            str(tmp_path / "d"),
+            "--namespace",
+            "no spaces",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 2 and out.stdout == ""
     assert "namespace" in out.stderr and "validation" in out.stderr
 
@@ -237,9 +286,11 @@ def test_the_refusal_answers_the_first_request_only() -> None:
     from synapsedb.integrations.mcp.stdio import REFUSED, refuse_stdio
 
     out = io.StringIO()
-    stdin = io.StringIO('not json\n{"jsonrpc": "2.0", "method": "notifications/x"}\n'
-                        '{"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {}}\n'
-                        '{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}\n')  # fmt: skip
+    stdin = io.StringIO(
+        'not json\n{"jsonrpc": "2.0", "method": "notifications/x"}\n'
+        '{"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {}}\n'
+        '{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}\n'
+    )
     refuse_stdio(StorageError("data directory d is in use"), stdin, out)
     answer = json.loads(out.getvalue())
     assert answer["id"] == 7 and answer["error"]["code"] == REFUSED

@@ -59,8 +59,9 @@ def _locked() -> Iterator[None]:
 
 
 def _run(args: list[str], what: str, timeout: float, env: dict[str, str] | None = None) -> str:
-    proc = subprocess.run(args, cwd=PACKAGE, capture_output=True, text=True, timeout=timeout,
-                          env=env)  # fmt: skip
+    proc = subprocess.run(
+        args, cwd=PACKAGE, capture_output=True, text=True, timeout=timeout, env=env
+    )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{what} failed ({proc.returncode}):\n{output[-12000:]}"
     return output
@@ -89,8 +90,9 @@ def test_typescript_client_suite() -> None:
         assert len(files) >= 5, files
         env = {**os.environ, "SYNAPSEDB_PYTHON": sys.executable}
         env.pop("NODE_OPTIONS", None)
-        out = _run([node, "--test", "--test-concurrency=2", *files], "node --test", timeout=900,
-                   env=env)  # fmt: skip
+        out = _run(
+            [node, "--test", "--test-concurrency=2", *files], "node --test", timeout=900, env=env
+        )
     assert "# fail 0" in out and "# pass " in out, out[-4000:]
 
 
@@ -100,26 +102,44 @@ def test_installs_from_a_path_and_as_a_packed_tarball(tmp_path: Path) -> None:
     node, npm = _tools()
     pkg = tmp_path / "client"
     shutil.copytree(PACKAGE, pkg, ignore=shutil.ignore_patterns("node_modules", "dist", "build"))
-    check = ("import { connect, ModelMissingError } from '@synapsedb/client'; "
-             "console.log(typeof connect, ModelMissingError.code)")  # fmt: skip
+    check = (
+        "import { connect, ModelMissingError } from '@synapsedb/client'; "
+        "console.log(typeof connect, ModelMissingError.code)"
+    )
 
     def project(name: str, spec: str) -> str:
         app = tmp_path / name
         app.mkdir()
-        (app / "package.json").write_text(json.dumps({"name": name, "private": True,
-                                                      "type": "module"}))  # fmt: skip
-        out = subprocess.run([npm, "install", "--no-audit", "--no-fund", spec], cwd=app,
-                             capture_output=True, text=True, timeout=600)  # fmt: skip
+        (app / "package.json").write_text(
+            json.dumps({"name": name, "private": True, "type": "module"})
+        )
+        out = subprocess.run(
+            [npm, "install", "--no-audit", "--no-fund", spec],
+            cwd=app,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-        ran = subprocess.run([node, "--input-type=module", "-e", check], cwd=app,
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        ran = subprocess.run(
+            [node, "--input-type=module", "-e", check],
+            cwd=app,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert ran.returncode == 0, ran.stderr[-4000:]
         return ran.stdout.strip()
 
     assert project("from-path", str(pkg)) == "function model_missing"
     assert (pkg / "dist" / "index.js").is_file() and (pkg / "dist" / "ai.d.ts").is_file()
-    packed = subprocess.run([npm, "pack", "--pack-destination", str(tmp_path)], cwd=pkg,
-                            capture_output=True, text=True, timeout=600)  # fmt: skip
+    packed = subprocess.run(
+        [npm, "pack", "--pack-destination", str(tmp_path)],
+        cwd=pkg,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert packed.returncode == 0, packed.stderr[-4000:]
     tarball = tmp_path / packed.stdout.strip().splitlines()[-1]
     assert project("from-tarball", str(tarball)) == "function model_missing"

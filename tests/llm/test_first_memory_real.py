@@ -23,23 +23,32 @@ ADA = "My name is Ada and I live in Lisbon"
 def test_told_in_one_conversation_injected_in_the_next(
     tmp_path: Path, local_llm_settings: LLMSettings
 ) -> None:
-    db = synapsedb.open(tmp_path / "d", durability="os", background_maintenance=False,
-                        llm=local_llm_settings)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d", durability="os", background_maintenance=False, llm=local_llm_settings
+    )
     try:
         with serve(create_app(db, llm=local_llm_settings, auth="none")) as url:
             base = f"{url}/v1/namespaces/travel"
             client = openai.OpenAI(base_url=base, api_key="unused", max_retries=0, timeout=600)
             started = time.monotonic()
             first = client.chat.completions.create(
-                model="smollm2-135m-instruct", user="user:ada", max_tokens=32,
+                model="smollm2-135m-instruct",
+                user="user:ada",
+                max_tokens=32,
                 messages=[{"role": "user", "content": ADA}],
-                extra_headers={"X-SynapseDB-Session": "first-chat"})  # fmt: skip
-            print(f"\nfirst answer in {time.monotonic() - started:.1f} s: "
-                  f"{first.choices[0].message.content!r}")  # fmt: skip
+                extra_headers={"X-SynapseDB-Session": "first-chat"},
+            )
+            print(
+                f"\nfirst answer in {time.monotonic() - started:.1f} s: "
+                f"{first.choices[0].message.content!r}"
+            )
             second = client.chat.completions.with_raw_response.create(
-                model="smollm2-135m-instruct", user="user:ada", max_tokens=32,
+                model="smollm2-135m-instruct",
+                user="user:ada",
+                max_tokens=32,
                 messages=[{"role": "user", "content": "Where do I live?"}],
-                extra_headers={"X-SynapseDB-Session": "second-chat"})  # fmt: skip
+                extra_headers={"X-SynapseDB-Session": "second-chat"},
+            )
             print(f"second answer: {second.parse().choices[0].message.content!r}")
             assert int(second.headers["x-synapsedb-memories"]) >= 1
             answer = second.headers["x-synapsedb-answer-id"]

@@ -97,8 +97,14 @@ def assert_extraction_shape(value: dict[str, Any]) -> None:
     assert list(value) == ["memories"], value
     assert isinstance(value["memories"], list), value
     for memory in value["memories"]:
-        assert set(memory) == {"type", "content", "entity", "confidence", "valid_from",
-                               "source_turns"}, memory  # fmt: skip
+        assert set(memory) == {
+            "type",
+            "content",
+            "entity",
+            "confidence",
+            "valid_from",
+            "source_turns",
+        }, memory
         assert memory["type"] in MEMORY_TYPES, memory
         assert isinstance(memory["content"], str) and isinstance(memory["entity"], str), memory
         assert isinstance(memory["confidence"], int | float), memory
@@ -121,8 +127,9 @@ def assert_first_answer_valid(meter: Meter, label: str) -> None:
 def test_chat_answers_a_plain_question(local_llm_settings: LLMSettings, llm_meter: Meter) -> None:
     label = "chat: plain question"
     with ChatClient(local_llm_settings, transport=llm_meter.transport(label)) as llm:
-        reply = llm.chat([{"role": "user", "content": "What is the capital of France?"}],
-                         max_tokens=24)  # fmt: skip
+        reply = llm.chat(
+            [{"role": "user", "content": "What is the capital of France?"}], max_tokens=24
+        )
     assert reply.content.strip()
     assert reply.finish_reason in ("stop", "length")
     assert reply.usage.prompt_tokens > 0
@@ -136,10 +143,14 @@ def test_chat_honours_max_tokens_and_stop(
 ) -> None:
     label = "chat: max_tokens and stop"
     with ChatClient(local_llm_settings, transport=llm_meter.transport(label)) as llm:
-        cut = llm.chat([{"role": "user", "content": "Count from 1 to 100, separated by commas."}],
-                       max_tokens=8)  # fmt: skip
-        listed = llm.chat([{"role": "user", "content": "List three fruits, one per line."}],
-                          max_tokens=40, stop="\n")  # fmt: skip
+        cut = llm.chat(
+            [{"role": "user", "content": "Count from 1 to 100, separated by commas."}], max_tokens=8
+        )
+        listed = llm.chat(
+            [{"role": "user", "content": "List three fruits, one per line."}],
+            max_tokens=40,
+            stop="\n",
+        )
     assert (cut.finish_reason, cut.usage.completion_tokens) == ("length", 8)
     # the model writes one fruit per line: without the stop sequence there would be a newline
     assert listed.content.strip() and "\n" not in listed.content
@@ -151,8 +162,12 @@ def test_chat_json_extracts_memories_in_json_schema_mode(
 ) -> None:
     label = "chat_json: extraction"
     with ChatClient(local_llm_settings, transport=llm_meter.transport(label)) as llm:
-        value = llm.chat_json(extraction_messages(CONVERSATIONS["residence-and-taste"]),
-                              EXTRACTION, name="memories", max_tokens=MAX_TOKENS)  # fmt: skip
+        value = llm.chat_json(
+            extraction_messages(CONVERSATIONS["residence-and-taste"]),
+            EXTRACTION,
+            name="memories",
+            max_tokens=MAX_TOKENS,
+        )
         assert llm.structured_mode == "json_schema"  # the server accepted it: no fallback
     assert validate(value, EXTRACTION) == []
     assert_extraction_shape(value)
@@ -166,8 +181,12 @@ def test_structured_output_validates_over_varied_prompts(
 ) -> None:
     label = f"chat_json: {name}"
     with ChatClient(local_llm_settings, transport=llm_meter.transport(label)) as llm:
-        value = llm.chat_json(extraction_messages(CONVERSATIONS[name]), EXTRACTION,
-                              name="memories", max_tokens=MAX_TOKENS)  # fmt: skip
+        value = llm.chat_json(
+            extraction_messages(CONVERSATIONS[name]),
+            EXTRACTION,
+            name="memories",
+            max_tokens=MAX_TOKENS,
+        )
     assert_extraction_shape(value)
     assert_first_answer_valid(llm_meter, label)
 
@@ -182,9 +201,12 @@ def test_async_client_chats_and_answers_json(
             local_llm_settings, transport=llm_meter.async_transport(label)
         ) as llm:
             reply = await llm.chat([{"role": "user", "content": "Say hello."}], max_tokens=16)
-            value = await llm.chat_json(extraction_messages(CONVERSATIONS["procedure"]),
-                                        EXTRACTION, name="memories",
-                                        max_tokens=MAX_TOKENS)  # fmt: skip
+            value = await llm.chat_json(
+                extraction_messages(CONVERSATIONS["procedure"]),
+                EXTRACTION,
+                name="memories",
+                max_tokens=MAX_TOKENS,
+            )
             both = await asyncio.gather(
                 llm.chat([{"role": "user", "content": "Name a color."}], max_tokens=8),
                 llm.chat([{"role": "user", "content": "Name an animal."}], max_tokens=8),

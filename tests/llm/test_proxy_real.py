@@ -15,8 +15,8 @@ import pytest
 
 import synapsedb
 from synapsedb import Database
-from synapsedb.agentic import LoopSettings
 from synapsedb.config import LLMSettings
+from synapsedb.memory_loop import LoopSettings
 from synapsedb.server import create_app
 from tests.support.live_server import serve
 
@@ -25,8 +25,13 @@ USER = "user:42"
 
 @pytest.fixture
 def proxied(tmp_path: Path, local_llm_settings: LLMSettings) -> Iterator[tuple[str, Database]]:
-    db = synapsedb.open(tmp_path / "d", durability="os", background_maintenance=False,
-                        llm=local_llm_settings, loop_settings=LoopSettings(rewrite="heuristic"))  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d",
+        durability="os",
+        background_maintenance=False,
+        llm=local_llm_settings,
+        loop_settings=LoopSettings(rewrite="heuristic"),
+    )
     db.namespace("travel").write(USER, "The user's budget for the Hawaii trip is $10,000")
     try:
         with serve(create_app(db, llm=local_llm_settings, auth="none")) as url:
@@ -36,16 +41,19 @@ def proxied(tmp_path: Path, local_llm_settings: LLMSettings) -> Iterator[tuple[s
 
 
 def client(url: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{url}/v1/namespaces/travel", api_key="unused",
-                         max_retries=0, timeout=600)  # fmt: skip
+    return openai.OpenAI(
+        base_url=f"{url}/v1/namespaces/travel", api_key="unused", max_retries=0, timeout=600
+    )
 
 
 def test_chat_completion_through_the_proxy(proxied: tuple[str, Database]) -> None:
     url, db = proxied
     raw = client(url).chat.completions.with_raw_response.create(
-        model="smollm2-135m-instruct", user=USER, max_tokens=24,
+        model="smollm2-135m-instruct",
+        user=USER,
+        max_tokens=24,
         messages=[{"role": "user", "content": "What is my budget for the Hawaii trip?"}],
-    )  # fmt: skip
+    )
     out = raw.parse()
     answer = out.choices[0].message.content
     print(f"\nSmolLM2 through the proxy: {answer!r}")
@@ -64,9 +72,12 @@ def test_chat_completion_through_the_proxy(proxied: tuple[str, Database]) -> Non
 def test_streamed_chat_through_the_proxy(proxied: tuple[str, Database]) -> None:
     url, _db = proxied
     stream = client(url).chat.completions.create(
-        model="smollm2-135m-instruct", user=USER, max_tokens=24, stream=True,
+        model="smollm2-135m-instruct",
+        user=USER,
+        max_tokens=24,
+        stream=True,
         messages=[{"role": "user", "content": "Remind me of my Hawaii budget."}],
-    )  # fmt: skip
+    )
     text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     print(f"\nSmolLM2 streamed through the proxy: {text!r}")
     assert text

@@ -91,17 +91,26 @@ def _memory_writer(db: Database, tenant: str, writer: int, n: int, acks: Acks) -
                 mine.append((m.id, m.version))
                 i += 1
             elif i % 5 == 0:  # a batch of three
-                items = [{"entity": f"user:{(i + j) % 2}", "content": _content(tenant, writer, i + j),
-                          "metadata": {"w": writer, "tag": WORDS[(i + j) % 4], "kind": "note"}}
-                         for j in range(3)]  # fmt: skip
+                items = [
+                    {
+                        "entity": f"user:{(i + j) % 2}",
+                        "content": _content(tenant, writer, i + j),
+                        "metadata": {"w": writer, "tag": WORDS[(i + j) % 4], "kind": "note"},
+                    }
+                    for j in range(3)
+                ]
                 for m in mem.write_many(items):
                     acks.memory(m.id, m.version, m.content)
                     mine.append((m.id, m.version))
                 i += 3
             else:
-                m = mem.write(f"user:{i % 2}", {"content": _content(tenant, writer, i),
-                                                "metadata": {"w": writer, "tag": WORDS[i % 4],
-                                                             "kind": "note"}})  # fmt: skip
+                m = mem.write(
+                    f"user:{i % 2}",
+                    {
+                        "content": _content(tenant, writer, i),
+                        "metadata": {"w": writer, "tag": WORDS[i % 4], "kind": "note"},
+                    },
+                )
                 acks.memory(m.id, m.version, m.content)
                 mine.append((m.id, m.version))
                 i += 1
@@ -137,8 +146,12 @@ def _reader(db: Database, tenant: str, done: threading.Event, acks: Acks, mode: 
         word = WORDS[i % len(WORDS)]
         try:
             if mode == "vector":
-                mem.query(embedding=emb.embed([f"parcel {word}"])[0].tolist(), mode="vector",
-                          filter={"kind": {"$in": ["note", "other"]}}, k=5)  # fmt: skip
+                mem.query(
+                    embedding=emb.embed([f"parcel {word}"])[0].tolist(),
+                    mode="vector",
+                    filter={"kind": {"$in": ["note", "other"]}},
+                    k=5,
+                )
             elif mode == "keyword":
                 mem.query(f"parcel {word}", mode="keyword", filter={"kind": "note"}, k=5)
             else:
@@ -155,26 +168,43 @@ def _preload(db: Database, tenant: str, acks: Acks) -> None:
     copies larger ones without holding the GIL: the writer runs meanwhile)."""
     mem = db.namespace(tenant, agent="preload")
     for start in range(0, PRELOAD, 200):
-        items = [{"entity": f"user:{i % 2}", "content": _content(tenant, 9, i),
-                  "metadata": {"w": 9, "tag": WORDS[i % 4], "kind": "note"}}
-                 for i in range(start, start + 200)]  # fmt: skip
+        items = [
+            {
+                "entity": f"user:{i % 2}",
+                "content": _content(tenant, 9, i),
+                "metadata": {"w": 9, "tag": WORDS[i % 4], "kind": "note"},
+            }
+            for i in range(start, start + 200)
+        ]
         for m in mem.write_many(items):
             acks.memory(m.id, m.version, m.content)
 
 
 def _run(path: Path, n_memories: int, n_facts: int) -> dict[str, Acks]:
     acks = {t: Acks() for t in TENANTS}
-    with synapsedb.open(path, durability="os", embedder=HashEmbedder(), hnsw_threshold=200,
-                        background_maintenance=False) as db:  # fmt: skip
+    with synapsedb.open(
+        path,
+        durability="os",
+        embedder=HashEmbedder(),
+        hnsw_threshold=200,
+        background_maintenance=False,
+    ) as db:
         for tenant in TENANTS:
             _preload(db, tenant, acks[tenant])
         done = threading.Event()
-        writers = [threading.Thread(target=_memory_writer, args=(db, t, w, n_memories, acks[t]))
-                   for t in TENANTS for w in range(2)]  # fmt: skip
-        writers += [threading.Thread(target=_fact_writer, args=(db, t, n_facts, acks[t]))
-                    for t in TENANTS]  # fmt: skip
-        readers = [threading.Thread(target=_reader, args=(db, t, done, acks[t], mode))
-                   for t in TENANTS for mode in ("keyword", "vector", "hybrid")]  # fmt: skip
+        writers = [
+            threading.Thread(target=_memory_writer, args=(db, t, w, n_memories, acks[t]))
+            for t in TENANTS
+            for w in range(2)
+        ]
+        writers += [
+            threading.Thread(target=_fact_writer, args=(db, t, n_facts, acks[t])) for t in TENANTS
+        ]
+        readers = [
+            threading.Thread(target=_reader, args=(db, t, done, acks[t], mode))
+            for t in TENANTS
+            for mode in ("keyword", "vector", "hybrid")
+        ]
         for t in readers + writers:
             t.start()
         for t in writers:
@@ -210,8 +240,9 @@ def _check(
 def _verify(path: Path, acks: dict[str, Acks]) -> None:
     errors = [e for a in acks.values() for e in a.errors]
     assert not errors, f"{len(errors)} calls failed, e.g. {errors[:5]}"
-    with synapsedb.open(path, durability="os", embedder=HashEmbedder(),
-                        background_maintenance=False) as db:  # fmt: skip
+    with synapsedb.open(
+        path, durability="os", embedder=HashEmbedder(), background_maintenance=False
+    ) as db:
         for tenant in TENANTS:
             _check(db, tenant, acks[tenant], lambda mem, mid: mem.history(mid)[-1], disk=True)
             for versions in list(acks[tenant].memories.values())[::50]:

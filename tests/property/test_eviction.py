@@ -43,8 +43,10 @@ def test_eviction_never_loses_a_memory(plan: list[tuple[Any, ...]]) -> None:
                 kind = step[0]
                 if kind == "write":
                     n += 1
-                    m = mem.write(f"user:{step[1]}", {"content": f"memo {n} parcel",
-                                                       "salience": step[2], "pinned": step[3]})  # fmt: skip
+                    m = mem.write(
+                        f"user:{step[1]}",
+                        {"content": f"memo {n} parcel", "salience": step[2], "pinned": step[3]},
+                    )
                     model[m.id] = m.content
                     order.append(m.id)
                     if step[3]:

@@ -34,12 +34,14 @@ values = st.one_of(
 )
 bounds = st.one_of(wide_numbers, st.sampled_from([2**53 + 1, float(2**53), -(2**60)]))
 range_filters = st.one_of(
-    st.dictionaries(st.sampled_from(["$gt", "$gte", "$lt", "$lte"]), bounds, min_size=1,
-                    max_size=3).map(lambda ops: {"k": ops}),
-    st.tuples(bounds, bounds).map(lambda b: {"$and": [{"k": {"$gte": b[0]}},
-                                                     {"k": {"$lt": b[1]}}]}),
+    st.dictionaries(
+        st.sampled_from(["$gt", "$gte", "$lt", "$lte"]), bounds, min_size=1, max_size=3
+    ).map(lambda ops: {"k": ops}),
+    st.tuples(bounds, bounds).map(
+        lambda b: {"$and": [{"k": {"$gte": b[0]}}, {"k": {"$lt": b[1]}}]}
+    ),
     st.tuples(bounds).map(lambda b: {"k.s": {"$lte": b[0]}}),
-)  # fmt: skip
+)
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +95,12 @@ def test_a_large_batch_rebuilds_the_column_and_big_integers_opt_out() -> None:
         _check(db, flts)
         cat = db.core.state("p").catalog
         assert cat.num_cols[("k",)][0] == 100  # the column was used, and covers every row
-        mem.write_many([{"entity": "e", "content": "x", "metadata": {"k": i / 2}}
-                        for i in range(numcol.REBUILD_AFTER + 10)])  # fmt: skip
+        mem.write_many(
+            [
+                {"entity": "e", "content": "x", "metadata": {"k": i / 2}}
+                for i in range(numcol.REBUILD_AFTER + 10)
+            ]
+        )
         _check(db, flts)
         assert cat.num_cols[("k",)][0] == cat.n
         mem.write("e", {"content": "x", "metadata": {"k": 2**60}})

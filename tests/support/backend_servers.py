@@ -52,10 +52,24 @@ def redis_server(workdir: Path, *, start_timeout_s: float = 20.0) -> Iterator[st
     port = free_port()
     log = (workdir / "redis.log").open("wb")
     proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(workdir), "--daemonize", "no"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            exe,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+            "--daemonize",
+            "no",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"redis://127.0.0.1:{port}/0"
     try:
         client = redis.Redis.from_url(url, socket_connect_timeout=1)

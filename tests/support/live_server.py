@@ -25,8 +25,7 @@ def free_port() -> int:
 def serve(app: Any, *, start_timeout_s: float = 60.0) -> Iterator[str]:
     """Run ``app`` (its lifespan included) until the block ends; yields its base URL."""
     port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                            log_config=None)  # fmt: skip
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", log_config=None)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
     thread.start()

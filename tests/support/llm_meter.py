@@ -53,8 +53,9 @@ class Meter:
     def async_transport(self, label: str) -> httpx.AsyncBaseTransport:
         return _AsyncMetered(self, label)
 
-    def record(self, label: str, request: httpx.Request, response: httpx.Response,
-               seconds: float) -> None:  # fmt: skip
+    def record(
+        self, label: str, request: httpx.Request, response: httpx.Response, seconds: float
+    ) -> None:
         asked, answered = _json(request.content), _json(response.content)
         fmt, usage = asked.get("response_format"), answered.get("usage")
         usage = usage if isinstance(usage, dict) else {}
@@ -62,23 +63,33 @@ class Meter:
             answer = answered["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError):
             answer = None
-        self.calls.append(Call(
-            label, fmt.get("type", "?") if isinstance(fmt, dict) else "-", response.status_code,
-            seconds, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
-            answer if isinstance(answer, str) else None,
-        ))  # fmt: skip
+        self.calls.append(
+            Call(
+                label,
+                fmt.get("type", "?") if isinstance(fmt, dict) else "-",
+                response.status_code,
+                seconds,
+                int(usage.get("prompt_tokens") or 0),
+                int(usage.get("completion_tokens") or 0),
+                answer if isinstance(answer, str) else None,
+            )
+        )
 
     def of(self, label: str) -> list[Call]:
         """The calls made through transports labelled ``label``, in order."""
         return [c for c in self.calls if c.label == label]
 
     def report(self) -> list[str]:
-        lines = [f"{'test':<58} {'format':<11} {'status':>6} {'s':>6} {'prompt':>6} "
-                 f"{'compl':>5} {'tok/s':>6}"]  # fmt: skip
+        lines = [
+            f"{'test':<58} {'format':<11} {'status':>6} {'s':>6} {'prompt':>6} "
+            f"{'compl':>5} {'tok/s':>6}"
+        ]
         for c in self.calls:
-            lines.append(f"{c.label[:58]:<58} {c.response_format:<11} {c.status:>6} "
-                         f"{c.seconds:>6.2f} {c.prompt_tokens:>6} {c.completion_tokens:>5} "
-                         f"{c.tokens_per_s:>6.1f}")  # fmt: skip
+            lines.append(
+                f"{c.label[:58]:<58} {c.response_format:<11} {c.status:>6} "
+                f"{c.seconds:>6.2f} {c.prompt_tokens:>6} {c.completion_tokens:>5} "
+                f"{c.tokens_per_s:>6.1f}"
+            )
         for fmt in sorted({c.response_format for c in self.calls}):
             calls = [c for c in self.calls if c.response_format == fmt]
             seconds = sorted(c.seconds for c in calls)

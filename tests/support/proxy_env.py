@@ -43,10 +43,12 @@ class ProxyEnv:
         base = f"{self.url}/v1/namespaces/{ns}" if ns else f"{self.url}/v1"
         return openai.OpenAI(base_url=base, api_key=self.tokens[who], max_retries=0, timeout=30)
 
-    def call(self, method: str, path: str, who: str = "a", ns: str = "acme",
-             **kw: Any) -> httpx.Response:  # fmt: skip
-        return httpx.request(method, f"{self.url}/v1/namespaces/{ns}{path}",
-                             headers=self.auth(who), timeout=30, **kw)  # fmt: skip
+    def call(
+        self, method: str, path: str, who: str = "a", ns: str = "acme", **kw: Any
+    ) -> httpx.Response:
+        return httpx.request(
+            method, f"{self.url}/v1/namespaces/{ns}{path}", headers=self.auth(who), timeout=30, **kw
+        )
 
     def seed(self, entity: str, content: str, who: str = "a", ns: str = "acme") -> str:
         r = self.call("POST", "/memories", who, ns, json={"entity": entity, "content": content})
@@ -57,8 +59,9 @@ class ProxyEnv:
         """Wait for the proxy's background work (record_answer, remember) queued so far."""
         self.app.state.proxy.drain()
 
-    def wait_for_memory(self, entity: str, content: str, who: str = "a", ns: str = "acme",
-                        timeout_s: float = 30.0) -> None:  # fmt: skip
+    def wait_for_memory(
+        self, entity: str, content: str, who: str = "a", ns: str = "acme", timeout_s: float = 30.0
+    ) -> None:
         """Wait until a memory of ``entity`` holds ``content``: remember stores the turns at
         once and the memory loop's worker makes them searchable memories in the background."""
         self.drain()
@@ -79,18 +82,26 @@ def start_proxy(path: Path, **llm: Any) -> Iterator[ProxyEnv]:
     with ScriptedUpstream() as up:
         db = synapsedb.open(path, durability="os", background_maintenance=False, llm=None)
         keys = KeyStore(path)
-        tokens = {who: keys.create(tenant, scopes, names)[1] for who, tenant, scopes, names in [
-            ("a", "tenant-a", ["read", "write"], None),
-            ("b", "tenant-b", ["read", "write"], None),
-            ("a_read", "tenant-a", ["read"], None),
-            ("a_only", "tenant-a", ["read", "write"], ["only"]),
-            ("a_admin", "tenant-a", ["read", "write", "admin"], None),
-            ("op", "ops", ["operator"], None),
-        ]}  # fmt: skip
-        options: dict[str, Any] = {"max_retries": 0, "breaker_failures": 1000, "timeout_s": 10,
-                                   **llm}  # fmt: skip
-        settings = LLMSettings(base_url=up.base_url, model="proxy-model", api_key=UPSTREAM_KEY,
-                               **options)  # fmt: skip
+        tokens = {
+            who: keys.create(tenant, scopes, names)[1]
+            for who, tenant, scopes, names in [
+                ("a", "tenant-a", ["read", "write"], None),
+                ("b", "tenant-b", ["read", "write"], None),
+                ("a_read", "tenant-a", ["read"], None),
+                ("a_only", "tenant-a", ["read", "write"], ["only"]),
+                ("a_admin", "tenant-a", ["read", "write", "admin"], None),
+                ("op", "ops", ["operator"], None),
+            ]
+        }
+        options: dict[str, Any] = {
+            "max_retries": 0,
+            "breaker_failures": 1000,
+            "timeout_s": 10,
+            **llm,
+        }
+        settings = LLMSettings(
+            base_url=up.base_url, model="proxy-model", api_key=UPSTREAM_KEY, **options
+        )
         app = create_app(db, keys, llm=settings)
         try:
             with serve(app) as url:
@@ -101,5 +112,9 @@ def start_proxy(path: Path, **llm: Any) -> Iterator[ProxyEnv]:
 
 def injected(messages: list[dict[str, Any]]) -> list[str]:
     """The system messages the proxy added (they start like recall's context block)."""
-    return [m["content"] for m in messages if m["role"] == "system"
-            and m["content"].startswith(("Memories about", "Relevant memories"))]  # fmt: skip
+    return [
+        m["content"]
+        for m in messages
+        if m["role"] == "system"
+        and m["content"].startswith(("Memories about", "Relevant memories"))
+    ]

@@ -153,8 +153,9 @@ class ScriptedUpstream:
         self._stopping = threading.Event()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.upstream = self
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,),
-                                        daemon=True, name="scripted-upstream")  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.02,), daemon=True, name="scripted-upstream"
+        )
         self._thread.start()
 
     @property
@@ -337,8 +338,11 @@ def _words(text: str) -> int:
 
 
 def _usage(request: Request, content: str) -> dict[str, int]:
-    prompt = sum(_words(m.get("content") or "") for m in request.messages
-                 if isinstance(m.get("content"), str))  # fmt: skip
+    prompt = sum(
+        _words(m.get("content") or "")
+        for m in request.messages
+        if isinstance(m.get("content"), str)
+    )
     done = _words(content)
     return {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
 

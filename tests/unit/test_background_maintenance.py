@@ -17,9 +17,15 @@ from synapsedb import ManualClock, Namespace
 
 def _open(path: Path, clock: ManualClock) -> synapsedb.Database:
     # maintenance every second in the background thread; TTLs erased 1 s after they run out
-    return synapsedb.open(path, clock=clock, durability="os", embedder=None,
-                          background_maintenance=True, maintenance_interval_s=1,
-                          ttl_grace_s=1)  # fmt: skip
+    return synapsedb.open(
+        path,
+        clock=clock,
+        durability="os",
+        embedder=None,
+        background_maintenance=True,
+        maintenance_interval_s=1,
+        ttl_grace_s=1,
+    )
 
 
 def _eventually(check: Callable[[], bool], seconds: float = 20.0) -> bool:

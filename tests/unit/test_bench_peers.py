@@ -49,9 +49,14 @@ def test_ratio_is_none_when_a_side_is_missing() -> None:
 
 
 RATIOS = [
-    (None, "—"), (0.1234, "0.12x"), (3.0, "3.00x"), (12.34, "12.3x"), (1234.0, "1,234x"),
-    (0.000455, "1/2,198x"), (0.0, "0.00x"),
-]  # fmt: skip
+    (None, "—"),
+    (0.1234, "0.12x"),
+    (3.0, "3.00x"),
+    (12.34, "12.3x"),
+    (1234.0, "1,234x"),
+    (0.000455, "1/2,198x"),
+    (0.0, "0.00x"),
+]
 
 
 @pytest.mark.parametrize(("value", "text"), RATIOS)
@@ -66,8 +71,13 @@ def test_fmt_num_and_n() -> None:
     assert report.fmt_num(123.4) == "123"
     assert report.fmt_num(1.23456, 3) == "1.235"
     assert [report.fmt_n(n) for n in (500, 2000, 2500, 10_000, 100_000, 1_000_000)] == [
-        "500", "2k", "2.5k", "10k", "100k", "1M",
-    ]  # fmt: skip
+        "500",
+        "2k",
+        "2.5k",
+        "10k",
+        "100k",
+        "1M",
+    ]
 
 
 def test_target_line_directions() -> None:

@@ -23,18 +23,29 @@ def mods() -> Any:
 
 def result(ingest_s: float, wait_s: float, p50: float, p99: float, **extra: Any) -> dict:
     q = {"p50": p50, "p95": p99, "p99": p99, "recall": 1.0}
-    return {"ingest": {"rows": 1_000_000, "seconds": ingest_s, "complete": True,
-                       "index_wait_s": wait_s}, "query": q, "query_filter": dict(q), **extra}  # fmt: skip
+    return {
+        "ingest": {
+            "rows": 1_000_000,
+            "seconds": ingest_s,
+            "complete": True,
+            "index_wait_s": wait_s,
+        },
+        "query": q,
+        "query_filter": dict(q),
+        **extra,
+    }
 
 
 def test_largest_targets_only_from_1m_and_with_verdicts(mods: Any) -> None:
     scale, _ = mods
     assert scale.largest_targets({100_000: {"synapsedb": result(1, 1, 0.5, 1)}}) == []
     reopen = {"close_s": 1.0, "open_s": 0.5, "first_query_s": 2.0, "pending_rows": 0.0}
-    vec = {1_000_000: {
-        "synapsedb": result(50, 150, 0.8, 6.0, rss_mib=3000.0, reopen=reopen),
-        "chroma": result(500, 0, 2.0, 4.0),
-    }}  # fmt: skip
+    vec = {
+        1_000_000: {
+            "synapsedb": result(50, 150, 0.8, 6.0, rss_mib=3000.0, reopen=reopen),
+            "chroma": result(500, 0, 2.0, 4.0),
+        }
+    }
     lines = scale.largest_targets(vec)
     by = {ln.split(" | ")[0].lstrip("| "): ln for ln in lines}
     ingest = next(v for k, v in by.items() if k.startswith("ingest at 1M"))

@@ -35,13 +35,15 @@ def test_rocchio_without_feedback_or_weight_is_the_query() -> None:
 
 
 def _corpus() -> Any:
-    return prf.Corpus.build([
-        "Alice: we hiked the volcano trail at sunrise",
-        "Bob: the volcano trail was steep, volcanoes everywhere",
-        "Alice: I bought new boots for hiking",
-        "Bob: my sister visited Paris",
-        "Alice: Paris had a volcano exhibit",
-    ])  # fmt: skip
+    return prf.Corpus.build(
+        [
+            "Alice: we hiked the volcano trail at sunrise",
+            "Bob: the volcano trail was steep, volcanoes everywhere",
+            "Alice: I bought new boots for hiking",
+            "Bob: my sister visited Paris",
+            "Alice: Paris had a volcano exhibit",
+        ]
+    )
 
 
 def test_expansion_leaves_out_question_terms_speakers_and_singletons() -> None:

@@ -33,8 +33,9 @@ def env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def server(tmp_path: Path, env: None) -> Iterator[str]:
-    db = synapsedb.open(tmp_path / "served", durability="os", embedder=None,
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "served", durability="os", embedder=None, background_maintenance=False
+    )
     try:
         with serve(create_app(db)) as url:
             yield url
@@ -71,11 +72,24 @@ def script(capsys: pytest.CaptureFixture[str], target: list[str], tmp: Path) -> 
     """Every data command once, in an order where each has something to work on."""
     run = lambda *argv: json_of(capsys, target, *argv)  # noqa: E731
     batch = tmp / "batch.jsonl"
-    batch.write_text('{"entity": "user:2", "id": "b1", "content": "Prefers phone calls"}\n'
-                     '{"entity": "user:2", "id": "b2", "content": "Lives in Lisbon"}\n')  # fmt: skip
+    batch.write_text(
+        '{"entity": "user:2", "id": "b1", "content": "Prefers phone calls"}\n'
+        '{"entity": "user:2", "id": "b2", "content": "Lives in Lisbon"}\n'
+    )
     out = [
-        run("write", "user:1", "Refund requested for order 1458", "--id", "m1",
-            "--salience", "0.9", "--metadata", '{"channel": "email"}', "--type", "episode"),
+        run(
+            "write",
+            "user:1",
+            "Refund requested for order 1458",
+            "--id",
+            "m1",
+            "--salience",
+            "0.9",
+            "--metadata",
+            '{"channel": "email"}',
+            "--type",
+            "episode",
+        ),
         run("write-many", str(batch)),
         run("update", "m1", '{"content": "Refund approved for order 1458"}', "--if-version", "1"),
         run("get", "m1"),
@@ -87,10 +101,18 @@ def script(capsys: pytest.CaptureFixture[str], target: list[str], tmp: Path) -> 
         run("facts", "user:1"),
         run("memories", "user:1"),
         run("memories", "--type", "episode"),
-        run("append", "user:1", "Refund delivered", "--stream", "orders",
-            "--event-data", '{"carrier": "dhl"}', "--not-searchable"),
+        run(
+            "append",
+            "user:1",
+            "Refund delivered",
+            "--stream",
+            "orders",
+            "--event-data",
+            '{"carrier": "dhl"}',
+            "--not-searchable",
+        ),
         run("events", "orders"),
-    ]  # fmt: skip
+    ]
     result = run("query", "refund", "--mode", "keyword", "--filter", '{"channel": "email"}')
     out.append(result)
     out.append(run("answer", "ans-1", result["query_id"], "--text", "approved", "--cite", "m1"))
@@ -109,7 +131,7 @@ def script(capsys: pytest.CaptureFixture[str], target: list[str], tmp: Path) -> 
         run("forget", "--entity", "user:2", "--purge"),
         run("recall", "refund for order 1458", "--entity", "user:1"),
         run("namespaces"),
-    ]  # fmt: skip
+    ]
     return out
 
 
@@ -171,11 +193,11 @@ def test_feeds_follow_and_changes(server: str, capsys: pytest.CaptureFixture[str
     call(capsys, "append", "user:1", "two", "--not-searchable", *target)
     code, out, err = call(capsys, "follow", "user:1", "--idle-timeout", "0.3", *target)
     assert code == 0, err
-    assert [line.split("  ", 1)[1] for line in out.splitlines()] == ["[user:1] one",
-                                                                     "[user:1] two"]  # fmt: skip
+    assert [line.split("  ", 1)[1] for line in out.splitlines()] == ["[user:1] one", "[user:1] two"]
     first = out.split()[0]
-    code, out, _ = call(capsys, "follow", "user:1", "--after", first, "--idle-timeout", "0.3",
-                        "--json", *target)  # fmt: skip
+    code, out, _ = call(
+        capsys, "follow", "user:1", "--after", first, "--idle-timeout", "0.3", "--json", *target
+    )
     assert [json.loads(line)["content"] for line in out.splitlines()] == ["two"]
     code, out, _ = call(capsys, "changes", "--since", "0", "--idle-timeout", "0.3", *target)
     assert [line.split()[2] for line in out.splitlines()] == ["append", "append"]
@@ -197,9 +219,12 @@ def test_feeds_follow_and_changes(server: str, capsys: pytest.CaptureFixture[str
     ],
 )
 def test_bad_input_is_an_error_and_changes_nothing(
-    tmp_path: Path, env: None, capsys: pytest.CaptureFixture[str], argv: list[str],
+    tmp_path: Path,
+    env: None,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
     field: str | None,
-) -> None:  # fmt: skip
+) -> None:
     data = ["--data", str(tmp_path / "d")]
     code, out, err = call(capsys, *argv, *data)
     assert code == 2 and out == "" and err.startswith("error ["), err
@@ -210,8 +235,17 @@ def test_bad_input_is_an_error_and_changes_nothing(
 
 
 def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
-    names = [*COMMANDS, "namespaces", "export", "import", "follow", "changes", "stats", "serve",
-             "demo"]  # fmt: skip
+    names = [
+        *COMMANDS,
+        "namespaces",
+        "export",
+        "import",
+        "follow",
+        "changes",
+        "stats",
+        "serve",
+        "demo",
+    ]
     for name in names:
         with pytest.raises(SystemExit):
             cli.main([name, "--help"])

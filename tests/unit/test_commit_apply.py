@@ -28,8 +28,9 @@ from synapsedb.storage.sqlite import SQLiteStorage
 
 
 def _open(path: Path) -> synapsedb.Database:
-    return synapsedb.open(path, clock=ManualClock(), durability="os",
-                          background_maintenance=False, embedder=None)  # fmt: skip
+    return synapsedb.open(
+        path, clock=ManualClock(), durability="os", background_maintenance=False, embedder=None
+    )
 
 
 def _fail_once(monkeypatch: pytest.MonkeyPatch, cls: type, name: str, when: Any = None) -> None:

@@ -54,7 +54,25 @@ class AsyncScriptedChat(ScriptedChat):
 
 def conversation(n: int, seed: int = 7) -> list[tuple[str, str]]:
     rng = random.Random(seed)
-    words = ["budget", "timeline", "Alpha", "Boston", "hiking", "painting", "project", "deadline", "review", "team", "contract", "Friday", "Monday", "invoice", "design", "launch", "meeting"]  # fmt: skip
+    words = [
+        "budget",
+        "timeline",
+        "Alpha",
+        "Boston",
+        "hiking",
+        "painting",
+        "project",
+        "deadline",
+        "review",
+        "team",
+        "contract",
+        "Friday",
+        "Monday",
+        "invoice",
+        "design",
+        "launch",
+        "meeting",
+    ]
     out = []
     for i in range(n):
         role = "user" if i % 2 == 0 else "assistant"
@@ -65,8 +83,12 @@ def conversation(n: int, seed: int = 7) -> list[tuple[str, str]]:
 
 def tiers(messages: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The OpenAI output split into its tiers, recognised by content, not by the manager."""
-    out: dict[str, list[dict[str, Any]]] = {"system": [], "summary": [], "retrieved": [],
-                                             "recent": []}  # fmt: skip
+    out: dict[str, list[dict[str, Any]]] = {
+        "system": [],
+        "summary": [],
+        "retrieved": [],
+        "recent": [],
+    }
     for m in messages:
         c = m["content"]
         if m["role"] == "system" and c.startswith(PREFIX):
@@ -84,8 +106,10 @@ def check_budgets(manager: SmartContextManager, out: list[dict[str, Any]]) -> di
     """Every tier's tokens, counted afresh from the output, within its budget; and the sum."""
     model = manager.model
     cpt = manager.counter.chars_per_token
-    counted = {name: count_message_tokens(ms, model, chars_per_token=cpt, reply_priming=False)
-               for name, ms in tiers(out).items()}  # fmt: skip
+    counted = {
+        name: count_message_tokens(ms, model, chars_per_token=cpt, reply_priming=False)
+        for name, ms in tiers(out).items()
+    }
     assert counted["summary"] <= manager.max_summary_tokens
     assert counted["retrieved"] <= manager.max_search_tokens
     assert counted["recent"] <= manager.max_recent_tokens
@@ -107,8 +131,10 @@ def check_budgets(manager: SmartContextManager, out: list[dict[str, Any]]) -> di
 def test_seed_example() -> None:
     manager = SmartContextManager(cheap_llm=None, max_recent_tokens=4000, max_search_tokens=2000)
     manager.set_system(SYSTEM)
-    manager.set_search_results("SynapseKit v1.9.0 adds SmartContextManager, PrometheusMetrics, "
-                               "and ContinuousTrainer to its feature set.")  # fmt: skip
+    manager.set_search_results(
+        "SynapseKit v1.9.0 adds SmartContextManager, PrometheusMetrics, "
+        "and ContinuousTrainer to its feature set."
+    )
     manager.add("user", "What is new in SynapseKit v1.9.0?")
     manager.add("assistant", "SynapseKit v1.9.0 introduces SmartContextManager.")
     manager.add("user", "How does SmartContextManager reduce costs?")
@@ -140,16 +166,48 @@ def test_defaults_match_the_seed() -> None:
 @pytest.mark.parametrize(
     ("options", "n"),
     [
-        ({"model": "gpt-4o", "max_recent_tokens": 300, "max_search_tokens": 120,
-          "max_summary_tokens": 150}, 80),
-        ({"model": "gpt-4", "max_recent_tokens": 500, "max_search_tokens": 60,
-          "max_summary_tokens": 100, "max_total_tokens": 600}, 120),
-        ({"chars_per_token": 3, "max_recent_tokens": 200, "max_search_tokens": 200,
-          "max_summary_tokens": 80, "max_total_tokens": 380, "max_system_tokens": 40}, 60),
-        ({"model": "gpt-4o", "max_recent_tokens": 4000, "max_search_tokens": 2000,
-          "max_total_tokens": 450, "max_summary_tokens": 120}, 40),
+        (
+            {
+                "model": "gpt-4o",
+                "max_recent_tokens": 300,
+                "max_search_tokens": 120,
+                "max_summary_tokens": 150,
+            },
+            80,
+        ),
+        (
+            {
+                "model": "gpt-4",
+                "max_recent_tokens": 500,
+                "max_search_tokens": 60,
+                "max_summary_tokens": 100,
+                "max_total_tokens": 600,
+            },
+            120,
+        ),
+        (
+            {
+                "chars_per_token": 3,
+                "max_recent_tokens": 200,
+                "max_search_tokens": 200,
+                "max_summary_tokens": 80,
+                "max_total_tokens": 380,
+                "max_system_tokens": 40,
+            },
+            60,
+        ),
+        (
+            {
+                "model": "gpt-4o",
+                "max_recent_tokens": 4000,
+                "max_search_tokens": 2000,
+                "max_total_tokens": 450,
+                "max_summary_tokens": 120,
+            },
+            40,
+        ),
     ],
-)  # fmt: skip
+)
 @pytest.mark.parametrize("fmt", ["openai", "anthropic"])
 def test_every_tier_and_the_total_stay_within_budget(
     options: dict[str, Any], n: int, fmt: str
@@ -207,8 +265,9 @@ def test_tiers_come_in_priority_order() -> None:
 def test_the_total_budget_drops_retrieved_items_before_folding_any_turn() -> None:
     manager = SmartContextManager(model="gpt-4o", max_total_tokens=350)
     manager.set_system(SYSTEM)
-    manager.set_memories([(f"Memory number {i} about hiking trips in Oregon.", i / 10)
-                          for i in range(10)])  # fmt: skip
+    manager.set_memories(
+        [(f"Memory number {i} about hiking trips in Oregon.", i / 10) for i in range(10)]
+    )
     for role, text in conversation(8):
         manager.add(role, text)
     stats_tokens = check_budgets(manager, manager.build())
@@ -222,11 +281,13 @@ def test_the_total_budget_drops_retrieved_items_before_folding_any_turn() -> Non
 
 
 def test_least_relevant_memories_are_dropped_first() -> None:
-    memories = [("Melanie paints landscapes on weekends.", 0.31),
-                ("Caroline moved from Sweden to Boston four years ago.", 0.92),
-                ("Caroline's dog is called Oscar.", 0.55),
-                ("Melanie ran a charity race in May.", 0.12),
-                ("Caroline is studying counseling.", 0.77)]  # fmt: skip
+    memories = [
+        ("Melanie paints landscapes on weekends.", 0.31),
+        ("Caroline moved from Sweden to Boston four years ago.", 0.92),
+        ("Caroline's dog is called Oscar.", 0.55),
+        ("Melanie ran a charity race in May.", 0.12),
+        ("Caroline is studying counseling.", 0.77),
+    ]
     by_score = [t for t, _ in sorted(memories, key=lambda m: -m[1])]
     manager = SmartContextManager(model="gpt-4o")
     manager.set_memories(memories)
@@ -235,8 +296,10 @@ def test_least_relevant_memories_are_dropped_first() -> None:
     assert full is not None and full.kept == 5
     for keep in range(1, 5):
         manager.max_search_tokens = SmartContextManager(model="gpt-4o")._cost_of(
-            "system", "Relevant memories (most relevant first):\n"
-            + "\n".join(f"- {t}" for t in by_score[:keep]))  # fmt: skip
+            "system",
+            "Relevant memories (most relevant first):\n"
+            + "\n".join(f"- {t}" for t in by_score[:keep]),
+        )
         out = manager.build()
         block = tiers(out)["retrieved"][0]["content"]
         assert block.splitlines()[1:] == [f"- {t}" for t in by_score[:keep]]
@@ -245,12 +308,25 @@ def test_least_relevant_memories_are_dropped_first() -> None:
 
 def test_recalled_memories_rank_by_similarity_and_interleave_with_search_results() -> None:
     def rec(i: int, text: str, similarity: float) -> Recollection:
-        return Recollection(id=f"m{i}", entity="user:caroline", type="fact", content=text,
-                            similarity=similarity, score=similarity, ts=T0)  # fmt: skip
+        return Recollection(
+            id=f"m{i}",
+            entity="user:caroline",
+            type="fact",
+            content=text,
+            similarity=similarity,
+            score=similarity,
+            ts=T0,
+        )
 
-    recalled = Recalled(needed=True, query="where does Caroline live", rewritten_by="none",
-                        memories=(rec(1, "Caroline likes hiking.", 0.41),
-                                  rec(2, "Caroline lives in Boston.", 0.88)))  # fmt: skip
+    recalled = Recalled(
+        needed=True,
+        query="where does Caroline live",
+        rewritten_by="none",
+        memories=(
+            rec(1, "Caroline likes hiking.", 0.41),
+            rec(2, "Caroline lives in Boston.", 0.88),
+        ),
+    )
     manager = SmartContextManager(model="gpt-4o")
     manager.set_memories(recalled)
     manager.set_search_results(["Boston is in Massachusetts.", "Boston has a harbor."])
@@ -334,8 +410,10 @@ def test_async_get_messages_folds_with_an_async_client() -> None:
 
 def test_a_real_chat_client_writes_the_summary() -> None:
     with ScriptedUpstream([Reply.text("They discussed budgets and a Friday deadline.")]) as up:
-        llm = ChatClient(LLMSettings(base_url=up.base_url, model="cheap", max_retries=0,
-                                     timeout_s=5.0), sleep=lambda s: None)  # fmt: skip
+        llm = ChatClient(
+            LLMSettings(base_url=up.base_url, model="cheap", max_retries=0, timeout_s=5.0),
+            sleep=lambda s: None,
+        )
         manager = SmartContextManager(cheap_llm=llm, max_recent_tokens=150)
         for role, text in conversation(20):
             manager.add(role, text)
@@ -375,8 +453,11 @@ def test_a_failing_model_falls_back_to_extractive_and_loses_no_turn() -> None:
 
 
 def test_tool_calls_are_folded_with_their_results() -> None:
-    call = {"id": "call_1", "type": "function",
-            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # fmt: skip
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
     manager = SmartContextManager(max_recent_tokens=60, model="gpt-4o", fold_to=1.0)
     manager.add("user", "What is the weather in Paris? " * 3)
     manager.add(Message.assistant("", tool_calls=[call]))
@@ -431,8 +512,14 @@ def test_anthropic_format_caches_system_and_summary_and_alternates() -> None:
     assert isinstance(last, list) and last[-1] == {"type": "text", "text": "And one more thing."}
     # the same texts in fewer messages: no more tokens than the OpenAI rendering budgeted
     flat = [{"role": "system", "content": b["text"]} for b in system] + [
-        {"role": m["role"], "content": m["content"] if isinstance(m["content"], str)
-         else "\n\n".join(b["text"] for b in m["content"])} for m in ctx["messages"]]  # fmt: skip
+        {
+            "role": m["role"],
+            "content": m["content"]
+            if isinstance(m["content"], str)
+            else "\n\n".join(b["text"] for b in m["content"]),
+        }
+        for m in ctx["messages"]
+    ]
     assert manager.last_build is not None
     assert count_message_tokens(flat, "gpt-4o") <= manager.last_build.tokens["total"]
 
@@ -455,8 +542,11 @@ def test_anthropic_turns_start_with_the_user() -> None:
 
 
 def test_anthropic_tool_calls_become_tool_use_and_tool_result_blocks() -> None:
-    call = {"id": "call_1", "type": "function",
-            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # fmt: skip
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
     manager = SmartContextManager()
     manager.add("user", "Weather in Paris?")
     manager.add(Message.assistant("Let me check.", tool_calls=[call]))
@@ -464,13 +554,23 @@ def test_anthropic_tool_calls_become_tool_use_and_tool_result_blocks() -> None:
     ctx = manager.build(format="anthropic")
     assert ctx["messages"] == [
         {"role": "user", "content": "Weather in Paris?"},
-        {"role": "assistant", "content": [
-            {"type": "text", "text": "Let me check."},
-            {"type": "tool_use", "id": "call_1", "name": "get_weather",
-             "input": {"city": "Paris"}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "call_1", "content": "18C, sunny"}]},
-    ]  # fmt: skip
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me check."},
+                {
+                    "type": "tool_use",
+                    "id": "call_1",
+                    "name": "get_weather",
+                    "input": {"city": "Paris"},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "18C, sunny"}],
+        },
+    ]
 
 
 # -- validation ---------------------------------------------------------------------------------

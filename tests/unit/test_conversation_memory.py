@@ -74,8 +74,16 @@ def test_window_and_max_messages_are_checked(bad: Any) -> None:
 def test_to_string_labels_every_role() -> None:
     memory = InMemoryConversation()
     assert memory.to_string() == ""
-    asyncio.run(_say(memory, ("system", "Be brief."), ("user", "2+2?"), ("assistant", "calc"),
-                     ("tool", "4"), ("assistant", "4.")))  # fmt: skip
+    asyncio.run(
+        _say(
+            memory,
+            ("system", "Be brief."),
+            ("user", "2+2?"),
+            ("assistant", "calc"),
+            ("tool", "4"),
+            ("assistant", "4."),
+        )
+    )
     assert (
         memory.to_string()
         == "System: Be brief.\nUser: 2+2?\nAssistant: calc\nTool: 4\nAssistant: 4."
@@ -142,18 +150,27 @@ def test_summary_memory_with_a_model_folds_incrementally(caplog: pytest.LogCaptu
     """The second fold sends the first summary and only the newer turns; a model that fails is
     replaced by the extractive summary and no turn is lost."""
     with ScriptedUpstream() as up:
-        up.push(Reply.text("Alice's dog Rex is a beagle; she is a nurse in Lisbon."),
-                Reply.error(500, "down"))  # fmt: skip
+        up.push(
+            Reply.text("Alice's dog Rex is a beagle; she is a nurse in Lisbon."),
+            Reply.error(500, "down"),
+        )
 
         async def run() -> list[dict[str, str]]:
             settings = LLMSettings(base_url=up.base_url, model="m", max_retries=0, timeout_s=5)
             async with AsyncChatClient(settings) as llm:
-                memory = SummaryMemory(InMemoryConversation(), llm, max_messages=4, keep=1,
-                                       summary_prompt="Summarise in {max_words} words.")  # fmt: skip
+                memory = SummaryMemory(
+                    InMemoryConversation(),
+                    llm,
+                    max_messages=4,
+                    keep=1,
+                    summary_prompt="Summarise in {max_words} words.",
+                )
                 await _say(memory, *STORY[:5])  # 5 > 4: the first 4 are folded
                 first = await memory.get()
-                assert first[0]["content"] == ("Summary of the earlier conversation: Alice's "
-                                               "dog Rex is a beagle; she is a nurse in Lisbon.")  # fmt: skip
+                assert first[0]["content"] == (
+                    "Summary of the earlier conversation: Alice's "
+                    "dog Rex is a beagle; she is a nurse in Lisbon."
+                )
                 await _say(memory, *STORY[5:], ("assistant", "A beagle."), ("user", "Thanks"))
                 return await memory.get()
 
@@ -242,7 +259,9 @@ def test_synapse_memory_is_a_session_of_the_namespace(database: Database) -> Non
     asyncio.run(_say(memory, ("user", "Hi"), ("assistant", "Hello")))
     ns = database.namespace("support")
     assert [(m.role, m.content) for m in Sessions(ns).load("user-1")] == [
-        ("user", "Hi"), ("assistant", "Hello")]  # fmt: skip
+        ("user", "Hi"),
+        ("assistant", "Hello"),
+    ]
     asyncio.run(memory.clear())
     assert Sessions(ns).load("user-1") == [] and asyncio.run(memory.get()) == []
     assert [e.content for e in ns.events("session:user-1")] == ["Hi", "Hello"]
@@ -290,7 +309,10 @@ def test_sqlite_memory_keeps_the_seed_signature_and_shares_one_database(
     bob.close()
     with synapsedb.open(tmp_path / "memory.db", llm=None) as db:  # closed by the last one
         assert [m.content for m in Sessions(db.namespace("default")).load("alice")] == [
-            "a1", "a2", "a3"]  # fmt: skip
+            "a1",
+            "a2",
+            "a3",
+        ]
 
 
 def test_sqlite_memory_refuses_a_sqlite_file(tmp_path: Path) -> None:
@@ -303,8 +325,9 @@ def test_sqlite_memory_refuses_a_sqlite_file(tmp_path: Path) -> None:
 
 def test_synapse_memory_over_the_engine_limit_is_refused_by_the_engine(tmp_path: Path) -> None:
     """A store may hold less than a message's 256 KiB: the engine's max_content_bytes rules."""
-    with synapsedb.open(tmp_path / "small", durability="os", llm=None, embedder=None,
-                        max_content_bytes=32 * 1024) as small:  # fmt: skip
+    with synapsedb.open(
+        tmp_path / "small", durability="os", llm=None, embedder=None, max_content_bytes=32 * 1024
+    ) as small:
         memory = SynapseMemory(small)
         with pytest.raises(ValidationError) as err:
             asyncio.run(memory.add("user", "x" * 40_000))
@@ -330,8 +353,11 @@ def test_vector_memory_returns_the_turns_relevant_to_the_last_user_message() -> 
     (the question's own message is kept out of the search: in the index it would lend its score
     to its neighbours); then the question itself, everything oldest first."""
     memory = VectorMemory(max_results=2)
-    asyncio.run(_say(memory, ("system", "You are kind."), *STORY[:6],
-                     ("user", "What is the name of my dog?")))  # fmt: skip
+    asyncio.run(
+        _say(
+            memory, ("system", "You are kind."), *STORY[:6], ("user", "What is the name of my dog?")
+        )
+    )
     got = asyncio.run(memory.get())
     assert got[0] == {"role": "system", "content": "You are kind."}
     assert got[-1] == {"role": "user", "content": "What is the name of my dog?"}
@@ -382,7 +408,7 @@ def test_memories_close_through_their_context_managers(tmp_path: Path) -> None:
 
 def seed_004_section() -> str:
     text = (Path(__file__).resolve().parents[2] / "docs" / "conversation.md").read_text()
-    return text.split("## Seed 004 memory classes", 1)[1].split("\n## ", 1)[0]
+    return text.split("## SynapseKit's memory classes", 1)[1].split("\n## ", 1)[0]
 
 
 def test_the_seed_004_section_of_the_docs_runs(
@@ -399,6 +425,14 @@ def test_the_seed_004_section_of_the_docs_runs(
     monkeypatch.chdir(tmp_path)
     for code in local:
         exec(compile(code, "docs/conversation.md", "exec"), {"__name__": "docs"})
-    for name in ["InMemoryConversation", "WindowMemory", "SynapseMemory", "SqliteMemory",
-                 "RedisMemory", "PostgresMemory", "SummaryMemory", "VectorMemory"]:  # fmt: skip
+    for name in [
+        "InMemoryConversation",
+        "WindowMemory",
+        "SynapseMemory",
+        "SqliteMemory",
+        "RedisMemory",
+        "PostgresMemory",
+        "SummaryMemory",
+        "VectorMemory",
+    ]:
         assert f"| `{name}(" in section, name

@@ -23,8 +23,11 @@ from synapsedb.conversation import (
     session_plans,
 )
 
-CALL = {"id": "call_1", "type": "function",
-        "function": {"name": "track_parcel", "arguments": '{"order": 1458}'}}  # fmt: skip
+CALL = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "track_parcel", "arguments": '{"order": 1458}'},
+}
 
 
 @pytest.fixture
@@ -34,8 +37,14 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def db(tmp_path: Path, clock: ManualClock) -> Iterator[Database]:
-    database = synapsedb.open(tmp_path / "d", clock=clock, durability="os", embedder=None,
-                              background_maintenance=False, llm=None)  # fmt: skip
+    database = synapsedb.open(
+        tmp_path / "d",
+        clock=clock,
+        durability="os",
+        embedder=None,
+        background_maintenance=False,
+        llm=None,
+    )
     yield database
     database.close()
 
@@ -76,18 +85,29 @@ def test_message_forms_and_round_trip() -> None:
     assert Message.of(m.to_dict()) == m
     assert Message.of(("user", "hi")) == Message.user("hi")
     # OpenAI's response shape: null content beside tool calls, empty extras
-    got = Message.of({"role": "assistant", "content": None, "tool_calls": [CALL],
-                      "refusal": None, "annotations": []})  # fmt: skip
+    got = Message.of(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [CALL],
+            "refusal": None,
+            "annotations": [],
+        }
+    )
     assert got.content == "" and got.tool_calls == [CALL]
     parts = {
         "role": "user",
         "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
     }
     assert Message.of(parts).content == "a\nb"
-    assert Message.tool("", "call_1").to_openai() == {"role": "tool", "content": "",
-                                                      "tool_call_id": "call_1"}  # fmt: skip
-    stored = Message.user("hi").stored("1-0", Message.of({"role": "user", "content": "x",
-                                                          "ts": "2025-01-02T03:04:05Z"}).ts)  # type: ignore[arg-type]  # fmt: skip
+    assert Message.tool("", "call_1").to_openai() == {
+        "role": "tool",
+        "content": "",
+        "tool_call_id": "call_1",
+    }
+    stored = Message.user("hi").stored(
+        "1-0", Message.of({"role": "user", "content": "x", "ts": "2025-01-02T03:04:05Z"}).ts
+    )  # type: ignore[arg-type]
     assert stored.to_dict()["ts"] == "2025-01-02T03:04:05+00:00"
     assert Message.of(stored.to_dict()) == stored
 
@@ -95,20 +115,52 @@ def test_message_forms_and_round_trip() -> None:
 @pytest.mark.parametrize(
     ("value", "field", "words"),
     [
-        (("bot", "x"), "messages[3].role", "expected one of system, user, assistant, tool, got 'bot'"),
+        (
+            ("bot", "x"),
+            "messages[3].role",
+            "expected one of system, user, assistant, tool, got 'bot'",
+        ),
         ({"role": "user", "content": " "}, "messages[3].content", "must not be empty"),
-        ({"role": "user", "content": "x" * (256 * 1024 + 1)}, "messages[3].content", "limit of 262144"),
+        (
+            {"role": "user", "content": "x" * (256 * 1024 + 1)},
+            "messages[3].content",
+            "limit of 262144",
+        ),
         ({"role": "user", "content": "x", "name": "a b"}, "messages[3].name", "1-64 characters"),
-        ({"role": "user", "content": "x", "tool_calls": [CALL]}, "messages[3].tool_calls", "only assistant"),
-        ({"role": "assistant", "content": "x", "tool_calls": ["f"]}, "messages[3].tool_calls[0]", "object"),
-        ({"role": "user", "content": "x", "tool_call_id": "c"}, "messages[3].tool_call_id", "only tool"),
-        ({"role": "user", "content": "x", "metadata": {"n": float("nan")}}, "messages[3].metadata.n", "JSON"),
-        ({"role": "user", "content": "x", "colour": "red"}, "messages[3].colour", "unknown message field"),
+        (
+            {"role": "user", "content": "x", "tool_calls": [CALL]},
+            "messages[3].tool_calls",
+            "only assistant",
+        ),
+        (
+            {"role": "assistant", "content": "x", "tool_calls": ["f"]},
+            "messages[3].tool_calls[0]",
+            "object",
+        ),
+        (
+            {"role": "user", "content": "x", "tool_call_id": "c"},
+            "messages[3].tool_call_id",
+            "only tool",
+        ),
+        (
+            {"role": "user", "content": "x", "metadata": {"n": float("nan")}},
+            "messages[3].metadata.n",
+            "JSON",
+        ),
+        (
+            {"role": "user", "content": "x", "colour": "red"},
+            "messages[3].colour",
+            "unknown message field",
+        ),
         ({"content": "x"}, "messages[3].role", "required"),
-        ({"role": "user", "content": [{"type": "image_url"}]}, "messages[3].content[0]", "text parts"),
+        (
+            {"role": "user", "content": [{"type": "image_url"}]},
+            "messages[3].content[0]",
+            "text parts",
+        ),
         (42, "messages[3]", "expected a Message"),
     ],
-)  # fmt: skip
+)
 def test_message_errors_name_the_field(value: Any, field: str, words: str) -> None:
     with pytest.raises(ValidationError) as err:
         Message.of(value, "messages[3]")
@@ -161,9 +213,13 @@ def test_in_memory_store_is_safe_across_threads() -> None:
 def test_sessions_keep_every_field_and_isolate_sessions(ns: Namespace) -> None:
     s = Sessions(ns)
     assert isinstance(s, MemoryStore) and isinstance(AsyncSessions(ns), AsyncMemoryStore)
-    sent = [Message.system("Be brief."), Message.user("Where is my parcel?", name="ana"),
-            Message.assistant(tool_calls=[CALL], metadata={"model": "m1"}),
-            Message.tool('{"city": "Hamburg"}', "call_1"), Message.assistant("In Hamburg.")]  # fmt: skip
+    sent = [
+        Message.system("Be brief."),
+        Message.user("Where is my parcel?", name="ana"),
+        Message.assistant(tool_calls=[CALL], metadata={"model": "m1"}),
+        Message.tool('{"city": "Hamburg"}', "call_1"),
+        Message.assistant("In Hamburg."),
+    ]
     stored = [s.append("support-1", m) for m in sent]
     assert [m.id for m in stored] == [m.id for m in s.load("support-1")]
     assert s.load("support-1") == stored
@@ -388,12 +444,21 @@ def test_messages_about_a_user_are_reached_by_user_scoped_reads(ns: Namespace) -
 
 
 def test_turns_stored_by_remember_read_as_messages(ns: Namespace) -> None:
-    ns.remember([{"role": "developer", "content": "be kind"}, {"role": "user", "content": "hi"},
-                 {"role": "assistant", "content": "hello", "name": "bot"}],
-                entity="user:1", session="s")  # fmt: skip
+    ns.remember(
+        [
+            {"role": "developer", "content": "be kind"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello", "name": "bot"},
+        ],
+        entity="user:1",
+        session="s",
+    )
     got = Sessions(ns).load("s")
     assert [(m.role, m.content, m.name) for m in got] == [
-        ("system", "be kind", None), ("user", "hi", None), ("assistant", "hello", "bot")]  # fmt: skip
+        ("system", "be kind", None),
+        ("user", "hi", None),
+        ("assistant", "hello", "bot"),
+    ]
 
 
 # -- info and listing ------------------------------------------------------------------------
@@ -452,12 +517,16 @@ def test_errors_name_the_field_and_the_limit(ns: Namespace) -> None:
         (lambda: s.load("s", last=10_001), "last", 10_000),
         (lambda: s.load("s", as_of="yesterday-ish"), "as_of", None),
         (lambda: s.append("s", ("user", "x" * 300_000)), "message.content", 256 * 1024),
-        (lambda: s.append("s", Message.user("x", metadata={"blob": "y" * 70_000})), "message", 64 * 1024),
+        (
+            lambda: s.append("s", Message.user("x", metadata={"blob": "y" * 70_000})),
+            "message",
+            64 * 1024,
+        ),
         (lambda: s.append("s", ("user", "x"), searchable="yes"), "searchable", None),
         (lambda: Sessions(ns, ttl=-1), "ttl", None),
         (lambda: Sessions(ns, ttl=1e12), "ttl", 100 * 365 * 86_400),
         (lambda: s.search("s", "x", k=0), "k", 10_000),
-    ]  # fmt: skip
+    ]
     for run, field, limit in cases:
         with pytest.raises(ValidationError) as err:
             run()
@@ -512,3 +581,22 @@ def test_the_sessions_section_of_the_docs_runs(
     for name, _ in inspect.getmembers(Sessions, inspect.isfunction):
         if not name.startswith("_"):
             assert f"`{name}(" in section, name
+
+
+def test_human_and_ai_are_the_store_designs_names_for_user_and_assistant() -> None:
+    from synapsedb.conversation import InMemoryStore, Message
+
+    store = InMemoryStore()
+    store.append("session-1", Message.human("Hello"))
+    store.append("session-1", Message.ai("Hi there!"))
+    loaded = store.load("session-1")
+    assert [(m.role, m.content) for m in loaded] == [("user", "Hello"), ("assistant", "Hi there!")]
+    assert Message.human("x", name="ada") == Message.user("x", name="ada")
+    assert (
+        Message.ai(
+            tool_calls=[
+                {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ]
+        ).role
+        == "assistant"
+    )

@@ -38,8 +38,14 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def db(tmp_path: Path, clock: ManualClock) -> Iterator[Database]:
-    database = synapsedb.open(tmp_path / "d", clock=clock, durability="os", embedder=None,
-                              background_maintenance=False, llm=None)  # fmt: skip
+    database = synapsedb.open(
+        tmp_path / "d",
+        clock=clock,
+        durability="os",
+        embedder=None,
+        background_maintenance=False,
+        llm=None,
+    )
     yield database
     database.close()
 
@@ -50,8 +56,11 @@ def ns(db: Database) -> Namespace:
 
 
 def call(i: int, name: str = "get_weather") -> dict[str, Any]:
-    return {"id": f"call_{i}", "type": "function",
-            "function": {"name": name, "arguments": f'{{"city": "c{i}"}}'}}  # fmt: skip
+    return {
+        "id": f"call_{i}",
+        "type": "function",
+        "function": {"name": name, "arguments": f'{{"city": "c{i}"}}'},
+    }
 
 
 def contents(msgs: list[Message]) -> list[str]:
@@ -127,12 +136,14 @@ def test_every_strategy_is_a_memory_store_that_passes_appends_and_clears_through
 
 def test_strategy_arguments_are_checked_with_the_field_named() -> None:
     store = InMemoryStore()
-    for make, field in ((lambda: Window(store, k=-1), "k"),
-                        (lambda: Window(store, k=True), "k"),
-                        (lambda: TokenBuffer(store, max_tokens=0), "max_tokens"),
-                        (lambda: Window(store, keep_system="yes"), "keep_system"),
-                        (lambda: Window(object()), "store"),
-                        (lambda: Vector(store), "sessions")):  # fmt: skip
+    for make, field in (
+        (lambda: Window(store, k=-1), "k"),
+        (lambda: Window(store, k=True), "k"),
+        (lambda: TokenBuffer(store, max_tokens=0), "max_tokens"),
+        (lambda: Window(store, keep_system="yes"), "keep_system"),
+        (lambda: Window(object()), "store"),
+        (lambda: Vector(store), "sessions"),
+    ):
         with pytest.raises(ValidationError) as err:
             make()
         assert err.value.field == field
@@ -269,9 +280,13 @@ def test_token_buffer_drops_a_tool_unit_that_does_not_fit_whole() -> None:
     unit = whole[2:5]
     final = count_message_tokens(whole[:1] + whole[5:])
     # room for the final answer and one tool result, not for the call and both results
-    got = TokenBuffer(store, max_tokens=final + count_message_tokens(unit[2:], reply_priming=False)).load("s")  # fmt: skip
+    got = TokenBuffer(
+        store, max_tokens=final + count_message_tokens(unit[2:], reply_priming=False)
+    ).load("s")
     assert [m.role for m in got] == ["system", "assistant"] and got[1].content.startswith("c1")
-    got = TokenBuffer(store, max_tokens=count_message_tokens(whole[:1] + unit + whole[5:])).load("s")  # fmt: skip
+    got = TokenBuffer(store, max_tokens=count_message_tokens(whole[:1] + unit + whole[5:])).load(
+        "s"
+    )
     check_tool_units(got)
     assert [m.role for m in got] == ["system", "assistant", "tool", "tool", "assistant"]
 
@@ -422,10 +437,15 @@ def test_vector_returns_the_relevant_turns_in_order_then_the_last_user_message(
 ) -> None:
     sessions = Sessions(ns, searchable=True)
     sessions.append("s", Message.system("You plan trips."))
-    turns = ["My budget for the Hawaii trip is 3000 dollars.", "Noted, 3000 dollars.",
-             "I prefer window seats on flights.", "Window seats, noted.",
-             "My sister lives in Lisbon.", "Nice, Lisbon.",
-             "Which islands fit my Hawaii budget?"]  # fmt: skip
+    turns = [
+        "My budget for the Hawaii trip is 3000 dollars.",
+        "Noted, 3000 dollars.",
+        "I prefer window seats on flights.",
+        "Window seats, noted.",
+        "My sister lives in Lisbon.",
+        "Nice, Lisbon.",
+        "Which islands fit my Hawaii budget?",
+    ]
     for i, text in enumerate(turns):
         clock.advance(1)
         sessions.append("s", ("user" if i % 2 == 0 else "assistant", text))
@@ -450,8 +470,11 @@ def test_vector_leaves_out_tool_results_and_cleared_turns(ns: Namespace) -> None
     sessions.append("s", ("user", "Any news on parcel 1458?"))
     got = Vector(sessions, k=5).load("s")
     check_tool_units(got)
-    assert contents(got) == ["Where is parcel 1458?", "Checking parcel 1458.",
-                             "Any news on parcel 1458?"]  # fmt: skip
+    assert contents(got) == [
+        "Where is parcel 1458?",
+        "Checking parcel 1458.",
+        "Any news on parcel 1458?",
+    ]
     assert got[1].tool_calls is None
     sessions.append("s", Message.assistant(tool_calls=[call(2, "track")]))
     sessions.append("s", Message.tool("parcel 1458 is in Paris", "call_2"))
@@ -480,8 +503,10 @@ def test_async_vector(ns: Namespace) -> None:
         return await AsyncVector(AsyncSessions(ns), k=1).load("s")
 
     assert asyncio.run(run()) == Vector(sessions, k=1).load("s")
-    assert contents(Vector(sessions, k=1).load("s")) == ["I love jazz.",
-                                                         "Recommend some jazz records?"]  # fmt: skip
+    assert contents(Vector(sessions, k=1).load("s")) == [
+        "I love jazz.",
+        "Recommend some jazz records?",
+    ]
 
 
 def test_the_strategies_section_of_the_docs_runs(

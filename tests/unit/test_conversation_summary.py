@@ -49,8 +49,14 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def db(tmp_path: Path, clock: ManualClock) -> Iterator[Database]:
-    database = synapsedb.open(tmp_path / "d", clock=clock, durability="os", embedder=None,
-                              background_maintenance=False, llm=None)  # fmt: skip
+    database = synapsedb.open(
+        tmp_path / "d",
+        clock=clock,
+        durability="os",
+        embedder=None,
+        background_maintenance=False,
+        llm=None,
+    )
     yield database
     database.close()
 
@@ -101,8 +107,10 @@ def upstream(script: Scripted) -> Iterator[ScriptedUpstream]:
 
 @pytest.fixture
 def llm(upstream: ScriptedUpstream) -> Iterator[ChatClient]:
-    client = ChatClient(LLMSettings(base_url=upstream.base_url, **SETTINGS),  # type: ignore[arg-type]
-                        sleep=lambda s: None)  # fmt: skip
+    client = ChatClient(
+        LLMSettings(base_url=upstream.base_url, **SETTINGS),  # type: ignore[arg-type]
+        sleep=lambda s: None,
+    )
     yield client
     client.close()
 
@@ -160,11 +168,14 @@ def test_summary_without_an_llm_is_extractive_and_says_so(ns: Namespace) -> None
         assert summary.role == "system"
         assert summary.content.startswith("Summary of the earlier conversation (extractive")
         folded = sessions.load(sid)[1:4]
-        assert summary.metadata == {"summary": {"method": "extractive", "version": 1,
-                                                "through": folded[-1].id}}  # fmt: skip
+        assert summary.metadata == {
+            "summary": {"method": "extractive", "version": 1, "through": folded[-1].id}
+        }
         assert "Maui" in summary.content
-        assert [m.content for m in got[2:]] == ["Great: 3000 dollars, Maui, June, and no red-eye "
-                                                "flights.", "ok thanks"]  # fmt: skip
+        assert [m.content for m in got[2:]] == [
+            "Great: 3000 dollars, Maui, June, and no red-eye flights.",
+            "ok thanks",
+        ]
 
 
 # -- incremental, versioned ---------------------------------------------------------------------
@@ -181,16 +192,20 @@ def test_folds_send_only_the_turns_newer_than_the_summary(
     assert script.lines(0)[0] == "User: Turn 0: my favourite number is 1000."
     assert len(script.lines(0)) == 18  # all but the 2 kept
     assert got[0].content == "Summary of the earlier conversation: S1"
-    assert [m.content for m in got[1:]] == ["Turn 9: my favourite number is 1009.",
-                                            "Noted turn 9, number 1009."]  # fmt: skip
+    assert [m.content for m in got[1:]] == [
+        "Turn 9: my favourite number is 1009.",
+        "Noted turn 9, number 1009.",
+    ]
     assert strategy.load("s") == got and len(script.seen) == 1  # nothing new: no request
     talk(sessions, "s", 10, 2)
     got = strategy.load("s")
     assert len(script.seen) == 2 and script.summary_sent(1) == "S1"
-    assert script.lines(1) == ["User: Turn 9: my favourite number is 1009.",
-                               "Assistant: Noted turn 9, number 1009.",
-                               "User: Turn 10: my favourite number is 1010.",
-                               "Assistant: Noted turn 10, number 1010."]  # fmt: skip
+    assert script.lines(1) == [
+        "User: Turn 9: my favourite number is 1009.",
+        "Assistant: Noted turn 9, number 1009.",
+        "User: Turn 10: my favourite number is 1010.",
+        "Assistant: Noted turn 10, number 1010.",
+    ]
     assert summary_of(got).metadata["summary"]["version"] == 2  # type: ignore[index]
     # the state is a fact of the session: every version kept, shared by another strategy
     versions = ns.history("session:s", "summary")
@@ -229,8 +244,7 @@ def test_summary_batches_folds(ns: Namespace, llm: ChatClient, script: Scripted)
         verbatim = [m for m in got if m.role != "system"]
         seen.append((len(script.seen), len(verbatim)))
         assert 4 <= len(verbatim) <= 7 or len(verbatim) == 2 * (i + 1)
-    assert seen == [(0, 2), (0, 4), (0, 6), (1, 4), (1, 6), (2, 4), (2, 6), (3, 4), (3, 6),
-                    (4, 4)]  # fmt: skip
+    assert seen == [(0, 2), (0, 4), (0, 6), (1, 4), (1, 6), (2, 4), (2, 6), (3, 4), (3, 6), (4, 4)]
     assert all(len(script.lines(i)) == 4 for i in range(1, 4))
 
 
@@ -253,7 +267,10 @@ def test_an_llm_failure_falls_back_to_extractive_and_loses_nothing(
     sessions.append("s", ("user", "Book it."))
     got = Summary(sessions, Summarizer(llm, max_tokens=60), keep=1).load("s")
     assert summary_of(got).metadata["summary"] == {  # type: ignore[index]
-        "method": "llm", "version": 2, "through": sessions.load("s")[-2].id}  # fmt: skip
+        "method": "llm",
+        "version": 2,
+        "through": sessions.load("s")[-2].id,
+    }
     assert script.summary_sent(-1) == ns.history("session:s", "summary")[0].value["text"]
     assert script.lines(-1) == ["User: ok thanks", "Assistant: Anything else?"]
 
@@ -272,8 +289,9 @@ def test_an_empty_or_overlong_answer(ns: Namespace, llm: ChatClient, script: Scr
 
 
 def test_the_prompt_can_be_replaced(llm: ChatClient, script: Scripted) -> None:
-    Summarizer(llm, summary_prompt="Résume en français, {max_words} mots au plus.",
-               max_tokens=100).fold(None, TRIP)  # fmt: skip
+    Summarizer(
+        llm, summary_prompt="Résume en français, {max_words} mots au plus.", max_tokens=100
+    ).fold(None, TRIP)
     sent = script.seen[-1].messages
     assert sent[0] == {"role": "system", "content": "Résume en français, 75 mots au plus."}
     assert "User: My name is Ana." in sent[1]["content"]
@@ -325,8 +343,10 @@ def test_clear_resets_the_summary_and_history_keeps_it(ns: Namespace, llm: ChatC
     sessions.clear("t")
     talk(sessions, "t", 5, 1)
     got = Summary(sessions, Summarizer(), keep=2).load("t")
-    assert [m.content for m in got] == ["Turn 5: my favourite number is 1005.",
-                                        "Noted turn 5, number 1005."]  # fmt: skip
+    assert [m.content for m in got] == [
+        "Turn 5: my favourite number is 1005.",
+        "Noted turn 5, number 1005.",
+    ]
 
 
 def test_concurrent_folds_keep_one_version(
@@ -363,8 +383,9 @@ def test_concurrent_folds_keep_one_version(
     assert [f.value["text"] for f in ns.history("session:s", "summary")] == ["S2"]
 
 
-def test_summary_over_an_in_memory_store_keeps_its_state_in_memory(script: Scripted,
-                                                                   llm: ChatClient) -> None:  # fmt: skip
+def test_summary_over_an_in_memory_store_keeps_its_state_in_memory(
+    script: Scripted, llm: ChatClient
+) -> None:
     store = InMemoryStore()
     talk(store, "s", 0, 3)
     strategy = Summary(store, Summarizer(llm), keep=2)
@@ -426,8 +447,11 @@ def test_summaries_never_split_a_tool_call_from_its_results() -> None:
         store.append("s", Message.assistant(tool_calls=[{**call, "id": f"c{i}"}]))
         store.append("s", Message.tool(f"{i} C", f"c{i}"))
         store.append("s", ("assistant", f"It is {i} C."))
-    for strategy in (Summary(store, Summarizer(), keep=2), Summary(store, Summarizer(), keep=3),
-                     SummaryBuffer(store, Summarizer(max_tokens=30), max_tokens=130)):  # fmt: skip
+    for strategy in (
+        Summary(store, Summarizer(), keep=2),
+        Summary(store, Summarizer(), keep=3),
+        SummaryBuffer(store, Summarizer(max_tokens=30), max_tokens=130),
+    ):
         got = strategy.load("s")
         verbatim = [m for m in got if m.role != "system"]
         assert verbatim and verbatim[0].role != "tool"
@@ -480,8 +504,9 @@ def test_async_summaries_with_an_async_client(
             for i in range(10):
                 await store.append("s", ("user", f"More detail number {i}."))
             await store.append("s", ("user", "One more thing."))
-            second = await AsyncSummaryBuffer(store, Summarizer(llm, max_tokens=40),
-                                              max_tokens=200).load("s")  # fmt: skip
+            second = await AsyncSummaryBuffer(
+                store, Summarizer(llm, max_tokens=40), max_tokens=200
+            ).load("s")
             return first, second
 
     first, second = asyncio.run(run())

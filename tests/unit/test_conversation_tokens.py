@@ -204,18 +204,33 @@ COOKBOOK = [
         "content": "You are a helpful, pattern-following assistant that translates "
         "corporate jargon into plain English.",
     },
-    {"role": "system", "name": "example_user",
-     "content": "New synergies will help drive top-line growth."},
-    {"role": "system", "name": "example_assistant",
-     "content": "Things working well together will increase revenue."},
-    {"role": "system", "name": "example_user",
-     "content": "Let's circle back when we have more bandwidth to touch base on opportunities "
-     "for increased leverage."},
-    {"role": "system", "name": "example_assistant",
-     "content": "Let's talk later when we're less busy about how to do better."},
-    {"role": "user", "content": "This late pivot means we don't have time to boil the ocean "
-     "for the client deliverable."},
-]  # fmt: skip
+    {
+        "role": "system",
+        "name": "example_user",
+        "content": "New synergies will help drive top-line growth.",
+    },
+    {
+        "role": "system",
+        "name": "example_assistant",
+        "content": "Things working well together will increase revenue.",
+    },
+    {
+        "role": "system",
+        "name": "example_user",
+        "content": "Let's circle back when we have more bandwidth to touch base on opportunities "
+        "for increased leverage.",
+    },
+    {
+        "role": "system",
+        "name": "example_assistant",
+        "content": "Let's talk later when we're less busy about how to do better.",
+    },
+    {
+        "role": "user",
+        "content": "This late pivot means we don't have time to boil the ocean "
+        "for the client deliverable.",
+    },
+]
 
 
 @needs_bpe
@@ -243,8 +258,12 @@ def test_message_overhead_rule_against_the_reference(pair: tuple[TokenCounter, o
 def test_message_shapes_count_alike() -> None:
     as_dict = {"role": "user", "content": "What is the capital of France?", "name": "ann"}
     as_message = Message.user("What is the capital of France?", name="ann", metadata={"x": 1})
-    stored = {**as_dict, "id": "01J0000000000000000000000", "ts": "2024-01-01T00:00:00Z",
-              "metadata": {"long": "ignored " * 50}}  # fmt: skip
+    stored = {
+        **as_dict,
+        "id": "01J0000000000000000000000",
+        "ts": "2024-01-01T00:00:00Z",
+        "metadata": {"long": "ignored " * 50},
+    }
     counts = {count_message_tokens([m], "gpt-4o") for m in (as_dict, as_message, stored)}
     assert len(counts) == 1
     without_name = count_message_tokens([("user", "What is the capital of France?")], "gpt-4o")
@@ -253,8 +272,11 @@ def test_message_shapes_count_alike() -> None:
 
 @needs_bpe
 def test_tool_calls_count_their_function_name_and_arguments() -> None:
-    call = {"id": "call_1", "type": "function",
-            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # fmt: skip
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
     plain = count_message_tokens([{"role": "assistant", "content": ""}], "gpt-4o")
     with_call = count_message_tokens(
         [{"role": "assistant", "content": "", "tool_calls": [call]}], "gpt-4o"

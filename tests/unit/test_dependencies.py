@@ -79,6 +79,9 @@ def test_only_adapters_import_adapters() -> None:
                 if "integrations" in name.split("."):
                     offenders.append(f"{path.relative_to(ROOT)}: {name}")
             elif isinstance(node, ast.Import):
-                offenders += [f"{path.relative_to(ROOT)}: {a.name}" for a in node.names
-                              if "integrations" in a.name.split(".")]  # fmt: skip
+                offenders += [
+                    f"{path.relative_to(ROOT)}: {a.name}"
+                    for a in node.names
+                    if "integrations" in a.name.split(".")
+                ]
     assert not offenders, offenders

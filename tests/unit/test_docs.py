@@ -70,16 +70,16 @@ def test_security_doc_names_regression_tests_that_exist() -> None:
 
 
 def test_every_loop_setting_is_documented_with_its_default() -> None:
-    from synapsedb.agentic import LoopSettings
+    from synapsedb.memory_loop import LoopSettings
 
-    text = (DOCS / "agentic.md").read_text()
+    text = (DOCS / "memory-loop.md").read_text()
     for name, field in LoopSettings.__dataclass_fields__.items():
         assert f"| `{name}` | `{field.default}` |" in text, name
 
 
-def test_agentic_doc_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    text = (DOCS / "agentic.md").read_text()
+def test_memory_loop_doc_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (DOCS / "memory-loop.md").read_text()
     code = text.split("```python\n", 1)[1].split("```", 1)[0]
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, "docs/agentic.md", "exec"), {})
+    exec(compile(code, "docs/memory-loop.md", "exec"), {})
     assert (tmp_path / "synapse-data").is_dir()

@@ -33,9 +33,10 @@ def _engine_imports(path: Path) -> set[str]:
 
 def test_no_engine_module_below_the_handle_imports_the_database_or_the_handle() -> None:
     below = [
-        p for p in ENGINE.glob("*.py")
+        p
+        for p in ENGINE.glob("*.py")
         if p.stem not in ABOVE_THE_CORE | NOT_YET_ON_THE_CORE | {"__init__"}
-    ]  # fmt: skip
+    ]
     assert {p.stem for p in below} >= {"core", "handle", "reads", "writes", "lineage", "writer"}
     offenders = {p.stem: _engine_imports(p) & ABOVE_THE_CORE for p in below}
     assert {k: v for k, v in offenders.items() if v} == {}

@@ -26,8 +26,10 @@ def test_pages_walk_every_entity_once_in_name_order(mem: Namespace) -> None:
     assert walked == sorted(names)
     assert mem.entities(prefix="order:") == ["order:1", "order:2"]
     assert mem.entities(prefix="user:", after="user:020", limit=3) == [
-        "user:021", "user:022", "user:023",
-    ]  # fmt: skip
+        "user:021",
+        "user:022",
+        "user:023",
+    ]
     assert mem.entities(prefix="nobody:") == []
 
 
@@ -55,9 +57,14 @@ def test_entities_whose_memories_are_all_cold_are_listed(mem: Namespace) -> None
 
 @pytest.mark.parametrize(
     ("kwargs", "field"),
-    [({"limit": 0}, "limit"), ({"limit": 10_001}, "limit"), ({"limit": True}, "limit"),
-     ({"prefix": 3}, "prefix"), ({"after": ["x"]}, "after")],
-)  # fmt: skip
+    [
+        ({"limit": 0}, "limit"),
+        ({"limit": 10_001}, "limit"),
+        ({"limit": True}, "limit"),
+        ({"prefix": 3}, "prefix"),
+        ({"after": ["x"]}, "after"),
+    ],
+)
 def test_bad_page_arguments_name_the_field(mem: Namespace, kwargs: dict, field: str) -> None:
     with pytest.raises(ValidationError) as err:
         mem.entities(**kwargs)

@@ -23,7 +23,8 @@ def test_every_error_has_a_stable_code_and_status() -> None:
         "internal", "validation", "not_found", "version_conflict", "quota_exceeded", "storage",
         "embedding", "closed", "unauthorized", "forbidden", "payload_too_large",
         "method_not_allowed", "unsupported_media_type", "request_timeout", "host_not_allowed",
-        "upstream", "model_missing",
+        "upstream", "model_missing", "memory_api", "memory_store", "memory_retrieval",
+        "memory_maintenance", "memory_config", "not_owner",
     }  # fmt: skip
 
 

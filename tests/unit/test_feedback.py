@@ -83,7 +83,11 @@ def test_expansion_leaves_out_question_words_speaker_names_and_one_off_words(db)
 
 
 def test_fusion_refuses_bad_feedback_settings() -> None:
-    for bad in ({"feedback_docs": -1}, {"feedback_terms": 1.5}, {"feedback_repeat": 0},
-                {"feedback_terms": True}):  # fmt: skip
+    for bad in (
+        {"feedback_docs": -1},
+        {"feedback_terms": 1.5},
+        {"feedback_repeat": 0},
+        {"feedback_terms": True},
+    ):
         with pytest.raises(ValueError, match="feedback_"):
             Fusion(**bad)  # type: ignore[arg-type]

@@ -42,12 +42,20 @@ def test_every_file_is_created_private(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     with synapsedb.open(d, embedder=None, hnsw_threshold=50, background_maintenance=False) as db:
         mem = db.namespace("n")
-        mem.write_many([{"entity": "u", "content": f"note {i}",
-                         "embedding": rng.standard_normal(8)} for i in range(80)])  # fmt: skip
+        mem.write_many(
+            [
+                {"entity": "u", "content": f"note {i}", "embedding": rng.standard_normal(8)}
+                for i in range(80)
+            ]
+        )
         mem.set("u", "k", 1)
         mem.forget(entity="u", purge=True)
-        mem.write_many([{"entity": "v", "content": f"note {i}",
-                         "embedding": rng.standard_normal(8)} for i in range(80)])  # fmt: skip
+        mem.write_many(
+            [
+                {"entity": "v", "content": f"note {i}", "embedding": rng.standard_normal(8)}
+                for i in range(80)
+            ]
+        )
         assert db.wait_for_indexes(60)
         names = set(modes(d))
         assert {"synapse.db", "synapse.db-wal", "synapse.db-shm", "LOCK", "SECRET"} <= names

@@ -7,10 +7,22 @@ import pytest
 from synapsedb import ValidationError
 from synapsedb.query.filters import And, Cond, Not, Or, matches, parse_filter
 
-REC = {"id": "m1", "entity": "user:1", "type": "fact", "agent": "intake", "ts": 1_000_000,
-       "salience": 0.7, "pinned": False}  # fmt: skip
-META = {"channel": "email", "n": 3, "tags": ["vip", "refund"], "order": {"status": "open"},
-        "flag": None}  # fmt: skip
+REC = {
+    "id": "m1",
+    "entity": "user:1",
+    "type": "fact",
+    "agent": "intake",
+    "ts": 1_000_000,
+    "salience": 0.7,
+    "pinned": False,
+}
+META = {
+    "channel": "email",
+    "n": 3,
+    "tags": ["vip", "refund"],
+    "order": {"status": "open"},
+    "flag": None,
+}
 
 
 @pytest.mark.parametrize(

@@ -218,8 +218,9 @@ def test_every_search_path_honours_the_filter(tmp_path: Path) -> None:
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[synapsedb.Database, str]]:
-    db = synapsedb.open(tmp_path / "served", durability="os", embedder=None, llm=None,
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "served", durability="os", embedder=None, llm=None, background_maintenance=False
+    )
     try:
         with serve(create_app(db)) as url:
             yield db, url

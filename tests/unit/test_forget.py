@@ -49,8 +49,9 @@ def test_purge_erases_the_entity_from_memory_and_from_the_files(tmp_path: Path) 
     clock = ManualClock()
     with synapsedb.open(d, clock=clock) as db:
         mem = db.namespace("acme", agent="intake")
-        m1 = mem.write("user:4321", {"content": f"Card ending {MARK} on file",
-                                      "metadata": {"note": MARK}})  # fmt: skip
+        m1 = mem.write(
+            "user:4321", {"content": f"Card ending {MARK} on file", "metadata": {"note": MARK}}
+        )
         mem.update(m1.id, {"content": f"Card {MARK} replaced"})
         mem.set("user:4321", "card", {"number": MARK})
         mem.append("user:4321", {"content": f"Called about {MARK}", "data": {"raw": MARK}})
@@ -70,8 +71,7 @@ def test_purge_erases_the_entity_from_memory_and_from_the_files(tmp_path: Path) 
         hist = mem.history(m1.id)
         assert [v.erased for v in hist] == [True, True] and {v.content for v in hist} == {""}
         lin = mem.lineage("ans-1")
-        assert all(h.erased and h.content is None for h in lin.queries[0].hits
-                   if h.id == m1.id)  # fmt: skip
+        assert all(h.erased and h.content is None for h in lin.queries[0].hits if h.id == m1.id)
         assert lin.queries[0].text is None  # the query named the erased subject
         erase = [e for e in mem.audit(entity="user:4321") if e.action == "erase"]
         assert len(erase) == 1 and erase[0].agent == "dpo"
@@ -95,8 +95,16 @@ def test_purge_drops_the_saved_vector_graph(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     with synapsedb.open(tmp_path / "d", durability="os", embedder=None, hnsw_threshold=100) as db:
         mem = db.namespace("big")
-        mem.write_many([{"entity": f"user:{i % 3}", "content": f"note {i}",
-                         "embedding": rng.standard_normal(8)} for i in range(300)])  # fmt: skip
+        mem.write_many(
+            [
+                {
+                    "entity": f"user:{i % 3}",
+                    "content": f"note {i}",
+                    "embedding": rng.standard_normal(8),
+                }
+                for i in range(300)
+            ]
+        )
         assert db.wait_for_indexes(60)
     graph = tmp_path / "d" / "indexes" / "big.hnsw"
     assert graph.exists()

@@ -30,8 +30,12 @@ def _decode(ulid: str) -> int:
 
 def test_the_module_does_not_use_the_random_module() -> None:
     tree = ast.parse(inspect.getsource(ids))
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}  # fmt: skip
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert "random" not in imported
     assert not any(type(v).__module__ == "random" for v in vars(ids).values())

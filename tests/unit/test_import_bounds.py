@@ -30,20 +30,64 @@ T = 1_600_000_000_000_000
 NOW = ManualClock().now_us()
 MID = "01EJ3PX000PQT4Z8MHR0TWGCVJ"
 RECORDS: list[dict[str, Any]] = [
-    {"kind": "namespace", "format": 1, "created_us": T, "dim": None, "embedder": None,
-     "config": None},
-    {"kind": "memory", "id": MID, "version": 1, "recorded_us": T, "created_us": T,
-     "entity": "u", "type": "fact", "content": "parcel in Hamburg", "metadata": {},
-     "embedding": None, "salience": 0.5, "ts_us": T, "agent": None, "pinned": False,
-     "ttl": None, "expires_us": None, "deleted": False, "erased": False},
-    {"kind": "fact", "entity": "u", "key": "order", "version": 1, "recorded_us": T,
-     "created_us": T, "value": {"id": 1}, "agent": None, "ttl": None, "expires_us": None,
-     "deleted": False, "erased": False},
-    {"kind": "event", "stream": "u", "ms": T // 1000, "seq": 0, "recorded_us": T, "entity": "u",
-     "ts_us": T, "agent": None, "content": "called", "data": {"n": 1}, "memory_id": None,
-     "erased": False},
+    {
+        "kind": "namespace",
+        "format": 1,
+        "created_us": T,
+        "dim": None,
+        "embedder": None,
+        "config": None,
+    },
+    {
+        "kind": "memory",
+        "id": MID,
+        "version": 1,
+        "recorded_us": T,
+        "created_us": T,
+        "entity": "u",
+        "type": "fact",
+        "content": "parcel in Hamburg",
+        "metadata": {},
+        "embedding": None,
+        "salience": 0.5,
+        "ts_us": T,
+        "agent": None,
+        "pinned": False,
+        "ttl": None,
+        "expires_us": None,
+        "deleted": False,
+        "erased": False,
+    },
+    {
+        "kind": "fact",
+        "entity": "u",
+        "key": "order",
+        "version": 1,
+        "recorded_us": T,
+        "created_us": T,
+        "value": {"id": 1},
+        "agent": None,
+        "ttl": None,
+        "expires_us": None,
+        "deleted": False,
+        "erased": False,
+    },
+    {
+        "kind": "event",
+        "stream": "u",
+        "ms": T // 1000,
+        "seq": 0,
+        "recorded_us": T,
+        "entity": "u",
+        "ts_us": T,
+        "agent": None,
+        "content": "called",
+        "data": {"n": 1},
+        "memory_id": None,
+        "erased": False,
+    },
     {"kind": "access", "id": MID, "count": 3, "last_us": T},
-]  # fmt: skip
+]
 KIND = {r["kind"]: i for i, r in enumerate(RECORDS)}
 
 # every bounded integer field: (record kind, field, the import's bounds)
@@ -62,15 +106,31 @@ FIELDS = [
 
 
 def _open(path: Path) -> synapsedb.Database:
-    return synapsedb.open(path, clock=ManualClock(), durability="os",
-                          background_maintenance=False, embedder=None,
-                          max_dim=MAX_DIM)  # fmt: skip
+    return synapsedb.open(
+        path,
+        clock=ManualClock(),
+        durability="os",
+        background_maintenance=False,
+        embedder=None,
+        max_dim=MAX_DIM,
+    )
 
 
 def _candidates(lo: int, hi: int, rng: random.Random) -> list[int]:
     """The bounds, one past them, the old import bound (2^62) and other edges, random values."""
-    edges = {lo, lo + 1, hi - 1, hi, hi + 1, lo - 1, 1 << 53, MAX_STORED_INT, MAX_STORED_INT + 1,
-             1 << 62, (1 << 63) - 1}  # fmt: skip
+    edges = {
+        lo,
+        lo + 1,
+        hi - 1,
+        hi,
+        hi + 1,
+        lo - 1,
+        1 << 53,
+        MAX_STORED_INT,
+        MAX_STORED_INT + 1,
+        1 << 62,
+        (1 << 63) - 1,
+    }
     edges |= {rng.randint(lo, hi) for _ in range(3)}
     edges |= {rng.randint(hi, 1 << 63) for _ in range(2)}
     return sorted(edges)

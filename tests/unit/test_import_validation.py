@@ -22,8 +22,9 @@ from synapsedb.times import to_datetime
 
 
 def _open(path: Path, clock: ManualClock) -> synapsedb.Database:
-    return synapsedb.open(path, clock=clock, durability="os", background_maintenance=False,
-                          embedder=None)  # fmt: skip
+    return synapsedb.open(
+        path, clock=clock, durability="os", background_maintenance=False, embedder=None
+    )
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +97,11 @@ BAD: list[tuple[str, Any, str | None]] = [
     ("memory.content", 5, "content"),
     ("memory.content", "", "content"),
     ("memory.metadata", [1], "metadata"),
-    ("memory.metadata", {"deep": {"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}},
-     "metadata.deep.a" + "[0]" * 31),
+    (
+        "memory.metadata",
+        {"deep": {"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}},
+        "metadata.deep.a" + "[0]" * 31,
+    ),
     ("memory.embedding", [1.0, 0.0], "embedding"),
     ("memory.embedding", ["x", 0.0, 0.0], "embedding[0]"),
     ("memory.id", "", "id"),
@@ -137,7 +141,7 @@ BAD: list[tuple[str, Any, str | None]] = [
     ("namespace.config", {"no_such": 1}, "config.no_such"),
     ("namespace.dim", 2, None),  # the memory's 3-dimensional vector no longer fits
     ("namespace.dim", "3", "dim"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(
@@ -185,8 +189,11 @@ def test_chains_must_increase(tmp_path: Path, export: list[dict[str, Any]]) -> N
         mem = db.namespace("n")
         records = copy.deepcopy(export)
         first = _first(records, "memory")
-        second = next(i for i in range(first + 1, len(records))
-                      if records[i].get("id") == records[first]["id"])  # fmt: skip
+        second = next(
+            i
+            for i in range(first + 1, len(records))
+            if records[i].get("id") == records[first]["id"]
+        )
         records[second]["version"] = records[first]["version"]
         with pytest.raises(ValidationError) as err:
             mem.import_records(records)

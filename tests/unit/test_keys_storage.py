@@ -112,9 +112,12 @@ CHILD = textwrap.dedent(
 @pytest.mark.skipif(not hasattr(os, "setuid"), reason="needs POSIX users")
 @pytest.mark.parametrize(
     "argv",
-    [["keys", "create", "--tenant", "acme", "--scopes", "read"], ["serve", "--auth", "none"],
-     ["serve", "--auth", "keys"]],
-)  # fmt: skip
+    [
+        ["keys", "create", "--tenant", "acme", "--scopes", "read"],
+        ["serve", "--auth", "none"],
+        ["serve", "--auth", "keys"],
+    ],
+)
 def test_a_read_only_data_directory_gives_a_clear_error(argv: list[str]) -> None:
     """Real permission checks by the kernel, as an unprivileged user."""
     root = Path(tempfile.mkdtemp())

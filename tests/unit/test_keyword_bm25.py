@@ -14,8 +14,23 @@ import pytest
 
 from synapsedb.index.keyword import KeywordIndex, analyze
 
-WORDS = ["parcel", "refund", "order", "delay", "hamburg", "invoice", "courier", "label",
-         "customs", "address", "wallet", "ticket", "escalate", "carrier", "return"]  # fmt: skip
+WORDS = [
+    "parcel",
+    "refund",
+    "order",
+    "delay",
+    "hamburg",
+    "invoice",
+    "courier",
+    "label",
+    "customs",
+    "address",
+    "wallet",
+    "ticket",
+    "escalate",
+    "carrier",
+    "return",
+]
 
 
 def reference(docs: list[list[str]], terms: list[str], allowed: list[bool]) -> list[float]:

@@ -23,8 +23,15 @@ from synapsedb.times import to_datetime
 
 
 def _open(path: Path, clock: ManualClock, **options: Any) -> synapsedb.Database:
-    return synapsedb.open(path, clock=clock, durability="os", background_maintenance=False,
-                          embedder=None, llm=None, **options)  # fmt: skip
+    return synapsedb.open(
+        path,
+        clock=clock,
+        durability="os",
+        background_maintenance=False,
+        embedder=None,
+        llm=None,
+        **options,
+    )
 
 
 def _populate(path: Path, clock: ManualClock, names: tuple[str, ...] = ("a", "b")) -> None:
@@ -80,9 +87,11 @@ def _dump(db: synapsedb.Database, name: str) -> dict[str, Any]:
         "history": [[(v.version, v.content) for v in ns.history(m.id)] for m in mems],
         "facts": [(f.key, f.value, f.version) for f in ns.facts("u")],
         "events": [(e.id, e.content) for e in ns.events("u")],
-        "query": [(label(h.id), round(h.score, 6)) for h in
-                  ns.query("parcel", embedding=[1.0, 0.0, 0.5], k=5).hits],
-    }  # fmt: skip
+        "query": [
+            (label(h.id), round(h.score, 6))
+            for h in ns.query("parcel", embedding=[1.0, 0.0, 0.5], k=5).hits
+        ],
+    }
 
 
 OPS: dict[str, Callable[[synapsedb.Namespace], Any]] = {
@@ -102,12 +111,14 @@ OPS: dict[str, Callable[[synapsedb.Namespace], Any]] = {
     "forget": lambda ns: ns.forget(entity="v").memories,
     "configure": lambda ns: ns.configure(max_hot=10).max_hot,
     "maintain": lambda ns: ns.maintain().namespace,
-    "record answer": lambda ns: ns.record_answer(
-        "a2", [ns.query("parcel", embedding=[1, 0, 0.5]).query_id]) is not None,
-    "import refused": lambda ns: ns.import_records([{"kind": "namespace", "format": 1,
-                                                     "created_us": 1}]),
+    "record answer": lambda ns: (
+        ns.record_answer("a2", [ns.query("parcel", embedding=[1, 0, 0.5]).query_id]) is not None
+    ),
+    "import refused": lambda ns: ns.import_records(
+        [{"kind": "namespace", "format": 1, "created_us": 1}]
+    ),
     "export": lambda ns: sorted(r["kind"] for r in ns.export()),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("op", list(OPS))
@@ -209,13 +220,17 @@ def test_a_bad_row_found_when_its_namespace_loads(
     clock = ManualClock()
     _populate(tmp_path / "d", clock)
     _damage(tmp_path / "d", "UPDATE fact_versions SET value = 'nope' WHERE ns = 'b'")
-    with caplog.at_level(logging.ERROR, logger="synapsedb.database"), _open(tmp_path / "d",
-                                                                             clock) as db:  # fmt: skip
+    with (
+        caplog.at_level(logging.ERROR, logger="synapsedb.database"),
+        _open(tmp_path / "d", clock) as db,
+    ):
         assert not [r for r in caplog.records if "'b'" in r.getMessage()]  # not loaded yet
         assert db.unavailable_namespaces(load=False) == {}  # not found yet, and not waited for
         assert db.namespace("a").get("u", "order").value == 1
-        for call in (lambda: db.namespace("b").get("u", "order"),
-                     lambda: db.namespace("b").write("u", "more")):  # fmt: skip
+        for call in (
+            lambda: db.namespace("b").get("u", "order"),
+            lambda: db.namespace("b").write("u", "more"),
+        ):
             with pytest.raises(StorageError) as err:
                 call()
             assert "'b' is unavailable" in err.value.message
@@ -265,8 +280,12 @@ def test_the_saved_vector_graph_is_taken_when_a_namespace_loads(tmp_path: Path, 
     options = {"hnsw_threshold": 30}
     with _open(tmp_path / "d", clock, **options) as db:
         ns = db.namespace("big")
-        ns.write_many([{"entity": "u", "content": f"note {i}",
-                        "embedding": [1.0, float(i), 0.5]} for i in range(40)])  # fmt: skip
+        ns.write_many(
+            [
+                {"entity": "u", "content": f"note {i}", "embedding": [1.0, float(i), 0.5]}
+                for i in range(40)
+            ]
+        )
         assert db.wait_for_indexes(30)
     assert (tmp_path / "d" / "indexes" / "big.hnsw").exists()
     with _open(tmp_path / "d", clock, **options) as db:

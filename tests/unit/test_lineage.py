@@ -23,8 +23,9 @@ def test_lineage_shows_each_version_as_it_was(mem: Namespace, clock: ManualClock
     clock.advance(5)
     mem.update(a, {"content": "Refund for #1458 cancelled"}, agent="resolution")
     mem.delete(b, agent="resolution")
-    lin = mem.record_answer("ans-1", [res.query_id], agent="resolution", text="Refund on its way",
-                            cited=[a])  # fmt: skip
+    lin = mem.record_answer(
+        "ans-1", [res.query_id], agent="resolution", text="Refund on its way", cited=[a]
+    )
     assert (
         lin.answer_id == "ans-1" and lin.agent == "resolution" and lin.text == "Refund on its way"
     )
@@ -114,8 +115,10 @@ def test_snapshot_is_what_was_known_then(mem: Namespace, clock: ManualClock) -> 
 
 
 def test_lineage_holds_after_the_memories_are_demoted(mem: Namespace) -> None:
-    ids = [mem.write("user:1", {"content": f"fact number {i} about the parcel",
-                                "salience": 0.0}).id for i in range(6)]  # fmt: skip
+    ids = [
+        mem.write("user:1", {"content": f"fact number {i} about the parcel", "salience": 0.0}).id
+        for i in range(6)
+    ]
     res = mem.query("parcel", k=6, dedup=False)
     mem.record_answer("ans-cold", [res.query_id], cited=[ids[0]])
     mem.configure(max_hot=1)

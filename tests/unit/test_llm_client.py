@@ -119,8 +119,13 @@ def make(
     made: list[Client] = []
 
     def build(settings: LLMSettings | None = None, **overrides: Any) -> Client:
-        options: dict[str, Any] = {"base_url": upstream.base_url, "model": "test-model",
-                                   "api_key": KEY, "timeout_s": 10.0, **overrides}  # fmt: skip
+        options: dict[str, Any] = {
+            "base_url": upstream.base_url,
+            "model": "test-model",
+            "api_key": KEY,
+            "timeout_s": 10.0,
+            **overrides,
+        }
         settings = settings or LLMSettings(**options)
         timing = {"clock": fake_time.clock, "random": lambda: 0.5}
         client: Client
@@ -154,8 +159,13 @@ def test_chat_speaks_openai_wire_format(
     (sent,) = upstream.requests
     assert (sent.method, sent.path) == ("POST", "/v1/chat/completions")
     assert sent.headers["authorization"] == f"Bearer {KEY}"
-    assert sent.body == {"model": "test-model", "messages": USER, "temperature": 0.3,
-                         "max_tokens": 50, "stop": ["\n\n"]}  # fmt: skip
+    assert sent.body == {
+        "model": "test-model",
+        "messages": USER,
+        "temperature": 0.3,
+        "max_tokens": 50,
+        "stop": ["\n\n"],
+    }
 
 
 def test_no_model_configured_sends_none(
@@ -380,8 +390,11 @@ def test_a_5xx_that_may_have_done_the_work_is_not_retried(
 def test_retry_after_is_honoured(
     make: Callable[..., Client], upstream: ScriptedUpstream, fake_time: FakeTime
 ) -> None:
-    upstream.push(Reply.error(429, "slow down", retry_after=3),
-                  Reply(status=503, body=b"busy", headers={"retry-after-ms": "1250"}), "ok")  # fmt: skip
+    upstream.push(
+        Reply.error(429, "slow down", retry_after=3),
+        Reply(status=503, body=b"busy", headers={"retry-after-ms": "1250"}),
+        "ok",
+    )
     assert make(backoff_cap_s=5).chat(USER).content == "ok"
     assert fake_time.sleeps == [3.0, 1.25]
 
@@ -392,8 +405,12 @@ def test_a_retry_after_longer_than_the_cap_is_not_waited_for(
     upstream.push(Reply.error(429, "quota", retry_after=120), "never sent")
     with pytest.raises(UpstreamError, match="retry after 120 s") as err:
         make(backoff_cap_s=8).chat(USER)
-    assert err.value.details == {"status": 429, "attempts": 1, "breaker_open": False,
-                                 "retry_after": 120.0}  # fmt: skip
+    assert err.value.details == {
+        "status": 429,
+        "attempts": 1,
+        "breaker_open": False,
+        "retry_after": 120.0,
+    }
     assert fake_time.sleeps == [] and upstream.pending == 1
 
 
@@ -564,8 +581,10 @@ def test_an_abandoned_probe_lets_the_next_caller_probe(fake_time: FakeTime) -> N
 def test_the_api_key_never_shows(
     make: Callable[..., Client], upstream: ScriptedUpstream, caplog: pytest.LogCaptureFixture
 ) -> None:
-    upstream.push(Reply.error(503, f"overloaded (key {KEY})"),
-                  Reply.error(401, f"Incorrect API key provided: {KEY}"))  # fmt: skip
+    upstream.push(
+        Reply.error(503, f"overloaded (key {KEY})"),
+        Reply.error(401, f"Incorrect API key provided: {KEY}"),
+    )
     client = make()
     with (
         caplog.at_level(logging.DEBUG, logger="synapsedb.llm"),
@@ -606,9 +625,11 @@ def test_a_password_in_the_base_url_never_shows(make: Callable[..., Client]) -> 
     ids=["500-echoing-the-url", "503", "not-a-completion", "dropped", "timeout"],
 )
 def test_an_upstream_error_never_names_the_operators_upstream(
-    make: Callable[..., Client], upstream: ScriptedUpstream, caplog: pytest.LogCaptureFixture,
+    make: Callable[..., Client],
+    upstream: ScriptedUpstream,
+    caplog: pytest.LogCaptureFixture,
     failure: Reply,
-) -> None:  # fmt: skip
+) -> None:
     """Its message reaches tenants (the proxy's 502, a job's recorded error): the address is
     the operator's, and is in the operator's log only."""
     body = failure.body
@@ -642,11 +663,16 @@ def test_an_upstream_error_never_names_the_operators_upstream(
 
 
 def test_settings_from_env() -> None:
-    env = {"SYNAPSEDB_LLM_BASE_URL": "http://localhost:8080/v1", "SYNAPSEDB_LLM_MODEL": "smollm2",
-           "SYNAPSEDB_LLM_API_KEY": KEY, "SYNAPSEDB_LLM_TIMEOUT_S": "2.5",
-           "SYNAPSEDB_LLM_MAX_RETRIES": "0", "SYNAPSEDB_LLM_BREAKER_FAILURES": "9",
-           "SYNAPSEDB_LLM_STRUCTURED_OUTPUT": "json_object",
-           "OPENAI_API_KEY": "sk-not-for-this-host"}  # fmt: skip
+    env = {
+        "SYNAPSEDB_LLM_BASE_URL": "http://localhost:8080/v1",
+        "SYNAPSEDB_LLM_MODEL": "smollm2",
+        "SYNAPSEDB_LLM_API_KEY": KEY,
+        "SYNAPSEDB_LLM_TIMEOUT_S": "2.5",
+        "SYNAPSEDB_LLM_MAX_RETRIES": "0",
+        "SYNAPSEDB_LLM_BREAKER_FAILURES": "9",
+        "SYNAPSEDB_LLM_STRUCTURED_OUTPUT": "json_object",
+        "OPENAI_API_KEY": "sk-not-for-this-host",
+    }
     s = LLMSettings.from_env(env)
     assert (s.base_url, s.model, s.api_key, s.timeout_s) == (
         "http://localhost:8080/v1",
@@ -664,13 +690,19 @@ def test_settings_from_env() -> None:
 
 @pytest.mark.parametrize(
     ("change", "field"),
-    [({"base_url": "localhost:8080"}, "base_url"), ({"max_retries": -1}, "max_retries"),
-     ({"timeout_s": 0}, "timeout_s"), ({"backoff_cap_s": float("inf")}, "backoff_cap_s"),
-     ({"breaker_failures": 0}, "breaker_failures"), ({"structured_output": "xml"}, "structured_output"),
-     ({"proxy_max_tokens": 0}, "proxy_max_tokens"), ({"proxy_tenant_calls": True},
-     "proxy_tenant_calls"), ({"max_connections": 2.5}, "max_connections"),
-     ({"nonsense": 1}, "nonsense")],
-)  # fmt: skip
+    [
+        ({"base_url": "localhost:8080"}, "base_url"),
+        ({"max_retries": -1}, "max_retries"),
+        ({"timeout_s": 0}, "timeout_s"),
+        ({"backoff_cap_s": float("inf")}, "backoff_cap_s"),
+        ({"breaker_failures": 0}, "breaker_failures"),
+        ({"structured_output": "xml"}, "structured_output"),
+        ({"proxy_max_tokens": 0}, "proxy_max_tokens"),
+        ({"proxy_tenant_calls": True}, "proxy_tenant_calls"),
+        ({"max_connections": 2.5}, "max_connections"),
+        ({"nonsense": 1}, "nonsense"),
+    ],
+)
 def test_settings_refuse_bad_values(change: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError) as err:
         LLMSettings().replace(**change)
@@ -691,7 +723,10 @@ def test_llm_package_stays_above_the_engine() -> None:
                 elif node.level == 0 and node.module.startswith("synapsedb."):
                     names = [node.module.removeprefix("synapsedb.")]
             elif isinstance(node, ast.Import):
-                names = [a.name.removeprefix("synapsedb.") for a in node.names
-                         if a.name.startswith("synapsedb.")]  # fmt: skip
+                names = [
+                    a.name.removeprefix("synapsedb.")
+                    for a in node.names
+                    if a.name.startswith("synapsedb.")
+                ]
             found += [f"{path.name}: {n}" for n in names if n.split(".")[0] in forbidden]
     assert found == []

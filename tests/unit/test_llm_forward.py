@@ -21,8 +21,12 @@ from synapsedb.llm.forward import SSEParser
 
 KEY = "sk-forward-0123456789"
 T = TypeVar("T")
-BODY: dict[str, Any] = {"messages": [{"role": "user", "content": "Hi there"}], "temperature": 0.3,
-                        "user": "user:42", "some_future_option": {"kept": True}}  # fmt: skip
+BODY: dict[str, Any] = {
+    "messages": [{"role": "user", "content": "Hi there"}],
+    "temperature": 0.3,
+    "user": "user:42",
+    "some_future_option": {"kept": True},
+}
 
 
 class Harness:
@@ -34,15 +38,21 @@ class Harness:
         self.clients: list[AsyncChatClient] = []
 
     def client(self, **overrides: Any) -> AsyncChatClient:
-        options: dict[str, Any] = {"base_url": self.upstream.base_url, "model": "conf-model",
-                                   "api_key": KEY, "timeout_s": 10.0, **overrides}  # fmt: skip
+        options: dict[str, Any] = {
+            "base_url": self.upstream.base_url,
+            "model": "conf-model",
+            "api_key": KEY,
+            "timeout_s": 10.0,
+            **overrides,
+        }
 
         async def sleep(seconds: float) -> None:
             self.sleeps.append(seconds)
             self.now += seconds
 
-        made = AsyncChatClient(LLMSettings(**options), sleep=sleep, clock=lambda: self.now,
-                               random=lambda: 0.5)  # fmt: skip
+        made = AsyncChatClient(
+            LLMSettings(**options), sleep=sleep, clock=lambda: self.now, random=lambda: 0.5
+        )
         self.clients.append(made)
         return made
 
@@ -155,16 +165,26 @@ def test_a_stream_that_breaks_part_way_raises_and_counts_as_a_failure(h: Harness
 
 
 def test_a_4xx_the_request_caused_is_passed_on_not_retried(h: Harness) -> None:
-    h.upstream.push(Reply.error(404, "The model `nope` does not exist", kind="invalid_request_error",
-                                param="model"))  # fmt: skip
+    h.upstream.push(
+        Reply.error(
+            404, "The model `nope` does not exist", kind="invalid_request_error", param="model"
+        )
+    )
     got = h.run(h.client().forward({**BODY, "stream": True, "model": "nope"}))
     assert isinstance(got, Completion) and got.status == 404 and got.body is not None
     assert got.body["error"]["param"] == "model" and len(h.upstream.chat_requests()) == 1
 
 
 def test_a_stream_asked_for_but_answered_whole_is_a_completion(h: Harness) -> None:
-    h.upstream.push(Reply(body={"id": "c1", "object": "chat.completion", "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "whole"}}]}))  # fmt: skip
+    h.upstream.push(
+        Reply(
+            body={
+                "id": "c1",
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "whole"}}],
+            }
+        )
+    )
     got = h.run(h.client().forward({**BODY, "stream": True}))
     assert isinstance(got, Completion) and got.text == "whole"
 
@@ -200,13 +220,19 @@ def test_unconfigured_forward_raises_at_once(h: Harness) -> None:
     assert err.value.details["configured"] is False
 
 
-STREAM = (b": keep-alive\r\n\r\nevent: note\r\ndata: {\"a\": 1}\r\n\r\n"
-          b"data: line one\ndata: line two\n\ndata:{\"b\":2}\n\ndata: [DONE]\n\n")  # fmt: skip
+STREAM = (
+    b': keep-alive\r\n\r\nevent: note\r\ndata: {"a": 1}\r\n\r\n'
+    b'data: line one\ndata: line two\n\ndata:{"b":2}\n\ndata: [DONE]\n\n'
+)
 
 
 def test_the_sse_parser_at_every_split_point() -> None:
-    expected = [(b'{"a": 1}', {"a": 1}, "note"), (b"line one\nline two", None, None),
-                (b'{"b":2}', {"b": 2}, None), (b"[DONE]", None, None)]  # fmt: skip
+    expected = [
+        (b'{"a": 1}', {"a": 1}, "note"),
+        (b"line one\nline two", None, None),
+        (b'{"b":2}', {"b": 2}, None),
+        (b"[DONE]", None, None),
+    ]
     for cut in range(len(STREAM) + 1):
         parser = SSEParser()
         got = parser.feed(STREAM[:cut]) + parser.feed(STREAM[cut:]) + parser.close()
@@ -229,12 +255,16 @@ def test_events_answering_a_request_that_did_not_stream_are_an_upstream_error() 
     gets an error, not events it cannot read."""
 
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, content=b'data: {"id": "x"}\n\ndata: [DONE]\n\n',
-                              headers={"content-type": "text/event-stream"})  # fmt: skip
+        return httpx.Response(
+            200,
+            content=b'data: {"id": "x"}\n\ndata: [DONE]\n\n',
+            headers={"content-type": "text/event-stream"},
+        )
 
     async def call() -> Any:
-        async with AsyncChatClient(LLMSettings(base_url="http://upstream.test/v1"),
-                                   transport=httpx.MockTransport(handler)) as llm:  # fmt: skip
+        async with AsyncChatClient(
+            LLMSettings(base_url="http://upstream.test/v1"), transport=httpx.MockTransport(handler)
+        ) as llm:
             return await llm.forward(BODY)
 
     with pytest.raises(UpstreamError, match="not a chat completion"):
@@ -253,5 +283,8 @@ def test_allowed_models_limit_what_a_caller_may_ask_for(h: Harness) -> None:
         body = BODY if allowed is None else {**BODY, "model": allowed}
         h.run(llm.forward(body))
     assert [r.body["model"] for r in h.upstream.chat_requests()] == [
-        "small", "conf-model", "conf-model"]  # fmt: skip
+        "small",
+        "conf-model",
+        "conf-model",
+    ]
     assert h.client().settings.models == frozenset()  # no list: any model

@@ -39,13 +39,19 @@ PERSON: dict[str, Any] = {
         ({"name": "Ada", "age": True}, ["$.age: expected integer, got boolean"]),
         ({"name": "Ada", "age": -1}, ["$.age: -1 is less than the minimum 0"]),
         ({"name": "Ada", "age": 151}, ["$.age: 151 is more than the maximum 150"]),
-        ({"name": "Ada", "age": 1, "nickname": 3}, ["$.nickname: expected string or null, got integer"]),
+        (
+            {"name": "Ada", "age": 1, "nickname": 3},
+            ["$.nickname: expected string or null, got integer"],
+        ),
         ({"name": "Ada", "age": 1, "tags": ["a", 2]}, ["$.tags[1]: expected string, got integer"]),
-        ({"name": "Ada", "age": 1, "role": True}, ['$.role: expected one of "admin", "user", 1, got true']),
+        (
+            {"name": "Ada", "age": 1, "role": True},
+            ['$.role: expected one of "admin", "user", 1, got true'],
+        ),
         ({"name": "Ada", "age": 1, "x y": 0}, ['$["x y"]: property not allowed by the schema']),
         ([], ["$: expected object, got array"]),
     ],
-)  # fmt: skip
+)
 def test_validate(value: Any, errors: list[str]) -> None:
     assert validate(value, PERSON) == errors
 
@@ -108,26 +114,38 @@ OBJ = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": [
 
 @pytest.mark.parametrize(
     "text",
-    ['{"a": 1}', '  {"a": 1}\n', '```json\n{"a": 1}\n```', 'Here it is: {"a": 1} hope it helps',
-     'Sure.\n```\n{"a": 1}\n```'],
-)  # fmt: skip
+    [
+        '{"a": 1}',
+        '  {"a": 1}\n',
+        '```json\n{"a": 1}\n```',
+        'Here it is: {"a": 1} hope it helps',
+        'Sure.\n```\n{"a": 1}\n```',
+    ],
+)
 def test_read_json_finds_the_object(text: str) -> None:
     assert read_json(text, OBJ) == ({"a": 1}, None)
 
 
 @pytest.mark.parametrize(
     ("text", "problem"),
-    [("", "the answer is empty"), ("no json here", "not JSON"), ("[1, 2]", "expected a JSON object"),
-     ('{"a": NaN}', "not JSON"), ('{"a": "1"}', "$.a: expected integer, got string")],
-)  # fmt: skip
+    [
+        ("", "the answer is empty"),
+        ("no json here", "not JSON"),
+        ("[1, 2]", "expected a JSON object"),
+        ('{"a": NaN}', "not JSON"),
+        ('{"a": "1"}', "$.a: expected integer, got string"),
+    ],
+)
 def test_read_json_says_what_is_wrong(text: str, problem: str) -> None:
     value, got = read_json(text, OBJ)
     assert value is None and got is not None and problem in got
 
 
 def test_parse_reply_tolerates_what_servers_vary_on() -> None:
-    reply = parse_reply(b'{"choices": [{"message": {"content": [{"type": "text", "text": "a"}, '
-                        b'{"type": "text", "text": "b"}]}}]}')  # fmt: skip
+    reply = parse_reply(
+        b'{"choices": [{"message": {"content": [{"type": "text", "text": "a"}, '
+        b'{"type": "text", "text": "b"}]}}]}'
+    )
     assert (reply.content, reply.model, reply.finish_reason, reply.usage.total_tokens) == (
         "ab",
         "",
@@ -171,9 +189,11 @@ def test_redactor() -> None:
     assert Redactor("", "")("nothing to hide") == "nothing to hide"
     hide = redact.hide
     assert hide("at https://me:pw-secret@api.example.com:8443/v1/chat, key sk-abc123") == (
-        "at [upstream]/chat, key [redacted]")  # fmt: skip
+        "at [upstream]/chat, key [redacted]"
+    )
     assert hide("API.EXAMPLE.COM:8443 or api.example.com, not myapi.example.com") == (
-        "[upstream] or [upstream], not myapi.example.com")  # fmt: skip
+        "[upstream] or [upstream], not myapi.example.com"
+    )
     raw = b'{"error": {"message": "https:\\/\\/api.example.com:8443\\/v1 says sk-abc123"}}'
     assert redact.hide_bytes(raw) == b'{"error": {"message": "[upstream] says [redacted]"}}'
     assert Redactor("", "").hide_bytes(b"nothing") == b"nothing"

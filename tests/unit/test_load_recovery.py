@@ -24,8 +24,9 @@ YEAR_9999_US = 253_402_300_000_000_000
 
 
 def _open(path: Path, clock: ManualClock) -> synapsedb.Database:
-    return synapsedb.open(path, clock=clock, durability="os", background_maintenance=False,
-                          embedder=None)  # fmt: skip
+    return synapsedb.open(
+        path, clock=clock, durability="os", background_maintenance=False, embedder=None
+    )
 
 
 def _populate(path: Path, clock: ManualClock) -> None:
@@ -67,34 +68,66 @@ def _repair(message: str, path: Path) -> None:
 
 DAMAGE: list[tuple[str, str, str]] = [
     # (what, SQL that damages one row of namespace "bad", table named in the report)
-    ("config not an object", "UPDATE namespaces SET config = '[1]' WHERE name = 'bad'",
-     "namespaces"),
-    ("config value of the wrong type",
-     """UPDATE namespaces SET config = '{"max_hot": "x"}' WHERE name = 'bad'""", "namespaces"),
-    ("salience not a number", "UPDATE memory_versions SET salience = 'x' WHERE ns = 'bad' AND type = 'fact'",
-     "memory_versions"),
-    ("metadata not an object", "UPDATE memory_versions SET metadata = '[1]' WHERE ns = 'bad' AND type = 'fact'",
-     "memory_versions"),
-    ("vector of another dimension",
-     "UPDATE memory_versions SET embedding = x'0000803f' WHERE ns = 'bad' AND type = 'fact'",
-     "memory_versions"),
-    ("versions going down",
-     "UPDATE fact_versions SET version = 7 WHERE ns = 'bad'; INSERT INTO fact_versions "
-     "SELECT ns, entity, key, 3, sys_us, created_us, value, agent, ttl, expires_us, deleted, "
-     "erased FROM fact_versions WHERE ns = 'bad'", "fact_versions"),
-    ("time beyond year 9999",
-     "UPDATE fact_versions SET sys_us = 4611686018427387000 WHERE ns = 'bad'",
-     "fact_versions"),
-    ("time in the year 9999", f"UPDATE fact_versions SET sys_us = {YEAR_9999_US} "
-     "WHERE ns = 'bad'", "fact_versions"),
-    ("fact value not JSON", "UPDATE fact_versions SET value = 'nope' WHERE ns = 'bad'",
-     "fact_versions"),
+    (
+        "config not an object",
+        "UPDATE namespaces SET config = '[1]' WHERE name = 'bad'",
+        "namespaces",
+    ),
+    (
+        "config value of the wrong type",
+        """UPDATE namespaces SET config = '{"max_hot": "x"}' WHERE name = 'bad'""",
+        "namespaces",
+    ),
+    (
+        "salience not a number",
+        "UPDATE memory_versions SET salience = 'x' WHERE ns = 'bad' AND type = 'fact'",
+        "memory_versions",
+    ),
+    (
+        "metadata not an object",
+        "UPDATE memory_versions SET metadata = '[1]' WHERE ns = 'bad' AND type = 'fact'",
+        "memory_versions",
+    ),
+    (
+        "vector of another dimension",
+        "UPDATE memory_versions SET embedding = x'0000803f' WHERE ns = 'bad' AND type = 'fact'",
+        "memory_versions",
+    ),
+    (
+        "versions going down",
+        "UPDATE fact_versions SET version = 7 WHERE ns = 'bad'; INSERT INTO fact_versions "
+        "SELECT ns, entity, key, 3, sys_us, created_us, value, agent, ttl, expires_us, deleted, "
+        "erased FROM fact_versions WHERE ns = 'bad'",
+        "fact_versions",
+    ),
+    (
+        "time beyond year 9999",
+        "UPDATE fact_versions SET sys_us = 4611686018427387000 WHERE ns = 'bad'",
+        "fact_versions",
+    ),
+    (
+        "time in the year 9999",
+        f"UPDATE fact_versions SET sys_us = {YEAR_9999_US} WHERE ns = 'bad'",
+        "fact_versions",
+    ),
+    (
+        "fact value not JSON",
+        "UPDATE fact_versions SET value = 'nope' WHERE ns = 'bad'",
+        "fact_versions",
+    ),
     ("event id not an integer", "UPDATE events SET seq = 'x' WHERE ns = 'bad'", "events"),
-    ("answer memories malformed", """UPDATE answers SET memories = '[["m"]]' WHERE ns = 'bad'""",
-     "answers"),
-    ("unknown tier", "INSERT INTO tiers SELECT ns, id, sys_us, 'lukewarm', NULL, 'x' "
-     "FROM memory_versions WHERE ns = 'bad' AND type = 'fact'", "tiers"),
-]  # fmt: skip
+    (
+        "answer memories malformed",
+        """UPDATE answers SET memories = '[["m"]]' WHERE ns = 'bad'""",
+        "answers",
+    ),
+    (
+        "unknown tier",
+        "INSERT INTO tiers SELECT ns, id, sys_us, 'lukewarm', NULL, 'x' "
+        "FROM memory_versions WHERE ns = 'bad' AND type = 'fact'",
+        "tiers",
+    ),
+]
 
 
 @pytest.mark.parametrize(("what", "sql", "table"), DAMAGE, ids=[d[0] for d in DAMAGE])

@@ -18,10 +18,18 @@ class Clock:
         return self.now
 
 
-def record(msg: str, *args: object, level: int = logging.WARNING, name: str = "asyncio") -> logging.LogRecord:  # fmt: skip
-    return logging.makeLogRecord({"name": name, "levelno": level,
-                                  "levelname": logging.getLevelName(level), "msg": msg,
-                                  "args": args})  # fmt: skip
+def record(
+    msg: str, *args: object, level: int = logging.WARNING, name: str = "asyncio"
+) -> logging.LogRecord:
+    return logging.makeLogRecord(
+        {
+            "name": name,
+            "levelno": level,
+            "levelname": logging.getLevelName(level),
+            "msg": msg,
+            "args": args,
+        }
+    )
 
 
 @pytest.fixture
@@ -33,8 +41,10 @@ def test_a_flood_is_cut_to_a_burst_and_a_summary(clock: Clock) -> None:
     written: list[logging.LogRecord] = []
     flt = RateLimitFilter(burst=3, interval=10.0, emit=written.append, clock=clock)
     # what asyncio logs when accept() fails: the details after the first line differ each time
-    passed = [flt.filter(record(f"socket.accept() out of system resource\nsocket: fd={i}"))
-              for i in range(1000)]  # fmt: skip
+    passed = [
+        flt.filter(record(f"socket.accept() out of system resource\nsocket: fd={i}"))
+        for i in range(1000)
+    ]
     assert passed == [True] * 3 + [False] * 997
     assert written == []  # the summary waits for the interval to end
     clock.now += 10.0

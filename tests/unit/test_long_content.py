@@ -51,8 +51,9 @@ def prose() -> str:
 
 @pytest.fixture
 def db(tmp_path: Path) -> Iterator[Database]:
-    with synapsedb.open(tmp_path / "db", durability="os", llm=None,
-                        background_maintenance=False) as database:  # fmt: skip
+    with synapsedb.open(
+        tmp_path / "db", durability="os", llm=None, background_maintenance=False
+    ) as database:
         yield database
 
 
@@ -118,8 +119,9 @@ def test_long_duplicates_collapse_by_their_normalized_text(db: Database, prose: 
 
 
 def test_the_limit_is_a_setting(tmp_path: Path) -> None:
-    with synapsedb.open(tmp_path / "db", durability="os", llm=None, embedder=None,
-                        max_content_bytes=3 * MIB) as db:  # fmt: skip
+    with synapsedb.open(
+        tmp_path / "db", durability="os", llm=None, embedder=None, max_content_bytes=3 * MIB
+    ) as db:
         mem = db.namespace("big")
         text = long_text(3 * MIB)
         m = mem.write("doc", text)
@@ -138,8 +140,9 @@ def test_export_and_import_carry_long_memories(tmp_path: Path, db: Database, pro
     lines = [json.dumps(r) for r in mem.export()]  # one JSON object per line, as the CLI writes
     assert max(len(line) for line in lines) > 5.9 * MIB  # the escaped one, in JSON
     records = [json.loads(line) for line in lines]
-    other = synapsedb.open(tmp_path / "copy", durability="os", llm=None,
-                           background_maintenance=False)  # fmt: skip
+    other = synapsedb.open(
+        tmp_path / "copy", durability="os", llm=None, background_maintenance=False
+    )
     with other, serve(create_app(other)) as url, synapsedb.connect(url) as remote:
         copy = remote.namespace("long")
         copy.import_records(records)
@@ -165,8 +168,11 @@ CHILD = textwrap.dedent(
 def test_a_long_memory_survives_a_kill_and_reopen(tmp_path: Path, prose: str) -> None:
     source = tmp_path / "prose.txt"
     source.write_text(prose, encoding="utf-8")
-    with subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path / "db"), str(source)],
-                          stdout=subprocess.PIPE, text=True) as proc:  # fmt: skip
+    with subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path / "db"), str(source)],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
         try:
             assert proc.stdout is not None
             mid = proc.stdout.readline().strip()
@@ -174,8 +180,9 @@ def test_a_long_memory_survives_a_kill_and_reopen(tmp_path: Path, prose: str) ->
         finally:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=60)
-    with synapsedb.open(tmp_path / "db", durability="os", llm=None,
-                        background_maintenance=False) as db:  # fmt: skip
+    with synapsedb.open(
+        tmp_path / "db", durability="os", llm=None, background_maintenance=False
+    ) as db:
         mem = db.namespace("long")
         assert mem.get(mid).content == prose
         assert [h.id for h in mem.query(TAIL, k=3, mode="keyword")] == [mid]  # index rebuilt

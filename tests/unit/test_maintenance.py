@@ -51,8 +51,14 @@ def test_maintain_arguments(tmp_path: Path) -> None:
 
 def test_expired_cold_memories_are_erased_too(tmp_path: Path) -> None:
     clock = ManualClock()
-    with synapsedb.open(tmp_path / "d", clock=clock, ttl_grace_s=10, durability="os",
-                        embedder=None, background_maintenance=False) as db:  # fmt: skip
+    with synapsedb.open(
+        tmp_path / "d",
+        clock=clock,
+        ttl_grace_s=10,
+        durability="os",
+        embedder=None,
+        background_maintenance=False,
+    ) as db:
         mem = db.namespace("n")
         short = mem.write("u", {"content": "expires while cold", "ttl": 5, "salience": 0.0})
         mem.write("u", {"content": "stays hot", "salience": 1.0})

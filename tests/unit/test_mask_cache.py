@@ -18,17 +18,21 @@ def _ids(mem: Namespace, **kw: object) -> set[str]:
 
 def test_a_cached_mask_follows_writes_expiry_and_as_of(mem: Namespace, clock: ManualClock) -> None:
     flt = {"team": "a"}
-    first = mem.write("u", {"content": "one", "embedding": [1.0, 0.0, 0.0],
-                            "metadata": {"team": "a"}})  # fmt: skip
-    brief = mem.write("u", {"content": "brief", "embedding": [0.9, 0.1, 0.0], "ttl": 10,
-                            "metadata": {"team": "a"}})  # fmt: skip
+    first = mem.write(
+        "u", {"content": "one", "embedding": [1.0, 0.0, 0.0], "metadata": {"team": "a"}}
+    )
+    brief = mem.write(
+        "u",
+        {"content": "brief", "embedding": [0.9, 0.1, 0.0], "ttl": 10, "metadata": {"team": "a"}},
+    )
     t0 = clock.now_us() / 1e6
     assert _ids(mem, filter=flt) == {first.id, brief.id}
     assert _ids(mem, filter=flt) == {first.id, brief.id}  # answered from the cached mask
     clock.advance(11)  # the TTL ran out: the cached mask must not bring it back
     assert _ids(mem, filter=flt) == {first.id}
-    later = mem.write("v", {"content": "two", "embedding": [0.8, 0.2, 0.0],
-                            "metadata": {"team": "a"}})  # fmt: skip
+    later = mem.write(
+        "v", {"content": "two", "embedding": [0.8, 0.2, 0.0], "metadata": {"team": "a"}}
+    )
     assert _ids(mem, filter=flt) == {first.id, later.id}
     mem.update(first.id, {"metadata": {"team": "b"}})
     assert _ids(mem, filter=flt) == {later.id}
@@ -42,8 +46,9 @@ def test_cached_masks_are_read_only_and_bounded(
 ) -> None:
     monkeypatch.setattr(executor, "MASK_CACHE", 3)
     for i in range(5):
-        mem.write("u", {"content": f"m{i}", "embedding": [1.0, float(i), 0.0],
-                        "metadata": {"i": i}})  # fmt: skip
+        mem.write(
+            "u", {"content": f"m{i}", "embedding": [1.0, float(i), 0.0], "metadata": {"i": i}}
+        )
     for i in range(5):
         assert len(_ids(mem, filter={"i": i})) == 1
     state = db.core.state(mem.name)

@@ -63,8 +63,24 @@ def test_catalog_metadata_postings_grow_while_a_reader_copies_one() -> None:
     cat = Catalog()
 
     def rec(i: int) -> MemRec:
-        return MemRec(f"m{i}", 1, 10 + i, 10 + i, "u", "fact", f"note {i}", '{"tag": "x"}',
-                      None, 0.5, 10 + i, None, False, None, None, False)  # fmt: skip
+        return MemRec(
+            f"m{i}",
+            1,
+            10 + i,
+            10 + i,
+            "u",
+            "fact",
+            f"note {i}",
+            '{"tag": "x"}',
+            None,
+            0.5,
+            10 + i,
+            None,
+            False,
+            None,
+            None,
+            False,
+        )
 
     cat.add(rec(0), None)
     posting = cat.postings(("tag",), "v")[("str", "x")]

@@ -38,8 +38,12 @@ def test_the_context_goes_after_the_leading_system_and_developer_messages() -> N
 
 
 def test_new_turns_are_the_user_turns_after_the_last_other_message() -> None:
-    convo = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
-             {"role": "user", "content": "c"}, {"role": "user", "content": "d"}]  # fmt: skip
+    convo = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "b"},
+        {"role": "user", "content": "c"},
+        {"role": "user", "content": "d"},
+    ]
     assert [t["content"] for t in new_turns(convo)] == ["c", "d"]
     assert new_turns([*convo, {"role": "tool", "content": "x"}]) == []
 
@@ -53,8 +57,11 @@ def test_an_answer_id_is_always_a_new_one_of_synapsedbs() -> None:
 @pytest.mark.parametrize(
     ("err", "status", "kind"),
     [
-        (errors.ValidationError("messages: required", field="messages"), 400,
-         "invalid_request_error"),
+        (
+            errors.ValidationError("messages: required", field="messages"),
+            400,
+            "invalid_request_error",
+        ),
         (errors.UnauthorizedError("key"), 401, "authentication_error"),
         (errors.ForbiddenError("scope"), 403, "permission_error"),
         (errors.QuotaExceededError("slow down", retry_after=2.0), 429, "rate_limit_error"),
@@ -62,13 +69,17 @@ def test_an_answer_id_is_always_a_new_one_of_synapsedbs() -> None:
         (errors.UpstreamError("none", configured=False), 503, "service_unavailable"),
         (errors.SynapseError("a bug"), 500, "server_error"),
     ],
-)  # fmt: skip
+)
 def test_errors_map_to_openais_shape(err: errors.SynapseError, status: int, kind: str) -> None:
     resp = openai_error(err)
     body = json.loads(bytes(resp.body))["error"]
     assert resp.status_code == status and body["type"] == kind
-    assert body == {"message": err.message, "type": kind, "param": err.details.get("field"),
-                    "code": err.code}  # fmt: skip
+    assert body == {
+        "message": err.message,
+        "type": kind,
+        "param": err.details.get("field"),
+        "code": err.code,
+    }
     if status in (429, 502):
         assert int(resp.headers["retry-after"]) >= 2
 
@@ -83,15 +94,24 @@ def test_warnings_are_rate_limited_per_kind(caplog: pytest.LogCaptureFixture) ->
         now[0] = 61.0
         warn.warn("record", "r again")
     lines = [r.getMessage() for r in caplog.records]
-    assert lines == ["memory proxy: r", "memory proxy: m",
-                     "memory proxy: r again (4 more like it since the last one)"]  # fmt: skip
+    assert lines == [
+        "memory proxy: r",
+        "memory proxy: m",
+        "memory proxy: r again (4 more like it since the last one)",
+    ]
     assert warn.count == 7
 
 
 @pytest.fixture
 def ns(tmp_path: Path) -> Iterator[synapsedb.Namespace]:
-    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None, llm=None,
-                        background_maintenance=False, max_value_bytes=4096)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d",
+        durability="os",
+        embedder=None,
+        llm=None,
+        background_maintenance=False,
+        max_value_bytes=4096,
+    )
     yield db.namespace("chat")
     db.close()
 
@@ -102,8 +122,13 @@ class NoPending:
 
 def test_a_record_over_the_value_limit_keeps_the_end_of_each_turn(ns: synapsedb.Namespace) -> None:
     long = "start " + "x" * 10_000 + " the end"
-    record = {"entity": "u", "session": "s", "input": [{"role": "user", "content": long}],
-              "output": "short answer", "previous": None}  # fmt: skip
+    record = {
+        "entity": "u",
+        "session": "s",
+        "input": [{"role": "user", "content": long}],
+        "output": "short answer",
+        "previous": None,
+    }
     save_record(ns, "resp_1", record)
     stored = stored_record(ns, "resp_1")
     assert stored is not None
@@ -114,45 +139,93 @@ def test_a_record_over_the_value_limit_keeps_the_end_of_each_turn(ns: synapsedb.
     assert where.expires_at is not None and set(where.value) == {"stream", "event"}
     assert where.value["stream"] == "synapsedb:session:s"
     with pytest.raises(errors.ValidationError):  # what cannot be cut is still refused
-        save_record(ns, "resp_2", {**record, "input": [], "output": None,
-                                   "blob": "y" * 10_000})  # fmt: skip
+        save_record(ns, "resp_2", {**record, "input": [], "output": None, "blob": "y" * 10_000})
 
 
 def test_a_chain_is_followed_back_to_its_start_or_its_oldest_kept_link(
     ns: synapsedb.Namespace,
 ) -> None:
     for i, prev in ((1, None), (2, "resp_1"), (3, "resp_2")):
-        save_record(ns, f"resp_{i}", {"entity": "u", "session": "s", "previous": prev,
-                                      "input": [{"role": "user", "content": f"q{i}"}],
-                                      "output": f"a{i}"})  # fmt: skip
+        save_record(
+            ns,
+            f"resp_{i}",
+            {
+                "entity": "u",
+                "session": "s",
+                "previous": prev,
+                "input": [{"role": "user", "content": f"q{i}"}],
+                "output": f"a{i}",
+            },
+        )
     chain = load_chain(NoPending(), ns, "resp_3")  # type: ignore[arg-type]
     assert [m["content"] for m in history(chain)] == ["q1", "a1", "q2", "a2", "q3", "a3"]
     ns.delete(CHAIN_ENTITY, "resp_1")  # an expired link: the chain starts after it
     assert [m["content"] for m in history(load_chain(NoPending(), ns, "resp_3"))] == [  # type: ignore[arg-type]
-        "q2", "a2", "q3", "a3"]  # fmt: skip
+        "q2",
+        "a2",
+        "q3",
+        "a3",
+    ]
     with pytest.raises(errors.ValidationError) as err:
         load_chain(NoPending(), ns, "resp_9")  # type: ignore[arg-type]
     assert err.value.details["field"] == "previous_response_id"
     assert load_chain(NoPending(), ns, None) == []  # type: ignore[arg-type]
     # a record stored whole in the lookup fact by an earlier version is still followed
-    ns.set(CHAIN_ENTITY, "resp_0", {"entity": "u", "session": "s", "previous": None,
-                                    "input": [{"role": "user", "content": "q0"}],
-                                    "output": "a0"})  # fmt: skip
-    ns.set(CHAIN_ENTITY, "resp_1", {"entity": "u", "session": "s", "previous": "resp_0",
-                                    "input": [{"role": "user", "content": "q1"}],
-                                    "output": "a1"})  # fmt: skip
+    ns.set(
+        CHAIN_ENTITY,
+        "resp_0",
+        {
+            "entity": "u",
+            "session": "s",
+            "previous": None,
+            "input": [{"role": "user", "content": "q0"}],
+            "output": "a0",
+        },
+    )
+    ns.set(
+        CHAIN_ENTITY,
+        "resp_1",
+        {
+            "entity": "u",
+            "session": "s",
+            "previous": "resp_0",
+            "input": [{"role": "user", "content": "q1"}],
+            "output": "a1",
+        },
+    )
     assert [m["content"] for m in history(load_chain(NoPending(), ns, "resp_3"))] == [  # type: ignore[arg-type]
-        "q0", "a0", "q1", "a1", "q2", "a2", "q3", "a3"]  # fmt: skip
+        "q0",
+        "a0",
+        "q1",
+        "a1",
+        "q2",
+        "a2",
+        "q3",
+        "a3",
+    ]
 
 
 def test_parse_maps_the_responses_fields_to_chat_options() -> None:
-    req = parse({"model": "m", "input": "hi", "max_output_tokens": 9, "top_p": 0.5,
-                 "reasoning": {"effort": "low"}, "metadata": {"k": "v"}, "store": True,
-                 "text": {"format": {"type": "json_object"}}})  # fmt: skip
+    req = parse(
+        {
+            "model": "m",
+            "input": "hi",
+            "max_output_tokens": 9,
+            "top_p": 0.5,
+            "reasoning": {"effort": "low"},
+            "metadata": {"k": "v"},
+            "store": True,
+            "text": {"format": {"type": "json_object"}},
+        }
+    )
     assert req.input == [{"role": "user", "content": "hi"}] and not req.stream
-    assert req.options == {"model": "m", "max_tokens": 9, "top_p": 0.5,
-                           "reasoning_effort": "low",
-                           "response_format": {"type": "json_object"}}  # fmt: skip
+    assert req.options == {
+        "model": "m",
+        "max_tokens": 9,
+        "top_p": 0.5,
+        "reasoning_effort": "low",
+        "response_format": {"type": "json_object"},
+    }
     assert req.echo["metadata"] == {"k": "v"} and req.echo["max_output_tokens"] == 9
 
 
@@ -178,12 +251,18 @@ def test_one_conversations_work_stays_in_order_and_others_do_not_wait_for_it() -
     proxy = Proxy(SimpleNamespace(memory_loop=None))  # type: ignore[arg-type]
     ns = Recorder()
     held = Turn("user:held", None, "proxy")
-    other = next(t for i in range(100) if (t := Turn(f"user:{i}", None, "proxy"))
-                 and hash((ns.name, t.entity, None)) % LANES
-                 != hash((ns.name, held.entity, None)) % LANES)  # fmt: skip
+    other = next(
+        t
+        for i in range(100)
+        if (t := Turn(f"user:{i}", None, "proxy"))
+        and hash((ns.name, t.entity, None)) % LANES != hash((ns.name, held.entity, None)) % LANES
+    )
     try:
-        for turn, text, ident in ((held, "a", "held-1"), (held, "b", "held-2"),
-                                  (other, "c", "other-1")):  # fmt: skip
+        for turn, text, ident in (
+            (held, "a", "held-1"),
+            (held, "b", "held-2"),
+            (other, "c", "other-1"),
+        ):
             asyncio.run(proxy.finish(ns, turn, None, text, ident, []))  # type: ignore[arg-type]
         deadline = time.monotonic() + 30
         while "other-1" not in ns.order:  # another conversation is not held up

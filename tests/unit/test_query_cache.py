@@ -31,8 +31,9 @@ def test_a_text_cached_in_one_namespace_is_not_a_hit_in_another(db: Database) ->
 @pytest.fixture
 def same_model_db(tmp_path: Path) -> Iterator[Database]:
     """Queries embedded by the memories' model (not the int8 query model)."""
-    database = synapsedb.open(tmp_path / "same", durability="os", minilm_query_model="same",
-                              background_maintenance=False)  # fmt: skip
+    database = synapsedb.open(
+        tmp_path / "same", durability="os", minilm_query_model="same", background_maintenance=False
+    )
     yield database
     database.close()
 
@@ -57,8 +58,9 @@ def test_a_text_just_queried_is_written_with_that_querys_vector(same_model_db: D
 def test_a_query_only_models_vector_is_never_written(tmp_path: Path) -> None:
     """With the int8 query model, a text just queried is embedded again by the memories' model
     (an int8 vector depends on its batch and is never stored)."""
-    with synapsedb.open(tmp_path / "int8", durability="os", minilm_query_model="int8",
-                        background_maintenance=False) as db:  # fmt: skip
+    with synapsedb.open(
+        tmp_path / "int8", durability="os", minilm_query_model="int8", background_maintenance=False
+    ) as db:
         db.embedding.model.load_query_model()  # type: ignore[attr-defined]
         ns = db.namespace("n")
         ns.write("u", "warm up")

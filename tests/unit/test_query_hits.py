@@ -19,9 +19,20 @@ def unit(seed: int, dim: int = 16) -> list[float]:
 
 def test_hit_field_order_is_the_one_the_executor_builds() -> None:
     assert [f.name for f in dataclasses.fields(Hit)] == [
-        "id", "entity", "content", "type", "metadata", "ts", "version", "score", "agent",
-        "salience", "duplicates", "explanation", "tier",
-    ]  # fmt: skip
+        "id",
+        "entity",
+        "content",
+        "type",
+        "metadata",
+        "ts",
+        "version",
+        "score",
+        "agent",
+        "salience",
+        "duplicates",
+        "explanation",
+        "tier",
+    ]
 
 
 @pytest.mark.parametrize("mode", ["vector", "hybrid", "keyword"])
@@ -75,6 +86,7 @@ def test_each_hit_field_matches_the_memory(mem: Namespace, mode: str, explain: b
         assert res.hits[0].score == pytest.approx(1.0, abs=1e-6)
     # each hit's metadata is its own: changing one changes no later answer
     res.hits[0].metadata["bucket"] = -1
-    again = mem.query("parcel delivered", embedding=unit(4) if mode != "keyword" else None,
-                      mode=mode, k=5)  # type: ignore[arg-type]  # fmt: skip
+    again = mem.query(
+        "parcel delivered", embedding=unit(4) if mode != "keyword" else None, mode=mode, k=5
+    )  # type: ignore[arg-type]
     assert by_id[again.hits[0].id].metadata == again.hits[0].metadata

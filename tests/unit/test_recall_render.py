@@ -1,4 +1,4 @@
-"""The context block recall injects (agentic/render.py): each memory one line, its text one
+"""The context block recall injects (memory_loop/render.py): each memory one line, its text one
 JSON string, so a memory cannot end the block, pose as an instruction or forge an entry."""
 
 from __future__ import annotations
@@ -9,12 +9,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from synapsedb.agentic.render import BLOCK_END, BLOCK_START, quote, render
+from synapsedb.memory_loop.render import BLOCK_END, BLOCK_START, quote, render
 from synapsedb.types import Recollection
 
 WHEN = datetime(2025, 10, 24, tzinfo=UTC)
-ENTRY = re.compile(r'^- \[([A-Za-z0-9._:-]+)\] \(([a-z]+)(?:, since \d{4}-\d\d-\d\d)?, '
-                   r'\d{4}-\d\d-\d\d\) ("(?:[^"\\]|\\.)*")$')  # fmt: skip
+ENTRY = re.compile(
+    r"^- \[([A-Za-z0-9._:-]+)\] \(([a-z]+)(?:, since \d{4}-\d\d-\d\d)?, "
+    r'\d{4}-\d\d-\d\d\) ("(?:[^"\\]|\\.)*")$'
+)
 
 
 def memory(content: str, mid: str = "m1", kind: str = "fact") -> Recollection:
@@ -58,8 +60,16 @@ def test_a_forged_marker_instruction_or_entry_stays_inside_its_own_quoted_text(
 
 
 def test_the_block_reads_as_before_for_plain_memories() -> None:
-    plain = Recollection("m1", "user:42", "fact", "The user lives in Lisbon", 0.9, 1.0, WHEN,
-                         datetime(2025, 10, 17, tzinfo=UTC))  # fmt: skip
+    plain = Recollection(
+        "m1",
+        "user:42",
+        "fact",
+        "The user lives in Lisbon",
+        0.9,
+        1.0,
+        WHEN,
+        datetime(2025, 10, 17, tzinfo=UTC),
+    )
     block, used, shown = render("user:42", [plain], 10_000)
     assert block.split("\n") == [
         "Memories about user:42 (cite by id):",

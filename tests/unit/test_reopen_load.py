@@ -33,8 +33,24 @@ TEXTS = [
 
 
 def _rec(i: int, content: str, vec: np.ndarray | None = None) -> MemRec:
-    return MemRec(f"m{i}", 1, 10 + i, 10 + i, "u", "fact", content, "{}", vec, 0.5, 1000 - i,
-                  None, False, None, None, False)  # fmt: skip
+    return MemRec(
+        f"m{i}",
+        1,
+        10 + i,
+        10 + i,
+        "u",
+        "fact",
+        content,
+        "{}",
+        vec,
+        0.5,
+        1000 - i,
+        None,
+        False,
+        None,
+        None,
+        False,
+    )
 
 
 def _postings(index: KeywordIndex) -> dict[str, tuple[list[int], list[int]]]:
@@ -92,8 +108,14 @@ def test_a_deferred_catalog_indexes_rows_written_before_its_first_search() -> No
 
 
 def _open(path: Path, clock: ManualClock, hnsw_threshold: int = 20_000) -> synapsedb.Database:
-    return synapsedb.open(path, clock=clock, durability="os", background_maintenance=False,
-                          embedder=None, hnsw_threshold=hnsw_threshold)  # fmt: skip
+    return synapsedb.open(
+        path,
+        clock=clock,
+        durability="os",
+        background_maintenance=False,
+        embedder=None,
+        hnsw_threshold=hnsw_threshold,
+    )
 
 
 def _answers(db: synapsedb.Database) -> list[object]:
@@ -106,8 +128,21 @@ def _answers(db: synapsedb.Database) -> list[object]:
                 out.append([(h.id, round(h.score, 4), h.content) for h in res])
                 res = mem.query(text, filter=flt, k=5, mode="keyword")
                 out.append([(h.id, round(h.score, 4)) for h in res])
-        out.append(sorted((m.id, m.content, m.agent, m.pinned, m.salience, repr(m.metadata),
-                           m.ttl, m.expires_at) for m in mem.memories(limit=100)))  # fmt: skip
+        out.append(
+            sorted(
+                (
+                    m.id,
+                    m.content,
+                    m.agent,
+                    m.pinned,
+                    m.salience,
+                    repr(m.metadata),
+                    m.ttl,
+                    m.expires_at,
+                )
+                for m in mem.memories(limit=100)
+            )
+        )
     out.append(db.namespaces())
     return out
 
@@ -152,8 +187,10 @@ def test_the_indexer_builds_a_large_namespace_keyword_index_after_a_reopen(
     tmp_path: Path,
 ) -> None:
     clock = ManualClock()
-    rows = [{"entity": "u", "content": f"memo {i} topic {i % 9}", "embedding": [1.0, i, 2.0]}
-            for i in range(600)]  # fmt: skip
+    rows = [
+        {"entity": "u", "content": f"memo {i} topic {i % 9}", "embedding": [1.0, i, 2.0]}
+        for i in range(600)
+    ]
     with _open(tmp_path / "d", clock, hnsw_threshold=500) as db:
         db.namespace("big").write_many(rows)
         db.namespace("small").write_many(rows[:10])
@@ -250,8 +287,11 @@ def test_loads_of_most_and_of_a_few_namespaces_read_the_same_rows_in_order(
                 m.append("u", {"content": f"event {i}"})
     from synapsedb.storage.base import EventRow, FactRow, MemoryRow
 
-    logs = {"memories": ("memory_versions", MemoryRow), "facts": ("fact_versions", FactRow),
-            "events": ("events", EventRow)}  # fmt: skip
+    logs = {
+        "memories": ("memory_versions", MemoryRow),
+        "facts": ("fact_versions", FactRow),
+        "events": ("events", EventRow),
+    }
     conn = sqlite3.connect(path / SQLiteStorage.FILENAME)
     want = {
         kind: conn.execute(

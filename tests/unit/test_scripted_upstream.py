@@ -57,8 +57,12 @@ def test_streaming_is_server_sent_events_ending_with_done() -> None:
     with ScriptedUpstream(
         [Reply.text("Aloha from Maui"), Reply(content="ab", chunks=("a", "b"))]
     ) as up:
-        body = {"model": "m", "messages": MESSAGES, "stream": True,
-                "stream_options": {"include_usage": True}}  # fmt: skip
+        body = {
+            "model": "m",
+            "messages": MESSAGES,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         resp = httpx.post(f"{up.base_url}/chat/completions", json=body)
         assert resp.headers["content-type"] == "text/event-stream"
         events = _events(resp.text)
@@ -81,8 +85,10 @@ def test_a_stream_can_be_cut_off() -> None:
     with ScriptedUpstream([Reply(content="one two three four", drop_after=2)]) as up:
         got: list[str] = []
         body = {"messages": MESSAGES, "stream": True}
-        with pytest.raises(httpx.RemoteProtocolError), httpx.stream("POST", f"{up.base_url}/chat/completions",
-                                                                     json=body) as resp:  # fmt: skip
+        with (
+            pytest.raises(httpx.RemoteProtocolError),
+            httpx.stream("POST", f"{up.base_url}/chat/completions", json=body) as resp,
+        ):
             for line in resp.iter_lines():
                 if line.startswith("data: {"):
                     got.append(json.loads(line[6:])["choices"][0]["delta"].get("content", ""))

@@ -24,8 +24,10 @@ def test_pages_walk_every_stream_once_in_name_order(mem: Namespace) -> None:
     assert walked == sorted(names)
     assert mem.streams(prefix="desk:") == ["desk:a", "desk:b"]
     assert mem.streams(prefix="chat:", after="chat:020", limit=3) == [
-        "chat:021", "chat:022", "chat:023",
-    ]  # fmt: skip
+        "chat:021",
+        "chat:022",
+        "chat:023",
+    ]
     tail = [f"chat:{i:03d}" for i in range(21, 25)] + ["desk:a", "desk:b"]
     assert mem.streams(after="chat:0205") == tail  # after need not be a stream's name
     assert mem.streams(prefix="nobody:") == []
@@ -56,10 +58,16 @@ def test_an_empty_namespace_has_no_streams_still_checks_its_arguments(mem: Names
 
 @pytest.mark.parametrize(
     ("kwargs", "field"),
-    [({"limit": 0}, "limit"), ({"limit": 10_001}, "limit"), ({"limit": True}, "limit"),
-     ({"limit": 2.0}, "limit"), ({"prefix": 3}, "prefix"), ({"prefix": b"a"}, "prefix"),
-     ({"after": ["x"]}, "after")],
-)  # fmt: skip
+    [
+        ({"limit": 0}, "limit"),
+        ({"limit": 10_001}, "limit"),
+        ({"limit": True}, "limit"),
+        ({"limit": 2.0}, "limit"),
+        ({"prefix": 3}, "prefix"),
+        ({"prefix": b"a"}, "prefix"),
+        ({"after": ["x"]}, "after"),
+    ],
+)
 def test_bad_page_arguments_name_the_field(mem: Namespace, kwargs: dict, field: str) -> None:
     mem.append("user:1", "hello", stream="a")
     with pytest.raises(ValidationError) as err:

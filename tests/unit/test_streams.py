@@ -104,9 +104,14 @@ def test_a_limited_read_from_either_end_matches_the_full_read(
     for i in range(40, 60):
         clock.advance(1)
         ids.append(mem.append("u", f"turn {i}", stream="chat", searchable=False).id)
-    cases = [dict(limit=5), dict(limit=100), dict(limit=7, after=ids[50]),
-             dict(limit=3, start=ids[10], end=ids[20]), dict(limit=4, as_of=middle),
-             dict(limit=25, after=ids[45], as_of=middle)]  # fmt: skip
+    cases = [
+        dict(limit=5),
+        dict(limit=100),
+        dict(limit=7, after=ids[50]),
+        dict(limit=3, start=ids[10], end=ids[20]),
+        dict(limit=4, as_of=middle),
+        dict(limit=25, after=ids[45], as_of=middle),
+    ]
     for kw in cases:
         limit = kw.pop("limit")
         full = mem.events("chat", order="desc", limit=1000, **kw)

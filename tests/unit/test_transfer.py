@@ -35,20 +35,41 @@ def test_a_namespace_moves_losslessly(tmp_path: Path) -> None:
     mem.maintain()
     records = [json.loads(json.dumps(r)) for r in mem.export()]  # through real JSON
     assert records[0]["kind"] == "namespace"
-    src_view = (mem.history(m.id), mem.get(m.id, as_of=t1), mem.history("user:1", "order"),
-                mem.events("user:1"), mem.lineage("a1"), mem.stats(), mem.config,
-                sorted(src._state("acme").cold))  # type: ignore[union-attr]  # fmt: skip
+    src_view = (
+        mem.history(m.id),
+        mem.get(m.id, as_of=t1),
+        mem.history("user:1", "order"),
+        mem.events("user:1"),
+        mem.lineage("a1"),
+        mem.stats(),
+        mem.config,
+        sorted(src._state("acme").cold),
+    )  # type: ignore[union-attr]
     src.close()
 
     dst = open_db(tmp_path / "dst", clock)
     new = dst.namespace("acme")
     assert new.import_records(records) == sum(1 for r in records if r["kind"] == "memory")
-    dst_view = (new.history(m.id), new.get(m.id, as_of=t1), new.history("user:1", "order"),
-                new.events("user:1"), new.lineage("a1"), new.stats(), new.config,
-                sorted(dst._state("acme").cold))  # type: ignore[union-attr]  # fmt: skip
+    dst_view = (
+        new.history(m.id),
+        new.get(m.id, as_of=t1),
+        new.history("user:1", "order"),
+        new.events("user:1"),
+        new.lineage("a1"),
+        new.stats(),
+        new.config,
+        sorted(dst._state("acme").cold),
+    )  # type: ignore[union-attr]
     assert dst_view == src_view
-    assert {e.action for e in new.audit()} >= {"write", "update", "delete", "query", "answer",
-                                                "erase", "demote"}  # fmt: skip
+    assert {e.action for e in new.audit()} >= {
+        "write",
+        "update",
+        "delete",
+        "query",
+        "answer",
+        "erase",
+        "demote",
+    }
     assert new.history(gone.id)[-1].deleted
     later = new.write("user:1", "written after the move")  # system time continues forward
     assert later.recorded_at >= new.history(m.id)[-1].recorded_at

@@ -37,8 +37,9 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def db(tmp_path: Path, clock: ManualClock) -> Iterator[Database]:
-    database = synapsedb.open(tmp_path / "data", clock=clock, durability="os", embedder=None,
-                              background_maintenance=False)  # fmt: skip
+    database = synapsedb.open(
+        tmp_path / "data", clock=clock, durability="os", embedder=None, background_maintenance=False
+    )
     yield database
     database.close()
 
@@ -67,29 +68,55 @@ def same(ids: set[str]) -> dict[str, set[str]]:
 
 @pytest.mark.parametrize(
     "form",
-    [Y2020, datetime(2020, 1, 1), datetime(2020, 1, 1, 2, tzinfo=timezone(timedelta(hours=2))),
-     "2020-01-01", "2020-01-01T00:00:00Z", "2019-12-31T19:00:00-05:00", 1_577_836_800,
-     1_577_836_800.0, "1577836800"],
-)  # fmt: skip
+    [
+        Y2020,
+        datetime(2020, 1, 1),
+        datetime(2020, 1, 1, 2, tzinfo=timezone(timedelta(hours=2))),
+        "2020-01-01",
+        "2020-01-01T00:00:00Z",
+        "2019-12-31T19:00:00-05:00",
+        1_577_836_800,
+        1_577_836_800.0,
+        "1577836800",
+    ],
+)
 def test_bounds_in_any_time_form_are_stored_as_epoch_seconds(mem: Namespace, form: Any) -> None:
-    m = mem.write("u", {"content": "lives in Paris", "valid_from": form,
-                        "valid_to": "2023-01-01", "metadata": {"city": "Paris"}})  # fmt: skip
+    m = mem.write(
+        "u",
+        {
+            "content": "lives in Paris",
+            "valid_from": form,
+            "valid_to": "2023-01-01",
+            "metadata": {"city": "Paris"},
+        },
+    )
     assert m.metadata == {"city": "Paris", "valid_from": secs(Y2020), "valid_to": secs(Y2023)}
     assert all(type(m.metadata[k]) is float for k in ("valid_from", "valid_to"))
     assert mem.get(m.id).metadata == m.metadata
 
 
 def test_top_level_bounds_win_over_metadata_and_none_means_not_given(mem: Namespace) -> None:
-    m = mem.write("u", {"content": "x", "valid_from": "2021-01-01", "valid_to": None,
-                        "metadata": {"valid_from": 1.0, "valid_to": 2e9}})  # fmt: skip
+    m = mem.write(
+        "u",
+        {
+            "content": "x",
+            "valid_from": "2021-01-01",
+            "valid_to": None,
+            "metadata": {"valid_from": 1.0, "valid_to": 2e9},
+        },
+    )
     assert m.metadata == {"valid_from": secs(Y2021), "valid_to": 2e9}
     plain = mem.write("u", {"content": "y", "metadata": {"valid_from": 1_577_836_800}})
     assert plain.metadata == {"valid_from": 1_577_836_800}  # numbers in metadata kept as given
 
 
 def test_write_many_and_append_take_bounds(mem: Namespace) -> None:
-    a, b = mem.write_many([("u", {"content": "a", "valid_from": Y2020}),
-                           {"entity": "u", "content": "b", "valid_to": Y2023}])  # fmt: skip
+    a, b = mem.write_many(
+        [
+            ("u", {"content": "a", "valid_from": Y2020}),
+            {"entity": "u", "content": "b", "valid_to": Y2023},
+        ]
+    )
     assert a.metadata == {"valid_from": secs(Y2020)} and b.metadata == {"valid_to": secs(Y2023)}
     ev = mem.append("u", {"content": "moved", "metadata": {"valid_from": secs(Y2023)}})
     assert ev.memory_id is not None
@@ -101,8 +128,9 @@ def test_write_many_and_append_take_bounds(mem: Namespace) -> None:
 
 @pytest.fixture
 def lives(mem: Namespace) -> Namespace:
-    mem.write("u", {"id": "paris", "content": "lives in Paris", "valid_from": Y2020,
-                    "valid_to": Y2023})  # fmt: skip
+    mem.write(
+        "u", {"id": "paris", "content": "lives in Paris", "valid_from": Y2020, "valid_to": Y2023}
+    )
     mem.write("u", {"id": "berlin", "content": "lives in Berlin", "valid_from": Y2023})
     mem.write("u", {"id": "lyon", "content": "lives in Lyon", "valid_to": Y2020})
     mem.write("u", {"id": "always", "content": "lives on Earth"})
@@ -143,8 +171,9 @@ def test_without_valid_at_a_query_leaves_out_what_ended(
     assert "rome" in {h.id for h in lives.query("lives", mode="keyword", k=10)}
     # "ended" is asked at the read's own time: as of a moment before its valid_to, it showed
     start = clock.now_us()
-    lives.write("u", {"id": "oslo", "content": "lives in Oslo",
-                      "valid_to": (start + 5_000_000) / 1e6})  # fmt: skip
+    lives.write(
+        "u", {"id": "oslo", "content": "lives in Oslo", "valid_to": (start + 5_000_000) / 1e6}
+    )
     clock.set(start + 10_000_000)
     assert "oslo" not in {h.id for h in lives.query("lives", mode="keyword", k=10)}
     before = lives.query("lives", mode="keyword", k=10, as_of=(start + 1_000_000) / 1e6)
@@ -154,12 +183,24 @@ def test_without_valid_at_a_query_leaves_out_what_ended(
 
 
 def test_valid_at_composes_with_the_callers_filter_and_shorthands(lives: Namespace) -> None:
-    lives.write("u", {"id": "pref", "content": "lives for coffee", "type": "preference",
-                      "valid_from": Y2021, "metadata": {"channel": "chat"}})  # fmt: skip
+    lives.write(
+        "u",
+        {
+            "id": "pref",
+            "content": "lives for coffee",
+            "type": "preference",
+            "valid_from": Y2021,
+            "metadata": {"channel": "chat"},
+        },
+    )
     got = lives.query("lives", mode="keyword", valid_at=Y2025, filter={"type": "preference"})
     assert [h.id for h in got] == ["pref"]
-    got = lives.query("lives", mode="keyword", valid_at=Y2020,
-                      filter={"$or": [{"channel": "chat"}, {"type": "fact"}]})  # fmt: skip
+    got = lives.query(
+        "lives",
+        mode="keyword",
+        valid_at=Y2020,
+        filter={"$or": [{"channel": "chat"}, {"type": "fact"}]},
+    )
     assert {h.id for h in got} == {"paris", "always"}
     got = lives.query("lives", mode="keyword", valid_at=Y2025, types=["fact"], entity="u")
     assert {h.id for h in got} == {"berlin", "always"}
@@ -210,8 +251,15 @@ def test_the_filter_and_the_per_record_evaluator_agree(mem: Namespace) -> None:
 
 
 def test_update_keeps_the_interval_when_metadata_is_replaced(mem: Namespace) -> None:
-    m = mem.write("u", {"content": "lives in Paris", "valid_from": Y2020, "valid_to": Y2023,
-                        "metadata": {"source": "chat", "city": "Paris"}})  # fmt: skip
+    m = mem.write(
+        "u",
+        {
+            "content": "lives in Paris",
+            "valid_from": Y2020,
+            "valid_to": Y2023,
+            "metadata": {"source": "chat", "city": "Paris"},
+        },
+    )
     m2 = mem.update(m.id, {"metadata": {"source": "email"}})
     assert m2.metadata == {"source": "email", "valid_from": secs(Y2020), "valid_to": secs(Y2023)}
     m3 = mem.update(m.id, {"metadata": None})
@@ -224,13 +272,19 @@ def test_update_keeps_the_interval_when_metadata_is_replaced(mem: Namespace) -> 
     m6 = mem.update(m.id, {"metadata": {"valid_to": secs(Y2025)}, "valid_to": "2021-01-01"})
     assert m6.metadata == {"valid_from": secs(Y2020), "valid_to": secs(Y2021)}
     assert [v.metadata.get("valid_to") for v in mem.history(m.id)] == [
-        secs(Y2023), secs(Y2023), secs(Y2023), secs(Y2023), secs(Y2025), secs(Y2021)
-    ]  # fmt: skip
+        secs(Y2023),
+        secs(Y2023),
+        secs(Y2023),
+        secs(Y2023),
+        secs(Y2025),
+        secs(Y2021),
+    ]
 
 
 def test_update_closes_reopens_and_clears_bounds(mem: Namespace) -> None:
-    m = mem.write("u", {"content": "lives in Paris", "valid_from": Y2020,
-                        "metadata": {"city": "Paris"}})  # fmt: skip
+    m = mem.write(
+        "u", {"content": "lives in Paris", "valid_from": Y2020, "metadata": {"city": "Paris"}}
+    )
     closed = mem.update(m.id, {"valid_to": Y2023})
     assert closed.metadata == {"city": "Paris", "valid_from": secs(Y2020), "valid_to": secs(Y2023)}
     assert found(mem, Y2025) == same(set()) and found(mem, Y2021) == same({m.id})
@@ -269,12 +323,17 @@ def test_as_of_is_what_we_knew_and_valid_at_what_was_true(
     s2 = clock.now_us()
     p, b = paris.id, berlin.id
     matrix = {
-        (s0, Y2021): set(), (s0, Y2025): set(),  # knew nothing yet
-        (s1, Y2019): set(), (s1, Y2021): {p},
+        (s0, Y2021): set(),
+        (s0, Y2025): set(),  # knew nothing yet
+        (s1, Y2019): set(),
+        (s1, Y2021): {p},
         (s1, Y2025): {p},  # then we believed Paris still held
-        (s2, Y2019): set(), (s2, Y2021): {p}, (s2, Y2025): {b},
-        (None, Y2021): {p}, (None, Y2025): {b},
-    }  # fmt: skip
+        (s2, Y2019): set(),
+        (s2, Y2021): {p},
+        (s2, Y2025): {b},
+        (None, Y2021): {p},
+        (None, Y2025): {b},
+    }
     for (known, true), ids in matrix.items():
         as_of = None if known is None else known / 1_000_000
         assert found(mem, true, as_of=as_of) == same(ids), (known, true)
@@ -282,8 +341,9 @@ def test_as_of_is_what_we_knew_and_valid_at_what_was_true(
     assert {m.id for m in mem.memories(as_of=s1 / 1_000_000)} == {p}
     versions = mem.history(p)
     assert [v.metadata for v in versions] == [
-        {"valid_from": secs(Y2020)}, {"valid_from": secs(Y2020), "valid_to": secs(Y2023)}
-    ]  # fmt: skip
+        {"valid_from": secs(Y2020)},
+        {"valid_from": secs(Y2020), "valid_to": secs(Y2023)},
+    ]
 
 
 # -- bad input -----------------------------------------------------------------------------------
@@ -342,8 +402,13 @@ def test_bad_bounds_on_update_name_the_field_and_change_nothing(mem: Namespace) 
 
 
 def test_merged_metadata_is_held_to_the_size_limit(tmp_path: Path) -> None:
-    db = synapsedb.open(tmp_path / "d", embedder=None, durability="os",
-                        background_maintenance=False, max_metadata_bytes=64)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d",
+        embedder=None,
+        durability="os",
+        background_maintenance=False,
+        max_metadata_bytes=64,
+    )
     try:
         mem = db.namespace("acme")
         m = mem.write("u", {"content": "x", "valid_from": Y2020, "valid_to": Y2023})
@@ -356,8 +421,11 @@ def test_merged_metadata_is_held_to_the_size_limit(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("form", ["soon", True, float("nan"), [2020], 1e300])
 def test_a_bad_valid_at_names_the_field(lives: Namespace, form: Any) -> None:
-    for read in (lambda: lives.query("lives", valid_at=form), lambda: lives.query(None,
-                 valid_at=form), lambda: lives.memories(valid_at=form)):  # fmt: skip
+    for read in (
+        lambda: lives.query("lives", valid_at=form),
+        lambda: lives.query(None, valid_at=form),
+        lambda: lives.memories(valid_at=form),
+    ):
         with pytest.raises(ValidationError) as err:
             read()
         assert err.value.details["field"] == "valid_at"

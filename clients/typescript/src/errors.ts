@@ -24,12 +24,16 @@
  * │   └── ModelMissingError        model_missing           503  the local model is not installed
  * ├── UpstreamError                upstream                502  the chat model failed
  * ├── ClosedError                  closed                  503  the client (or database) was closed
- * └── MemoryAPIException           memory_api              500  the agent memory layer
- *     ├── MemoryStoreException     memory_store            503
- *     ├── MemoryRetrievalException memory_retrieval        503
- *     ├── MemoryMaintenanceException memory_maintenance    503
- *     └── MemoryConfigException    memory_config           422  also `instanceof ValidationError`
+ * ├── NotOwnerError                not_owner               503  another process serves the namespace
+ * └── MemoryAPIError               memory_api              500  the agent memory layer
+ *     ├── MemoryStoreError         memory_store            503
+ *     ├── MemoryRetrievalError     memory_retrieval        503
+ *     ├── MemoryMaintenanceError   memory_maintenance      503
+ *     └── MemoryConfigError        memory_config           422  also `instanceof ValidationError`
  * ```
+ *
+ * The agent memory layer's classes are also exported under the original Agent Memory API's names
+ * (`MemoryAPIException`, `MemoryStoreException`, ...): the same classes.
  */
 
 export type ErrorDetails = { [key: string]: unknown };
@@ -76,11 +80,11 @@ export class ValidationError extends SynapseError {
   static override readonly httpStatus: number = 422;
 
   static override [Symbol.hasInstance](value: unknown): boolean {
-    // MemoryConfigException is a ValidationError too, as in Python (which has multiple
+    // MemoryConfigError is a ValidationError too, as in Python (which has multiple
     // inheritance); the check stays exact for every subclass of ValidationError itself
     return (
       Function.prototype[Symbol.hasInstance].call(this, value) ||
-      (this === ValidationError && value instanceof MemoryConfigException)
+      (this === ValidationError && value instanceof MemoryConfigError)
     );
   }
 }
@@ -200,32 +204,49 @@ export class ClosedError extends SynapseError {
   static override readonly httpStatus: number = 503;
 }
 
+/** Another process owns the namespace, or none does while it moves (sharded placement on
+ * PostgreSQL): nothing was written; retry after `details.retry_after` seconds, or send it to
+ * `details.owner`. */
+export class NotOwnerError extends SynapseError {
+  static override readonly code: string = "not_owner";
+  static override readonly httpStatus: number = 503;
+}
+
 /** The agent memory layer failed (`details.cause`: the underlying error's code). */
-export class MemoryAPIException extends SynapseError {
+export class MemoryAPIError extends SynapseError {
   static override readonly code: string = "memory_api";
   static override readonly httpStatus: number = 500;
 }
 
-export class MemoryStoreException extends MemoryAPIException {
+export class MemoryStoreError extends MemoryAPIError {
   static override readonly code: string = "memory_store";
   static override readonly httpStatus: number = 503;
 }
 
-export class MemoryRetrievalException extends MemoryAPIException {
+export class MemoryRetrievalError extends MemoryAPIError {
   static override readonly code: string = "memory_retrieval";
   static override readonly httpStatus: number = 503;
 }
 
-export class MemoryMaintenanceException extends MemoryAPIException {
+export class MemoryMaintenanceError extends MemoryAPIError {
   static override readonly code: string = "memory_maintenance";
   static override readonly httpStatus: number = 503;
 }
 
 /** A bad agent memory configuration; also `instanceof ValidationError`. */
-export class MemoryConfigException extends MemoryAPIException {
+export class MemoryConfigError extends MemoryAPIError {
   static override readonly code: string = "memory_config";
   static override readonly httpStatus: number = 422;
 }
+
+// the original Agent Memory API's names for the agent memory layer's errors: the same classes
+export {
+  MemoryAPIError as MemoryAPIException,
+  MemoryStoreError as MemoryStoreException,
+  MemoryRetrievalError as MemoryRetrievalException,
+  MemoryMaintenanceError as MemoryMaintenanceException,
+  MemoryConfigError as MemoryConfigException,
+};
 
 type ErrorClass = (new (message: string, details?: ErrorDetails) => SynapseError) & {
   readonly code: string;
@@ -253,11 +274,12 @@ export const ERROR_CLASSES: ReadonlyMap<string, ErrorClass> = new Map(
       ModelMissingError,
       UpstreamError,
       ClosedError,
-      MemoryAPIException,
-      MemoryStoreException,
-      MemoryRetrievalException,
-      MemoryMaintenanceException,
-      MemoryConfigException,
+      NotOwnerError,
+      MemoryAPIError,
+      MemoryStoreError,
+      MemoryRetrievalError,
+      MemoryMaintenanceError,
+      MemoryConfigError,
     ] as ErrorClass[]
   ).map((cls) => [cls.code, cls]),
 );

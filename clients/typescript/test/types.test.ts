@@ -63,7 +63,8 @@ test("every data route of the document is called by the client", () => {
 test("the error classes have the Python tree's codes, statuses and subclass relations", async () => {
   const script = `
 import json, synapsedb.errors as e
-classes = [c for n in e.__all__ if isinstance(c := getattr(e, n), type) and issubclass(c, e.SynapseError)]
+classes = list({c: None for n in e.__all__
+                 if isinstance(c := getattr(e, n), type) and issubclass(c, e.SynapseError)})
 print(json.dumps({c.code: {"name": c.__name__, "status": c.http_status,
                            "is": sorted(b.code for b in classes if issubclass(c, b))} for c in classes}))
 `;

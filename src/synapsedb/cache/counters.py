@@ -95,8 +95,12 @@ class CacheCounters:
             out = {}
             for name, ns in self._namespaces.items():
                 rows = list(ns.scopes.values())
-                out[name] = (sum(r[0] for r in rows), sum(r[1] for r in rows),
-                             sum(r[2] for r in rows), ns.invalidated)  # fmt: skip
+                out[name] = (
+                    sum(r[0] for r in rows),
+                    sum(r[1] for r in rows),
+                    sum(r[2] for r in rows),
+                    ns.invalidated,
+                )
             return out
 
 

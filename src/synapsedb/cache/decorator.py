@@ -1,4 +1,4 @@
-"""``@cacheable(ttl=60)`` (seed 002's name): cache a function's results in a namespace's
+"""``@cacheable(ttl=60)`` (the Agent Memory API's name): cache a function's results in a namespace's
 semantic cache, keyed by its call's arguments.
 
 The key of a call is built from its bound arguments (defaults applied): the text arguments
@@ -81,8 +81,9 @@ def cacheable(
         wanted = None if semantic is None else set(semantic)
         if wanted is not None and not wanted <= set(sig.parameters):
             bad = sorted(wanted - set(sig.parameters))[0]
-            raise ValidationError(f"semantic: {fn.__qualname__} has no argument {bad!r}",
-                                  field="semantic")  # fmt: skip
+            raise ValidationError(
+                f"semantic: {fn.__qualname__} has no argument {bad!r}", field="semantic"
+            )
 
         def key_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, Any]:
             bound = sig.bind(*args, **kwargs)
@@ -107,7 +108,7 @@ def cacheable(
                     f"cache: {fn.__qualname__} is @cacheable but no cache is set; pass "
                     "cache=SemanticCache(db, namespace) or call set_default_cache(...)",
                     field="cache",
-                )  # fmt: skip
+                )
             return found
 
         def as_json(result: Any) -> Any:
@@ -161,7 +162,9 @@ def cacheable(
                     if c.is_async:
                         raise ValidationError(
                             f"cache: {fn.__qualname__} is a plain function; an async client's "
-                            "cache needs an async function", field="cache")  # fmt: skip
+                            "cache needs an async function",
+                            field="cache",
+                        )
                     hit = lookup(c, key, params)
                 except SynapseError:
                     if not fail_open:

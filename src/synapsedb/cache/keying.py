@@ -77,17 +77,20 @@ def check_tag(value: Any, field: str = "tag") -> str:
 
 def _name(value: Any, field: str, limit: int) -> str:
     if not isinstance(value, str):
-        raise ValidationError(f"{field}: expected a string, got {type(value).__name__}",
-                              field=field)  # fmt: skip
+        raise ValidationError(
+            f"{field}: expected a string, got {type(value).__name__}", field=field
+        )
     if len(value) > limit:
-        raise ValidationError(f"{field}: {len(value)} characters, over the limit of {limit}",
-                              field=field, limit=limit)  # fmt: skip
+        raise ValidationError(
+            f"{field}: {len(value)} characters, over the limit of {limit}", field=field, limit=limit
+        )
     if not _NAME_RE.match(value):
         raise ValidationError(
             f"{field}: {value[:80]!r} is not a valid name; use 1-{limit} characters of "
             "[A-Za-z0-9_.:<>/-], not starting with a punctuation mark",
-            field=field, limit=limit,
-        )  # fmt: skip
+            field=field,
+            limit=limit,
+        )
     return value
 
 
@@ -99,29 +102,35 @@ def check_tags(value: Any, field: str = "tags") -> list[str]:
         raise ValidationError(f"{field}: expected a list of tags", field=field)
     tags = sorted({check_tag(t, f"{field}[{i}]") for i, t in enumerate(value)})
     if len(tags) > MAX_TAGS:
-        raise ValidationError(f"{field}: {len(tags)} tags, over the limit of {MAX_TAGS}",
-                              field=field, limit=MAX_TAGS)  # fmt: skip
+        raise ValidationError(
+            f"{field}: {len(tags)} tags, over the limit of {MAX_TAGS}", field=field, limit=MAX_TAGS
+        )
     return tags
 
 
 def check_key(value: Any, field: str = "key") -> str:
     """A key text: a non-blank string of at most MAX_KEY_BYTES UTF-8 bytes, no NUL."""
     if not isinstance(value, str):
-        raise ValidationError(f"{field}: expected a string, got {type(value).__name__}",
-                              field=field)  # fmt: skip
+        raise ValidationError(
+            f"{field}: expected a string, got {type(value).__name__}", field=field
+        )
     if not value.strip():
         raise ValidationError(f"{field}: must not be empty", field=field)
     size = len(value.encode("utf-8", "surrogatepass"))
     if size > MAX_KEY_BYTES:
-        raise ValidationError(f"{field}: {size} bytes, over the limit of {MAX_KEY_BYTES}",
-                              field=field, limit=MAX_KEY_BYTES)  # fmt: skip
+        raise ValidationError(
+            f"{field}: {size} bytes, over the limit of {MAX_KEY_BYTES}",
+            field=field,
+            limit=MAX_KEY_BYTES,
+        )
     if "\x00" in value:
         raise ValidationError(f"{field}: must not contain NUL characters", field=field)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValidationError(f"{field}: not valid Unicode (a lone surrogate)",
-                              field=field) from None  # fmt: skip
+        raise ValidationError(
+            f"{field}: not valid Unicode (a lone surrogate)", field=field
+        ) from None
     return value
 
 
@@ -133,8 +142,11 @@ def _json(value: Any, field: str, limit: int) -> bytes:
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise ValidationError(f"{field}: not a JSON value ({exc})", field=field) from None
     if len(raw) > limit:
-        raise ValidationError(f"{field}: {len(raw)} bytes of JSON, over the limit of {limit}",
-                              field=field, limit=limit)  # fmt: skip
+        raise ValidationError(
+            f"{field}: {len(raw)} bytes of JSON, over the limit of {limit}",
+            field=field,
+            limit=limit,
+        )
     return raw
 
 
@@ -151,8 +163,9 @@ def _check_json(value: Any, field: str, depth: int) -> None:
     if kind is dict:
         for k, v in value.items():
             if type(k) is not str:
-                raise ValidationError(f"{field}: object keys must be strings, got {k!r}",
-                                      field=field)  # fmt: skip
+                raise ValidationError(
+                    f"{field}: object keys must be strings, got {k!r}", field=field
+                )
             _check_json(v, f"{field}.{k}", depth + 1)
         return
     if kind is list or kind is tuple:
@@ -185,8 +198,9 @@ def check_threshold(value: Any, field: str = "threshold") -> float:
     ):
         raise ValidationError(
             f"{field}: expected a cosine similarity above 0 and at most 1, got {value!r}",
-            field=field, limit=1,
-        )  # fmt: skip
+            field=field,
+            limit=1,
+        )
     return float(value)
 
 

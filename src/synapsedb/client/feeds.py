@@ -111,8 +111,9 @@ class FeedOptions:
             raise ValidationError("after: expected an event id (a string)", field="after")
         _seconds("idle_timeout", self.idle_timeout, allow_none=True)
         if isinstance(self.retries, bool) or not isinstance(self.retries, int) or self.retries < 0:
-            raise ValidationError(f"retries: expected 0 or more, got {self.retries!r}",
-                                  field="retries")  # fmt: skip
+            raise ValidationError(
+                f"retries: expected 0 or more, got {self.retries!r}", field="retries"
+            )
         _seconds("retry_delay", self.retry_delay)
         _seconds("retry_max_delay", self.retry_max_delay)
 
@@ -141,8 +142,9 @@ def decode_change(data: str, id: str) -> Change:
 class _State:
     """What sync and async feeds share: the resume point, the backoff and the end rule."""
 
-    def __init__(self, call: Call, kind: str, decode: Callable[[str, str], Any],
-                 options: FeedOptions) -> None:  # fmt: skip
+    def __init__(
+        self, call: Call, kind: str, decode: Callable[[str, str], Any], options: FeedOptions
+    ) -> None:
         self.call, self.kind, self.decode, self.options = call, kind, decode, options
         self.last_event_id = options.after
         self.failures = 0
@@ -164,8 +166,9 @@ class _State:
 
     def start(self) -> None:
         if self.started:
-            raise ClosedError("a feed can be iterated once; open another with after="
-                              "feed.last_event_id")  # fmt: skip
+            raise ClosedError(
+                "a feed can be iterated once; open another with after=feed.last_event_id"
+            )
         self.started = True
 
     def item(self, ev: ServerSentEvent) -> tuple[bool, Any]:
@@ -213,23 +216,34 @@ class _State:
         if self.failures > self.options.retries:
             if isinstance(exc, SynapseError):
                 raise exc
-            raise StorageError(f"feed lost after {self.options.retries} reconnections: {exc}"
-                               ) from exc  # fmt: skip
+            raise StorageError(
+                f"feed lost after {self.options.retries} reconnections: {exc}"
+            ) from exc
         wait, self.delay = self.delay, min(self.delay * 2, self.options.retry_max_delay)
         return wait
 
 
 def _timeout(http_timeout: httpx.Timeout) -> httpx.Timeout:
-    return httpx.Timeout(connect=http_timeout.connect, read=READ_TIMEOUT_S,
-                         write=http_timeout.write, pool=http_timeout.pool)  # fmt: skip
+    return httpx.Timeout(
+        connect=http_timeout.connect,
+        read=READ_TIMEOUT_S,
+        write=http_timeout.write,
+        pool=http_timeout.pool,
+    )
 
 
 class Feed(Generic[T]):
     """A live feed over the sync client: ``for item in feed`` (once); ``last_event_id`` is the
     id of the last item yielded (pass it as ``after`` to resume elsewhere)."""
 
-    def __init__(self, http: httpx.Client, call: Call, kind: str,
-                 decode: Callable[[str, str], T], options: FeedOptions) -> None:  # fmt: skip
+    def __init__(
+        self,
+        http: httpx.Client,
+        call: Call,
+        kind: str,
+        decode: Callable[[str, str], T],
+        options: FeedOptions,
+    ) -> None:
         self._http = http
         self._state = _State(call, kind, decode, options)
         self._stop = threading.Event()
@@ -265,8 +279,13 @@ class Feed(Generic[T]):
                 quiet_since = time.monotonic()
                 try:
                     params, headers = st.request()
-                    with self._http.stream("GET", st.call.path, params=params, headers=headers,
-                                           timeout=_timeout(self._http.timeout)) as resp:  # fmt: skip
+                    with self._http.stream(
+                        "GET",
+                        st.call.path,
+                        params=params,
+                        headers=headers,
+                        timeout=_timeout(self._http.timeout),
+                    ) as resp:
                         self._response = resp
                         if resp.status_code >= 400:
                             raise calls.error_of(resp.status_code, resp.read())
@@ -300,8 +319,14 @@ class Feed(Generic[T]):
 class AsyncFeed(Generic[T]):
     """A live feed over the async client: ``async for item in feed`` (once)."""
 
-    def __init__(self, http: httpx.AsyncClient, call: Call, kind: str,
-                 decode: Callable[[str, str], T], options: FeedOptions) -> None:  # fmt: skip
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        call: Call,
+        kind: str,
+        decode: Callable[[str, str], T],
+        options: FeedOptions,
+    ) -> None:
         self._http = http
         self._state = _State(call, kind, decode, options)
         self._stop: asyncio.Event | None = None
@@ -339,9 +364,13 @@ class AsyncFeed(Generic[T]):
                 quiet_since = time.monotonic()
                 try:
                     params, headers = st.request()
-                    async with self._http.stream("GET", st.call.path, params=params,
-                                                 headers=headers,
-                                                 timeout=_timeout(self._http.timeout)) as resp:  # fmt: skip
+                    async with self._http.stream(
+                        "GET",
+                        st.call.path,
+                        params=params,
+                        headers=headers,
+                        timeout=_timeout(self._http.timeout),
+                    ) as resp:
                         self._response = resp
                         if resp.status_code >= 400:
                             raise calls.error_of(resp.status_code, await resp.aread())

@@ -1,7 +1,7 @@
-"""Conversation memory: chat messages kept per session, embedded or over HTTP (issue 12).
+"""Conversation memory: chat messages kept per session, embedded or over HTTP.
 
 - :class:`Message`: one chat message (role, content, name, tool calls, metadata).
-- :class:`MemoryStore` / :class:`AsyncMemoryStore`: seed 003's store protocol.
+- :class:`MemoryStore` / :class:`AsyncMemoryStore`: the store protocol (Synaptic's).
 - :class:`InMemoryStore`: a store in a dict, for tests and scripts.
 - :class:`Sessions` / :class:`AsyncSessions`: a SynapseDB namespace (embedded or remote) as a
   store: messages as stream events, clear as a write, purge as an erasure, session TTL.
@@ -10,7 +10,7 @@
   ``Async*`` twins; :class:`Summarizer` folds turns into a running summary (LLM or extractive).
 - :class:`SmartContextManager`: a token-budgeted prompt in four tiers; token counts
   (:func:`count_tokens`, exact for OpenAI encodings with the ``tokens`` extra).
-- Seed 004's classes: :class:`BaseMemory`, :class:`InMemoryConversation`, :class:`WindowMemory`,
+- SynapseKit's classes: :class:`BaseMemory`, :class:`InMemoryConversation`, :class:`WindowMemory`,
   :class:`SummaryMemory`, :class:`VectorMemory`, :class:`SynapseMemory` (:class:`SqliteMemory`);
   :class:`RedisMemory` and :class:`PostgresMemory` need the ``redis``/``postgres`` extras and
   import their drivers only when used.

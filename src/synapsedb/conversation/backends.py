@@ -1,6 +1,6 @@
 """Conversation memory kept where a user already keeps chats: Redis and PostgreSQL.
 
-Both are :class:`~synapsedb.conversation.memory.BaseMemory` (seed 004's ``add``/``get``/
+Both are :class:`~synapsedb.conversation.memory.BaseMemory` (SynapseKit's ``add``/``get``/
 ``clear``/``to_string``/``to_messages``) over the blocking client of their store (redis-py,
 psycopg 3), run in a worker thread by the async methods: one object then works under any event
 loop, and no client is tied to the loop that happened to create it.
@@ -193,8 +193,10 @@ class PostgresMemory(BlockingMemory):
         )
         with self._conn.transaction():
             # one creator at a time: two first uses at once would race in CREATE TABLE
-            self._conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                               (f"synapsedb:create:{self.table}",))  # fmt: skip
+            self._conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"synapsedb:create:{self.table}",),
+            )
             self._conn.execute(self._sql.create_table)
             self._conn.execute(self._sql.create_index)
         return self._conn

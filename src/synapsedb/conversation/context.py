@@ -1,4 +1,4 @@
-"""A prompt assembled within a token budget: seed 004's ``SmartContextManager``.
+"""A prompt assembled within a token budget: SynapseKit's ``SmartContextManager``.
 
 Four tiers, in priority order: the system prompt, the running summary of older turns, the
 retrieved memories and search results, and the recent messages verbatim. Each tier has a budget
@@ -71,8 +71,9 @@ def _check_budget(value: Any, name: str, low: int, *, optional: bool = False) ->
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValidationError(f"{name}: expected an integer >= {low}, got {value!r}",
-                              field=name, limit=low)  # fmt: skip
+        raise ValidationError(
+            f"{name}: expected an integer >= {low}, got {value!r}", field=name, limit=low
+        )
     return value
 
 
@@ -111,21 +112,31 @@ class SmartContextManager:
         shell = self._cost_of("system", f"{PREFIX}{EXTRACTIVE_NOTE}: ")
         self.max_recent_tokens = _check_budget(max_recent_tokens, "max_recent_tokens", 1)
         self.max_search_tokens = _check_budget(max_search_tokens, "max_search_tokens", 0)
-        self.max_summary_tokens = _check_budget(max_summary_tokens, "max_summary_tokens",
-                                                shell + 16)  # fmt: skip
-        self.max_system_tokens = _check_budget(max_system_tokens, "max_system_tokens", 1,
-                                               optional=True)  # fmt: skip
-        self.max_total_tokens = _check_budget(max_total_tokens, "max_total_tokens", 1,
-                                              optional=True)  # fmt: skip
-        if isinstance(fold_to, bool) or not isinstance(fold_to, int | float) or \
-                not 0 < fold_to <= 1:  # fmt: skip
-            raise ValidationError(f"fold_to: expected a number in (0, 1], got {fold_to!r}",
-                                  field="fold_to")  # fmt: skip
+        self.max_summary_tokens = _check_budget(
+            max_summary_tokens, "max_summary_tokens", shell + 16
+        )
+        self.max_system_tokens = _check_budget(
+            max_system_tokens, "max_system_tokens", 1, optional=True
+        )
+        self.max_total_tokens = _check_budget(
+            max_total_tokens, "max_total_tokens", 1, optional=True
+        )
+        if (
+            isinstance(fold_to, bool)
+            or not isinstance(fold_to, int | float)
+            or not 0 < fold_to <= 1
+        ):
+            raise ValidationError(
+                f"fold_to: expected a number in (0, 1], got {fold_to!r}", field="fold_to"
+            )
         self.fold_to = float(fold_to)
         self.format: Format = self._check_format(format)
-        self.summarizer = Summarizer(cheap_llm, summary_prompt=summary_prompt,
-                                     max_tokens=self.max_summary_tokens - shell,
-                                     model=model)  # fmt: skip
+        self.summarizer = Summarizer(
+            cheap_llm,
+            summary_prompt=summary_prompt,
+            max_tokens=self.max_summary_tokens - shell,
+            model=model,
+        )
         self.cheap_llm = cheap_llm
         self._lock = threading.Lock()
         self._system: str | None = None
@@ -136,10 +147,12 @@ class SmartContextManager:
         self.last_build: ContextStats | None = None
 
     def __repr__(self) -> str:
-        return (f"<SmartContextManager {len(self)} recent, summary v{self._state.version}, "
-                f"{self.counter.name}>")  # fmt: skip
+        return (
+            f"<SmartContextManager {len(self)} recent, summary v{self._state.version}, "
+            f"{self.counter.name}>"
+        )
 
-    # -- seed 004's surface ------------------------------------------------------------------
+    # -- SynapseKit's surface ------------------------------------------------------------------
 
     def set_system(self, content: str) -> None:
         """Set (``""``: remove) the system prompt, the first and most stable tier."""
@@ -171,20 +184,32 @@ class SmartContextManager:
     def clear_memories(self) -> None:
         self._memories = []
 
-    def add(self, role: str | MessageLike, content: str | None = None, *, name: str | None = None,
-            tool_calls: list[dict[str, Any]] | None = None,
-            tool_call_id: str | None = None) -> Message:  # fmt: skip
+    def add(
+        self,
+        role: str | MessageLike,
+        content: str | None = None,
+        *,
+        name: str | None = None,
+        tool_calls: list[dict[str, Any]] | None = None,
+        tool_call_id: str | None = None,
+    ) -> Message:
         """Append a turn to the recent messages: ``add("user", "hi")``, or a Message, an
         OpenAI message dict or a ``(role, content)`` pair. System messages go to
         :meth:`set_system` instead."""
         if content is None and not isinstance(role, str):
             message = Message.of(role)
         else:
-            message = Message(role, content if content is not None else "", name=name,  # type: ignore[arg-type]
-                              tool_calls=tool_calls, tool_call_id=tool_call_id)  # fmt: skip
+            message = Message(
+                role,  # type: ignore[arg-type]
+                content if content is not None else "",
+                name=name,
+                tool_calls=tool_calls,
+                tool_call_id=tool_call_id,
+            )
         if message.role == "system":
-            raise ValidationError("message.role: system messages go to set_system()",
-                                  field="message.role")  # fmt: skip
+            raise ValidationError(
+                "message.role: system messages go to set_system()", field="message.role"
+            )
         cost = self.counter.count_message(message.to_openai())
         with self._lock:
             self._recent.append((message, cost))
@@ -252,8 +277,9 @@ class SmartContextManager:
 
     def _check_format(self, format: Any) -> Format:
         if format not in FORMATS:
-            raise ValidationError(f"format: expected one of {', '.join(FORMATS)}, got {format!r}",
-                                  field="format")  # fmt: skip
+            raise ValidationError(
+                f"format: expected one of {', '.join(FORMATS)}, got {format!r}", field="format"
+            )
         return format  # type: ignore[no-any-return]
 
     def _cost_of(self, role: str, content: str) -> int:
@@ -273,13 +299,15 @@ class SmartContextManager:
             cost += lead
         return cost
 
-    def _fold_start(self, entries: Sequence[tuple[Message, int]], target: int, hard: int,
-                    lead: int) -> int:  # fmt: skip
+    def _fold_start(
+        self, entries: Sequence[tuple[Message, int]], target: int, hard: int, lead: int
+    ) -> int:
         """Where the kept turns start so that they cost at most ``target`` (else at most
         ``hard``), moved on to a user message when one follows; never past the last unit."""
         starts = _units([m.role for m, _ in entries]) or [0]
-        fits = [i for i in starts if self._recent_cost(entries, i, lead) <= target] or \
-            [i for i in starts if self._recent_cost(entries, i, lead) <= hard]  # fmt: skip
+        fits = [i for i in starts if self._recent_cost(entries, i, lead) <= target] or [
+            i for i in starts if self._recent_cost(entries, i, lead) <= hard
+        ]
         if not fits:
             # the budget that left too little: the recent tier's own, or what the total left
             name = "max_recent_tokens" if hard >= self.max_recent_tokens else "max_total_tokens"
@@ -294,16 +322,18 @@ class SmartContextManager:
         users = [i for i in starts if i >= start and entries[i][0].role == "user"]
         return users[0] if users else start
 
-    def _fold(self, entries: list[tuple[Message, int]], start: int) -> Generator[
-            list[Message], SummaryState, list[tuple[Message, int]]]:  # fmt: skip
+    def _fold(
+        self, entries: list[tuple[Message, int]], start: int
+    ) -> Generator[list[Message], SummaryState, list[tuple[Message, int]]]:
         """Fold ``entries[:start]`` into the summary; the entries left."""
         if start <= 0:
             return entries
         folded = entries[:start]
         state = yield [m for m, _ in folded]
         with self._lock:  # unless a clear (or another build) changed the buffer meanwhile
-            if len(self._recent) >= start and all(a is b for a, b in
-                                                 zip(self._recent, folded, strict=False)):  # fmt: skip
+            if len(self._recent) >= start and all(
+                a is b for a, b in zip(self._recent, folded, strict=False)
+            ):
                 del self._recent[:start]
                 self._state = state
         return entries[start:]
@@ -311,8 +341,9 @@ class SmartContextManager:
     def _select(self, budget: int) -> tuple[list[Item], bool]:
         """The most relevant retrieved items whose rendering fits ``budget``, and whether
         the one kept item had to be cut."""
-        order = sorted([*self._memories, *self._search],
-                       key=lambda it: (it.rank, it.source != "memories"))  # fmt: skip
+        order = sorted(
+            [*self._memories, *self._search], key=lambda it: (it.rank, it.source != "memories")
+        )
 
         def cost(items: Sequence[Item]) -> int:
             return self._cost_of("system", render_retrieved(items)) if items else 0
@@ -345,8 +376,10 @@ class SmartContextManager:
         if total is not None and system_cost + priming > total:
             raise ValidationError(
                 f"max_total_tokens: the system prompt alone costs {system_cost + priming} "
-                f"tokens with the reply priming, over {total}", field="max_total_tokens",
-                limit=total)  # fmt: skip
+                f"tokens with the reply priming, over {total}",
+                field="max_total_tokens",
+                limit=total,
+            )
         avail = None if total is None else total - priming - system_cost
         hard = self.max_recent_tokens if avail is None else min(self.max_recent_tokens, avail)
         before = len(entries)
@@ -378,25 +411,40 @@ class SmartContextManager:
         turns = [m.to_openai() for m, _ in entries]
         if lead and turns and turns[0]["role"] != "user":
             turns.insert(0, {"role": "user", "content": CONTINUATION})
-        tokens = {"system": system_cost, "summary": summary_cost,
-                  "retrieved": self._cost_of("system", retrieved) if retrieved else 0,
-                  "recent": recent, "priming": priming}  # fmt: skip
+        tokens = {
+            "system": system_cost,
+            "summary": summary_cost,
+            "retrieved": self._cost_of("system", retrieved) if retrieved else 0,
+            "recent": recent,
+            "priming": priming,
+        }
         tokens["total"] = sum(tokens.values())
         n_items = len(self._memories) + len(self._search)
         self.last_build = ContextStats(
-            format=fmt, tokens=tokens,
-            budgets={"system": self.max_system_tokens, "summary": self.max_summary_tokens,
-                     "retrieved": self.max_search_tokens, "recent": self.max_recent_tokens,
-                     "total": total},
-            kept=len(items), dropped=n_items - len(items), folded=before - len(entries),
+            format=fmt,
+            tokens=tokens,
+            budgets={
+                "system": self.max_system_tokens,
+                "summary": self.max_summary_tokens,
+                "retrieved": self.max_search_tokens,
+                "recent": self.max_recent_tokens,
+                "total": total,
+            },
+            kept=len(items),
+            dropped=n_items - len(items),
+            folded=before - len(entries),
             cut=tuple(t for t, c in (("summary", summary_cut), ("retrieved", item_cut)) if c),
             summary_method=self._state.method if summary else None,
-            encoding=self.counter.name, exact=self.counter.exact,
-        )  # fmt: skip
+            encoding=self.counter.name,
+            exact=self.counter.exact,
+        )
         if fmt == "anthropic":
             return to_anthropic(self._system, summary, retrieved, turns)
-        out = [{"role": "system", "content": text} for text in (self._system, summary, retrieved)
-               if text]  # fmt: skip
+        out = [
+            {"role": "system", "content": text}
+            for text in (self._system, summary, retrieved)
+            if text
+        ]
         return out + turns
 
 

@@ -79,8 +79,12 @@ def _text_and_score(value: Any, field: str) -> tuple[str, float | None, datetime
         )
     if not isinstance(text, str):
         raise ValidationError(f"{field}.content: expected a string", field=f"{field}.content")
-    return (text, None if score is None else _score(score, f"{field}.score"),
-            ts if isinstance(ts, datetime) else None, ident)  # fmt: skip
+    return (
+        text,
+        None if score is None else _score(score, f"{field}.score"),
+        ts if isinstance(ts, datetime) else None,
+        ident,
+    )
 
 
 def _score(value: Any, field: str) -> float:
@@ -133,8 +137,7 @@ def items_of(value: Any, source: str, field: str) -> list[Item]:
     ]
 
 
-HEADERS = {"memories": "Relevant memories (most relevant first):",
-           "search": "Search results:"}  # fmt: skip
+HEADERS = {"memories": "Relevant memories (most relevant first):", "search": "Search results:"}
 
 
 def render_retrieved(items: Sequence[Item]) -> str:
@@ -177,16 +180,22 @@ def _tool_use(call: Mapping[str, Any]) -> dict[str, Any]:
         data = {"arguments": args}  # not JSON: Anthropic's input must be an object
     if not isinstance(data, dict):
         data = {"value": data}
-    return {"type": "tool_use", "id": str(call.get("id", "")), "name": str(fn.get("name", "")),
-            "input": data}  # fmt: skip
+    return {
+        "type": "tool_use",
+        "id": str(call.get("id", "")),
+        "name": str(fn.get("name", "")),
+        "input": data,
+    }
 
 
 def _blocks(message: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """(Anthropic role, content blocks) of one OpenAI-shaped message."""
     role, content = message["role"], message.get("content") or ""
     if role == "tool":
-        block: dict[str, Any] = {"type": "tool_result",
-                                 "tool_use_id": str(message.get("tool_call_id") or "")}  # fmt: skip
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": str(message.get("tool_call_id") or ""),
+        }
         if content:
             block["content"] = content
         return "user", [block]
@@ -197,9 +206,11 @@ def _blocks(message: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
 
 
 def to_anthropic(
-    system: str | None, summary: str | None, retrieved: str | None,
+    system: str | None,
+    summary: str | None,
+    retrieved: str | None,
     messages: Sequence[Mapping[str, Any]],
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """``{"system": [...], "messages": [...]}`` for Anthropic's Messages API.
 
     The system prompt and the summary are text blocks with ``cache_control`` ephemeral (they

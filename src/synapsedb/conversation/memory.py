@@ -1,4 +1,4 @@
-"""Seed 004's conversation memory surface: ``BaseMemory``, its in-process classes
+"""SynapseKit's conversation memory surface: ``BaseMemory``, its in-process classes
 (``InMemoryConversation``, ``WindowMemory``) and ``SummaryMemory``.
 
 ``await memory.add(role, content)``, ``await memory.get()`` (``[{"role", "content"}, ...]``,
@@ -6,7 +6,7 @@ oldest first), ``await memory.clear()``, ``memory.to_string()`` ("User: ...\\nAs
 and ``memory.to_messages()`` (synchronous, from a local cache) are the whole contract, so code
 written for SynapseKit's memory classes runs unchanged. The persistent classes live beside this
 module: :mod:`synapsedb.conversation.synapse_memory` (``SynapseMemory`` over a SynapseDB
-namespace, embedded or remote, also under the seed's name ``SqliteMemory``; ``VectorMemory``)
+namespace, embedded or remote, also under SynapseKit's name ``SqliteMemory``; ``VectorMemory``)
 and :mod:`synapsedb.conversation.backends` (``RedisMemory``, ``PostgresMemory``).
 
 Every class validates the same way before anything is stored, with the rules of
@@ -75,7 +75,7 @@ def check_max_messages(
 
 
 class BaseMemory(ABC):
-    """A conversation's messages, oldest first (seed 004's interface).
+    """A conversation's messages, oldest first (SynapseKit's interface).
 
     Subclasses implement ``_add``, ``_get`` and ``_clear`` (async) and ``_get_sync`` (what
     :meth:`to_messages` reads when its cache is cold). The cache holds what this object last
@@ -262,8 +262,9 @@ class SummaryMemory(BaseMemory):
         limit = check_max_messages(max_messages, optional=False)
         assert limit is not None
         if limit < 2:
-            raise ValidationError("max_messages: a summary needs at least 2", field="max_messages",
-                                  limit=2)  # fmt: skip
+            raise ValidationError(
+                "max_messages: a summary needs at least 2", field="max_messages", limit=2
+            )
         keep = limit // 2 if keep is None else keep
         if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep < limit:
             raise ValidationError(f"keep: expected 0..{limit - 1}, got {keep!r}", field="keep")
@@ -276,8 +277,9 @@ class SummaryMemory(BaseMemory):
         super().__init__(limit)
         self.backend = backend
         self.keep = keep
-        self.summarizer = Summarizer(llm, summary_prompt=summary_prompt,
-                                     max_tokens=max_summary_tokens)  # fmt: skip
+        self.summarizer = Summarizer(
+            llm, summary_prompt=summary_prompt, max_tokens=max_summary_tokens
+        )
         self._state: SummaryState | None = None
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()

@@ -91,7 +91,9 @@ class SessionPlans:
         at = expiry(self._ttl_of(state), last)
         return at is not None and now_us > to_us(at, "expires_at")
 
-    def _all_events(self, stream: str, after: str | None, as_of: TimeLike | None) -> Plan[list[Event]]:  # fmt: skip
+    def _all_events(
+        self, stream: str, after: str | None, as_of: TimeLike | None
+    ) -> Plan[list[Event]]:
         out: list[Event] = []
         while True:
             page = yield call("events", stream, after=after, limit=MAX_LAST, as_of=as_of)
@@ -114,15 +116,20 @@ class SessionPlans:
                 continue
         raise VersionConflictError(
             f"session state {stream!r}: changed by others {_CAS_TRIES} times in a row",
-            entity=stream, key=STATE_KEY,
-        )  # fmt: skip
+            entity=stream,
+            key=STATE_KEY,
+        )
 
     # -- plans --------------------------------------------------------------------------------
 
     def _append(
-        self, session_id: str, message: MessageLike, searchable: bool | None, entity: str | None,
+        self,
+        session_id: str,
+        message: MessageLike,
+        searchable: bool | None,
+        entity: str | None,
         field: str = "message",
-    ) -> Plan[Message]:  # fmt: skip
+    ) -> Plan[Message]:
         stream = session_entity(session_id)
         msg = Message.of(message, field)
         if searchable is None:
@@ -138,20 +145,26 @@ class SessionPlans:
         return msg.stored(ev.id, ev.ts)
 
     def _append_many(
-        self, session_id: str, messages: Sequence[MessageLike], searchable: bool | None,
+        self,
+        session_id: str,
+        messages: Sequence[MessageLike],
+        searchable: bool | None,
         entity: str | None,
-    ) -> Plan[list[Message]]:  # fmt: skip
+    ) -> Plan[list[Message]]:
         check_session_id(session_id)
         if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
             raise ValidationError("messages: expected a list of messages", field="messages")
         msgs = [Message.of(m, f"messages[{i}]") for i, m in enumerate(messages)]
         out = []
         for i, m in enumerate(msgs):
-            out.append((yield from self._append(session_id, m, searchable, entity,
-                                                f"messages[{i}]")))  # fmt: skip
+            out.append(
+                (yield from self._append(session_id, m, searchable, entity, f"messages[{i}]"))
+            )
         return out
 
-    def _load(self, session_id: str, last: int | None, as_of: TimeLike | None) -> Plan[list[Message]]:  # fmt: skip
+    def _load(
+        self, session_id: str, last: int | None, as_of: TimeLike | None
+    ) -> Plan[list[Message]]:
         stream = session_entity(session_id)
         last = check_last(last)
         now = self._now_us(as_of)
@@ -162,8 +175,7 @@ class SessionPlans:
         if last is None:
             evs = yield from self._all_events(stream, after, as_of)
         else:
-            evs = yield call("events", stream, order="desc", limit=last, after=after,
-                             as_of=as_of)  # fmt: skip
+            evs = yield call("events", stream, order="desc", limit=last, after=after, as_of=as_of)
             evs.reverse()
         evs = live(evs, self._ttl_of(state), now)
         return [m for m in map(message_of_event, evs) if m is not None]
@@ -178,14 +190,15 @@ class SessionPlans:
         stream = session_entity(session_id)
         yield from self._set_state(stream, {"ttl": check_ttl(ttl)})
 
-    def _info(self, session_id: str, as_of: TimeLike | None, count_limit: int) -> Plan[SessionInfo]:  # fmt: skip
+    def _info(self, session_id: str, as_of: TimeLike | None, count_limit: int) -> Plan[SessionInfo]:
         stream = session_entity(session_id)
         count_limit = check_count_limit(count_limit)
         now = self._now_us(as_of)
         state = yield from self._state(stream, as_of)
         after, ttl = state.cleared_through, self._ttl_of(state)
-        page = yield call("events", stream, order="desc", limit=count_limit, after=after,
-                          as_of=as_of)  # fmt: skip
+        page = yield call(
+            "events", stream, order="desc", limit=count_limit, after=after, as_of=as_of
+        )
         page.reverse()  # the newest count_limit messages since the clear, oldest first
         alive = live(page, ttl, now)
         exact = len(page) < count_limit or len(alive) < len(page)  # all, or a pause in them
@@ -197,11 +210,19 @@ class SessionPlans:
             tail = yield call("events", stream, start=after, end=after, limit=1, as_of=as_of)
             activity = tail[0] if tail else None
         return SessionInfo(
-            session_id, stream, len(alive), exact, first.ts if first else None,
+            session_id,
+            stream,
+            len(alive),
+            exact,
+            first.ts if first else None,
             alive[-1].ts if alive else None,
-            state.recorded_at if after is not None else None, after, ttl,
-            expiry(ttl, activity), self._expired(state, activity, now), state.summary_version,
-        )  # fmt: skip
+            state.recorded_at if after is not None else None,
+            after,
+            ttl,
+            expiry(ttl, activity),
+            self._expired(state, activity, now),
+            state.summary_version,
+        )
 
     def _sessions(self, as_of: TimeLike | None) -> Plan[list[str]]:
         now = self._now_us(as_of)
@@ -212,8 +233,9 @@ class SessionPlans:
             if sid is None:
                 continue
             state = yield from self._state(stream, as_of)
-            tail = yield call("events", stream, order="desc", limit=1,
-                              after=state.cleared_through, as_of=as_of)  # fmt: skip
+            tail = yield call(
+                "events", stream, order="desc", limit=1, after=state.cleared_through, as_of=as_of
+            )
             if tail and not self._expired(state, tail[0], now):
                 out.append(sid)
         return out
@@ -250,14 +272,19 @@ class SessionPlans:
         return out
 
     def _search(
-        self, session_id: str, text: str, k: int, as_of: TimeLike | None,
+        self,
+        session_id: str,
+        text: str,
+        k: int,
+        as_of: TimeLike | None,
         exclude: Sequence[str] = (),
-    ) -> Plan[list[Message]]:  # fmt: skip
+    ) -> Plan[list[Message]]:
         stream = session_entity(session_id)
         now = self._now_us(as_of)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_LAST:
-            raise ValidationError(f"k: expected an integer from 1 to {MAX_LAST}, got {k!r}",
-                                  field="k", limit=MAX_LAST)  # fmt: skip
+            raise ValidationError(
+                f"k: expected an integer from 1 to {MAX_LAST}, got {k!r}", field="k", limit=MAX_LAST
+            )
         where: dict[str, Any] = {"stream": stream}
         if exclude:
             where["event_id"] = {"$nin": _ids(exclude)}
@@ -274,8 +301,9 @@ class SessionPlans:
                 return []
             start = alive[0].id
         # over-fetch: hits from before the clear or the pause are dropped
-        res = yield call("query", text, filter=where, types=["event"],
-                         k=min(4 * k, MAX_LAST), as_of=as_of)  # fmt: skip
+        res = yield call(
+            "query", text, filter=where, types=["event"], k=min(4 * k, MAX_LAST), as_of=as_of
+        )
         lo = None if start is None else event_key(start)
         ids: list[str] = []
         for h in res.hits:
@@ -301,12 +329,16 @@ def _ids(value: Any) -> list[str]:
     if isinstance(value, str) or not isinstance(value, Sequence):
         raise ValidationError("exclude: expected a list of message ids", field="exclude")
     if len(value) > MAX_EXCLUDE:
-        raise ValidationError(f"exclude: {len(value)} ids, over the limit of {MAX_EXCLUDE}",
-                              field="exclude", limit=MAX_EXCLUDE)  # fmt: skip
+        raise ValidationError(
+            f"exclude: {len(value)} ids, over the limit of {MAX_EXCLUDE}",
+            field="exclude",
+            limit=MAX_EXCLUDE,
+        )
     for i, v in enumerate(value):
         if not isinstance(v, str):
-            raise ValidationError(f"exclude[{i}]: expected a message id (a string)",
-                                  field=f"exclude[{i}]")  # fmt: skip
+            raise ValidationError(
+                f"exclude[{i}]: expected a message id (a string)", field=f"exclude[{i}]"
+            )
     return list(value)
 
 
@@ -314,11 +346,14 @@ def _of_message(exc: ValidationError, field: str) -> ValidationError:
     """An engine error about the event (``content``, ``data``) said of the message."""
     f = exc.details.get("field")
     if f == "content":
-        return ValidationError(f"{field}.{exc.message}", field=f"{field}.content",
-                               limit=exc.details.get("limit"))  # fmt: skip
+        return ValidationError(
+            f"{field}.{exc.message}", field=f"{field}.content", limit=exc.details.get("limit")
+        )
     if f == "data":
         return ValidationError(
             f"{field}: its name, tool_calls, tool_call_id and metadata are kept as the event's "
-            f"data, and {exc.message}", field=field, limit=exc.details.get("limit"),
-        )  # fmt: skip
+            f"data, and {exc.message}",
+            field=field,
+            limit=exc.details.get("limit"),
+        )
     return exc

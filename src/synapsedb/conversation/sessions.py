@@ -90,11 +90,19 @@ class Sessions(RoutedPlans):
         return drive(self.ns, self._append_many(session_id, messages, searchable, entity))
 
     def load(
-        self, session_id: str, *, last: int | None = None, as_of: TimeLike | None = None,
-        strategy: str | None = None, k: int | None = None, max_tokens: int | None = None,
-        model: str | None = None, keep: int | None = None, summary_tokens: int | None = None,
+        self,
+        session_id: str,
+        *,
+        last: int | None = None,
+        as_of: TimeLike | None = None,
+        strategy: str | None = None,
+        k: int | None = None,
+        max_tokens: int | None = None,
+        model: str | None = None,
+        keep: int | None = None,
+        summary_tokens: int | None = None,
         summarizer: Summarizer | None = None,
-    ) -> list[Message]:  # fmt: skip
+    ) -> list[Message]:
         """The session's messages since its last clear, oldest first (``[]`` if it expired).
         ``last=N`` (at most 10,000): only the newest N, read from the end of the stream.
         ``as_of``: the session as it read then (before a clear: the messages it hid). Events
@@ -103,8 +111,17 @@ class Sessions(RoutedPlans):
         ``summary_buffer``...; its options ``k``, ``max_tokens``... : :mod:`.named`), not with
         ``last``/``as_of``. Over a remote namespace it runs on the server (one request; its
         model summarises) unless a ``summarizer`` is given."""
-        opts = self._options(strategy, last, as_of, summarizer, k=k, max_tokens=max_tokens,
-                             model=model, keep=keep, summary_tokens=summary_tokens)  # fmt: skip
+        opts = self._options(
+            strategy,
+            last,
+            as_of,
+            summarizer,
+            k=k,
+            max_tokens=max_tokens,
+            model=model,
+            keep=keep,
+            summary_tokens=summary_tokens,
+        )
         local = self._local(session_id, strategy, opts, summarizer)
         if local is not None:
             return local.load(session_id)  # type: ignore[no-any-return]
@@ -200,14 +217,31 @@ class AsyncSessions(RoutedPlans):
         return await self._run(self._append_many(session_id, messages, searchable, entity))  # type: ignore[no-any-return]
 
     async def load(
-        self, session_id: str, *, last: int | None = None, as_of: TimeLike | None = None,
-        strategy: str | None = None, k: int | None = None, max_tokens: int | None = None,
-        model: str | None = None, keep: int | None = None, summary_tokens: int | None = None,
+        self,
+        session_id: str,
+        *,
+        last: int | None = None,
+        as_of: TimeLike | None = None,
+        strategy: str | None = None,
+        k: int | None = None,
+        max_tokens: int | None = None,
+        model: str | None = None,
+        keep: int | None = None,
+        summary_tokens: int | None = None,
         summarizer: Summarizer | None = None,
-    ) -> list[Message]:  # fmt: skip
+    ) -> list[Message]:
         """See :meth:`Sessions.load` (the strategy is the async twin)."""
-        opts = self._options(strategy, last, as_of, summarizer, k=k, max_tokens=max_tokens,
-                             model=model, keep=keep, summary_tokens=summary_tokens)  # fmt: skip
+        opts = self._options(
+            strategy,
+            last,
+            as_of,
+            summarizer,
+            k=k,
+            max_tokens=max_tokens,
+            model=model,
+            keep=keep,
+            summary_tokens=summary_tokens,
+        )
         local = self._local(session_id, strategy, opts, summarizer, asynchronous=True)
         if local is not None:
             return await local.load(session_id)  # type: ignore[no-any-return]

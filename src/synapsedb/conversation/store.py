@@ -1,4 +1,4 @@
-"""Where conversations are kept: seed 003's ``MemoryStore`` protocol and its stores.
+"""Where conversations are kept: the ``MemoryStore`` protocol (Synaptic's) and its stores.
 
 A store keeps messages per session id; sessions are isolated from one another. Three
 operations make a store (``append``, ``load``, ``clear``); every strategy (Buffer, Window,
@@ -39,7 +39,7 @@ __all__ = [
 
 @runtime_checkable
 class MemoryStore(Protocol):
-    """Seed 003's store, synchronous: messages kept per session id, sessions isolated."""
+    """The store protocol, synchronous: messages kept per session id, sessions isolated."""
 
     def append(self, session_id: str, message: MessageLike) -> Message:
         """Add ``message`` at the end of the session; returns it as stored (``id``, ``ts``)."""
@@ -56,7 +56,7 @@ class MemoryStore(Protocol):
 
 @runtime_checkable
 class AsyncMemoryStore(Protocol):
-    """:class:`MemoryStore` with coroutines (seed 003's trait is async)."""
+    """:class:`MemoryStore` with coroutines (Synaptic's store is async)."""
 
     async def append(self, session_id: str, message: MessageLike) -> Message: ...
 

@@ -1,4 +1,4 @@
-"""Memory strategies: what ``load`` gives back of a session (seeds 003 and 004).
+"""Memory strategies: what ``load`` gives back of a session (Synaptic's store and SynapseKit's memory classes).
 
 Each strategy wraps a store and is a store: ``append`` and ``clear`` pass through to the
 wrapped store (``append``'s keyword options too, e.g. ``searchable=`` of Sessions), ``load``
@@ -124,9 +124,13 @@ class _Window(Strategy):
 
 class _TokenBuffer(Strategy):
     def __init__(
-        self, store: Any, max_tokens: int = 2000, model: str | None = None, *,
+        self,
+        store: Any,
+        max_tokens: int = 2000,
+        model: str | None = None,
+        *,
         keep_system: bool = True,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(store)
         self.max_tokens = check_int(max_tokens, "max_tokens", 1)
         self.counter = encoding_for(model)
@@ -166,7 +170,8 @@ class _Summarising(Strategy):
         if not isinstance(summarizer, Summarizer):
             raise ValidationError(
                 f"summarizer: expected a Summarizer, got {type(summarizer).__name__}",
-                field="summarizer")  # fmt: skip
+                field="summarizer",
+            )
         self.summarizer = summarizer
         self.llm = summarizer.llm
         self.keep_system = check_bool(keep_system, "keep_system")
@@ -194,8 +199,11 @@ class _Summarising(Strategy):
             self._states.put(session_id, state)
             return state
         try:
-            yield NsCall("set", (session_entity(session_id), SUMMARY_KEY, state.to_value()),
-                         {"if_version": version})  # fmt: skip
+            yield NsCall(
+                "set",
+                (session_entity(session_id), SUMMARY_KEY, state.to_value()),
+                {"if_version": version},
+            )
         except VersionConflictError:  # another load folded meanwhile: the newer one stays
             newer, _ = yield from self._state(session_id)
             nk, ok = order_key(newer.through), order_key(state.through)
@@ -224,8 +232,9 @@ class _Summarising(Strategy):
         pending = newer_than(body, through)
         return head, body if pending is None else pending
 
-    def _fold(self, session_id: str, state: SummaryState, version: int | None,
-              turns: list[Message]) -> Policy:  # fmt: skip
+    def _fold(
+        self, session_id: str, state: SummaryState, version: int | None, turns: list[Message]
+    ) -> Policy:
         if not turns:
             return state
         new = yield from self.summarizer.steps(state, turns)
@@ -234,9 +243,14 @@ class _Summarising(Strategy):
 
 class _Summary(_Summarising):
     def __init__(
-        self, store: Any, summarizer: Summarizer, *, keep: int = 0, batch: int | None = None,
+        self,
+        store: Any,
+        summarizer: Summarizer,
+        *,
+        keep: int = 0,
+        batch: int | None = None,
         keep_system: bool = True,
-    ) -> None:  # fmt: skip
+    ) -> None:
         super().__init__(store, summarizer, keep_system)
         self.keep = check_int(keep, "keep", 0)
         self.batch = max(1, self.keep) if batch is None else check_int(batch, "batch", 1)
@@ -253,9 +267,14 @@ class _Summary(_Summarising):
 
 class _SummaryBuffer(_Summarising):
     def __init__(
-        self, store: Any, summarizer: Summarizer, max_tokens: int = 2000,
-        model: str | None = None, *, keep_system: bool = True,
-    ) -> None:  # fmt: skip
+        self,
+        store: Any,
+        summarizer: Summarizer,
+        max_tokens: int = 2000,
+        model: str | None = None,
+        *,
+        keep_system: bool = True,
+    ) -> None:
         super().__init__(store, summarizer, keep_system)
         self.max_tokens = check_int(max_tokens, "max_tokens", 1)
         self.model = model
@@ -268,7 +287,9 @@ class _SummaryBuffer(_Summarising):
             raise ValidationError(
                 f"max_tokens: {max_tokens} leaves no room for recent messages beside a summary "
                 f"of up to {summarizer.max_tokens} tokens; give more than {self.reserve}",
-                field="max_tokens", limit=self.reserve)  # fmt: skip
+                field="max_tokens",
+                limit=self.reserve,
+            )
 
     def policy(self, session_id: str) -> Policy:
         costs = Costs(self.counter)
@@ -287,8 +308,13 @@ class _SummaryBuffer(_Summarising):
 
 class _Vector(Strategy):
     def __init__(
-        self, sessions: Any, k: int = 5, *, include_last: bool = True, keep_system: bool = True,
-    ) -> None:  # fmt: skip
+        self,
+        sessions: Any,
+        k: int = 5,
+        *,
+        include_last: bool = True,
+        keep_system: bool = True,
+    ) -> None:
         super().__init__(sessions)
         self.k = check_int(k, "k", 1)
         self.include_last = check_bool(include_last, "include_last")
@@ -297,7 +323,8 @@ class _Vector(Strategy):
             raise ValidationError(
                 "sessions: Vector searches the session's messages, so it needs a Sessions "
                 f"store (Sessions(ns, searchable=True)), got {type(sessions).__name__}",
-                field="sessions")  # fmt: skip
+                field="sessions",
+            )
 
     def policy(self, session_id: str) -> Policy:
         stream = session_entity(session_id)
@@ -326,12 +353,15 @@ class _Vector(Strategy):
             raise ValidationError(
                 f"session {session_id!r}: its messages are not searchable, so Vector finds "
                 "nothing; append them with Sessions(ns, searchable=True) (or "
-                "append(..., searchable=True))", field="sessions.searchable")  # fmt: skip
+                "append(..., searchable=True))",
+                field="sessions.searchable",
+            )
         turns = [_plain(m) for m in without(found, head)]
         return head + turns + (msgs[at:] if self.include_last else [])
 
-    def _search(self, stream: str, current: list[Message], lowest: str | None,
-                inclusive: bool) -> Policy:  # fmt: skip
+    def _search(
+        self, stream: str, current: list[Message], lowest: str | None, inclusive: bool
+    ) -> Policy:
         """The ``k`` user and assistant turns before ``current`` (the last user message and
         what followed it) most relevant to that message, oldest first. ``current`` is kept
         out of the search itself: in the index, the query's own message would lend its score
@@ -339,9 +369,15 @@ class _Vector(Strategy):
         above the relevant ones."""
         last = current[0]
         mine = [m.id for m in current if m.id is not None][-MAX_IN:]
-        res = yield NsCall("query", (last.content[:MAX_QUERY_CHARS],), {
-            "filter": {"stream": stream, "event_id": {"$nin": mine}}, "types": ["event"],
-            "k": min(4 * self.k + 4, MAX_LAST)})  # fmt: skip
+        res = yield NsCall(
+            "query",
+            (last.content[:MAX_QUERY_CHARS],),
+            {
+                "filter": {"stream": stream, "event_id": {"$nin": mine}},
+                "types": ["event"],
+                "k": min(4 * self.k + 4, MAX_LAST),
+            },
+        )
         low, high = order_key(lowest), order_key(last.id)
         ids: list[str] = []
         for hit in res.hits:

@@ -135,8 +135,9 @@ def reaches(msgs: list[Message], through: str | None) -> bool:
 
 def check_int(value: Any, name: str, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValidationError(f"{name}: expected an integer >= {low}, got {value!r}",
-                              field=name, limit=low)  # fmt: skip
+        raise ValidationError(
+            f"{name}: expected an integer >= {low}, got {value!r}", field=name, limit=low
+        )
     return value
 
 
@@ -193,7 +194,9 @@ class Strategy:
             if not callable(getattr(store, name, None)):
                 raise ValidationError(
                     f"store: expected a MemoryStore (append, load, clear), got "
-                    f"{type(store).__name__} without {name}()", field="store")  # fmt: skip
+                    f"{type(store).__name__} without {name}()",
+                    field="store",
+                )
         self.store = store
         self.ns = _namespace_of(store)
 
@@ -229,16 +232,16 @@ class Strategy:
         session has a ttl (a long pause then hides the messages before it: the store's own
         load decides)."""
         store = self.store
-        if (self.ns is None or isinstance(store, Strategy)
-                or _takes(store, "load", "first")):  # fmt: skip
+        if self.ns is None or isinstance(store, Strategy) or _takes(store, "load", "first"):
             return (yield Head())
         stream = session_entity(session_id)
         state = state_of((yield NsCall("facts", (stream,))))
         ttl = state.value["ttl"] if "ttl" in state.value else getattr(store, "ttl", None)
         if ttl is not None:
             return (yield Head())
-        evs = yield NsCall("events", (stream,), {"after": state.cleared_through,
-                                                 "limit": HEAD_READ})  # fmt: skip
+        evs = yield NsCall(
+            "events", (stream,), {"after": state.cleared_through, "limit": HEAD_READ}
+        )
         msgs = [m for m in map(message_of_event, evs) if m is not None]
         head = _leading_system(msgs)
         if len(head) == len(msgs) == HEAD_READ:  # more may follow: the store decides
@@ -264,7 +267,9 @@ class SyncStrategy(Strategy):
         if inspect.iscoroutinefunction(getattr(store, "load", None)):
             raise ValidationError(
                 f"store: {type(store).__name__} is an AsyncMemoryStore; use "
-                f"Async{type(self).__name__} over it", field="store")  # fmt: skip
+                f"Async{type(self).__name__} over it",
+                field="store",
+            )
         super().__init__(store)
 
     def append(self, session_id: str, message: MessageLike, **options: Any) -> Message:
@@ -301,8 +306,11 @@ class SyncStrategy(Strategy):
                 return msgs, len(msgs) < step.last
             return store.load(sid), True
         if isinstance(step, Head):
-            msgs = (store.load(sid, first=HEAD_READ) if _takes(store, "load", "first")
-                    else store.load(sid))  # fmt: skip
+            msgs = (
+                store.load(sid, first=HEAD_READ)
+                if _takes(store, "load", "first")
+                else store.load(sid)
+            )
             return _leading_system(msgs)
         if isinstance(step, ChatStep):
             return chat(self.llm, step)
@@ -319,7 +327,8 @@ class AsyncStrategy(Strategy):
             raise ValidationError(
                 f"store: {type(store).__name__} is a blocking MemoryStore; use "
                 f"{type(self).__name__.removeprefix('Async')} over it, or AsyncSessions",
-                field="store")  # fmt: skip
+                field="store",
+            )
         super().__init__(store)
 
     async def append(self, session_id: str, message: MessageLike, **options: Any) -> Message:
@@ -353,8 +362,11 @@ class AsyncStrategy(Strategy):
                 return msgs, len(msgs) < step.last
             return await store.load(sid), True
         if isinstance(step, Head):
-            msgs = await (store.load(sid, first=HEAD_READ) if _takes(store, "load", "first")
-                          else store.load(sid))  # fmt: skip
+            msgs = await (
+                store.load(sid, first=HEAD_READ)
+                if _takes(store, "load", "first")
+                else store.load(sid)
+            )
             return _leading_system(msgs)
         if isinstance(step, ChatStep):
             return await achat(self.llm, step)

@@ -92,8 +92,13 @@ class SummaryState:
 
     def to_value(self) -> dict[str, Any]:
         """The JSON value kept in the KV fact."""
-        return {"text": self.text, "through": self.through, "version": self.version,
-                "method": self.method, "folded": self.folded}  # fmt: skip
+        return {
+            "text": self.text,
+            "through": self.through,
+            "version": self.version,
+            "method": self.method,
+            "folded": self.folded,
+        }
 
     @classmethod
     def from_value(cls, value: Any) -> SummaryState:
@@ -157,15 +162,20 @@ class Summarizer:
         max_input_tokens: int = 3000,
         model: str | None = None,
     ) -> None:
-        if summary_prompt is not None and (not isinstance(summary_prompt, str) or
-                                           not summary_prompt.strip()):  # fmt: skip
-            raise ValidationError("summary_prompt: expected a non-empty string",
-                                  field="summary_prompt")  # fmt: skip
-        for name, value, low in (("max_tokens", max_tokens, 16),
-                                 ("max_input_tokens", max_input_tokens, 64)):  # fmt: skip
+        if summary_prompt is not None and (
+            not isinstance(summary_prompt, str) or not summary_prompt.strip()
+        ):
+            raise ValidationError(
+                "summary_prompt: expected a non-empty string", field="summary_prompt"
+            )
+        for name, value, low in (
+            ("max_tokens", max_tokens, 16),
+            ("max_input_tokens", max_input_tokens, 64),
+        ):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValidationError(f"{name}: expected an integer >= {low}, got {value!r}",
-                                      field=name, limit=low)  # fmt: skip
+                raise ValidationError(
+                    f"{name}: expected an integer >= {low}, got {value!r}", field=name, limit=low
+                )
         if llm is not None and not callable(getattr(llm, "chat", None)):
             raise ValidationError(
                 "llm: expected a ChatClient or AsyncChatClient (an object with chat(messages))",
@@ -227,21 +237,35 @@ class Summarizer:
             if self.uses_llm:
                 answer = yield ChatStep(self._request(text, chunk), self.max_tokens)
                 if isinstance(answer, BaseException):
-                    log.warning("summary: the LLM failed (%s: %s); folding %d turns extractively "
-                                "instead", type(answer).__name__, answer, len(chunk))  # fmt: skip
+                    log.warning(
+                        "summary: the LLM failed (%s: %s); folding %d turns extractively instead",
+                        type(answer).__name__,
+                        answer,
+                        len(chunk),
+                    )
                 else:
                     made = _clean(str(answer))
                     if not made:
-                        log.warning("summary: the LLM answered no text; folding %d turns "
-                                    "extractively instead", len(chunk))  # fmt: skip
+                        log.warning(
+                            "summary: the LLM answered no text; folding %d turns "
+                            "extractively instead",
+                            len(chunk),
+                        )
             if made:
                 text, method = self._cut(made), "llm"
             else:
-                text, method = extractive_summary(text, chunk, self.max_tokens, self.model), \
-                    "extractive"  # fmt: skip
+                text, method = (
+                    extractive_summary(text, chunk, self.max_tokens, self.model),
+                    "extractive",
+                )
         last = messages[-1]
-        return SummaryState(text=text, through=last.id, version=state.version + 1,
-                            method=method, folded=state.folded + len(messages))  # fmt: skip
+        return SummaryState(
+            text=text,
+            through=last.id,
+            version=state.version + 1,
+            method=method,
+            folded=state.folded + len(messages),
+        )
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -266,16 +290,21 @@ class Summarizer:
         words = max(10, self.max_tokens * 3 // 4)
         prompt = self.summary_prompt or DEFAULT_SUMMARY_PROMPT
         if "{summary}" in prompt and "{conversation}" in prompt:
-            whole = (prompt.replace("{max_words}", str(words))
-                     .replace("{summary}", summary or "(none yet)")
-                     .replace("{conversation}", conversation))  # fmt: skip
+            whole = (
+                prompt.replace("{max_words}", str(words))
+                .replace("{summary}", summary or "(none yet)")
+                .replace("{conversation}", conversation)
+            )
             return [{"role": "user", "content": whole}]
         return [
             {"role": "system", "content": prompt.replace("{max_words}", str(words))},
-            {"role": "user", "content": f"Current summary:\n{summary or '(none yet)'}\n\n"
-                                        f"New lines of conversation:\n{conversation}\n\n"
-                                        "New summary:"},
-        ]  # fmt: skip
+            {
+                "role": "user",
+                "content": f"Current summary:\n{summary or '(none yet)'}\n\n"
+                f"New lines of conversation:\n{conversation}\n\n"
+                "New summary:",
+            },
+        ]
 
     def _cut(self, text: str) -> str:
         """The model's answer within ``max_tokens`` (it may ignore the word limit)."""
@@ -292,8 +321,9 @@ def chat(llm: Any, step: ChatStep) -> Any:
         return exc
     if _is_awaitable(reply):
         reply.close()
-        raise ValidationError("llm: an AsyncChatClient needs afold() or the Async strategies",
-                              field="llm")  # fmt: skip
+        raise ValidationError(
+            "llm: an AsyncChatClient needs afold() or the Async strategies", field="llm"
+        )
     return reply.content
 
 
@@ -360,8 +390,11 @@ def _sentences(text: str) -> list[str]:
 
 
 def _content_words(sentence: str) -> frozenset[str]:
-    return frozenset(w for w in (t.lower() for t in _WORD.findall(sentence))
-                     if w not in _STOPWORDS and (len(w) > 2 or w.isdigit()))  # fmt: skip
+    return frozenset(
+        w
+        for w in (t.lower() for t in _WORD.findall(sentence))
+        if w not in _STOPWORDS and (len(w) > 2 or w.isdigit())
+    )
 
 
 def extractive_summary(

@@ -1,4 +1,4 @@
-"""Seed 004's memory classes over a SynapseDB namespace: :class:`SynapseMemory` (with the seed's
+"""SynapseKit's memory classes over a SynapseDB namespace: :class:`SynapseMemory` (with SynapseKit's
 ``SqliteMemory`` name for its users) and :class:`VectorMemory`.
 
 Both keep messages with :class:`~synapsedb.conversation.sessions.Sessions`: one stream event per
@@ -186,7 +186,7 @@ class SynapseMemory(BlockingMemory):
 
 
 class SqliteMemory(SynapseMemory):
-    """Seed 004's ``SqliteMemory``: a :class:`SynapseMemory` over the embedded database in the
+    """SynapseKit's ``SqliteMemory``: a :class:`SynapseMemory` over the embedded database in the
     directory ``db_path`` (created if missing; SynapseDB stores in SQLite inside it). An
     existing SQLite file from SynapseKit is not read: ValidationError names ``target``."""
 

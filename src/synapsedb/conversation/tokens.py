@@ -63,18 +63,36 @@ REPLY_PRIMING_TOKENS = 3
 
 _O200K_EXACT = ("o1", "o3", "o4-mini", "gpt-5", "gpt-4.1", "gpt-4o")
 _O200K_PREFIXES = (
-    "o1-", "o3-", "o4-mini-", "gpt-5", "gpt-4.5-", "gpt-4.1-", "chatgpt-4o-", "gpt-4o-",
+    "o1-",
+    "o3-",
+    "o4-mini-",
+    "gpt-5",
+    "gpt-4.5-",
+    "gpt-4.1-",
+    "chatgpt-4o-",
+    "gpt-4o-",
     # o200k_harmony is o200k_base plus special tokens only: ordinary text counts the same
     "gpt-oss-",
-)  # fmt: skip
+)
 _CL100K_EXACT = (
-    "gpt-4", "gpt-3.5-turbo", "gpt-3.5", "gpt-35-turbo", "davinci-002", "babbage-002",
-    "text-embedding-ada-002", "text-embedding-3-small", "text-embedding-3-large",
-)  # fmt: skip
+    "gpt-4",
+    "gpt-3.5-turbo",
+    "gpt-3.5",
+    "gpt-35-turbo",
+    "davinci-002",
+    "babbage-002",
+    "text-embedding-ada-002",
+    "text-embedding-3-small",
+    "text-embedding-3-large",
+)
 _CL100K_PREFIXES = ("gpt-4-", "gpt-3.5-turbo-", "gpt-35-turbo-", "text-embedding-3-")
-_FINE_TUNED = (("ft:gpt-4o", "o200k_base"), ("ft:gpt-4", "cl100k_base"),
-               ("ft:gpt-3.5-turbo", "cl100k_base"), ("ft:davinci-002", "cl100k_base"),
-               ("ft:babbage-002", "cl100k_base"))  # fmt: skip
+_FINE_TUNED = (
+    ("ft:gpt-4o", "o200k_base"),
+    ("ft:gpt-4", "cl100k_base"),
+    ("ft:gpt-3.5-turbo", "cl100k_base"),
+    ("ft:davinci-002", "cl100k_base"),
+    ("ft:babbage-002", "cl100k_base"),
+)
 _INSTALL_HINT = "bpe-openai is not installed (pip install 'synapsedb[tokens]')"
 
 

@@ -194,9 +194,10 @@ class OnnxMiniLM:
 
     def _open(self, path: Path | None = None) -> ort.InferenceSession:
         return ort.InferenceSession(
-            str(path or self.model_path), sess_options=self.session_options(),
+            str(path or self.model_path),
+            sess_options=self.session_options(),
             providers=["CPUExecutionProvider"],
-        )  # fmt: skip
+        )
 
     def embed_query(self, text: str) -> np.ndarray:
         """One query text's vector (float32, unit norm) from the :attr:`query_model`; the same

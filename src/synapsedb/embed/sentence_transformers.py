@@ -43,7 +43,10 @@ class SentenceTransformerEmbedder:
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         vecs = self._model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-            convert_to_numpy=True, show_progress_bar=False,
-        )  # fmt: skip
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
         return np.asarray(vecs, dtype=np.float32)

@@ -25,14 +25,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..clock import Clock
 from ..config import Settings
-from ..errors import ClosedError
+from ..errors import ClosedError, ValidationError
 from ..query.executor import Fusion
 from ..storage.base import LoadedRows, SharedStorage, Storage
 from ..storage.files import restrict_tree
+from ..storage.postgres_shards import shard_of
 from .embedding import EmbeddingService
 from .follower import CatchUp, Follower
 from .indexer import Indexer
@@ -41,6 +42,8 @@ from .lifecycle import RateLimiter
 from .lineage import Flush, QueryLog, changes_of
 from .loader import MAX_LEAD_US, load_states
 from .observers import Observers
+from .placement import Placement, ShardedStorage
+from .residency import Residency, Unload
 from .state import NamespaceState
 from .unavailable import Unloadable
 from .writer import Op, Tx, Writer
@@ -51,7 +54,7 @@ log = logging.getLogger("synapsedb.database")
 
 
 class MemoryLoopSeam(Protocol):
-    """What the engine needs of the memory loop (``synapsedb.agentic.MemoryLoop``), which
+    """What the engine needs of the memory loop (``synapsedb.memory_loop.MemoryLoop``), which
     lives above it: ``Namespace.remember``/``recall`` pass themselves in. The engine never
     imports the loop; :func:`synapsedb.open` attaches one as ``Database.memory_loop``."""
 
@@ -65,6 +68,8 @@ class MemoryLoopSeam(Protocol):
         budget_tokens: int | None = ..., k: int | None = ..., threshold: float | None = ...,
         rewrite: str | None = ..., agent: str | None = ...,
     ) -> Any: ...  # fmt: skip
+
+    def visit(self, names: list[str]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -105,16 +110,37 @@ class EngineCore:
         self.states = States()
         # namespaces with a stored row that cannot be loaded: unavailable, the others serve
         self.unavailable: dict[str, Unloadable] = {}
-        # several processes on one storage (PostgreSQL): follow the others' commits from
-        # where the rows ended before loading them (follower.py)
-        self._shared = storage if isinstance(storage, SharedStorage) else None
+        # several processes on one PostgreSQL schema, sharded: this process owns a share of
+        # the namespaces and serves only those (placement.py)
+        self.placement = _placement(storage, settings, self._gain, self._lose)
+        # replicated: follow the others' commits from where the rows ended before loading
+        # them (follower.py)
+        self._shared: SharedStorage | None = (
+            storage if isinstance(storage, SharedStorage) and self.placement is None else None
+        )
         marks = self._shared.follow_marks() if self._shared is not None else None
         open_us = clock.now_us()
+        # the namespaces in memory are held to a budget; the least recently used idle ones
+        # are unloaded, and load again on first need (residency.py; a storage that cannot
+        # load one namespace at a time keeps everything)
+        self.residency = (
+            Residency(settings.memory_budget_bytes(), unload=self._unload, save=self._save_graph)
+            if _loads_lazily(storage)
+            else None
+        )
+        if self.residency is not None:
+            self.states.on_install = self.residency.installed
+            self.states.on_drop = self.residency.dropped
         # stored times are checked against the present, never before the open's
         self._loader = Loader(storage, self.states, self.unavailable,
                               now_us=lambda: max(clock.now_us(), open_us),
-                              adopt=self._adopt, report=self._report)  # fmt: skip
-        if settings.load == "lazy" and _loads_lazily(storage):
+                              adopt=self._adopt, report=self._report,
+                              room=self.residency.room if self.residency else None,
+                              seen=lambda us: self._writer.at_least(us))  # fmt: skip
+        if self.placement is not None:  # the namespaces of the share it takes, at start()
+            self._loader.begin([])
+            last_us = storage.last_sys_us(open_us + MAX_LEAD_US)
+        elif settings.load == "lazy" and _loads_lazily(storage):
             named, unnamed = storage.namespace_names()
             self._loader.begin([*named, *unnamed])
             # rows without a namespaces row: unavailable, reported now as an eager open did
@@ -126,13 +152,15 @@ class EngineCore:
         else:
             last_us = self._apply_rows(storage.load(), self.states, open_us)
         self._follower = (
-            Follower(self._shared, self.states, marks) if self._shared is not None else None
+            Follower(self._shared, self.states, marks, self._loader.lock)
+            if self._shared is not None
+            else None
         )
         self.observers = Observers()
         embedding.on_batch = lambda n: self.observers.emit(self.observers.embed, n)
         self.query_log = QueryLog()
         self.rates = RateLimiter()
-        # the memory loop (synapsedb.agentic), attached by synapsedb.open: the engine never
+        # the memory loop (synapsedb.memory_loop), attached by synapsedb.open: the engine never
         # imports it; Namespace.remember/recall reach it through this seam
         self.memory_loop: MemoryLoopSeam | None = None
         self._indexer = Indexer(
@@ -151,6 +179,8 @@ class EngineCore:
             unavailable=self.unavailable,
             serialize=self._shared.exclusive if self._shared is not None else None,
             follow=self._follow if self._follower is not None else None,
+            unload=self._loader.unload,
+            owned=self.placement.check if self.placement is not None else None,
         )
 
     def start(self) -> None:
@@ -158,7 +188,11 @@ class EngineCore:
         start background indexing (and with it the ``maintain`` calls): once whoever calls
         ``maintain`` is ready for them. On a shared storage, start following the other
         processes' commits as they are notified."""
+        if self.placement is not None:
+            self.placement.start()  # joins, and takes this process's share
         self._indexer.start()
+        if self.residency is not None:
+            self.residency.start()
         self._loader.start()
         if self._shared is not None:
             self._shared.listen(self.catch_up)
@@ -191,9 +225,13 @@ class EngineCore:
         be loaded."""
         if self.closed:
             raise ClosedError("the database is closed")
+        if self.placement is not None:
+            self.placement.check(ns)  # NotOwnerError: another process serves it
         state = self.states.get(ns)
         if state is None and ns in self.unavailable:
             raise self.unavailable[ns].error()
+        if self.residency is not None:
+            self.residency.touch(ns)
         return state
 
     def submit(self, op: Op) -> Any:
@@ -202,8 +240,13 @@ class EngineCore:
         if self.closed:
             raise ClosedError("the database is closed")
         ns = getattr(op, "ns", None)
-        if ns is not None and ns in self.states.pending:
-            self._loader.load(ns)  # here, not in the writer's thread while others wait
+        if ns is not None:
+            if self.placement is not None:
+                self.placement.check(ns)
+            if ns in self.states.pending:
+                self._loader.load(ns)  # here, not in the writer's thread while others wait
+            if self.residency is not None:
+                self.residency.touch(ns)
         return self._writer.submit(op)
 
     def load_all(self, timeout: float | None = None) -> bool:
@@ -214,11 +257,27 @@ class EngineCore:
 
     def names(self) -> list[str]:
         """Every namespace that holds anything and is not known to be unavailable, loaded or
-        not (one whose stored rows turn out bad when it loads then drops out), sorted."""
+        not (one whose stored rows turn out bad when it loads then drops out), sorted; with
+        sharded placement, every process's."""
         self.check_open()
+        if self.placement is not None:  # every process's, read from storage
+            named, _unnamed = self.storage.namespace_names()
+            return sorted({*named, *self.states.keys()} - set(self.unavailable))
         pending = [ns for ns in list(self.states.pending) if type(ns) is str]
         unavailable = self.unavailable
         return sorted({*self.states.keys(), *(ns for ns in pending if ns not in unavailable)})
+
+    def holding(self, ns: str) -> contextlib.AbstractContextManager[None]:
+        """``ns`` stays in memory while the block runs (residency.py): a change feed's
+        follower waits in one, so it misses no change that another process commits."""
+        if self.residency is None:
+            return contextlib.nullcontext()
+        return self.residency.holding(ns)
+
+    def quietly(self) -> contextlib.AbstractContextManager[None]:
+        """Uses of namespaces inside the block (maintenance) leave their recency as it was:
+        they do not keep a namespace in memory (residency.py)."""
+        return self.residency.quietly() if self.residency is not None else contextlib.nullcontext()
 
     @property
     def loading_pending(self) -> int:
@@ -279,10 +338,14 @@ class EngineCore:
                 return
             self.closed = True
         self._loader.close()  # after the chunk it is reading
+        if self.residency is not None:
+            self.residency.close()  # after the unloads in hand
         if self.memory_loop is not None:
             self.memory_loop.close()  # its worker writes through this core
         self.flush_log()
         self._writer.close()
+        if self.placement is not None:
+            self.placement.close()  # after the last commit: the others take the share now
         self._indexer.close()
         restrict_tree(self.path / "indexes")  # the vector graphs it just saved
         self.storage.close()
@@ -320,7 +383,8 @@ class EngineCore:
         more than a day after ``now_us``) is logged with the repair and made unavailable.
         Returns the latest system time loaded."""
         loaded = load_states(rows, now_us)
-        states.update(loaded.states)
+        for ns, state in loaded.states.items():
+            states[ns] = state  # (States: counted by the residency budget)
         for ns, problem in loaded.unavailable.items():
             if ns not in self.unavailable:
                 self._report(problem)
@@ -335,6 +399,47 @@ class EngineCore:
         """A namespace just loaded: it takes its saved vector graph (before it serves)."""
         self._indexer.adopt(ns, state)
 
+    # -- the residency budget --------------------------------------------------------------------
+
+    def _unload(self, names: list[str]) -> list[tuple[str, NamespaceState]]:
+        """Drop the namespaces of ``names`` still idle from memory (through the writer, so
+        that no batch sees a state go); the (namespace, state) pairs dropped."""
+        assert self.residency is not None
+        try:
+            dropped: list[tuple[str, NamespaceState]] = self._writer.submit(
+                Unload(names, idle=self.residency.idle)
+            )
+        except ClosedError:
+            return []
+        return dropped
+
+    def owner_of(self, ns: str) -> str | None:
+        """Sharded placement: the address of the process that serves ``ns`` ("" while its
+        share moves); None when this process does (always, without sharded placement)."""
+        return None if self.placement is None else self.placement.owner_of(ns)
+
+    # -- sharded placement -------------------------------------------------------------------------
+
+    def _gain(self, shards: set[int]) -> None:
+        """Shares just taken over: their stored namespaces load at their first request."""
+        named, unnamed = self.storage.namespace_names()
+        names = [ns for ns in (*named, *unnamed) if type(ns) is str and shard_of(ns) in shards]
+        self._loader.add_pending(names)
+        if self.memory_loop is not None and names:
+            self.memory_loop.visit(names)  # jobs the previous owner left queued there
+
+    def _lose(self, shards: set[int]) -> None:
+        """Shares just handed over: their namespaces leave memory (not to load here again)."""
+        names = [ns for ns in [*list(self.states.keys()), *list(self.states.pending)]
+                 if type(ns) is str and shard_of(ns) in shards]  # fmt: skip
+        if names:
+            with contextlib.suppress(ClosedError):
+                self._writer.submit(Unload(names, keep=False))
+
+    def _save_graph(self, ns: str, state: NamespaceState) -> None:
+        """An unloaded namespace's vector graph goes to ``indexes/`` (its reload takes it)."""
+        self._indexer.save(ns, state)
+
     # -- writer callbacks ------------------------------------------------------------------------
 
     def _after_commit(self, rows: int, seconds: float) -> None:
@@ -342,6 +447,8 @@ class EngineCore:
         self._indexer.wake()
 
     def _after_apply(self, tx: Tx) -> None:
+        if self.residency is not None:
+            self.residency.resized(tx.touched(), self.states.resident)
         if tx.purged:  # visible now: queries that started before may still log the name
             visible_us = self.now_us()
             for ns, entity, ids in tx.purged:
@@ -352,6 +459,33 @@ class EngineCore:
                 self.observers.emit(self.observers.change, ns, entries)
         if self._follower is not None:
             self._indexer.wake()  # another process's rows, applied without a commit here
+
+
+def _placement(
+    storage: Storage,
+    settings: Settings,
+    gained: Callable[[set[int]], None],
+    lost: Callable[[set[int]], None],
+) -> Placement | None:
+    """The sharded placement of this process (None: replicated, or one process alone)."""
+    if settings.placement != "sharded":
+        return None
+    if not all(callable(getattr(storage, name, None)) for name in ("fence", "take", "placed")):
+        raise ValidationError(
+            "placement: 'sharded' needs PostgreSQL storage (storage='postgresql://...')",
+            field="placement",
+        )
+    if not _loads_lazily(storage):
+        raise ValidationError("placement: 'sharded' needs a storage that loads one namespace "
+                              "at a time", field="placement")  # fmt: skip
+    if not settings.advertise_url:
+        raise ValidationError(
+            "advertise_url: sharded placement needs this process's address for the others "
+            "(e.g. http://10.0.0.5:7379)",
+            field="advertise_url",
+        )
+    return Placement(cast(ShardedStorage, storage), settings.advertise_url.rstrip("/"),
+                     settings.lease_s, gained=gained, lost=lost)  # fmt: skip
 
 
 def _loads_lazily(storage: Storage) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 from ..clock import Clock, SystemClock
 from ..config import Settings
 from ..embed.base import Embedder
-from ..errors import ClosedError, StorageError, ValidationError
+from ..errors import ClosedError, NotOwnerError, StorageError, ValidationError
 from ..query.executor import Fusion
 from ..storage import is_postgres_url, open_storage
 from ..storage.base import Storage
@@ -131,7 +131,15 @@ class Database:
         self._log_query = core.log_query
         self._flush_log = core.flush_log
         self._storage = core.storage
-        core.start()
+        try:
+            core.start()
+        except BaseException:  # (sharded: the address is a live process's)
+            try:
+                core.close()
+            finally:
+                os.close(self._lock_fd)
+                self._released = True
+            raise
 
     # -- public API ------------------------------------------------------------------------------
 
@@ -146,7 +154,7 @@ class Database:
 
     @property
     def memory_loop(self) -> MemoryLoopSeam | None:
-        """The memory loop (synapsedb.agentic) behind ``Namespace.remember``/``recall``,
+        """The memory loop (synapsedb.memory_loop) behind ``Namespace.remember``/``recall``,
         attached by :func:`synapsedb.open`; the engine never imports it."""
         return self.core.memory_loop
 
@@ -168,6 +176,14 @@ class Database:
         yet is listed from its stored name; one whose stored rows are bad is not listed once it
         has loaded (:meth:`unavailable_namespaces` loads every namespace and says which)."""
         return self.core.names()
+
+    def namespaces_with_facts(self, entity: str) -> list[str]:
+        """The namespaces of this process that hold a fact about ``entity`` (perhaps deleted
+        since), sorted, read from storage without loading a namespace (what the memory loop
+        looks at after a start: those with jobs). A storage that cannot say: every one."""
+        find = getattr(self.core.storage, "fact_namespaces", None)
+        names = find(entity) if callable(find) else self.core.names()
+        return sorted(ns for ns in names if self.core.owner_of(ns) is None)
 
     def tier_counts(self, *, load: bool = True) -> dict[str, tuple[int, int]]:
         """Per namespace: (live memories in the hot tier, memories in the cold tier). Every
@@ -199,10 +215,19 @@ class Database:
             os.close(self._lock_fd)
 
     def maintain(self, *, dry_run: bool = False) -> list[MaintenanceReport]:
-        """Run maintenance in every namespace (see :meth:`Namespace.maintain`), and retry a
-        pending erasure (see :attr:`erasure_pending`)."""
-        self.core.load_all()
-        reports = [self.namespace(ns).maintain(dry_run=dry_run) for ns in sorted(self.core.states)]
+        """Run maintenance in every namespace (see :meth:`Namespace.maintain`; each is loaded
+        for it, one after another), and retry a pending erasure (see
+        :attr:`erasure_pending`)."""
+        reports = []
+        with self.core.quietly():  # (one at a time: under a memory budget, not all fit)
+            for ns in self.core.names():
+                try:
+                    reports.append(self.namespace(ns).maintain(dry_run=dry_run))
+                except NotOwnerError:
+                    continue  # another process's (sharded placement): it maintains it
+                except StorageError:
+                    if ns not in self.core.unavailable:  # (found bad as it loaded: skipped)
+                        raise
         if not dry_run and self.core.storage.erasure_pending:
             self.core.storage.finish_erasure(0)  # no waiting here: writers share the connection
         return reports
@@ -223,15 +248,16 @@ class Database:
         due = now - self._last_maintenance >= self.settings.maintenance_interval_s
         if due:
             self._last_maintenance = now
-        for ns, state in sorted(list(self.core.states.items()), key=lambda item: item[0]):
-            try:
-                if due or _over_quota(state):
-                    self.namespace(ns).maintain()
-            except ClosedError:
-                return
-            except Exception:
-                log.exception("background maintenance of namespace %r failed; the other "
-                              "namespaces are maintained", ns)  # fmt: skip
+        with self.core.quietly():  # maintenance keeps no namespace in memory
+            for ns, state in sorted(list(self.core.states.items()), key=lambda item: item[0]):
+                try:
+                    if due or _over_quota(state):
+                        self.namespace(ns).maintain()
+                except ClosedError:
+                    return
+                except Exception:
+                    log.exception("background maintenance of namespace %r failed; the other "
+                                  "namespaces are maintained", ns)  # fmt: skip
 
     def wait_for_indexes(self, timeout: float | None = None) -> bool:
         """Block until background indexing has caught up with every write (False on timeout).

@@ -12,7 +12,10 @@ to its own state, in the writer's thread like its own commits:
 :meth:`Follower.catch_up` turns the rows committed since its marks into a :class:`Tx` that the
 writer applies as it applies its own (so the change feed and SSE followers see them too).
 Applying is idempotent: a version this process already holds (its own commit, or one a load
-already brought) is skipped. A namespace new to this process starts from its namespaces row
+already brought) is skipped. Rows of a namespace that is not in memory here (never loaded, or
+unloaded by the residency budget) are skipped too: its next load reads them from storage. That
+is decided under the namespace's load lock, so no load that read an older snapshot can be
+installing meanwhile. A namespace new to this process starts from its namespaces row
 (so the change feed reports its first writes too), whose vector space and configuration are
 also taken over when another process changes them. A namespace whose rows changed in place
 (an erasure, a tier move), or whose namespaces row cannot be read, is reloaded from storage.
@@ -20,15 +23,20 @@ also taken over when another process changes them. A namespace whose rows change
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ..storage.base import NamespaceRow, SharedStorage
+from .lazy import States
 from .lifecycle import parse_config
 from .records import EventRec, FactRec, MemRec
 from .state import NamespaceState
 from .writer import Op, Tx
 
 __all__ = ["CatchUp", "Follower"]
+
+_AWAY: Any = object()  # a namespace not in memory here: its rows are skipped
 
 
 class CatchUp(Op):
@@ -48,11 +56,34 @@ class Follower:
     the states were loaded) to ``states``. Called by the writer's leader only."""
 
     def __init__(
-        self, storage: SharedStorage, states: dict[str, NamespaceState], marks: Any
+        self,
+        storage: SharedStorage,
+        states: States,
+        marks: Any,
+        lock_of: Callable[[str], AbstractContextManager[Any]],
     ) -> None:
         self._storage = storage
         self._states = states
         self._marks = marks
+        self._lock_of = lock_of  # a namespace's load lock (lazy.Loader.lock)
+
+    def _held(self, ns: str, new: dict[str, NamespaceState], held: dict[str, Any]) -> Any:
+        """The state the rows of ``ns`` apply to: one new in this batch, or in memory; None
+        when it is unknown here (then it is loaded afresh); ``_AWAY`` when it is stored but
+        not in memory (its rows are skipped: its next load reads them)."""
+        if ns in held:
+            return held[ns]
+        state: Any = new.get(ns)
+        if state is None:
+            states = self._states
+            state = states.resident(ns)
+            if state is None and ns in states.pending:
+                with self._lock_of(ns):  # no load of it is installing an older snapshot
+                    state = states.resident(ns)
+                    if state is None and ns in states.pending:
+                        state = _AWAY
+        held[ns] = state
+        return state
 
     def catch_up(self) -> Tx | None:
         """The rows committed since the last call, as a Tx to apply (None: nothing new).
@@ -62,17 +93,19 @@ class Follower:
         if not (changes.reloads or changes.namespaces or changes.memories or changes.facts
                 or changes.events):  # fmt: skip
             return None
-        states = self._states
-        tx = Tx(states, changes.last_us)
+        tx = Tx(self._states, changes.last_us)
         reload = set(changes.reloads)
+        held: dict[str, Any] = {}
         for row in changes.namespaces:
             if row.name not in reload:
-                self._namespace(tx, row, reload)
+                self._namespace(tx, row, reload, held)
         new = tx.new_ns  # namespaces the rows below may belong to, besides the known ones
         mem_tips: dict[tuple[str, str], int] = {}
         for mem in changes.memories:
             ns, mid, version = mem.ns, mem.id, mem.version
-            state = states.get(ns, new.get(ns))
+            state = self._held(ns, new, held)
+            if state is _AWAY:
+                continue
             if ns in reload or state is None or mid in state.cold:
                 reload.add(ns)  # unknown here, or on disk only: load it afresh
                 continue
@@ -86,7 +119,9 @@ class Follower:
         fact_tips: dict[tuple[str, str, str], int] = {}
         for fact in changes.facts:
             ns, entity, key, version = fact.ns, fact.entity, fact.key, fact.version
-            state = states.get(ns, new.get(ns))
+            state = self._held(ns, new, held)
+            if state is _AWAY:
+                continue
             if ns in reload or state is None:
                 reload.add(ns)
                 continue
@@ -100,7 +135,9 @@ class Follower:
         tails: dict[tuple[str, str], tuple[int, int]] = {}
         for event in changes.events:
             ns, stream, event_key = event.ns, event.stream, (event.ms, event.seq)
-            state = states.get(ns, new.get(ns))
+            state = self._held(ns, new, held)
+            if state is _AWAY:
+                continue
             if ns in reload or state is None:
                 reload.add(ns)
                 continue
@@ -115,19 +152,21 @@ class Follower:
             tx.reloads = sorted(reload)
         return tx
 
-    def _namespace(self, tx: Tx, row: NamespaceRow, reload: set[str]) -> None:
+    def _namespace(self, tx: Tx, row: NamespaceRow, reload: set[str], held: dict[str, Any]) -> None:
         """A namespace new here, or its vector space or configuration changed elsewhere."""
         name, dim, embedder = row.name, row.dim, row.embedder
+        state = self._held(name, {}, held)
+        if state is _AWAY:
+            return  # its load reads the row
         try:
             cfg = parse_config(row.config)
         except Exception:  # the loader says what is wrong with it, and how to repair it
             reload.add(name)
             return
-        state = self._states.get(name)
         if state is None:
             fresh = NamespaceState(name, row.created_us, dim, embedder)
             fresh.config = cfg
-            tx.new_ns[name] = fresh
+            tx.new_ns[name] = held[name] = fresh
             return
         if dim is not None and (state.dim, state.embedder) != (dim, embedder):
             tx.spaces[name] = (dim, embedder or "caller")  # (None: a row from before embedders)

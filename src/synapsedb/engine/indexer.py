@@ -153,9 +153,14 @@ class Indexer:
         if self._thread.is_alive():
             self._thread.join()
         for ns, state in list(self._states.items()):
-            if state.hnsw is not None and state.hnsw.count:
-                try:
-                    self._dir.mkdir(parents=True, exist_ok=True)
-                    state.hnsw.save(self._path(ns), state.catalog)
-                except OSError:
-                    log.exception("could not save the HNSW index of %s", ns)
+            try:
+                self.save(ns, state)
+            except OSError:
+                log.exception("could not save the HNSW index of %s", ns)
+
+    def save(self, ns: str, state: NamespaceState) -> None:
+        """Write the namespace's vector graph to ``indexes/<ns>.hnsw`` (when it has one), for
+        the next load to take back (:meth:`adopt`)."""
+        if state.hnsw is not None and state.hnsw.count:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            state.hnsw.save(self._path(ns), state.catalog)

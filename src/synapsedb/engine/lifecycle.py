@@ -128,8 +128,10 @@ class MoveTiers(Op):
         tx.batch.access.extend(self.access)  # persisted with the moves: a reload reads them back
         if not self.moves:
             return 0
-        tx.batch.tiers.extend((self.ns, mid, tx.now_us, tier, score, reason)
-                              for mid, tier, score, reason in self.moves)  # fmt: skip
+        tx.batch.tiers.extend(
+            (self.ns, mid, tx.now_us, tier, score, reason)
+            for mid, tier, score, reason in self.moves
+        )
         tx.reloads.append(self.ns)
         return len(self.moves)
 

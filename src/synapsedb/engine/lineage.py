@@ -84,8 +84,11 @@ class QueryLog:
 
     def _erased(self, row: QueryInsert) -> QueryInsert:
         for p_ns, entity, ids, visible_us, _until in self._purges:
-            if (p_ns == row.ns and names_entity(row.text, row.request, row.hits, entity, ids)
-                    and _started_before(row.request, row.sys_us, visible_us)):  # fmt: skip
+            if (
+                p_ns == row.ns
+                and names_entity(row.text, row.request, row.hits, entity, ids)
+                and _started_before(row.request, row.sys_us, visible_us)
+            ):
                 return erase_query_row(row)
         return row
 
@@ -157,8 +160,9 @@ class RecordAnswer(Op):
                 f"answer_id: answer {self.answer_id!r} is already recorded", field="answer_id"
             )
         pending = _hits_of(r for r in tx.batch.queries if r.ns == ns)
-        stored = _hits_of(self.storage.read_queries(ns, [q for q in self.query_ids
-                                                           if q not in pending]))  # fmt: skip
+        stored = _hits_of(
+            self.storage.read_queries(ns, [q for q in self.query_ids if q not in pending])
+        )
         hits = {**stored, **pending}
         for qid in self.query_ids:
             if qid not in hits:
@@ -188,10 +192,18 @@ class RecordAnswer(Op):
         memories = [[mid, v] for mid, v in behind.items()]
         tx.impacts.extend((ns, mid) for mid in behind)
         tx.batch.answers.append(
-            AnswerInsert(ns, self.answer_id, tx.now_us, self.agent, self.text,
-                         orjson.dumps(self.query_ids).decode(), orjson.dumps(cited).decode(),
-                         orjson.dumps(memories).decode(), orjson.dumps(self.entities).decode())
-        )  # fmt: skip
+            AnswerInsert(
+                ns,
+                self.answer_id,
+                tx.now_us,
+                self.agent,
+                self.text,
+                orjson.dumps(self.query_ids).decode(),
+                orjson.dumps(cited).decode(),
+                orjson.dumps(memories).decode(),
+                orjson.dumps(self.entities).decode(),
+            )
+        )
         return [(mid, v) for mid, v in behind.items()]
 
 
@@ -276,8 +288,17 @@ def changes_of(tx: Tx) -> dict[str, list[AuditEntry]]:
     purges = tx.batch.purges
 
     def erased(ns: str, rec: MemRec | FactRec | EventRec) -> bool:
-        return any(p.ns == ns and (rec.entity == p.entity or (isinstance(rec, EventRec) and (
-                   rec.stream == p.entity or rec.stream in p.streams))) for p in purges)  # fmt: skip
+        return any(
+            p.ns == ns
+            and (
+                rec.entity == p.entity
+                or (
+                    isinstance(rec, EventRec)
+                    and (rec.stream == p.entity or rec.stream in p.streams)
+                )
+            )
+            for p in purges
+        )
 
     out: dict[str, list[AuditEntry]] = {}
     planned: list[tuple[str, MemRec | FactRec | EventRec]] = [*tx.mems, *tx.facts, *tx.events]
@@ -314,10 +335,14 @@ def audit(
 
     if state is not None:
         chains: list[list[MemRec] | list[FactRec] | list[EventRec]] = [
-            *state.mems.values(), *state.facts.values(), *state.streams.values()]  # fmt: skip
+            *state.mems.values(),
+            *state.facts.values(),
+            *state.streams.values(),
+        ]
         for chain in chains:  # memory versions, fact versions, stream events
-            out.extend((r.sys_us, change_entry(r)) for r in chain
-                       if keep(r.sys_us, r.agent, (r.entity,)))  # fmt: skip
+            out.extend(
+                (r.sys_us, change_entry(r)) for r in chain if keep(r.sys_us, r.agent, (r.entity,))
+            )
 
     def entities_of(pairs: Iterable[list[Any]]) -> set[str | None]:
         return {(_version(state, p[0], p[1]) or _Unknown).entity for p in pairs}
@@ -327,12 +352,12 @@ def audit(
         about = entities_of(orjson.loads(q.hits)) | {req.get("entity")}
         if keep(q.sys_us, q.agent, about):
             scoped = req.get("entity")
-            out.append((q.sys_us, AuditEntry(to_datetime(q.sys_us), q.agent, "query", scoped,
-                                             q.id)))  # fmt: skip
+            out.append(
+                (q.sys_us, AuditEntry(to_datetime(q.sys_us), q.agent, "query", scoped, q.id))
+            )
     for a in storage.scan_answers(ns, since_us, until_us):
         if keep(a.sys_us, a.agent, entities_of(orjson.loads(a.memories))):
-            out.append((a.sys_us, AuditEntry(to_datetime(a.sys_us), a.agent, "answer", None,
-                                             a.id)))  # fmt: skip
+            out.append((a.sys_us, AuditEntry(to_datetime(a.sys_us), a.agent, "answer", None, a.id)))
     for t in storage.scan_tiers(ns, since_us, until_us):
         moved = state.cold.get(t.id) if state is not None else None
         if moved is None and state is not None and t.id in state.mems:
@@ -340,14 +365,28 @@ def audit(
         if keep(t.sys_us, None, (moved,)):
             action = "demote" if t.tier == "cold" else "promote"
             note = t.reason if t.score is None else f"score {t.score}: {t.reason}"
-            out.append((t.sys_us, AuditEntry(to_datetime(t.sys_us), None, action, moved,
-                                             f"{t.id} ({note})")))  # fmt: skip
+            out.append(
+                (
+                    t.sys_us,
+                    AuditEntry(to_datetime(t.sys_us), None, action, moved, f"{t.id} ({note})"),
+                )
+            )
     for e in storage.scan_erasures(ns, since_us, until_us):
         if entity is not None and e.subject != subject_of(entity):
             continue
         if keep(e.sys_us, e.agent, (entity,)):
-            out.append((e.sys_us, AuditEntry(to_datetime(e.sys_us), e.agent, "erase", entity,
-                                             f"subject:{e.subject} {e.counts}")))  # fmt: skip
+            out.append(
+                (
+                    e.sys_us,
+                    AuditEntry(
+                        to_datetime(e.sys_us),
+                        e.agent,
+                        "erase",
+                        entity,
+                        f"subject:{e.subject} {e.counts}",
+                    ),
+                )
+            )
     out.sort(key=lambda x: x[0])
     return [e for _, e in out[:limit]]
 
@@ -369,8 +408,9 @@ def snapshot(
     events: list[EventRec] = []
     if state is not None:
         for name in list(state.streams):
-            events.extend(e for e in state.events_in(name, (0, 0), (INF, INF), t)
-                          if e.entity == entity)  # fmt: skip
+            events.extend(
+                e for e in state.events_in(name, (0, 0), (INF, INF), t) if e.entity == entity
+            )
     events.sort(key=lambda e: (e.ms, e.seq))
     when = to_datetime(t)
     return Snapshot(

@@ -21,12 +21,13 @@ from ..surface import CacheAPI, NamespaceAPI, SessionsAPI
 from ..times import TimeLike
 from ..types import QueryResult, Recalled, Remembered
 from .core import MemoryLoopSeam
+from .importing import ImportNamespace, import_batch
 from .inputs import MAX_LIMIT
 from .provenance import _Provenance
 from .reads import _Reads
 from .retention import _Retention
 from .retrieval import run_query
-from .transfer import ImportNamespace, export_records, import_batch
+from .transfer import export_records
 from .writes import _Writes
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance, NamespaceAPI):
         data = import_batch(self.name, records, self._core.settings, self._core.now_us())
         return int(self._core.submit(ImportNamespace(self.name, data)))
 
-    # -- the memory loop (synapsedb.agentic, through the Database.memory_loop seam) ----------
+    # -- the memory loop (synapsedb.memory_loop, through the Database.memory_loop seam) ----------
 
     def remember(
         self,
@@ -141,7 +142,7 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance, NamespaceAPI):
         if loop is None:
             raise ValidationError(
                 "remember/recall: this database has no memory loop; open it with "
-                "synapsedb.open() or set db.memory_loop = synapsedb.agentic.MemoryLoop(...)",
+                "synapsedb.open() or set db.memory_loop = synapsedb.memory_loop.MemoryLoop(...)",
                 field="memory_loop",
             )
         return loop

@@ -166,10 +166,24 @@ class WriteMemories(Op):
             tx.set_space(ns, space)
         out = []
         for item, (mid, version, created) in zip(self.items, plans, strict=True):
-            rec = MemRec(mid, version, now, created, item.entity, item.type, item.content,
-                         item.meta_json, item.vec, item.salience,
-                         now if item.ts_us is None else item.ts_us, item.agent, item.pinned,
-                         item.ttl, _expires(now, item.ttl), False)  # fmt: skip
+            rec = MemRec(
+                mid,
+                version,
+                now,
+                created,
+                item.entity,
+                item.type,
+                item.content,
+                item.meta_json,
+                item.vec,
+                item.salience,
+                now if item.ts_us is None else item.ts_us,
+                item.agent,
+                item.pinned,
+                item.ttl,
+                _expires(now, item.ttl),
+                False,
+            )
             tx.add_memory(ns, rec)
             out.append(rec)
         return out
@@ -204,12 +218,24 @@ class UpdateMemory(Op):
             meta_json = ch["bounds"].apply(prev.meta_json, ch.get("meta_json"))
         if space is not None and space != old_space:
             tx.set_space(ns, space)
-        rec = MemRec(self.mid, prev.version + 1, now, prev.created_us, prev.entity,
-                     ch.get("type", prev.type), ch.get("content", prev.content),
-                     meta_json, vec,
-                     ch.get("salience", prev.salience), ch.get("ts_us", prev.ts_us),
-                     ch.get("agent", self.agent), ch.get("pinned", prev.pinned), ttl, expires,
-                     False)  # fmt: skip
+        rec = MemRec(
+            self.mid,
+            prev.version + 1,
+            now,
+            prev.created_us,
+            prev.entity,
+            ch.get("type", prev.type),
+            ch.get("content", prev.content),
+            meta_json,
+            vec,
+            ch.get("salience", prev.salience),
+            ch.get("ts_us", prev.ts_us),
+            ch.get("agent", self.agent),
+            ch.get("pinned", prev.pinned),
+            ttl,
+            expires,
+            False,
+        )
         tx.add_memory(ns, rec)
         return rec
 
@@ -224,10 +250,24 @@ class DeleteMemory(Op):
     def plan(self, tx: Tx) -> MemRec:
         prev = _current_memory(tx, self.ns, self.mid)
         _check_version(self.if_version, prev.version, f"memory {self.mid!r}")
-        rec = MemRec(prev.id, prev.version + 1, tx.now_us, prev.created_us, prev.entity,
-                     prev.type, prev.content, prev.meta_json, prev.vector(), prev.salience,
-                     prev.ts_us, self.agent, prev.pinned, prev.ttl, prev.expires_us,
-                     True)  # fmt: skip
+        rec = MemRec(
+            prev.id,
+            prev.version + 1,
+            tx.now_us,
+            prev.created_us,
+            prev.entity,
+            prev.type,
+            prev.content,
+            prev.meta_json,
+            prev.vector(),
+            prev.salience,
+            prev.ts_us,
+            self.agent,
+            prev.pinned,
+            prev.ttl,
+            prev.expires_us,
+            True,
+        )
         tx.add_memory(self.ns, rec)
         return rec
 
@@ -256,9 +296,18 @@ class SetFact(Op):
         current = prev.version if prev is not None and live else 0
         _check_version(self.if_version, current, f"fact {self.entity!r}/{self.key!r}")
         created = prev.created_us if prev is not None and live else now
-        rec = FactRec(self.entity, self.key, (prev.version + 1) if prev else 1, now, created,
-                      self.value_json, self.agent, self.ttl, _expires(now, self.ttl),
-                      False)  # fmt: skip
+        rec = FactRec(
+            self.entity,
+            self.key,
+            (prev.version + 1) if prev else 1,
+            now,
+            created,
+            self.value_json,
+            self.agent,
+            self.ttl,
+            _expires(now, self.ttl),
+            False,
+        )
         tx.add_fact(self.ns, rec)
         return rec
 
@@ -271,7 +320,12 @@ class DeleteFact(Op):
     ) -> None:
         super().__init__()
         self.ns, self.entity, self.key, self.if_version, self.agent = (
-            ns, entity, key, if_version, agent)  # fmt: skip
+            ns,
+            entity,
+            key,
+            if_version,
+            agent,
+        )
 
     def plan(self, tx: Tx) -> FactRec:
         prev = tx.latest_fact(self.ns, self.entity, self.key)
@@ -282,8 +336,18 @@ class DeleteFact(Op):
                 key=self.key,
             )
         _check_version(self.if_version, prev.version, f"fact {self.entity!r}/{self.key!r}")
-        rec = FactRec(self.entity, self.key, prev.version + 1, tx.now_us, prev.created_us,
-                      prev.value_json, self.agent, prev.ttl, prev.expires_us, True)  # fmt: skip
+        rec = FactRec(
+            self.entity,
+            self.key,
+            prev.version + 1,
+            tx.now_us,
+            prev.created_us,
+            prev.value_json,
+            self.agent,
+            prev.ttl,
+            prev.expires_us,
+            True,
+        )
         tx.add_fact(self.ns, rec)
         return rec
 
@@ -322,12 +386,37 @@ class AppendEvent(Op):
             meta["event_id"] = format_event_id(ms, seq)
             if space is not None and space != old_space:
                 tx.set_space(ns, space)
-            mrec = MemRec(new_memory_id(now), 1, now, now, item.entity, "event", item.content,
-                          orjson.dumps(meta).decode(), item.vec, item.salience, ts_us, item.agent,
-                          item.pinned, item.ttl, _expires(now, item.ttl), False)  # fmt: skip
+            mrec = MemRec(
+                new_memory_id(now),
+                1,
+                now,
+                now,
+                item.entity,
+                "event",
+                item.content,
+                orjson.dumps(meta).decode(),
+                item.vec,
+                item.salience,
+                ts_us,
+                item.agent,
+                item.pinned,
+                item.ttl,
+                _expires(now, item.ttl),
+                False,
+            )
             tx.add_memory(ns, mrec)
-        erec = EventRec(self.stream, ms, seq, now, item.entity, ts_us, item.agent, item.content,
-                        self.data_json, mrec.id if mrec else None)  # fmt: skip
+        erec = EventRec(
+            self.stream,
+            ms,
+            seq,
+            now,
+            item.entity,
+            ts_us,
+            item.agent,
+            item.content,
+            self.data_json,
+            mrec.id if mrec else None,
+        )
         tx.add_event(ns, erec)
         return erec, mrec
 
@@ -370,15 +459,18 @@ class ForgetEntity(Op):
         about: dict[str, tuple[bool, bool]] = {}
         if state is not None:
             for name, evs in list(state.streams.items()):
-                about[name] = (all(e.entity == entity or e.erased for e in evs),
-                               any(e.entity == entity for e in evs))  # fmt: skip
+                about[name] = (
+                    all(e.entity == entity or e.erased for e in evs),
+                    any(e.entity == entity for e in evs),
+                )
         for n, erec in tx.events:
             if n == ns:
                 only, mine = about.get(erec.stream, (True, False))
                 is_mine = erec.entity == entity
                 about[erec.stream] = (only and is_mine, mine or is_mine)
-        streams = [name for name, (only, mine) in about.items()
-                   if (only and mine) or name == entity]  # fmt: skip
+        streams = [
+            name for name, (only, mine) in about.items() if (only and mine) or name == entity
+        ]
         return Purge(
             ns,
             entity,
@@ -397,8 +489,11 @@ class ForgetEntity(Op):
             return rec.entity == entity or rec.stream == entity or rec.stream in erasure.streams
 
         ids = {rec.id for n, rec in tx.mems if n == ns and rec.entity == entity}
-        ids.update(erec.memory_id for n, erec in tx.events
-                   if n == ns and erec.memory_id is not None and about(erec))  # fmt: skip
+        ids.update(
+            erec.memory_id
+            for n, erec in tx.events
+            if n == ns and erec.memory_id is not None and about(erec)
+        )
         if state is not None:
             ids.update(state.entity_mems.get(entity, ()))
             ids.update(state.cold_by_entity.get(entity, ()))
@@ -435,18 +530,47 @@ class ForgetEntity(Op):
             prev = tx.latest_memory(ns, mid)
             if prev is None or not prev.visible_at(now):
                 continue
-            tx.add_memory(ns, MemRec(prev.id, prev.version + 1, now, prev.created_us, prev.entity,
-                                     prev.type, prev.content, prev.meta_json, prev.vector(),
-                                     prev.salience, prev.ts_us, self.agent, prev.pinned, prev.ttl,
-                                     prev.expires_us, True))  # fmt: skip
+            tx.add_memory(
+                ns,
+                MemRec(
+                    prev.id,
+                    prev.version + 1,
+                    now,
+                    prev.created_us,
+                    prev.entity,
+                    prev.type,
+                    prev.content,
+                    prev.meta_json,
+                    prev.vector(),
+                    prev.salience,
+                    prev.ts_us,
+                    self.agent,
+                    prev.pinned,
+                    prev.ttl,
+                    prev.expires_us,
+                    True,
+                ),
+            )
             n_mem += 1
         for key in keys:
             frec = tx.latest_fact(ns, entity, key)
             if frec is None or not frec.visible_at(now):
                 continue
-            tx.add_fact(ns, FactRec(entity, key, frec.version + 1, now, frec.created_us,
-                                    frec.value_json, self.agent, frec.ttl, frec.expires_us,
-                                    True))  # fmt: skip
+            tx.add_fact(
+                ns,
+                FactRec(
+                    entity,
+                    key,
+                    frec.version + 1,
+                    now,
+                    frec.created_us,
+                    frec.value_json,
+                    self.agent,
+                    frec.ttl,
+                    frec.expires_us,
+                    True,
+                ),
+            )
             n_fact += 1
         return {"memories": n_mem, "versions": 0, "facts": n_fact, "events": 0}
 

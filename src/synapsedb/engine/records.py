@@ -128,33 +128,50 @@ class MemRec:
         return len(self.content) + len(self.meta_json) + (vec.nbytes if vec is not None else 0)
 
     def to_row(self, ns: str) -> MemoryInsert:
-        return _MEMORY_INSERT((
-            ns,
-            self.id,
-            self.version,
-            self.sys_us,
-            self.created_us,
-            self.entity,
-            self.type,
-            self.content,
-            self.meta_json,
-            None if (vec := self.vector()) is None else vec.tobytes(),
-            self.salience,
-            self.ts_us,
-            self.agent,
-            int(self.pinned),
-            self.ttl,
-            self.expires_us,
-            int(self.deleted),
-        ))  # fmt: skip
+        return _MEMORY_INSERT(
+            (
+                ns,
+                self.id,
+                self.version,
+                self.sys_us,
+                self.created_us,
+                self.entity,
+                self.type,
+                self.content,
+                self.meta_json,
+                None if (vec := self.vector()) is None else vec.tobytes(),
+                self.salience,
+                self.ts_us,
+                self.agent,
+                int(self.pinned),
+                self.ttl,
+                self.expires_us,
+                int(self.deleted),
+            )
+        )
 
     @classmethod
     def from_row(cls, row: MemoryRow) -> MemRec:
         emb = row.embedding
         vec = None if emb is None else np.frombuffer(emb, dtype=np.float32)
-        rec = cls(row.id, row.version, row.sys_us, row.created_us, row.entity, row.type,
-                  row.content, row.metadata, vec, row.salience, row.ts_us, row.agent,
-                  bool(row.pinned), row.ttl, row.expires_us, bool(row.deleted))  # fmt: skip
+        rec = cls(
+            row.id,
+            row.version,
+            row.sys_us,
+            row.created_us,
+            row.entity,
+            row.type,
+            row.content,
+            row.metadata,
+            vec,
+            row.salience,
+            row.ts_us,
+            row.agent,
+            bool(row.pinned),
+            row.ttl,
+            row.expires_us,
+            bool(row.deleted),
+        )
         rec.erased = bool(row.erased)
         return rec
 
@@ -234,14 +251,36 @@ class FactRec:
         )
 
     def to_row(self, ns: str) -> FactInsert:
-        return _FACT_INSERT((ns, self.entity, self.key, self.version, self.sys_us,
-                             self.created_us, self.value_json, self.agent, self.ttl,
-                             self.expires_us, int(self.deleted)))  # fmt: skip
+        return _FACT_INSERT(
+            (
+                ns,
+                self.entity,
+                self.key,
+                self.version,
+                self.sys_us,
+                self.created_us,
+                self.value_json,
+                self.agent,
+                self.ttl,
+                self.expires_us,
+                int(self.deleted),
+            )
+        )
 
     @classmethod
     def from_row(cls, row: FactRow) -> FactRec:
-        rec = cls(row.entity, row.key, row.version, row.sys_us, row.created_us, row.value,
-                  row.agent, row.ttl, row.expires_us, bool(row.deleted))  # fmt: skip
+        rec = cls(
+            row.entity,
+            row.key,
+            row.version,
+            row.sys_us,
+            row.created_us,
+            row.value,
+            row.agent,
+            row.ttl,
+            row.expires_us,
+            bool(row.deleted),
+        )
         rec.erased = bool(row.erased)
         return rec
 
@@ -264,8 +303,19 @@ class FactRec:
 class EventRec:
     """One stream entry. ``(ms, seq)`` is its sortable id."""
 
-    __slots__ = ("agent", "content", "data_json", "entity", "erased", "memory_id", "ms", "seq",
-                 "stream", "sys_us", "ts_us")  # fmt: skip
+    __slots__ = (
+        "agent",
+        "content",
+        "data_json",
+        "entity",
+        "erased",
+        "memory_id",
+        "ms",
+        "seq",
+        "stream",
+        "sys_us",
+        "ts_us",
+    )
 
     def __init__(
         self,
@@ -297,14 +347,36 @@ class EventRec:
         return (self.ms, self.seq)
 
     def to_row(self, ns: str) -> EventInsert:
-        return _EVENT_INSERT((ns, self.stream, self.ms, self.seq, self.sys_us, self.entity,
-                              self.ts_us, self.agent, self.content, self.data_json,
-                              self.memory_id))  # fmt: skip
+        return _EVENT_INSERT(
+            (
+                ns,
+                self.stream,
+                self.ms,
+                self.seq,
+                self.sys_us,
+                self.entity,
+                self.ts_us,
+                self.agent,
+                self.content,
+                self.data_json,
+                self.memory_id,
+            )
+        )
 
     @classmethod
     def from_row(cls, row: EventRow) -> EventRec:
-        rec = cls(row.stream, row.ms, row.seq, row.sys_us, row.entity, row.ts_us, row.agent,
-                  row.content, row.data, row.memory_id)  # fmt: skip
+        rec = cls(
+            row.stream,
+            row.ms,
+            row.seq,
+            row.sys_us,
+            row.entity,
+            row.ts_us,
+            row.agent,
+            row.content,
+            row.data,
+            row.memory_id,
+        )
         rec.erased = bool(row.erased)
         return rec
 

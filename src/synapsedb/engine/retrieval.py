@@ -173,8 +173,9 @@ def run_query(
     touch(state, [h.id for h in hits], now)
     if core.observers.query:
         core.observers.emit(core.observers.query, mode, spec.timings)
-    _log(core, ns, qid, t, now, agent, asked, filter, entity, k, mode, hits, valid_us,
-         include_ended)  # fmt: skip
+    _log(
+        core, ns, qid, t, now, agent, asked, filter, entity, k, mode, hits, valid_us, include_ended
+    )
     return QueryResult(qid, hits, entity)
 
 
@@ -251,7 +252,13 @@ def _log(
         request["include_ended"] = True
     logged = hits[: core.settings.query_log_max_hits]
     core.log_query(
-        (ns, qid, now, agent, text,
-         orjson.dumps(request, default=str).decode(),
-         orjson.dumps([[h.id, h.version, h.score] for h in logged]).decode())
-    )  # fmt: skip
+        (
+            ns,
+            qid,
+            now,
+            agent,
+            text,
+            orjson.dumps(request, default=str).decode(),
+            orjson.dumps([[h.id, h.version, h.score] for h in logged]).decode(),
+        )
+    )

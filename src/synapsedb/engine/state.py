@@ -18,6 +18,15 @@ from .records import EventRec, FactRec, MemRec
 
 __all__ = ["NamespaceState", "version_at"]
 
+# What resident_bytes() counts beyond the vectors and texts, measured with tracemalloc on
+# namespaces of 10 to 1,000 memories (tests/unit/test_residency.py keeps the estimate within
+# a factor of two of what a loaded namespace really takes):
+STATE_BYTES = 32 * 1024  # a namespace's own objects: its state, catalog, indexes, codes
+ROW_BYTES = 600  # per memory version: its record, catalog columns, postings, keywords
+FACT_BYTES = 500  # per fact key (its chain and record)
+EVENT_BYTES = 400  # per event
+COLD_BYTES = 150  # per cold memory (its id and entity)
+
 R = TypeVar("R", MemRec, FactRec)
 
 
@@ -44,6 +53,7 @@ class NamespaceState:
         "embedder",
         "entity_facts",
         "entity_mems",
+        "events",
         "facts",
         "hnsw",
         "hot_bytes",
@@ -84,6 +94,7 @@ class NamespaceState:
         self.streams: dict[str, list[EventRec]] = {}
         # parallel sorted (ms, seq) keys per stream, for bisecting by id
         self.stream_keys: dict[str, list[tuple[int, int]]] = {}
+        self.events = 0  # events in all streams (only add_event adds one; none is removed)
 
     # -- applying committed changes (writer thread only) --------------------------------------
 
@@ -147,6 +158,7 @@ class NamespaceState:
             chain.append(rec)
 
     def add_event(self, rec: EventRec) -> None:
+        self.events += 1
         events = self.streams.get(rec.stream)
         if events is None:
             # keys first: a reader that finds the stream must find its keys
@@ -155,6 +167,30 @@ class NamespaceState:
         else:
             self.stream_keys[rec.stream].append(rec.key)
             events.append(rec)
+
+    # -- accounting ----------------------------------------------------------------------------
+
+    def resident_bytes(self) -> int:
+        """An estimate of the memory this state holds, from its counts (constant time): what
+        the residency budget counts (engine/residency.py)."""
+        cat = self.catalog
+        vec = 4 * (cat.dim or 0)
+        text = max(0, self.hot_bytes - self.live * vec)  # contents and metadata
+        graph = 0
+        hnsw = self.hnsw
+        if hnsw is not None:  # hnswlib's own copy of each vector, and its links
+            graph = hnsw.count * (vec + 8 * hnsw.m + 64)
+        return (STATE_BYTES + cat.n * (vec + ROW_BYTES) + text + graph
+                + len(self.facts) * FACT_BYTES + self.events * EVENT_BYTES
+                + len(self.cold) * COLD_BYTES)  # fmt: skip
+
+    def drop(self) -> None:
+        """Break the references between this state's parts (the catalog lists the records,
+        each record points back at the catalog for its vector), so that dropping the state
+        frees its memory at once instead of at the next full garbage collection, which in a
+        process of millions of objects comes gigabytes later. Only for a state nothing
+        reads any more (residency.py checks)."""
+        self.catalog.recs.clear()  # (in place: a deferred keyword index reads this list)
 
     # -- reads ---------------------------------------------------------------------------------
 

@@ -76,6 +76,9 @@ class Tx:
         self.new_live: dict[str, tuple[int, int]] = {}  # per namespace: memories, bytes added
         # (namespace, entity, erased memory ids) of each purge in this batch
         self.purged: list[tuple[str, str, frozenset[str]]] = []
+        # namespaces to drop from memory once the batch applied: (names, keep them pending,
+        # the list the dropped (name, state) pairs go to): residency.Unload
+        self.unloads: list[tuple[list[str], bool, list[tuple[str, NamespaceState]]]] = []
         self._mem_tip: dict[tuple[str, str], MemRec] = {}
         self._fact_tip: dict[tuple[str, str, str], FactRec] = {}
         self._stream_tip: dict[tuple[str, str], tuple[int, int]] = {}
@@ -214,7 +217,13 @@ class Writer:
         unavailable: dict[str, Unloadable] | None = None,
         serialize: Callable[[], AbstractContextManager[Any]] | None = None,
         follow: Callable[[], Tx | None] | None = None,
+        unload: Callable[..., NamespaceState | None] | None = None,
+        owned: Callable[[str], None] | None = None,
     ) -> None:
+        self._unload = unload  # drops a namespace from memory (lazy.Loader.unload)
+        # raises NotOwnerError for a namespace another process owns (sharded placement): an
+        # op queued before its share moved fails alone, not its whole batch at the commit
+        self._owned = owned
         self._serialize = serialize  # the storage's commit lock (shared storage only)
         self._follow = follow  # other processes' commits since the last call, as a Tx
         self._log = log
@@ -225,6 +234,10 @@ class Writer:
         self._states = states
         self._clock = clock
         self._last_us = last_us
+        # the latest system time of a namespace loaded since the open (another process may
+        # have written it, with a clock ahead of ours): no commit here goes before it
+        self._floor_us = last_us
+        self._floor_lock = threading.Lock()
         self._max_rows = max_rows
         self._on_commit = on_commit
         self._on_apply = on_apply
@@ -237,6 +250,12 @@ class Writer:
     def last_us(self) -> int:
         """System time of the latest batch (never decreases)."""
         return self._last_us
+
+    def at_least(self, us: int) -> None:
+        """No later commit goes before ``us`` (a loaded namespace's latest system time)."""
+        with self._floor_lock:
+            if us > self._floor_us:
+                self._floor_us = us
 
     def submit(self, op: Op) -> Any:
         """Queue ``op``, wait until its batch is durable, return its result or raise its error."""
@@ -318,7 +337,7 @@ class Writer:
                 op.error, op.result = exc, None
 
     def _process_batch(self, ops: list[Op]) -> None:
-        now = max(self._clock.now_us(), self._last_us)
+        now = max(self._clock.now_us(), self._last_us, self._floor_us)
         self._last_us = now
         logged = self._drop_unstorable(self._log.drain()) if self._log is not None else []
         tx = self._plan(ops, now, logged)
@@ -357,6 +376,8 @@ class Writer:
                 problem = None
                 if isinstance(ns, str):
                     try:
+                        if self._owned is not None:
+                            self._owned(ns)
                         self._states.get(ns)  # one not loaded yet is loaded before its checks
                     except SynapseError as exc:  # its rows could not be read
                         op.error = exc
@@ -401,6 +422,15 @@ class Writer:
             log.exception("applying a committed batch failed; rebuilding %s from storage", rebuild)
         for ns in dict.fromkeys(rebuild):
             self._rebuild(ns)
+        for names, keep, dropped in tx.unloads:  # last: after every change to them
+            for ns in names:
+                try:
+                    state = self._unload(ns, keep=keep) if self._unload is not None else None
+                except Exception:  # it stays in memory (and counted): nothing is lost
+                    log.exception("unloading namespace %r failed", ns)
+                    continue
+                if state is not None:
+                    dropped.append((ns, state))
         if self._on_apply is not None and (tx.mems or tx.facts or tx.events or tx.purged):
             try:
                 self._on_apply(tx)

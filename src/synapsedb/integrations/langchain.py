@@ -225,8 +225,13 @@ class SynapseVectorStore(VectorStore):
             except NotFoundError:
                 continue
             if memory.entity == self.entity:
-                docs.append(Document(page_content=memory.content, metadata=dict(memory.metadata or {}),
-                                     id=memory.id))  # fmt: skip
+                docs.append(
+                    Document(
+                        page_content=memory.content,
+                        metadata=dict(memory.metadata or {}),
+                        id=memory.id,
+                    )
+                )
         return docs
 
     def similarity_search(
@@ -253,8 +258,10 @@ class SynapseVectorStore(VectorStore):
         filter: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        return [d for d, _ in self.similarity_search_by_vector_with_score(
-            embedding, k, filter, **kwargs)]  # fmt: skip
+        return [
+            d
+            for d, _ in self.similarity_search_by_vector_with_score(embedding, k, filter, **kwargs)
+        ]
 
     def similarity_search_by_vector_with_score(
         self,
@@ -277,12 +284,19 @@ class SynapseVectorStore(VectorStore):
         as_of = kwargs.pop("as_of", None)
         _no_extra(kwargs, "similarity_search")
         result = self.namespace.query(
-            text, embedding=None if vector is None else [float(x) for x in vector],
-            entity=self.entity, filter=None if filter is None else metadata_filter(filter),
-            k=k, mode=mode or self.search_mode, dedup=False, as_of=as_of,
-        )  # fmt: skip
-        return [(Document(page_content=h.content, metadata=dict(h.metadata or {}), id=h.id), h.score)
-                for h in result.hits]  # fmt: skip
+            text,
+            embedding=None if vector is None else [float(x) for x in vector],
+            entity=self.entity,
+            filter=None if filter is None else metadata_filter(filter),
+            k=k,
+            mode=mode or self.search_mode,
+            dedup=False,
+            as_of=as_of,
+        )
+        return [
+            (Document(page_content=h.content, metadata=dict(h.metadata or {}), id=h.id), h.score)
+            for h in result.hits
+        ]
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         """Vector mode: a cosine similarity in [-1, 1] mapped to [0, 1]. The other modes'
@@ -355,8 +369,9 @@ def _items(
         meta = metadatas[i] if metadatas is not None else None
         if meta:
             if not isinstance(meta, Mapping):
-                raise ValidationError(f"metadatas[{i}]: expected an object",
-                                      field=f"metadatas[{i}]")  # fmt: skip
+                raise ValidationError(
+                    f"metadatas[{i}]: expected an object", field=f"metadatas[{i}]"
+                )
             item["metadata"] = dict(meta)
         doc_id = ids[i] if ids is not None else None
         if doc_id is not None:

@@ -71,8 +71,10 @@ def from_langchain(message: Any, field: str = "message") -> Message:
         out["name"] = message.name
     if isinstance(message, AIMessage):
         if message.tool_calls:
-            out["tool_calls"] = [_openai_call(c, f"{field}.tool_calls[{i}]")
-                                 for i, c in enumerate(message.tool_calls)]  # fmt: skip
+            out["tool_calls"] = [
+                _openai_call(c, f"{field}.tool_calls[{i}]")
+                for i, c in enumerate(message.tool_calls)
+            ]
         if message.invalid_tool_calls:
             extras["invalid_tool_calls"] = [dict(c) for c in message.invalid_tool_calls]
         if message.usage_metadata:
@@ -109,17 +111,24 @@ def to_langchain(message: Message) -> BaseMessage:
     if message.role == "user":
         return HumanMessage(**common)
     if message.role == "tool":
-        return ToolMessage(tool_call_id=message.tool_call_id or "",
-                           status=extras.get("status", "success"),
-                           artifact=extras.get("artifact"), **common)  # fmt: skip
+        return ToolMessage(
+            tool_call_id=message.tool_call_id or "",
+            status=extras.get("status", "success"),
+            artifact=extras.get("artifact"),
+            **common,
+        )
     calls: list[dict[str, Any]] = []
     invalid: list[dict[str, Any]] = list(extras.get("invalid_tool_calls") or [])
     for call in message.tool_calls or []:
         parsed = _langchain_call(call)
         (calls if parsed.get("type") == "tool_call" else invalid).append(parsed)
     usage = extras.get("usage_metadata")
-    return AIMessage(tool_calls=calls, invalid_tool_calls=invalid,
-                     usage_metadata=dict(usage) if usage else None, **common)  # fmt: skip
+    return AIMessage(
+        tool_calls=calls,
+        invalid_tool_calls=invalid,
+        usage_metadata=dict(usage) if usage else None,
+        **common,
+    )
 
 
 def _role(message: BaseMessage, field: str) -> str:
@@ -179,8 +188,11 @@ def _openai_call(call: Mapping[str, Any], field: str) -> dict[str, Any]:
         arguments = json.dumps(call.get("args") or {}, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"{field}.args: not JSON ({exc})", field=f"{field}.args") from exc
-    return {"id": call["id"], "type": "function",
-            "function": {"name": call.get("name"), "arguments": arguments}}  # fmt: skip
+    return {
+        "id": call["id"],
+        "type": "function",
+        "function": {"name": call.get("name"), "arguments": arguments},
+    }
 
 
 def _langchain_call(call: Mapping[str, Any]) -> dict[str, Any]:
@@ -192,9 +204,19 @@ def _langchain_call(call: Mapping[str, Any]) -> dict[str, Any]:
     try:
         args = json.loads(raw) if isinstance(raw, str) and raw else {}
     except ValueError as exc:
-        return {"type": "invalid_tool_call", "name": name, "args": raw, "id": call_id,
-                "error": f"arguments are not JSON: {exc}"}  # fmt: skip
+        return {
+            "type": "invalid_tool_call",
+            "name": name,
+            "args": raw,
+            "id": call_id,
+            "error": f"arguments are not JSON: {exc}",
+        }
     if not isinstance(args, dict):
-        return {"type": "invalid_tool_call", "name": name, "args": raw, "id": call_id,
-                "error": "arguments are not a JSON object"}  # fmt: skip
+        return {
+            "type": "invalid_tool_call",
+            "name": name,
+            "args": raw,
+            "id": call_id,
+            "error": "arguments are not a JSON object",
+        }
     return {"type": "tool_call", "name": name, "args": args, "id": call_id}

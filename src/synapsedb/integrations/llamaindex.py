@@ -58,8 +58,11 @@ class _Plans:
     def key(key: Any) -> str:
         key = check_session_id(key, "key")
         if key.endswith(ARCHIVE_SUFFIX):
-            raise ValidationError(f"key: must not end with {ARCHIVE_SUFFIX!r} (archived "
-                                  "messages are kept under that name)", field="key")  # fmt: skip
+            raise ValidationError(
+                f"key: must not end with {ARCHIVE_SUFFIX!r} (archived "
+                "messages are kept under that name)",
+                field="key",
+            )
         return str(key)
 
     @staticmethod
@@ -145,8 +148,14 @@ _PLANS = _Plans()
 
 def _fresh(m: Message) -> Message:
     """A loaded message without the store-given id and time, to be appended again."""
-    return Message(m.role, m.content, name=m.name, tool_calls=m.tool_calls,
-                   tool_call_id=m.tool_call_id, metadata=m.metadata)  # fmt: skip
+    return Message(
+        m.role,
+        m.content,
+        name=m.name,
+        tool_calls=m.tool_calls,
+        tool_call_id=m.tool_call_id,
+        metadata=m.metadata,
+    )
 
 
 class _Backed:
@@ -287,8 +296,9 @@ class SynapseDBChatStore(_Backed, AsyncDBChatStore):
         offset: int | None = None,
     ) -> list[ChatMessage]:
         for name, value in (("limit", limit), ("offset", offset)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 0):  # fmt: skip
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 0
+            ):
                 raise ValidationError(f"{name}: expected an integer >= 0", field=name)
         msgs = await self._arun(_PLANS.by_status(key, status))
         msgs = msgs[offset or 0 :]
@@ -385,9 +395,14 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
         turns = to_openai_text(list(messages or []))
         if not any(t["role"] == "user" for t in turns):
             return ""
-        found = await self._call("recall", turns, entity=self.entity,
-                                 budget_tokens=self.budget_tokens, k=self.k,
-                                 threshold=self.threshold)  # fmt: skip
+        found = await self._call(
+            "recall",
+            turns,
+            entity=self.entity,
+            budget_tokens=self.budget_tokens,
+            k=self.k,
+            threshold=self.threshold,
+        )
         return str(found.context) if found.needed and found.memories else ""
 
     async def _aput(self, messages: list[ChatMessage]) -> None:
@@ -398,5 +413,4 @@ class SynapseMemoryBlock(BaseMemoryBlock[str]):
                 session = f"{sid}:remembered"
         turns = to_openai_text(messages)
         if turns:
-            await self._call("remember", turns, entity=self.entity, session=session,
-                             wait=self.wait)  # fmt: skip
+            await self._call("remember", turns, entity=self.entity, session=session, wait=self.wait)

@@ -51,8 +51,9 @@ def from_llama(message: Any, field: str = "message") -> Message:
     role_value = message.role.value if isinstance(message.role, MessageRole) else message.role
     role = _ROLES.get(str(role_value))
     if role is None:
-        raise ValidationError(f"{field}.role: {role_value!r} has no session role",
-                              field=f"{field}.role")  # fmt: skip
+        raise ValidationError(
+            f"{field}.role: {role_value!r} has no session role", field=f"{field}.role"
+        )
     extras: dict[str, Any] = {}
     if role_value != role:
         extras["role"] = role_value
@@ -92,8 +93,9 @@ def to_llama(message: Message) -> ChatMessage:
         return ChatMessage.model_validate(
             {"role": role, "blocks": extras["blocks"], "additional_kwargs": kwargs}
         )
-    return ChatMessage(role=role, blocks=[TextBlock(text=message.content)],
-                       additional_kwargs=kwargs)  # fmt: skip
+    return ChatMessage(
+        role=role, blocks=[TextBlock(text=message.content)], additional_kwargs=kwargs
+    )
 
 
 def to_openai_text(messages: list[ChatMessage]) -> list[dict[str, str]]:

@@ -45,11 +45,17 @@ _MODES = {
     VectorStoreQueryMode.SPARSE: "keyword",
 }
 _COMPARE = {
-    FilterOperator.EQ: "$eq", FilterOperator.NE: "$ne", FilterOperator.GT: "$gt",
-    FilterOperator.GTE: "$gte", FilterOperator.LT: "$lt", FilterOperator.LTE: "$lte",
-    FilterOperator.IN: "$in", FilterOperator.NIN: "$nin",
-    FilterOperator.CONTAINS: "$contains", FilterOperator.TEXT_MATCH: "$contains",
-}  # fmt: skip
+    FilterOperator.EQ: "$eq",
+    FilterOperator.NE: "$ne",
+    FilterOperator.GT: "$gt",
+    FilterOperator.GTE: "$gte",
+    FilterOperator.LT: "$lt",
+    FilterOperator.LTE: "$lte",
+    FilterOperator.IN: "$in",
+    FilterOperator.NIN: "$nin",
+    FilterOperator.CONTAINS: "$contains",
+    FilterOperator.TEXT_MATCH: "$contains",
+}
 
 
 class SynapseVectorStore(BasePydanticVectorStore):
@@ -95,10 +101,11 @@ class SynapseVectorStore(BasePydanticVectorStore):
             # _node_content): SynapseDB's filters cannot compare lists, and absent reads as
             # empty for every operator (is_empty matches, !=, nin match, the others do not).
             item: dict[str, Any] = {
-                "entity": self.entity, "id": node.node_id,
+                "entity": self.entity,
+                "id": node.node_id,
                 "content": node.get_content(metadata_mode=MetadataMode.NONE),
                 "metadata": {k: v for k, v in meta.items() if v != []},
-            }  # fmt: skip
+            }
             if node.embedding is not None:
                 item["embedding"] = [float(x) for x in node.embedding]
             items.append(item)
@@ -109,8 +116,9 @@ class SynapseVectorStore(BasePydanticVectorStore):
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Tombstone every node of the source document ``ref_doc_id``."""
-        self.delete_nodes(filters=MetadataFilters(filters=[
-            MetadataFilter(key="ref_doc_id", value=ref_doc_id)]))  # fmt: skip
+        self.delete_nodes(
+            filters=MetadataFilters(filters=[MetadataFilter(key="ref_doc_id", value=ref_doc_id)])
+        )
 
     def delete_nodes(
         self,
@@ -153,28 +161,44 @@ class SynapseVectorStore(BasePydanticVectorStore):
         as_of = kwargs.pop("as_of", None)
         mode = _MODES.get(query.mode)
         if mode is None:
-            raise ValidationError(f"mode: {query.mode.value!r} is not supported; expected one "
-                                  f"of {', '.join(m.value for m in _MODES)}", field="mode")  # fmt: skip
+            raise ValidationError(
+                f"mode: {query.mode.value!r} is not supported; expected one "
+                f"of {', '.join(m.value for m in _MODES)}",
+                field="mode",
+            )
         vector = query.query_embedding if mode != "keyword" else None
         text = query.query_str if mode != "vector" or vector is None else None
         if text is None and vector is None:
             raise ValidationError("query: give query_embedding or query_str", field="query")
         flt = _scope(query.node_ids, query.doc_ids, query.filters)
         result = self._namespace.query(
-            text, embedding=None if vector is None else [float(x) for x in vector],
-            entity=self.entity, filter=flt, k=query.similarity_top_k, mode=mode, dedup=False,
+            text,
+            embedding=None if vector is None else [float(x) for x in vector],
+            entity=self.entity,
+            filter=flt,
+            k=query.similarity_top_k,
+            mode=mode,
+            dedup=False,
             as_of=as_of,
-        )  # fmt: skip
+        )
         nodes = [_node(h.content, h.metadata, None) for h in result.hits]
-        return VectorStoreQueryResult(nodes=nodes, similarities=[h.score for h in result.hits],
-                                      ids=[h.id for h in result.hits])  # fmt: skip
+        return VectorStoreQueryResult(
+            nodes=nodes,
+            similarities=[h.score for h in result.hits],
+            ids=[h.id for h in result.hits],
+        )
 
     def _matching(self, node_ids: list[str] | None, filters: MetadataFilters | None) -> list[str]:
         """The ids of the store's nodes among ``node_ids`` (in that order; None: any) that pass
         ``filters``; without ``node_ids``, newest first, at most MAX_SCAN."""
         if node_ids is None:
-            result = self._namespace.query(None, entity=self.entity, k=MAX_SCAN, dedup=False,
-                                           filter=_scope(None, None, filters))  # fmt: skip
+            result = self._namespace.query(
+                None,
+                entity=self.entity,
+                k=MAX_SCAN,
+                dedup=False,
+                filter=_scope(None, None, filters),
+            )
             return [h.id for h in result.hits]
         ids = []
         for node_id in dict.fromkeys(node_ids):
@@ -188,8 +212,13 @@ class SynapseVectorStore(BasePydanticVectorStore):
         keep: set[str] = set()
         for start in range(0, len(ids), MAX_SCAN):
             chunk = ids[start : start + MAX_SCAN]
-            result = self._namespace.query(None, entity=self.entity, k=len(chunk), dedup=False,
-                                           filter=_scope(chunk, None, filters))  # fmt: skip
+            result = self._namespace.query(
+                None,
+                entity=self.entity,
+                k=len(chunk),
+                dedup=False,
+                filter=_scope(chunk, None, filters),
+            )
             keep.update(h.id for h in result.hits)
         return [i for i in ids if i in keep]
 
@@ -202,8 +231,9 @@ def _node(content: str, metadata: Any, embedding: Any) -> BaseNode:
     return node
 
 
-def _scope(node_ids: Sequence[str] | None, doc_ids: Sequence[str] | None,
-           filters: MetadataFilters | None) -> dict[str, Any] | None:  # fmt: skip
+def _scope(
+    node_ids: Sequence[str] | None, doc_ids: Sequence[str] | None, filters: MetadataFilters | None
+) -> dict[str, Any] | None:
     """SynapseDB's filter for a query's ``node_ids``, ``doc_ids`` and ``filters`` together.
     An empty list restricts nothing: ``VectorStoreIndex``'s retriever passes ``node_ids=[]``
     for a store that keeps the text (its own node list is then empty)."""
@@ -248,9 +278,12 @@ def _one(f: MetadataFilter, where: str) -> dict[str, Any]:
         return {"$or" if op == FilterOperator.ANY else "$and": each}
     if op in _COMPARE:
         return {path: {_COMPARE[op]: f.value}}
-    raise ValidationError(f"{where}.operator: {op.value!r} has no counterpart in SynapseDB's "
-                          f"filters; expected one of {', '.join(o.value for o in _COMPARE)}, "
-                          "any, all, is_empty", field=f"{where}.operator")  # fmt: skip
+    raise ValidationError(
+        f"{where}.operator: {op.value!r} has no counterpart in SynapseDB's "
+        f"filters; expected one of {', '.join(o.value for o in _COMPARE)}, "
+        "any, all, is_empty",
+        field=f"{where}.operator",
+    )
 
 
 class SynapseEmbedding(BaseEmbedding):

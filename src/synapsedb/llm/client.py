@@ -89,9 +89,12 @@ class ChatClient(_Base):
     ) -> None:
         self._session = Session(settings, clock=clock, random=random)
         self._sleep = sleep
-        self._http = httpx.Client(transport=transport, timeout=settings.timeout_s,
-                                  headers=self._session.headers(),
-                                  limits=_limits(settings))  # fmt: skip
+        self._http = httpx.Client(
+            transport=transport,
+            timeout=settings.timeout_s,
+            headers=self._session.headers(),
+            limits=_limits(settings),
+        )
         self._closed = False
 
     def chat(
@@ -103,8 +106,11 @@ class ChatClient(_Base):
         stop: str | Sequence[str] | None = None,
     ) -> ChatReply:
         """The model's answer to ``messages`` (OpenAI message dicts: ``role``, ``content``)."""
-        return self._run(protocol.chat(self._session, messages, temperature=temperature,
-                                       max_tokens=max_tokens, stop=stop))  # fmt: skip
+        return self._run(
+            protocol.chat(
+                self._session, messages, temperature=temperature, max_tokens=max_tokens, stop=stop
+            )
+        )
 
     def chat_json(
         self,
@@ -117,9 +123,16 @@ class ChatClient(_Base):
     ) -> dict[str, Any]:
         """A JSON object matching ``schema`` (see :mod:`synapsedb.llm.schema` for the keywords
         checked), named ``name`` in the request (1-64 of ``[A-Za-z0-9_-]``)."""
-        return self._run(protocol.chat_json(self._session, messages, schema, name=name,
-                                            temperature=temperature,
-                                            max_tokens=max_tokens))  # fmt: skip
+        return self._run(
+            protocol.chat_json(
+                self._session,
+                messages,
+                schema,
+                name=name,
+                temperature=temperature,
+                max_tokens=max_tokens,
+            )
+        )
 
     def _run(self, steps: Steps[T]) -> T:
         self._check_open()
@@ -170,9 +183,12 @@ class AsyncChatClient(_Base):
     ) -> None:
         self._session = Session(settings, clock=clock, random=random)
         self._sleep = sleep
-        self._http = httpx.AsyncClient(transport=transport, timeout=settings.timeout_s,
-                                       headers=self._session.headers(),
-                                       limits=_limits(settings))  # fmt: skip
+        self._http = httpx.AsyncClient(
+            transport=transport,
+            timeout=settings.timeout_s,
+            headers=self._session.headers(),
+            limits=_limits(settings),
+        )
         self._closed = False
 
     async def chat(
@@ -183,8 +199,11 @@ class AsyncChatClient(_Base):
         max_tokens: int | None = None,
         stop: str | Sequence[str] | None = None,
     ) -> ChatReply:
-        return await self._run(protocol.chat(self._session, messages, temperature=temperature,
-                                             max_tokens=max_tokens, stop=stop))  # fmt: skip
+        return await self._run(
+            protocol.chat(
+                self._session, messages, temperature=temperature, max_tokens=max_tokens, stop=stop
+            )
+        )
 
     async def chat_json(
         self,
@@ -195,9 +214,16 @@ class AsyncChatClient(_Base):
         temperature: float = 0.0,
         max_tokens: int | None = None,
     ) -> dict[str, Any]:
-        return await self._run(protocol.chat_json(self._session, messages, schema, name=name,
-                                                  temperature=temperature,
-                                                  max_tokens=max_tokens))  # fmt: skip
+        return await self._run(
+            protocol.chat_json(
+                self._session,
+                messages,
+                schema,
+                name=name,
+                temperature=temperature,
+                max_tokens=max_tokens,
+            )
+        )
 
     async def forward(
         self,
@@ -219,8 +245,9 @@ class AsyncChatClient(_Base):
         with: on return of a Completion, when a ChunkStream is closed, or on any error."""
         handed_over = False
         try:
-            request = forward.request_body(body, self.settings.model, self.settings.models,
-                                           self.settings.proxy_max_tokens)  # fmt: skip
+            request = forward.request_body(
+                body, self.settings.model, self.settings.models, self.settings.proxy_max_tokens
+            )
             out = await self._forward(request, breaker or self._session.breaker, on_close)
             handed_over = isinstance(out, ChunkStream)
             return out
@@ -235,17 +262,21 @@ class AsyncChatClient(_Base):
         on_close: Callable[[], object] | None,
     ) -> Completion | ChunkStream:
         streamed = request.get("stream") is True
-        resp, _ = await self._run(protocol.forward(self._session, request, breaker),
-                                  post=self._open if streamed else self._post)  # fmt: skip
+        resp, _ = await self._run(
+            protocol.forward(self._session, request, breaker),
+            post=self._open if streamed else self._post,
+        )
         if streamed and resp.status_code < 300 and forward.is_stream(resp):
-            return forward.ChunkStream(resp, error=self._session.error, on_broken=breaker.fail,
-                                       on_close=on_close)  # fmt: skip
+            return forward.ChunkStream(
+                resp, error=self._session.error, on_broken=breaker.fail, on_close=on_close
+            )
         try:
             await resp.aread()
         except httpx.TransportError as exc:
             breaker.fail()
-            raise self._session.error(f"the answer broke off ({type(exc).__name__}: {exc})",
-                                      status=resp.status_code) from None  # fmt: skip
+            raise self._session.error(
+                f"the answer broke off ({type(exc).__name__}: {exc})", status=resp.status_code
+            ) from None
         finally:
             await resp.aclose()
         try:
@@ -257,8 +288,9 @@ class AsyncChatClient(_Base):
     async def _open(self, step: Send) -> httpx.Response | httpx.TransportError:
         """POST and answer once the headers are in: a 2xx stays open for its events (the
         caller closes it), anything else is read and closed (retries look at its body)."""
-        request = self._http.build_request("POST", self._session.url, content=step.content,
-                                           headers={"Accept": "text/event-stream"})  # fmt: skip
+        request = self._http.build_request(
+            "POST", self._session.url, content=step.content, headers={"Accept": "text/event-stream"}
+        )
         try:
             resp = await self._http.send(request, stream=True)
         except httpx.TransportError as exc:

@@ -88,8 +88,9 @@ def check_output_limit(value: Any, name: str, limit: int | None) -> None:
     if limit is not None and value > limit:
         raise ValidationError(
             f"{name}: {value} is over this server's limit of {limit} output tokens",
-            field=name, limit=limit,
-        )  # fmt: skip
+            field=name,
+            limit=limit,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,8 +267,9 @@ class ChunkStream:
                 self._on_broken()
                 raise self._error(
                     f"the stream broke after {self.chunks} events ({type(exc).__name__}: {exc})",
-                    status=self.status, broken=True,
-                ) from None  # fmt: skip
+                    status=self.status,
+                    broken=True,
+                ) from None
             for chunk in parser.close():
                 self.chunks += 1
                 yield chunk
@@ -306,8 +308,9 @@ def completion(
         body = None
     if not isinstance(body, dict):
         if response.status_code < 300:
-            raise error(f"not a chat completion: {wire.error_text(raw)}",
-                        status=response.status_code)  # fmt: skip
+            raise error(
+                f"not a chat completion: {wire.error_text(raw)}", status=response.status_code
+            )
         body = None
     kind = response.headers.get("content-type", "application/json")
     return Completion(response.status_code, raw, body, kind)

@@ -84,8 +84,12 @@ class Session:
         operator's address and key are taken out. The operator's log gets it with the
         address (at DEBUG when an open breaker refused the call: no request was made)."""
         quiet = details.get("breaker_open") and not details.get("attempts")
-        log.log(logging.DEBUG if quiet else logging.WARNING, "LLM upstream %s: %s",
-                self.redact.url, self.redact(message))  # fmt: skip
+        log.log(
+            logging.DEBUG if quiet else logging.WARNING,
+            "LLM upstream %s: %s",
+            self.redact.url,
+            self.redact(message),
+        )
         return wire.upstream_error(f"LLM upstream: {message}", self.redact, **details)
 
     def downgrade(self, mode: str) -> str:
@@ -94,8 +98,12 @@ class Session:
         lower = wire.FALLBACK[mode]
         if self.mode == mode:
             self.mode = lower
-            log.info("LLM upstream %s refuses response_format %s; using %s from now on",
-                     self.redact.url, mode, lower)  # fmt: skip
+            log.info(
+                "LLM upstream %s refuses response_format %s; using %s from now on",
+                self.redact.url,
+                mode,
+                lower,
+            )
         return lower
 
 
@@ -108,8 +116,13 @@ def chat(
     stop: str | Sequence[str] | None = None,
 ) -> Steps[ChatReply]:
     """One chat completion (retried per the settings); UpstreamError if it fails."""
-    body = wire.chat_body(session.settings.model, wire.check_messages(messages),
-                          temperature=temperature, max_tokens=max_tokens, stop=stop)  # fmt: skip
+    body = wire.chat_body(
+        session.settings.model,
+        wire.check_messages(messages),
+        temperature=temperature,
+        max_tokens=max_tokens,
+        stop=stop,
+    )
     _require_configured(session)
     resp, attempts = yield from _send(session, body)
     return _reply(session, resp, attempts)
@@ -137,8 +150,14 @@ def chat_json(
     mode = session.mode
     while True:  # at most once per mode: each refusal moves ``mode`` down the list
         convo, fmt = wire.structured(plain, schema, name, mode)
-        body = wire.chat_body(session.settings.model, convo, temperature=temperature,
-                              max_tokens=max_tokens, stop=None, response_format=fmt)  # fmt: skip
+        body = wire.chat_body(
+            session.settings.model,
+            convo,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            stop=None,
+            response_format=fmt,
+        )
         resp, attempts = yield from _send(session, body)
         total += attempts
         if wire.refuses_format(resp.status_code, resp.content, mode):
@@ -148,8 +167,12 @@ def chat_json(
         value, problem = _structured_value(reply, schema)
         if value is not None:
             return value
-        log.info("LLM upstream %s: answer for schema %s is invalid (%s); one repair try",
-                 session.redact.url, name, session.redact(problem))  # fmt: skip
+        log.info(
+            "LLM upstream %s: answer for schema %s is invalid (%s); one repair try",
+            session.redact.url,
+            name,
+            session.redact(problem),
+        )
         body["messages"] = wire.repair(convo, reply.content, problem)
         resp, attempts = yield from _send(session, body)
         total += attempts
@@ -159,8 +182,9 @@ def chat_json(
             return value
         raise session.error(
             f"the answer does not match schema {name!r} after one repair try: {problem}",
-            attempts=total, mode=mode,
-        )  # fmt: skip
+            attempts=total,
+            mode=mode,
+        )
 
 
 def forward(
@@ -192,8 +216,9 @@ def _require_configured(session: Session) -> None:
     if not session.settings.configured:
         raise UpstreamError(
             "no LLM is configured: set SYNAPSEDB_LLM_BASE_URL (LLMSettings.base_url)",
-            configured=False, attempts=0,
-        )  # fmt: skip
+            configured=False,
+            attempts=0,
+        )
 
 
 def _reply(session: Session, resp: httpx.Response, attempts: int) -> ChatReply:
@@ -201,19 +226,27 @@ def _reply(session: Session, resp: httpx.Response, attempts: int) -> ChatReply:
     if resp.status_code >= 400:
         raise session.error(
             f"answered {resp.status_code}: {wire.error_text(resp.content)}",
-            status=resp.status_code, attempts=attempts, breaker_open=False,
-        )  # fmt: skip
+            status=resp.status_code,
+            attempts=attempts,
+            breaker_open=False,
+        )
     try:
         return wire.parse_reply(resp.content)
     except ValueError as exc:  # garbage with a 2xx: a broken upstream, not worth a retry
         opened = session.breaker.fail()
-        raise session.error(str(exc), status=resp.status_code, attempts=attempts,
-                            breaker_open=opened) from None  # fmt: skip
+        raise session.error(
+            str(exc), status=resp.status_code, attempts=attempts, breaker_open=opened
+        ) from None
 
 
 # failures after which sending again is safe: the upstream cannot have started on the request
-RESENDABLE = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError,
-              httpx.WriteTimeout)  # fmt: skip
+RESENDABLE = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.WriteError,
+    httpx.WriteTimeout,
+)
 RESENDABLE_STATUSES = frozenset({408, 429, 503})  # not taken in: too slow to arrive, or refused
 
 
@@ -268,8 +301,10 @@ def _send(
             raise session.error(
                 f"circuit breaker open after {breaker.failures} consecutive failures; not "
                 f"calling it for {wait:.1f} s more",
-                attempts=attempts, breaker_open=True, retry_after=round(wait, 3),
-            )  # fmt: skip
+                attempts=attempts,
+                breaker_open=True,
+                retry_after=round(wait, 3),
+            )
         attempts += 1
         settled = False
         try:
@@ -289,22 +324,39 @@ def _send(
         if isinstance(outcome, httpx.Response):
             asked = wire.retry_after(outcome.headers, session.wall())
         if not _resendable(outcome):
-            raise session.error(f"{problem} (not retried: the upstream may still be working "
-                                "on it, and a second request would double its load)",
-                                status=status, attempts=attempts, breaker_open=opened,
-                                retry_after=asked)  # fmt: skip
+            raise session.error(
+                f"{problem} (not retried: the upstream may still be working "
+                "on it, and a second request would double its load)",
+                status=status,
+                attempts=attempts,
+                breaker_open=opened,
+                retry_after=asked,
+            )
         if opened or attempts > settings.max_retries:
             why = "the circuit breaker opened" if opened else f"{attempts} attempts"
-            raise session.error(f"{problem} (gave up after {why})", status=status,
-                                attempts=attempts, breaker_open=opened,
-                                retry_after=asked)  # fmt: skip
+            raise session.error(
+                f"{problem} (gave up after {why})",
+                status=status,
+                attempts=attempts,
+                breaker_open=opened,
+                retry_after=asked,
+            )
         if asked is not None and asked > settings.backoff_cap_s:
             raise session.error(
                 f"{problem}; it asks to retry after {asked:g} s, longer than backoff_cap_s "
                 f"({settings.backoff_cap_s:g} s)",
-                status=status, attempts=attempts, breaker_open=False, retry_after=asked,
-            )  # fmt: skip
+                status=status,
+                attempts=attempts,
+                breaker_open=False,
+                retry_after=asked,
+            )
         delay = asked if asked is not None else session.backoff.delay(attempts - 1)
-        log.warning("LLM upstream %s %s; retry %d of %d in %.2f s", session.redact.url,
-                    session.redact(problem), attempts, settings.max_retries, delay)  # fmt: skip
+        log.warning(
+            "LLM upstream %s %s; retry %d of %d in %.2f s",
+            session.redact.url,
+            session.redact(problem),
+            attempts,
+            settings.max_retries,
+            delay,
+        )
         yield Sleep(delay)

@@ -25,9 +25,17 @@ __all__ = ["check_schema", "validate"]
 
 TYPES = ("object", "array", "string", "integer", "number", "boolean", "null")
 KEYWORDS = frozenset(
-    {"type", "properties", "required", "additionalProperties", "items", "enum", "minimum",
-     "maximum"}
-)  # fmt: skip
+    {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "items",
+        "enum",
+        "minimum",
+        "maximum",
+    }
+)
 ANNOTATIONS = frozenset(
     {"title", "description", "default", "examples", "$schema", "$comment", "$id"}
 )

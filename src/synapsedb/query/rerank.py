@@ -59,10 +59,30 @@ __all__ = [
 ]
 
 FEATURES = (
-    "rel_score", "s0", "vec_n", "key_n", "ctx", "prev1", "next1", "prev2", "next2", "author",
-    "log_rank", "assistant", "log_len", "row_time", "is_question", "cos_rank", "bm_rank",
-    "fb_cos", "prev1_cos", "next1_cos", "prev1_bm", "next1_bm", "prev_is_question",
-)  # fmt: skip
+    "rel_score",
+    "s0",
+    "vec_n",
+    "key_n",
+    "ctx",
+    "prev1",
+    "next1",
+    "prev2",
+    "next2",
+    "author",
+    "log_rank",
+    "assistant",
+    "log_len",
+    "row_time",
+    "is_question",
+    "cos_rank",
+    "bm_rank",
+    "fb_cos",
+    "prev1_cos",
+    "next1_cos",
+    "prev1_bm",
+    "next1_bm",
+    "prev_is_question",
+)
 
 TIME_WORDS = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|ago|last|next|week|weekend|weeks|month|months|year|"
@@ -141,13 +161,30 @@ def features(c: Candidates) -> np.ndarray:
     asks = (c.flags & ASKS) > 0
     prev_asks = (c.prev_flags & ENDS_ASKING) > 0
     cols = [
-        c.score / top, c.s0, c.vec_n, c.key_n, c.nb_s0.max(axis=1, initial=0.0),
-        c.nb_s0[:, 1], c.nb_s0[:, 2], c.nb_s0[:, 0], c.nb_s0[:, 3], c.author,
-        np.log1p(np.arange(n, dtype=np.float64)), c.assistant, np.log1p(c.doclen),
-        row_time, asks, np.log1p(c.cos_rank),
-        np.log1p(c.bm_rank), c.fb_cos, c.nb_vec[:, 1], c.nb_vec[:, 2], c.nb_key[:, 1],
-        c.nb_key[:, 2], prev_asks,
-    ]  # fmt: skip
+        c.score / top,
+        c.s0,
+        c.vec_n,
+        c.key_n,
+        c.nb_s0.max(axis=1, initial=0.0),
+        c.nb_s0[:, 1],
+        c.nb_s0[:, 2],
+        c.nb_s0[:, 0],
+        c.nb_s0[:, 3],
+        c.author,
+        np.log1p(np.arange(n, dtype=np.float64)),
+        c.assistant,
+        np.log1p(c.doclen),
+        row_time,
+        asks,
+        np.log1p(c.cos_rank),
+        np.log1p(c.bm_rank),
+        c.fb_cos,
+        c.nb_vec[:, 1],
+        c.nb_vec[:, 2],
+        c.nb_key[:, 1],
+        c.nb_key[:, 2],
+        prev_asks,
+    ]
     return np.column_stack([np.asarray(x, np.float64).reshape(n) for x in cols])
 
 
@@ -175,13 +212,15 @@ class Forest:
         for _ in range(self.depth):
             at = base + np.maximum(node, 0)
             left = flat.take(start + self.feature.take(at)) <= self.threshold.take(at)
-            node = np.where(node >= 0, np.where(left, self.left.take(at), self.right.take(at)),
-                            node)  # fmt: skip
+            node = np.where(
+                node >= 0, np.where(left, self.left.take(at), self.right.take(at)), node
+            )
         return self.leaf.take(np.arange(t) * leaves + ~node).sum(axis=1)
 
     @classmethod
-    def from_table(cls, trees: Sequence[tuple[list, list, list, list, list]], depth: int,
-                   rows: int) -> Forest:  # fmt: skip
+    def from_table(
+        cls, trees: Sequence[tuple[list, list, list, list, list]], depth: int, rows: int
+    ) -> Forest:
         """From :mod:`.ranker_model`'s table: per tree (features, thresholds, left, right, leaf
         values)."""
         width = max([len(t[0]) for t in trees] + [1])
@@ -257,12 +296,22 @@ def gather(
     rows = top.tolist()
     prev = nb[:, 1].tolist()
     return Candidates(
-        score=score, s0=s0[at], vec_n=vec_n[at], key_n=key_n[at], nb_s0=of_nb(s0),
-        nb_vec=of_nb(vec_n), nb_key=of_nb(key_n), author=author, cos_rank=rank(cos),
-        bm_rank=rank(bm), fb_cos=fb_cos, assistant=np.array(
+        score=score,
+        s0=s0[at],
+        vec_n=vec_n[at],
+        key_n=key_n[at],
+        nb_s0=of_nb(s0),
+        nb_vec=of_nb(vec_n),
+        nb_key=of_nb(key_n),
+        author=author,
+        cos_rank=rank(cos),
+        bm_rank=rank(bm),
+        fb_cos=fb_cos,
+        assistant=np.array(
             [lab >= 0 and names[lab].lower() == "assistant" for lab in cat.label[top].tolist()],
-            np.float64),
+            np.float64,
+        ),
         doclen=np.array([doclen[r] if r < len(doclen) else 0 for r in rows], np.float64),
         flags=np.array([_flags(recs[r]) for r in rows], np.int64),
         prev_flags=np.array([_flags(recs[p]) if p >= 0 else 0 for p in prev], np.int64),
-    )  # fmt: skip
+    )

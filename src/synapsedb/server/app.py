@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Route
@@ -36,10 +37,11 @@ from ..surface import OPERATIONS, Operation
 from .auth import AUTH_MODES, AuthMode
 from .fastlane import FastLane
 from .feed import ChangeFeed, FeedLimit
+from .forward import Forwarder
 from .gate import enter, failed
 from .keys import KeyStore
 from .limits import Limits
-from .metrics import Metrics
+from .metrics import Metrics, PlacementMetrics
 from .middleware import Observe, RequestGuard, observed
 from .observe import Tracing
 from .openapi import build_document, render_html
@@ -77,11 +79,29 @@ def _ns_route(
             key, internal = enter(request.app.state, request.headers.get("authorization", ""),
                                   scope, name)  # fmt: skip
             request.state.key, request.state.ns = key, name
+            owner = db.core.owner_of(internal)  # sharded placement: None when served here
+            if owner is not None:
+                return await _elsewhere(request, handler, internal, owner)
             return await handler(request, db.namespace(internal))
         except Exception as exc:  # the one error body (gate.failed), a bug's traceback logged
             return errors(failed(exc, internal, name, f"{request.method} {request.url.path}"))
 
     return Route(prefix + path, endpoint, methods=methods)
+
+
+async def _elsewhere(request: Request, handler: Handler, ns: str, owner: str) -> Response:
+    """A request for a namespace another process owns: forwarded to it once (forward.py);
+    NotOwnerError while nobody owns it, or after one hop already."""
+    forwarder: Forwarder | None = request.app.state.forwarder
+    placement = request.app.state.db.core.placement
+    if not owner or Forwarder.hops(request):  # the share moved lately: look again, once
+        await run_in_threadpool(placement.look)
+        owner = placement.owner_of(ns)
+        if owner is None:  # (it is this process's after all)
+            return await handler(request, request.app.state.db.namespace(ns))
+    if not owner or forwarder is None or Forwarder.hops(request):
+        raise placement.not_owner(ns, owner)
+    return await forwarder.forward(request, ns, owner)
 
 
 def _proxy_route(path: str, handler: Handler) -> Route:
@@ -201,6 +221,8 @@ def create_app(
                 yield
         finally:
             await memory_proxy.aclose()
+            if app.state.forwarder is not None:
+                await app.state.forwarder.aclose()
             app.state.metrics.detach()
             app.state.feed.detach()
             if tracing.enabled:
@@ -224,11 +246,16 @@ def create_app(
     app.state.openapi = encoder.encode(document)
     app.state.docs_html = render_html(document)
     app.state.metrics = Metrics(db)
+    app.state.metrics.registry.register(PlacementMetrics(db, app.state))
     app.state.metrics.registry.register(ProxyMetrics(memory_proxy))
     if tracing.enabled:
         db.observers.query.append(tracing.query_stages)
     app.add_middleware(Observe, metrics=app.state.metrics, tracing=tracing)
-    if fast_lane and not tracing.enabled:  # spans are made on the framework's path
+    placement = db.core.placement
+    # sharded placement: requests for the others' namespaces go to them (forward.py)
+    app.state.forwarder = Forwarder(placement.address) if placement is not None else None
+    if fast_lane and not tracing.enabled and placement is None:  # spans are made on the
+        # framework's path; with sharded placement every request first asks who owns it
         facts_get = next(r for r in routes if isinstance(r, Route) and r.path.endswith("/facts")
                          and "GET" in (r.methods or ()))  # fmt: skip
         app.fast = FastLane(facts_get, db, app.state, app.state.metrics)

@@ -47,8 +47,11 @@ def authenticate_header(state: Any, header: str) -> ApiKey | None:
     rates = state.rates
     rates.take(f"key:{key.id}", key.rate, what=f"key {key.id}: over {key.rate} requests/s")
     tenant_rate = keys.tenant_rate(key.tenant)
-    rates.take(f"tenant:{key.tenant}", tenant_rate,
-               what=f"tenant {key.tenant!r}: over {tenant_rate} requests/s")  # fmt: skip
+    rates.take(
+        f"tenant:{key.tenant}",
+        tenant_rate,
+        what=f"tenant {key.tenant!r}: over {tenant_rate} requests/s",
+    )
     return key
 
 
@@ -88,8 +91,9 @@ def name_publicly(err: SynapseError, internal: str, public: str) -> None:
     if internal == public:
         return
     message = err.message.replace(internal, public)
-    details = {k: v.replace(internal, public) if isinstance(v, str) else v
-               for k, v in err.details.items()}  # fmt: skip
+    details = {
+        k: v.replace(internal, public) if isinstance(v, str) else v for k, v in err.details.items()
+    }
     if message != err.message or details != err.details:
         err.message, err.details, err.args = message, details, (message,)
 

@@ -157,7 +157,8 @@ class ChangeFeed:
                 return
             self._waiters.setdefault(ns, set()).add(waiter)
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            with self.db.core.holding(ns):  # in memory while followed (engine/residency.py)
+                await asyncio.wait_for(event.wait(), timeout)
         except TimeoutError:
             pass
         finally:

@@ -91,8 +91,16 @@ def _hash(secret: str) -> str:
 
 def _key(row: tuple, revoked: bool = False) -> ApiKey:  # type: ignore[type-arg]
     i, t, s, n, r, c, a = row
-    return ApiKey(i, t, tuple(s.split(",")), None if n is None else tuple(orjson.loads(n)), r, c,
-                  revoked, None if a is None else tuple(orjson.loads(a)))  # fmt: skip
+    return ApiKey(
+        i,
+        t,
+        tuple(s.split(",")),
+        None if n is None else tuple(orjson.loads(n)),
+        r,
+        c,
+        revoked,
+        None if a is None else tuple(orjson.loads(a)),
+    )
 
 
 class KeyStore:
@@ -159,12 +167,16 @@ class KeyStore:
             fix = "the file system is mounted read-only; mount it read-write"
         else:
             where = path.parent if path.name == KeyStore.FILENAME else path
-            fix = (f"give user id {os.geteuid()} write access to {where} and its files (e.g. "
-                   f"chown -R {os.geteuid()} {where} && chmod -R u+rwX {where}), or restore "
-                   f"{where / KeyStore.FILENAME} from a copy if it is damaged")  # fmt: skip
-        return StorageError(f"keys: cannot use {path}: {reason}. API keys are kept in "
-                            f"{KeyStore.FILENAME} in the data directory: {fix}",
-                            path=str(path))  # fmt: skip
+            fix = (
+                f"give user id {os.geteuid()} write access to {where} and its files (e.g. "
+                f"chown -R {os.geteuid()} {where} && chmod -R u+rwX {where}), or restore "
+                f"{where / KeyStore.FILENAME} from a copy if it is damaged"
+            )
+        return StorageError(
+            f"keys: cannot use {path}: {reason}. API keys are kept in "
+            f"{KeyStore.FILENAME} in the data directory: {fix}",
+            path=str(path),
+        )
 
     def create(
         self,
@@ -188,8 +200,9 @@ class KeyStore:
         for name in namespaces or ():
             tenant_namespace(tenant, name)
         if rate is not None and not rate > 0:
-            raise ValidationError("rate: expected a positive number of requests per second",
-                                  field="rate")  # fmt: skip
+            raise ValidationError(
+                "rate: expected a positive number of requests per second", field="rate"
+            )
         if agents is not None:
             if not agents:
                 raise ValidationError("agents: expected at least one agent name", field="agents")
@@ -203,13 +216,27 @@ class KeyStore:
             self._create_tables(conn)  # the file may have been deleted since
             conn.execute(
                 "INSERT INTO api_keys VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)",
-                (key_id, tenant, ",".join(scopes),
-                 None if namespaces is None else orjson.dumps(namespaces).decode(), rate,
-                 _hash(secret), now, None if agents is None else orjson.dumps(agents).decode()),
-            )  # fmt: skip
-        key = ApiKey(key_id, tenant, tuple(scopes), None if namespaces is None
-                     else tuple(namespaces), rate, now, False,
-                     None if agents is None else tuple(agents))  # fmt: skip
+                (
+                    key_id,
+                    tenant,
+                    ",".join(scopes),
+                    None if namespaces is None else orjson.dumps(namespaces).decode(),
+                    rate,
+                    _hash(secret),
+                    now,
+                    None if agents is None else orjson.dumps(agents).decode(),
+                ),
+            )
+        key = ApiKey(
+            key_id,
+            tenant,
+            tuple(scopes),
+            None if namespaces is None else tuple(namespaces),
+            rate,
+            now,
+            False,
+            None if agents is None else tuple(agents),
+        )
         return key, f"sdb_{key_id}_{secret}"
 
     def revoke(self, key_id: str) -> None:
@@ -227,8 +254,9 @@ class KeyStore:
         if not TENANT_RE.match(tenant):
             raise ValidationError(f"tenant: {tenant!r} is not a valid tenant", field="tenant")
         if rate is not None and not rate > 0:
-            raise ValidationError("rate: expected a positive number of requests per second",
-                                  field="rate")  # fmt: skip
+            raise ValidationError(
+                "rate: expected a positive number of requests per second", field="rate"
+            )
         with self._conn() as conn:
             if rate is None:
                 conn.execute("DELETE FROM tenant_limits WHERE tenant = ?", (tenant,))
@@ -283,8 +311,7 @@ class KeyStore:
                 self._forget()  # another file now (or none read yet): new handles on it
                 self._fd = os.open(self.path, os.O_RDONLY)
                 uri = self.path.resolve().as_uri() + "?mode=ro"
-                self._reader = sqlite3.connect(uri, uri=True, timeout=10,
-                                               check_same_thread=False)  # fmt: skip
+                self._reader = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
             marker = self._marker()
             if self._seen == (file, marker):
                 return
@@ -294,8 +321,9 @@ class KeyStore:
             ).fetchall()
             rates = dict(self._reader.execute("SELECT tenant, rate FROM tenant_limits"))
         except (OSError, sqlite3.Error) as exc:  # emptied, replaced, corrupt: no keys at all
-            log.warning("keys: %s unreadable (%s); no API key is valid until it is fixed",
-                        self.path, exc)  # fmt: skip
+            log.warning(
+                "keys: %s unreadable (%s); no API key is valid until it is fixed", self.path, exc
+            )
             self._forget()
             return
         self._cache = {row[0]: (_key(row[:-1]), row[-1]) for row in rows}

@@ -175,12 +175,20 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
             """At the limit, make room: close the connection that has waited longest
             without a request in progress (idle keep-alive, or still sending its headers),
             so that slow or idle connections cannot crowd out requests."""
-            waiting = [c for c in self.connections if c is not self and
-                       isinstance(c, GuardedProtocol) and c._between_requests() and
-                       not c.transport.is_closing()]  # fmt: skip
+            waiting = [
+                c
+                for c in self.connections
+                if c is not self
+                and isinstance(c, GuardedProtocol)
+                and c._between_requests()
+                and not c.transport.is_closing()
+            ]
             if not waiting:
-                log.warning("connection limit of %d reached with every connection busy: "
-                            "new requests answer 503", limits.max_connections)  # fmt: skip
+                log.warning(
+                    "connection limit of %d reached with every connection busy: "
+                    "new requests answer 503",
+                    limits.max_connections,
+                )
                 return False
             victim = min(waiting, key=lambda c: c._since)
             victim._disarm()
@@ -209,9 +217,13 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
                 self._pending += len(data)
                 self._tail = window[-3:]
                 if header_bytes > limits.max_header_bytes and self._awaiting_headers():
-                    self._refuse(PayloadTooLargeError(
-                        f"headers: over the limit of {limits.max_header_bytes} bytes",
-                        field="headers", limit=limits.max_header_bytes))  # fmt: skip
+                    self._refuse(
+                        PayloadTooLargeError(
+                            f"headers: over the limit of {limits.max_header_bytes} bytes",
+                            field="headers",
+                            limit=limits.max_header_bytes,
+                        )
+                    )
                     return
             super().data_received(data)
             if self._deadline is not None and not self._between_requests():
@@ -232,10 +244,14 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
                 or not self._awaiting_headers()  # the rest of an answered request's body
                 or self.flow.write_paused
                 or self.transport.is_closing()
-                or (self.limit_concurrency is not None  # over it: uvicorn's 503
-                    and (len(self.connections) >= self.limit_concurrency
-                         or len(self.tasks) >= self.limit_concurrency))
-            ):  # fmt: skip
+                or (
+                    self.limit_concurrency is not None  # over it: uvicorn's 503
+                    and (
+                        len(self.connections) >= self.limit_concurrency
+                        or len(self.tasks) >= self.limit_concurrency
+                    )
+                )
+            ):
                 return False
             lane, guard = self._lane
             answer = lane.answer_head(data, guard, self.server_state.default_headers)
@@ -300,9 +316,13 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
             if not self._between_requests() or self.transport.is_closing():
                 return
             if self._pending and self._awaiting_headers():
-                self._refuse(RequestTimeoutError(
-                    f"headers: not received within {limits.header_timeout:g} s",
-                    field="headers", limit=limits.header_timeout))  # fmt: skip
+                self._refuse(
+                    RequestTimeoutError(
+                        f"headers: not received within {limits.header_timeout:g} s",
+                        field="headers",
+                        limit=limits.header_timeout,
+                    )
+                )
             else:
                 self.transport.close()
 
@@ -317,8 +337,16 @@ def guarded_protocol(limits: Limits, base: type[Any] | None = None) -> type[asyn
 
 
 # what _answered_here reads and sets of uvicorn's httptools connection
-_HTTPTOOLS_STATE = ("pipeline", "flow", "tasks", "connections", "limit_concurrency",
-                    "server_state", "timeout_keep_alive_task", "timeout_keep_alive")  # fmt: skip
+_HTTPTOOLS_STATE = (
+    "pipeline",
+    "flow",
+    "tasks",
+    "connections",
+    "limit_concurrency",
+    "server_state",
+    "timeout_keep_alive_task",
+    "timeout_keep_alive",
+)
 
 
 def _is_httptools(base: type[Any]) -> bool:

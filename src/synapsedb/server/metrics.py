@@ -19,7 +19,7 @@ from prometheus_client.registry import Collector
 from ..cache.counters import counters_for
 from ..engine import Database
 
-__all__ = ["Metrics"]
+__all__ = ["Metrics", "PlacementMetrics"]
 
 _FAST = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
@@ -106,12 +106,13 @@ class _Loop(Collector):
 
 
 class _Loading(Collector):
-    """``synapsedb_namespaces_loading`` (server-wide): stored namespaces not loaded yet."""
+    """``synapsedb_namespaces_loading`` (server-wide): stored namespaces not loaded yet; and
+    the namespaces in memory against the memory budget (engine/residency.py)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         family = GaugeMetricFamily(
             "synapsedb_namespaces_loading",
             "Stored namespaces not loaded yet (each loads at its first request; a background "
@@ -119,6 +120,52 @@ class _Loading(Collector):
         )
         family.add_metric([], 0 if self.db.closed else self.db.loading_pending)
         yield family
+        res = self.db.core.residency
+        if res is None:
+            return
+        for name, doc, value in (
+            ("synapsedb_memory_budget_bytes", "The namespaces' memory budget (memory_budget_mb)",
+             res.budget),
+            ("synapsedb_resident_bytes", "Estimated memory of the namespaces in memory",
+             res.total),
+            ("synapsedb_resident_namespaces", "Namespaces in memory", res.resident),
+        ):  # fmt: skip
+            gauge = GaugeMetricFamily(name, doc)
+            gauge.add_metric([], value)
+            yield gauge
+        unloads = CounterMetricFamily(
+            "synapsedb_namespace_unloads",
+            "Namespaces unloaded to stay within the memory budget (each loads again at its next "
+            "request)",
+        )
+        unloads.add_metric([], res.unloads)
+        yield unloads
+
+
+class PlacementMetrics(Collector):
+    """Sharded placement: the shares this process owns, the moves and forwarded requests."""
+
+    def __init__(self, db: Database, state: Any) -> None:
+        self.db, self.state = db, state
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        placement = self.db.core.placement
+        if placement is None:
+            return
+        owned = GaugeMetricFamily("synapsedb_owned_shares",
+                                  "Shares of the namespaces this process owns (of 256)")  # fmt: skip
+        owned.add_metric([], len(placement.owned))
+        yield owned
+        moves = CounterMetricFamily("synapsedb_share_moves",
+                                    "Shares this process took over or handed over")  # fmt: skip
+        moves.add_metric([], placement.moves)
+        yield moves
+        forwarder = getattr(self.state, "forwarder", None)
+        forwarded = CounterMetricFamily(
+            "synapsedb_forwarded_requests", "Requests sent on to the process owning their namespace"
+        )
+        forwarded.add_metric([], 0 if forwarder is None else forwarder.forwarded)
+        yield forwarded
 
 
 class Metrics:

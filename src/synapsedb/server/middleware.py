@@ -57,8 +57,9 @@ class RequestGuard:
         names = {h: host_name(h) for h in hosts}
         for given, name in names.items():
             if name is None:
-                raise ValidationError(f"allowed_hosts: {given!r} is not a host name",
-                                      field="allowed_hosts")  # fmt: skip
+                raise ValidationError(
+                    f"allowed_hosts: {given!r} is not a host name", field="allowed_hosts"
+                )
         self.hosts = frozenset(n for n in names.values() if n is not None)
 
     def check(self, scope: Any) -> SynapseError | None:
@@ -82,9 +83,10 @@ class RequestGuard:
                     )
             elif name == b"last-event-id" and len(value) > MAX_CURSOR_CHARS:
                 return ValidationError(
-                    f"Last-Event-ID: {len(value)} characters, over the limit of "
-                    f"{MAX_CURSOR_CHARS}", field="Last-Event-ID", limit=MAX_CURSOR_CHARS,
-                )  # fmt: skip
+                    f"Last-Event-ID: {len(value)} characters, over the limit of {MAX_CURSOR_CHARS}",
+                    field="Last-Event-ID",
+                    limit=MAX_CURSOR_CHARS,
+                )
         if hosts is not None and not seen:
             return HostNotAllowedError("Host: required", field="host")
         query = scope.get("query_string", b"")
@@ -93,8 +95,9 @@ class RequestGuard:
                 if name == "after" and len(value) > MAX_CURSOR_CHARS:
                     return ValidationError(
                         f"after: {len(value)} characters, over the limit of {MAX_CURSOR_CHARS}",
-                        field="after", limit=MAX_CURSOR_CHARS,
-                    )  # fmt: skip
+                        field="after",
+                        limit=MAX_CURSOR_CHARS,
+                    )
         return None
 
 
@@ -176,7 +179,15 @@ def observed(metrics: Metrics, scope: Any, route: str, status: int, seconds: flo
     metrics.request_timer(route, scope["method"], status).observe(seconds)
     if access_log.isEnabledFor(logging.INFO):
         access_log.info(
-            "%s %s %d", scope["method"], scope["path"], status,
-            extra={"method": scope["method"], "path": scope["path"], "route": route,
-                   "status": status, "duration_ms": round(seconds * 1000, 3)},
-        )  # fmt: skip
+            "%s %s %d",
+            scope["method"],
+            scope["path"],
+            status,
+            extra={
+                "method": scope["method"],
+                "path": scope["path"],
+                "route": route,
+                "status": status,
+                "duration_ms": round(seconds * 1000, 3),
+            },
+        )

@@ -193,12 +193,19 @@ class RateLimitFilter(logging.Filter):
                 if window.suppressed:
                     name, level, first = key
                     seconds = min(now, window.start + self.interval) - window.start
-                    out.append(logging.makeLogRecord({
-                        "name": name, "levelno": level, "levelname": logging.getLevelName(level),
-                        "msg": "suppressed %d similar lines in %.0f s: %s",
-                        "args": (window.suppressed, seconds, first), "summary": True,
-                        "suppressed": window.suppressed,
-                    }))  # fmt: skip
+                    out.append(
+                        logging.makeLogRecord(
+                            {
+                                "name": name,
+                                "levelno": level,
+                                "levelname": logging.getLevelName(level),
+                                "msg": "suppressed %d similar lines in %.0f s: %s",
+                                "args": (window.suppressed, seconds, first),
+                                "summary": True,
+                                "suppressed": window.suppressed,
+                            }
+                        )
+                    )
         return out
 
     def _write(self, record: logging.LogRecord) -> None:
@@ -305,9 +312,11 @@ class Tracing:
         for stage in sorted(timings, key=lambda s: STAGES.index(s) if s in STAGES else 99):
             stop = start + int(timings[stage] * 1e9)
             span = self.tracer.start_span(
-                f"query.{stage}", context=ctx, start_time=start,
+                f"query.{stage}",
+                context=ctx,
+                start_time=start,
                 attributes={"synapsedb.query.mode": mode, "synapsedb.query.stage": stage},
-            )  # fmt: skip
+            )
             span.end(end_time=stop)
             start = stop
 

@@ -32,12 +32,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..agentic import MemoryLoop
 from ..config import LLMSettings
 from ..engine import Database, Namespace
 from ..errors import NotFoundError, SynapseError, UpstreamError, ValidationError
 from ..ids import new_memory_id
 from ..llm import AsyncChatClient, Chunk, ChunkStream
+from ..memory_loop import MemoryLoop
 from ..types import Recalled
 from ..validation import check_entity, check_namespace
 from .proxy_tenants import Slot, Tenants
@@ -56,10 +56,19 @@ MEMORIES_HEADER = "X-SynapseDB-Memories"
 AGENT = "proxy"
 LANES = 4  # threads storing what was said after the answers
 SETTLE_S = 5.0  # longest a recall waits for the entity's earlier answers to be stored
-TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-         404: "not_found_error", 408: "invalid_request_error", 409: "conflict_error",
-         413: "invalid_request_error", 415: "invalid_request_error", 429: "rate_limit_error",
-         502: "upstream_error", 503: "service_unavailable"}  # fmt: skip
+TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    408: "invalid_request_error",
+    409: "conflict_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+    502: "upstream_error",
+    503: "service_unavailable",
+}
 
 
 def openai_status(err: SynapseError) -> int:
@@ -76,19 +85,28 @@ def openai_error(err: SynapseError) -> Response:
     """``err`` in OpenAI's error shape, with the headers its class asks for (Retry-After ...)."""
     status = openai_status(err)
     kind = TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    body = {"message": err.message, "type": kind, "param": err.details.get("field"),
-            "code": err.code}  # fmt: skip
+    body = {
+        "message": err.message,
+        "type": kind,
+        "param": err.details.get("field"),
+        "code": err.code,
+    }
     headers = error_headers(err)
     if isinstance(err, UpstreamError) and err.details.get("retry_after") is not None:
         headers["Retry-After"] = str(max(1, round(err.details["retry_after"] + 0.5)))
-    return Response(encoder.encode({"error": body}), status_code=status,
-                    media_type="application/json", headers=headers)  # fmt: skip
+    return Response(
+        encoder.encode({"error": body}),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )
 
 
 def error_chunk(err: SynapseError) -> dict[str, Any]:
     """What a stream that fails part-way sends last (OpenAI sends the same shape)."""
-    return {"error": {"message": err.message, "type": "upstream_error", "param": None,
-                      "code": err.code}}  # fmt: skip
+    return {
+        "error": {"message": err.message, "type": "upstream_error", "param": None, "code": err.code}
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +133,11 @@ def inject(messages: Sequence[Mapping[str, Any]], recalled: Recalled | None) -> 
     if recalled is None or not recalled.context:
         return out
     at = 0
-    while at < len(out) and isinstance(out[at], Mapping) and out[at].get("role") in (
-        "system", "developer"):  # fmt: skip
+    while (
+        at < len(out)
+        and isinstance(out[at], Mapping)
+        and out[at].get("role") in ("system", "developer")
+    ):
         at += 1
     out.insert(at, {"role": "system", "content": recalled.context})
     return out
@@ -133,7 +154,7 @@ def new_turns(messages: Sequence[Any]) -> list[dict[str, Any]]:
     return out[::-1]
 
 
-TURN_BYTES = 32_000  # what remember takes of one turn (agentic.turns.MAX_TURN_BYTES)
+TURN_BYTES = 32_000  # what remember takes of one turn (memory_loop.turns.MAX_TURN_BYTES)
 CUT_MARK = " [...]"
 
 
@@ -142,8 +163,11 @@ def fit_turn(turn: Mapping[str, Any]) -> dict[str, Any]:
     cost the whole conversation's memory): the start kept, ``[...]`` marking the cut."""
     content = turn.get("content")
     if isinstance(content, list):  # text parts: stored as their text
-        content = " ".join(p.get("text", "") for p in content
-                           if isinstance(p, Mapping) and isinstance(p.get("text"), str))  # fmt: skip
+        content = " ".join(
+            p.get("text", "")
+            for p in content
+            if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        )
     if not isinstance(content, str):
         return dict(turn)
     raw = content.encode("utf-8", "surrogatepass")
@@ -202,8 +226,10 @@ class Proxy:
         self.pending: dict[tuple[str, str], dict[str, Any]] = {}  # (ns, response id) -> record
         # a few lanes, so that the commits of several answers share group commits; the work
         # of one conversation (namespace, entity, session) always takes the same lane, in order
-        self._lanes = [ThreadPoolExecutor(max_workers=1, thread_name_prefix="synapsedb-proxy")
-                       for _ in range(LANES)]  # fmt: skip
+        self._lanes = [
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="synapsedb-proxy")
+            for _ in range(LANES)
+        ]
         self._queued: set[Future[None]] = set()
         self._by_entity: dict[tuple[str, str], set[Future[None]]] = {}  # (ns, entity) -> work
         self._closed = False
@@ -223,9 +249,13 @@ class Proxy:
             upstream = "absent"
         else:
             upstream = "unavailable" if states and opened == len(states) else "ok"
-        return {"upstream": upstream, "memory_failures": dict(self.warnings.counts),
-                "backlog": len(self._queued), "breakers_open": opened,
-                "calls": self.tenants.calls()}  # fmt: skip
+        return {
+            "upstream": upstream,
+            "memory_failures": dict(self.warnings.counts),
+            "backlog": len(self._queued),
+            "breakers_open": opened,
+            "calls": self.tenants.calls(),
+        }
 
     def enter(self, request: Request) -> Slot:
         """A place for one upstream call of the request's tenant (its key's; with auth off,
@@ -239,11 +269,18 @@ class Proxy:
             raise UpstreamError(
                 "the memory proxy has no upstream model: set SYNAPSEDB_LLM_BASE_URL (and "
                 "SYNAPSEDB_LLM_MODEL, SYNAPSEDB_LLM_API_KEY) where the server starts",
-                configured=False, attempts=0,
-            )  # fmt: skip
+                configured=False,
+                attempts=0,
+            )
 
-    def turn(self, request: Request, body: Mapping[str, Any], *, session: str | None = None,
-             entity: str | None = None) -> Turn:  # fmt: skip
+    def turn(
+        self,
+        request: Request,
+        body: Mapping[str, Any],
+        *,
+        session: str | None = None,
+        entity: str | None = None,
+    ) -> Turn:
         """The entity (the body's ``user``, else ``X-SynapseDB-Entity``, else ``entity``, else
         user:default), the session (``X-SynapseDB-Session``, else ``session``) and the agent
         (the request's, else "proxy") of a request; 400 naming what is malformed."""
@@ -269,12 +306,14 @@ class Proxy:
         try:
             how = getattr(getattr(loop, "settings", None), "proxy_rewrite", "heuristic")
             found = await run_in_threadpool(
-                lambda: loop.recall(ns, list(messages), entity=turn.entity, agent=turn.agent,
-                                    rewrite=how)  # an LLM rewrite would delay every answer
-            )  # fmt: skip
+                lambda: loop.recall(
+                    ns, list(messages), entity=turn.entity, agent=turn.agent, rewrite=how
+                )  # an LLM rewrite would delay every answer
+            )
         except Exception as exc:  # degrade: answer without memory
-            self.warnings.warn("recall", f"recall failed, answering without memory: "
-                               f"{type(exc).__name__}: {exc}")  # fmt: skip
+            self.warnings.warn(
+                "recall", f"recall failed, answering without memory: {type(exc).__name__}: {exc}"
+            )
             return None
         return found if isinstance(found, Recalled) else None
 
@@ -304,8 +343,9 @@ class Proxy:
         session = turn.session or datetime.now(UTC).strftime("%Y-%m-%d")
         job = await run_in_threadpool(self._keep, ns, turn, session, answer, said)
         lane = self._lanes[hash((ns.name, turn.entity, turn.session)) % LANES]
-        work = lane.submit(self._finish, ns, turn, session, recalled, answer, answer_id, job,
-                           record)  # fmt: skip
+        work = lane.submit(
+            self._finish, ns, turn, session, recalled, answer, answer_id, job, record
+        )
         self._queued.add(work)
         who = (ns.name, turn.entity)
         self._by_entity.setdefault(who, set()).add(work)
@@ -326,8 +366,14 @@ class Proxy:
         if held:
             await asyncio.wait(held, timeout=SETTLE_S)
 
-    def _keep(self, ns: Namespace, turn: Turn, session: str, answer: str,
-              said: Sequence[Mapping[str, Any]]) -> str | None:  # fmt: skip
+    def _keep(
+        self,
+        ns: Namespace,
+        turn: Turn,
+        session: str,
+        answer: str,
+        said: Sequence[Mapping[str, Any]],
+    ) -> str | None:
         """Store the turns and the answer (not embedded yet); the job's key, if one."""
         loop = self.db.memory_loop
         turns = [*said, {"role": "assistant", "content": answer}] if answer else list(said)
@@ -336,14 +382,22 @@ class Proxy:
             return None
         try:
             if isinstance(loop, MemoryLoop):  # embedded after the answer is out
-                done = loop.remember(ns, turns, entity=turn.entity, session=session,
-                                     agent=turn.agent, defer_index=True)  # fmt: skip
+                done = loop.remember(
+                    ns,
+                    turns,
+                    entity=turn.entity,
+                    session=session,
+                    agent=turn.agent,
+                    defer_index=True,
+                )
             else:  # another loop behind the seam: stored as it stores them
-                done = loop.remember(ns, turns, entity=turn.entity, session=session,
-                                     agent=turn.agent)  # fmt: skip
+                done = loop.remember(
+                    ns, turns, entity=turn.entity, session=session, agent=turn.agent
+                )
         except Exception as exc:
-            self.warnings.warn("remember", f"turns of {turn.entity!r} not remembered: "
-                               f"{type(exc).__name__}: {exc}")  # fmt: skip
+            self.warnings.warn(
+                "remember", f"turns of {turn.entity!r} not remembered: {type(exc).__name__}: {exc}"
+            )
             return None
         return done.job
 
@@ -364,8 +418,9 @@ class Proxy:
             qids = [recalled.query_id] if recalled is not None and recalled.query_id else []
             cited = [m.id for m in recalled.memories] if recalled is not None else []
             try:
-                ns.record_answer(answer_id, qids, cited=cited, text=answer, agent=turn.agent,
-                                 entities=about)  # fmt: skip
+                ns.record_answer(
+                    answer_id, qids, cited=cited, text=answer, agent=turn.agent, entities=about
+                )
             except NotFoundError as exc:
                 # a recall in a namespace that did not exist yet found nothing and logged no
                 # query (namespaces come from writes): the answer is recorded without it
@@ -373,14 +428,16 @@ class Proxy:
                     raise
                 ns.record_answer(answer_id, [], text=answer, agent=turn.agent, entities=about)
         except Exception as exc:
-            self.warnings.warn("record", f"answer {answer_id} not recorded: "
-                               f"{type(exc).__name__}: {exc}")  # fmt: skip
+            self.warnings.warn(
+                "record", f"answer {answer_id} not recorded: {type(exc).__name__}: {exc}"
+            )
         if record is not None:
             try:
                 save_record(ns, record[0], record[1])
             except Exception as exc:
-                self.warnings.warn("chain", f"response {record[0]} not stored: "
-                                   f"{type(exc).__name__}: {exc}")  # fmt: skip
+                self.warnings.warn(
+                    "chain", f"response {record[0]} not stored: {type(exc).__name__}: {exc}"
+                )
             finally:
                 self.pending.pop((ns.name, record[0]), None)
         loop = self.db.memory_loop  # last: the next recall of the entity waits for it
@@ -388,8 +445,10 @@ class Proxy:
             try:
                 loop.index_now(ns, job)
             except Exception as exc:  # the job is durable: the worker indexes them later
-                self.warnings.warn("remember", f"turns of {turn.entity!r} not indexed yet: "
-                                   f"{type(exc).__name__}: {exc}")  # fmt: skip
+                self.warnings.warn(
+                    "remember",
+                    f"turns of {turn.entity!r} not indexed yet: {type(exc).__name__}: {exc}",
+                )
 
     def drain(self) -> None:
         """Wait until the background work queued so far is done (tests, shutdown)."""
@@ -416,24 +475,32 @@ class ProxyMetrics(Collector):
 
     def collect(self) -> Iterator[Metric]:
         st = self.proxy.status()
-        up = GaugeMetricFamily("synapsedb_proxy_upstream_state",
-                               "The memory proxy's upstream model: 1 for the state it is in",
-                               labels=["state"])  # fmt: skip
+        up = GaugeMetricFamily(
+            "synapsedb_proxy_upstream_state",
+            "The memory proxy's upstream model: 1 for the state it is in",
+            labels=["state"],
+        )
         for state in ("absent", "ok", "unavailable"):
             up.add_metric([state], 1.0 if st["upstream"] == state else 0.0)
         yield up
-        failed = CounterMetricFamily("synapsedb_proxy_memory_failures",
-                                     "Memory work of the proxy that failed, the answer going "
-                                     "out anyway", labels=["kind"])  # fmt: skip
+        failed = CounterMetricFamily(
+            "synapsedb_proxy_memory_failures",
+            "Memory work of the proxy that failed, the answer going out anyway",
+            labels=["kind"],
+        )
         for kind in self.KINDS:
             failed.add_metric([kind], st["memory_failures"].get(kind, 0))
         yield failed
-        yield GaugeMetricFamily("synapsedb_proxy_breakers_open",
-                                "Tenants whose circuit breaker for the upstream model is open",
-                                value=st["breakers_open"])  # fmt: skip
-        yield GaugeMetricFamily("synapsedb_proxy_upstream_calls",
-                                "Calls of the memory proxy to the upstream model in flight, "
-                                "every tenant's", value=st["calls"])  # fmt: skip
+        yield GaugeMetricFamily(
+            "synapsedb_proxy_breakers_open",
+            "Tenants whose circuit breaker for the upstream model is open",
+            value=st["breakers_open"],
+        )
+        yield GaugeMetricFamily(
+            "synapsedb_proxy_upstream_calls",
+            "Calls of the memory proxy to the upstream model in flight, every tenant's",
+            value=st["calls"],
+        )
 
 
 async def first_chunk(stream: ChunkStream) -> tuple[Chunk, AsyncIterator[Chunk]]:
@@ -444,8 +511,9 @@ async def first_chunk(stream: ChunkStream) -> tuple[Chunk, AsyncIterator[Chunk]]
         first = await anext(events)
     except StopAsyncIteration:
         await stream.aclose()
-        raise UpstreamError("LLM upstream: the stream ended before its first event",
-                            broken=True) from None  # fmt: skip
+        raise UpstreamError(
+            "LLM upstream: the stream ended before its first event", broken=True
+        ) from None
     except BaseException:
         with anyio.CancelScope(shield=True):
             await stream.aclose()

@@ -61,15 +61,17 @@ class Tenants:
         with self._lock:
             share = self._shares.get(tenant)
             if share is None:
-                breaker = CircuitBreaker(self.settings.breaker_failures,
-                                         self.settings.breaker_cooldown_s, self._clock)  # fmt: skip
+                breaker = CircuitBreaker(
+                    self.settings.breaker_failures, self.settings.breaker_cooldown_s, self._clock
+                )
                 share = self._shares[tenant] = _Share(breaker)
             if share.in_flight >= cap:
                 raise QuotaExceededError(
                     f"this tenant has {share.in_flight} calls to the upstream model in flight, "
                     f"its share (proxy_tenant_calls={cap}); retry when one has finished",
-                    limit=cap, retry_after=1.0,
-                )  # fmt: skip
+                    limit=cap,
+                    retry_after=1.0,
+                )
             share.in_flight += 1
 
         def release() -> None:

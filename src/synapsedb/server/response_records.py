@@ -41,9 +41,13 @@ def save_record(ns: Namespace, ident: str, record: dict[str, Any]) -> None:
     keep = 1 << 20
     while True:
         try:
-            event = ns.append(entity, {"content": f"response {ident}", "data": _cut(record, keep)},
-                              stream=records_stream(session), agent=AGENT,
-                              searchable=False)  # fmt: skip
+            event = ns.append(
+                entity,
+                {"content": f"response {ident}", "data": _cut(record, keep)},
+                stream=records_stream(session),
+                agent=AGENT,
+                searchable=False,
+            )
             break
         except ValidationError as exc:
             if exc.details.get("field") != "data" or keep < 64:

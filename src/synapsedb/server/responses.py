@@ -35,12 +35,34 @@ __all__ = ["Answer", "ResponsesRequest", "events", "load_chain", "parse"]
 MAX_CHAIN = 100  # responses followed back through previous_response_id
 ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text", "text")
-IGNORED = {"metadata", "store", "truncation", "include", "safety_identifier", "prompt_cache_key",
-           "service_tier", "parallel_tool_calls", "stream_options", "top_logprobs",
-           "tool_choice"}  # fmt: skip
-FIELDS = {"model", "input", "instructions", "previous_response_id", "stream", "temperature",
-          "top_p", "max_output_tokens", "user", "text", "reasoning", "tools",
-          *IGNORED}  # fmt: skip
+IGNORED = {
+    "metadata",
+    "store",
+    "truncation",
+    "include",
+    "safety_identifier",
+    "prompt_cache_key",
+    "service_tier",
+    "parallel_tool_calls",
+    "stream_options",
+    "top_logprobs",
+    "tool_choice",
+}
+FIELDS = {
+    "model",
+    "input",
+    "instructions",
+    "previous_response_id",
+    "stream",
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "user",
+    "text",
+    "reasoning",
+    "tools",
+    *IGNORED,
+}
 
 
 @dataclass(slots=True)
@@ -87,8 +109,10 @@ def _text_content(content: Any, where: str) -> Any:
             parts.append({"type": "image_url", "image_url": image})
         else:
             got = repr(kind[:100]) if isinstance(kind, str) else json_type(kind)
-            raise ValidationError(f"{at}.type: expected input_text, output_text or "
-                                  f"input_image, got {got}", field=f"{at}.type")  # fmt: skip
+            raise ValidationError(
+                f"{at}.type: expected input_text, output_text or input_image, got {got}",
+                field=f"{at}.type",
+            )
     if all(p["type"] == "text" for p in parts):
         return "".join(p["text"] for p in parts)
     return parts
@@ -111,11 +135,13 @@ def _messages(value: Any) -> list[dict[str, Any]]:
                 f"{where}.type: only message items are supported (no tools), got "
                 f"{item.get('type')!r}",
                 field=f"{where}.type",
-            )  # fmt: skip
+            )
         role = item.get("role")
         if role not in ROLES:
-            raise ValidationError(f"{where}.role: expected one of {', '.join(ROLES)}, got "
-                                  f"{role!r}", field=f"{where}.role")  # fmt: skip
+            raise ValidationError(
+                f"{where}.role: expected one of {', '.join(ROLES)}, got {role!r}",
+                field=f"{where}.role",
+            )
         out.append({"role": role, "content": _text_content(item.get("content"), where)})
     return out
 
@@ -134,8 +160,11 @@ def parse(body: Mapping[str, Any], max_tokens: int | None = None) -> ResponsesRe
     ``max_output_tokens`` over ``max_tokens``, the server's cap)."""
     for name in body:
         if name not in FIELDS:
-            raise ValidationError(f"{name}: not supported by the memory proxy; supported: "
-                                  f"{', '.join(sorted(FIELDS))}", field=name)  # fmt: skip
+            raise ValidationError(
+                f"{name}: not supported by the memory proxy; supported: "
+                f"{', '.join(sorted(FIELDS))}",
+                field=name,
+            )
     if "input" not in body:
         raise ValidationError("input: required", field="input")
     opts: dict[str, Any] = {}
@@ -170,11 +199,14 @@ def parse(body: Mapping[str, Any], max_tokens: int | None = None) -> ResponsesRe
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise _fail("stream", "true or false", stream)
-    echo = {k: body.get(k) for k in ("instructions", "max_output_tokens", "temperature",
-                                     "top_p", "user", "metadata")}  # fmt: skip
+    echo = {
+        k: body.get(k)
+        for k in ("instructions", "max_output_tokens", "temperature", "top_p", "user", "metadata")
+    }
     echo["metadata"] = echo["metadata"] if isinstance(echo["metadata"], Mapping) else {}
-    return ResponsesRequest(_messages(body["input"]), instructions or None, previous, stream,
-                            opts, echo)  # fmt: skip
+    return ResponsesRequest(
+        _messages(body["input"]), instructions or None, previous, stream, opts, echo
+    )
 
 
 def _format(text: Any) -> dict[str, Any] | None:
@@ -190,8 +222,9 @@ def _format(text: Any) -> dict[str, Any] | None:
     if kind == "json_schema" and isinstance(fmt, Mapping):
         schema = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
         return {"type": "json_schema", "json_schema": schema}
-    raise ValidationError("text.format.type: expected text, json_object or json_schema",
-                          field="text.format.type")  # fmt: skip
+    raise ValidationError(
+        "text.format.type: expected text, json_object or json_schema", field="text.format.type"
+    )
 
 
 # -- the chain of responses -------------------------------------------------------------------
@@ -206,8 +239,10 @@ def load_chain(proxy: Proxy, ns: Namespace, previous: str | None) -> list[dict[s
         record = proxy.pending.get((ns.name, ident)) or stored_record(ns, ident)
         if record is None:
             if not chain:
-                raise ValidationError(f"previous_response_id: no response {ident!r} in this "
-                                      "namespace", field="previous_response_id")  # fmt: skip
+                raise ValidationError(
+                    f"previous_response_id: no response {ident!r} in this namespace",
+                    field="previous_response_id",
+                )
             break  # an older link expired or was erased: the chain starts here
         chain.append(record)
         prior = record.get("previous")
@@ -243,9 +278,13 @@ def usage(chat: Any) -> dict[str, Any] | None:
         value = chat.get(name)
         n[name] = value if isinstance(value, int) and not isinstance(value, bool) else 0
     total = n["total_tokens"] or n["prompt_tokens"] + n["completion_tokens"]
-    return {"input_tokens": n["prompt_tokens"], "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": n["completion_tokens"],
-            "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": total}  # fmt: skip
+    return {
+        "input_tokens": n["prompt_tokens"],
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": n["completion_tokens"],
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": total,
+    }
 
 
 @dataclass(slots=True)
@@ -263,8 +302,13 @@ class Answer:
 
     def message(self, status: str) -> dict[str, Any]:
         content = [{"type": "output_text", "text": self.text, "annotations": [], "logprobs": []}]
-        return {"id": self.message_id, "type": "message", "status": status,
-                "role": "assistant", "content": content if status != "in_progress" else []}  # fmt: skip
+        return {
+            "id": self.message_id,
+            "type": "message",
+            "status": status,
+            "role": "assistant",
+            "content": content if status != "in_progress" else [],
+        }
 
     def response(self, status: str, error: dict[str, Any] | None = None) -> dict[str, Any]:
         """The response object in ``status`` (``in_progress``, ``completed``, ``incomplete``,
@@ -275,22 +319,39 @@ class Answer:
             incomplete = {"reason": why}
         output = [self.message("completed")] if status in ("completed", "incomplete") else []
         return {
-            "id": self.id, "object": "response", "created_at": self.created_at,
-            "status": status, "error": error, "incomplete_details": incomplete,
-            "model": self.model, "output": output, "parallel_tool_calls": False,
-            "previous_response_id": self.request.previous, "tool_choice": "none", "tools": [],
-            "text": {"format": {"type": "text"}}, "truncation": "disabled", "store": True,
-            "usage": self.usage if status != "in_progress" else None, **self.request.echo,
-        }  # fmt: skip
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "error": error,
+            "incomplete_details": incomplete,
+            "model": self.model,
+            "output": output,
+            "parallel_tool_calls": False,
+            "previous_response_id": self.request.previous,
+            "tool_choice": "none",
+            "tools": [],
+            "text": {"format": {"type": "text"}},
+            "truncation": "disabled",
+            "store": True,
+            "usage": self.usage if status != "in_progress" else None,
+            **self.request.echo,
+        }
 
     @property
     def status(self) -> str:
         return "incomplete" if self.finish in ("length", "content_filter") else "completed"
 
     def record(self, turn: Turn) -> dict[str, Any]:
-        return {"entity": turn.entity, "session": turn.session, "input": self.request.input,
-                "output": self.text, "previous": self.request.previous, "model": self.model,
-                "created_at": self.created_at}  # fmt: skip
+        return {
+            "entity": turn.entity,
+            "session": turn.session,
+            "input": self.request.input,
+            "output": self.text,
+            "previous": self.request.previous,
+            "model": self.model,
+            "created_at": self.created_at,
+        }
 
 
 def from_completion(answer: Answer, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -347,33 +408,46 @@ async def events(
         yield _event(
             "response.in_progress", seq := seq + 1, response=answer.response("in_progress")
         )
-        yield _event("response.output_item.added", seq := seq + 1, output_index=0,
-                     item=answer.message("in_progress"))  # fmt: skip
+        yield _event(
+            "response.output_item.added",
+            seq := seq + 1,
+            output_index=0,
+            item=answer.message("in_progress"),
+        )
         yield _event("response.content_part.added", seq := seq + 1, **where, part=part)
         chunk: Chunk | None = first
         while chunk is not None:
             if delta := take(chunk):
-                yield _event("response.output_text.delta", seq := seq + 1, **where, delta=delta,
-                             logprobs=[])  # fmt: skip
+                yield _event(
+                    "response.output_text.delta", seq := seq + 1, **where, delta=delta, logprobs=[]
+                )
             chunk = await anext(rest, None)
         done = True
     except UpstreamError as err:
         error = {"code": "upstream_error", "message": err.message}
-        yield _event("error", seq := seq + 1, code="upstream_error", message=err.message,
-                     param=None)  # fmt: skip
+        yield _event(
+            "error", seq := seq + 1, code="upstream_error", message=err.message, param=None
+        )
         yield _event("response.failed", seq := seq + 1, response=answer.response("failed", error))
     finally:
         with anyio.CancelScope(shield=True):
             await stream.aclose()
     if not done:
         return
-    yield _event("response.output_text.done", seq := seq + 1, **where, text=answer.text,
-                 logprobs=[])  # fmt: skip
-    yield _event("response.content_part.done", seq := seq + 1, **where,
-                 part={**part, "text": answer.text})  # fmt: skip
-    yield _event("response.output_item.done", seq := seq + 1, output_index=0,
-                 item=answer.message("completed"))  # fmt: skip
-    await proxy.finish(ns, turn, recalled, answer.text, answer.id, said,
-                 record=(answer.id, answer.record(turn)))  # fmt: skip
+    yield _event(
+        "response.output_text.done", seq := seq + 1, **where, text=answer.text, logprobs=[]
+    )
+    yield _event(
+        "response.content_part.done", seq := seq + 1, **where, part={**part, "text": answer.text}
+    )
+    yield _event(
+        "response.output_item.done",
+        seq := seq + 1,
+        output_index=0,
+        item=answer.message("completed"),
+    )
+    await proxy.finish(
+        ns, turn, recalled, answer.text, answer.id, said, record=(answer.id, answer.record(turn))
+    )
     kind = "response.completed" if answer.status == "completed" else "response.incomplete"
     yield _event(kind, seq + 1, response=answer.response(answer.status))

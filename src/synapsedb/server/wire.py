@@ -17,6 +17,7 @@ from starlette.responses import Response, StreamingResponse
 
 from ..errors import (
     MethodNotAllowedError,
+    NotOwnerError,
     PayloadTooLargeError,
     QuotaExceededError,
     RequestTimeoutError,
@@ -110,7 +111,7 @@ def error_response(err: SynapseError) -> Response:
 def error_headers(err: SynapseError) -> dict[str, str]:
     """The headers an error answer carries, whatever the shape of its body."""
     headers = {}
-    if isinstance(err, QuotaExceededError) and "retry_after" in err.details:
+    if isinstance(err, QuotaExceededError | NotOwnerError) and "retry_after" in err.details:
         headers["Retry-After"] = str(max(1, round(err.details["retry_after"] + 0.5)))
     if isinstance(err, UnauthorizedError):
         headers["WWW-Authenticate"] = "Bearer"

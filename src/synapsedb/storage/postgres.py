@@ -23,7 +23,9 @@ database, with the same rows as the SQLite backend (the engine cannot tell them 
 
 - **Several processes.** :mod:`.postgres_follow`: commits are serialized across processes by
   an advisory lock, each ends with a NOTIFY, and every process follows the others' commits
-  (:meth:`follow_marks`, :meth:`changes_since`, :meth:`exclusive`, :meth:`listen`).
+  (:meth:`follow_marks`, :meth:`changes_since`, :meth:`exclusive`, :meth:`listen`). With
+  sharded placement (:mod:`.postgres_shards`, after :meth:`fence`) each process commits only
+  the namespaces it owns, checked in each commit, and nothing of the above is needed.
 
 psycopg 3 is imported here only (``pip install 'synapsedb[postgres]'``), never when
 ``synapsedb`` is imported.
@@ -61,6 +63,7 @@ from .postgres_follow import (
 from .postgres_load import EVENT_COLUMNS, FACT_COLUMNS, MEM_COLUMNS, LoadSession
 from .postgres_reads import AuditReads
 from .postgres_schema import MIGRATIONS
+from .postgres_shards import Membership, check_owner
 
 if TYPE_CHECKING:
     import psycopg
@@ -119,7 +122,7 @@ def _psycopg() -> Any:
     return psycopg
 
 
-class PostgresStorage(AuditReads):
+class PostgresStorage(AuditReads, Membership):
     """The tables of one schema in one PostgreSQL database (``dsn``: a libpq URI or
     ``key=value`` string). :meth:`commit` is called from one writer thread at a time.
 
@@ -167,6 +170,7 @@ class PostgresStorage(AuditReads):
                                  _EVENT_INSERT: ("events", EVENT_COLUMNS)})  # fmt: skip
         self._commit_lock = COMMIT_LOCK + schema
         self._listener: Listener | None = None
+        self._members_lock = threading.Lock()  # the members connection (postgres_shards.py)
         # the marks just before and just after this process's latest commit: commits are
         # serialized, so every row between them is this process's own (not read back)
         self._own: tuple[Marks, Marks] | None = None
@@ -359,10 +363,14 @@ class PostgresStorage(AuditReads):
                     self._finish_erasure(self._erasure_wait_ms)
 
     def _write(self, cur: psycopg.Cursor[Any], batch: Batch) -> None:
-        # commits are serialized across processes: rowid order is commit order (followers
-        # read by rowid); re-entrant when exclusive() holds the same lock for the session
-        cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._commit_lock,))
-        before = read_marks(cur)
+        member = self._member
+        if member is not None:  # sharded: this incarnation owns the shares it writes
+            check_owner(cur, batch, *member)
+        else:
+            # commits are serialized across processes: rowid order is commit order (followers
+            # read by rowid); re-entrant when exclusive() holds the same lock for the session
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._commit_lock,))
+            before = read_marks(cur)
         for sql, rows in (
             (_NS_UPSERT, batch.namespaces),
             (_MEM_INSERT, batch.memories),
@@ -390,6 +398,8 @@ class PostgresStorage(AuditReads):
                 cur.executemany(sql, params)
         if batch.queries and self._query_log_max_rows is not None:
             self._prune_query_log(cur, batch.queries)
+        if member is not None:
+            return  # no process follows another's commits: nothing to announce
         reloads = reloads_of(batch)
         if reloads:
             cur.executemany(
@@ -571,6 +581,7 @@ class PostgresStorage(AuditReads):
             self._closed = True
             for session in list(self._loads):
                 session.close()
+            self._close_members()
             with self._read_lock:
                 for conn in (self._writer, self._reader):
                     if conn is not None:

@@ -61,8 +61,13 @@ def purge(cur: Any, p: Purge) -> None:
         (ns, entity, entity, streams),
     )
     ids |= {r[0] for r in cur.fetchall()}
-    args = {"ns": ns, "entity": entity, "alias": p.alias, "ids": sorted(ids),
-            "erased": ERASED_REQUEST}  # fmt: skip
+    args = {
+        "ns": ns,
+        "entity": entity,
+        "alias": p.alias,
+        "ids": sorted(ids),
+        "erased": ERASED_REQUEST,
+    }
     # the query log first (it finds the entity's memories by the names about to go); the one
     # rule, names_entity, runs here in Python over the rows not yet erased
     cur.execute(
@@ -70,8 +75,11 @@ def purge(cur: Any, p: Purge) -> None:
         "AND (text IS NOT NULL OR request <> %(erased)s)",
         args,
     )
-    named = [qid for qid, text, request, hits in cur.fetchall()
-             if names_entity(text, request, hits, entity, ids)]  # fmt: skip
+    named = [
+        qid
+        for qid, text, request, hits in cur.fetchall()
+        if names_entity(text, request, hits, entity, ids)
+    ]
     if named:
         cur.execute(
             "UPDATE queries SET text = NULL, request = %(erased)s "

@@ -101,8 +101,11 @@ def read_changes(conn: psycopg.Connection[Any], since: Marks, origin: str) -> Ch
                 (lo, hi),
             ).fetchall()
 
-        memories = list(named_rows(MemoryRow, after("memory_versions", MEM_COLUMNS, since.memories,
-                                               top.memories)))  # fmt: skip
+        memories = list(
+            named_rows(
+                MemoryRow, after("memory_versions", MEM_COLUMNS, since.memories, top.memories)
+            )
+        )
         facts = list(
             named_rows(FactRow, after("fact_versions", FACT_COLUMNS, since.facts, top.facts))
         )

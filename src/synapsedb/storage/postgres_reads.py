@@ -20,6 +20,11 @@ class AuditReads:
     def _read(self, sql: str, params: tuple[Any, ...] | dict[str, Any]) -> list[tuple[Any, ...]]:
         raise NotImplementedError  # pragma: no cover - PostgresStorage runs it
 
+    def fact_namespaces(self, entity: str) -> list[str]:
+        """The namespaces that hold (or held) a fact about ``entity``, without loading any."""
+        rows = self._read("SELECT DISTINCT ns FROM fact_versions WHERE entity = %s", (entity,))
+        return [str(r[0]) for r in rows]
+
     def read_queries(self, ns: str, ids: list[str]) -> list[QueryRow]:
         """Logged queries by id."""
         if not ids:

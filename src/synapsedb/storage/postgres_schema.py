@@ -174,10 +174,28 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE answers ADD COLUMN entities TEXT COLLATE "C" NOT NULL DEFAULT '[]';
     """,
+    # 6: sharded placement (postgres_shards.py): the live processes, each with a lease, and the
+    # owner of each share of the namespaces (a namespace's share: postgres_shards.shard_of)
+    """
+    CREATE TABLE members (
+        address     TEXT COLLATE "C" PRIMARY KEY,  -- where the others forward its requests
+        incarnation TEXT COLLATE "C" NOT NULL,  -- this start of the process (a restart: anew)
+        started     TIMESTAMPTZ NOT NULL DEFAULT now(),
+        lease_until TIMESTAMPTZ NOT NULL  -- renewed by the process; past it, it is dead
+    );
+    CREATE TABLE shards (
+        shard       INTEGER PRIMARY KEY,
+        owner       TEXT COLLATE "C",  -- a member's address; NULL: nobody took it yet
+        incarnation TEXT COLLATE "C",  -- the owner's incarnation that took it
+        epoch       BIGINT NOT NULL DEFAULT 0,  -- bumped at every change of owner
+        moved_at    TIMESTAMPTZ
+    );
+    INSERT INTO shards (shard) SELECT generate_series(0, 255);
+    """,
 ]
 
 # tables of one row or a few, the same for every namespace (Citus: create_reference_table)
-REFERENCE_TABLES = ("schema_migrations", "secret")
+REFERENCE_TABLES = ("schema_migrations", "secret", "members", "shards")
 # the tables a backend of this schema holds, keyed by namespace, and the text columns of each (what an erasure
 # must clear: tests scan them for an erased name)
 SCHEMA_TABLES = (

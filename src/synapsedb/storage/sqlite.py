@@ -239,6 +239,14 @@ class SQLiteStorage:
     def load_namespaces(self, names: Sequence[Any]) -> LoadedRows:
         return self._readers.load(names)
 
+    def fact_namespaces(self, entity: str) -> list[str]:
+        """The namespaces that hold (or held) a fact about ``entity``, without loading any."""
+        return self._readers.read(  # type: ignore[no-any-return]
+            "reading the namespaces of an entity's facts",
+            lambda conn: [r[0] for r in conn.execute(
+                "SELECT DISTINCT ns FROM fact_versions WHERE entity = ?", (entity,))],
+        )  # fmt: skip
+
     def commit(self, batch: Batch) -> None:
         conn = self._conn
         with self._lock:

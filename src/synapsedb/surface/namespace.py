@@ -319,7 +319,7 @@ class NamespaceAPI(Protocol):
         them (``fact``, ``preference``, ``procedure``, ``episode``) with the configured LLM:
         queued and run in the background, or inline with ``wait=True``. Each extracted memory
         is resolved against the entity's similar memories as ADD/UPDATE/DELETE/NOOP
-        (docs/agentic.md). ``memories`` are memories the caller extracted itself."""
+        (docs/memory-loop.md). ``memories`` are memories the caller extracted itself."""
         ...
 
     def recall(
@@ -334,7 +334,7 @@ class NamespaceAPI(Protocol):
         agent: str | None = None,
     ) -> Recalled:
         """The memories a conversation's last user turn needs, over a similarity threshold,
-        rendered as a context block within ``budget_tokens`` (docs/agentic.md)."""
+        rendered as a context block within ``budget_tokens`` (docs/memory-loop.md)."""
         ...
 
     # -- lifecycle ---------------------------------------------------------------------------------

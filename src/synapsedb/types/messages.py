@@ -88,6 +88,19 @@ class Message:
         return cls("assistant", content, name=name, tool_calls=tool_calls, metadata=metadata)
 
     @classmethod
+    def human(cls, content: str, *, name: str | None = None,
+              metadata: dict[str, Any] | None = None) -> Message:  # fmt: skip
+        """A user message, under the name the conversation-store design uses."""
+        return cls.user(content, name=name, metadata=metadata)
+
+    @classmethod
+    def ai(cls, content: str = "", *, name: str | None = None,
+           tool_calls: list[dict[str, Any]] | None = None,
+           metadata: dict[str, Any] | None = None) -> Message:  # fmt: skip
+        """An assistant message, under the name the conversation-store design uses."""
+        return cls.assistant(content, name=name, tool_calls=tool_calls, metadata=metadata)
+
+    @classmethod
     def tool(cls, content: str, tool_call_id: str | None = None, *, name: str | None = None,
              metadata: dict[str, Any] | None = None) -> Message:  # fmt: skip
         return cls("tool", content, name=name, tool_call_id=tool_call_id, metadata=metadata)

@@ -294,7 +294,7 @@ class NamespaceConfig:
     cold_fallback: bool = True
 
 
-# -- the memory loop (synapsedb.agentic) -------------------------------------------------------
+# -- the memory loop (synapsedb.memory_loop) -------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

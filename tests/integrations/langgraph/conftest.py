@@ -60,8 +60,14 @@ class Backend:
 
 def _backend(kind: str, path: Path, embedder: Any) -> Iterator[Backend]:
     clock = ManualClock()
-    db = synapsedb.open(path, clock=clock, durability="os", llm=None,
-                        background_maintenance=False, embedder=embedder)  # fmt: skip
+    db = synapsedb.open(
+        path,
+        clock=clock,
+        durability="os",
+        llm=None,
+        background_maintenance=False,
+        embedder=embedder,
+    )
     try:
         if kind == "embedded":
             yield Backend(db, clock, kind)

@@ -15,8 +15,15 @@ from synapsedb.integrations.langgraph import SynapseSaver
 from .conftest import Backend
 
 
-def put(saver: Any, thread: str, parent: dict[str, Any] | None, values: dict[str, Any],
-        step: int, ns: str = "", cid: str | None = None) -> Any:  # fmt: skip
+def put(
+    saver: Any,
+    thread: str,
+    parent: dict[str, Any] | None,
+    values: dict[str, Any],
+    step: int,
+    ns: str = "",
+    cid: str | None = None,
+) -> Any:
     cp = empty_checkpoint()
     if cid is not None:
         cp["id"] = cid
@@ -104,9 +111,16 @@ def test_same_answers_as_in_memory_saver(backend: Backend) -> None:
         put(saver, "p", None, {"c": 3}, 0, ns="child:1", cid="cp-0003")
         saver.put_writes(c2, [("a", 5), ("b", "y")], "t2", "~path")
         saver.put_writes(c2, [("a", 6)], "t1", "~path")
-        rows = [(t.config, t.checkpoint["channel_values"], t.metadata["step"],
-                 t.parent_config, t.pending_writes) for t in saver.list(
-                 {"configurable": {"thread_id": "p", "checkpoint_ns": ""}})]  # fmt: skip
+        rows = [
+            (
+                t.config,
+                t.checkpoint["channel_values"],
+                t.metadata["step"],
+                t.parent_config,
+                t.pending_writes,
+            )
+            for t in saver.list({"configurable": {"thread_id": "p", "checkpoint_ns": ""}})
+        ]
         latest = saver.get_tuple({"configurable": {"thread_id": "p", "checkpoint_ns": "child:1"}})
         return [rows, latest.checkpoint["channel_values"], len(list(saver.list(None)))]
 
@@ -121,15 +135,19 @@ def test_hostile_configs_are_validation_errors(backend: Backend) -> None:
         (lambda: saver.get_tuple({}), "configurable.thread_id"),  # type: ignore[typeddict-item]
         (lambda: saver.get_tuple({"configurable": {"thread_id": ""}}), "thread_id"),
         (lambda: saver.get_tuple({"configurable": {"thread_id": ["x"]}}), "thread_id"),
-        (lambda: saver.put_writes({"configurable": {"thread_id": "ok"}}, [("a", 1)], "t"),
-         "configurable.checkpoint_id"),
-        (lambda: saver.get_tuple({"configurable": {"thread_id": "ok", "checkpoint_ns": 5}}),
-         "configurable.checkpoint_ns"),
+        (
+            lambda: saver.put_writes({"configurable": {"thread_id": "ok"}}, [("a", 1)], "t"),
+            "configurable.checkpoint_id",
+        ),
+        (
+            lambda: saver.get_tuple({"configurable": {"thread_id": "ok", "checkpoint_ns": 5}}),
+            "configurable.checkpoint_ns",
+        ),
         (lambda: list(saver.list(good, filter=["step"])), "filter"),  # type: ignore[arg-type]
         (lambda: saver.prune(["ok"], strategy="everything"), "strategy"),
         (lambda: SynapseSaver(backend.db, chunk_chars=10), "chunk_chars"),
         (lambda: SynapseSaver(object()), "db"),
-    ]  # fmt: skip
+    ]
     for call, field in cases:
         with pytest.raises(ValidationError) as info:
             call()

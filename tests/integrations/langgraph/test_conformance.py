@@ -27,7 +27,8 @@ async def test_the_conformance_suite_passes_in_full(backend: Backend) -> None:
     assert failures == {}
     # every capability, the optional ones included, was detected and ran with no skip
     assert {c.value for c in ALL_CAPABILITIES} == set(report.results)
-    assert all(r.detected and r.passed is True and r.tests_skipped == 0
-               for r in report.results.values())  # fmt: skip
+    assert all(
+        r.detected and r.passed is True and r.tests_skipped == 0 for r in report.results.values()
+    )
     assert sum(r.tests_passed for r in report.results.values()) == 81
     assert report.passed_all_base() and report.conformance_level() == "FULL"

@@ -25,8 +25,9 @@ class State(TypedDict):
 
 def take_note(state: State) -> dict[str, Any]:
     note = f"note {len(state['notes']) + 1} for {state['user']}"
-    get_store().put(("users", state["user"], "notes"), f"n{len(state['notes']) + 1}",
-                    {"text": note})  # fmt: skip
+    get_store().put(
+        ("users", state["user"], "notes"), f"n{len(state['notes']) + 1}", {"text": note}
+    )
     return {"notes": [note]}
 
 
@@ -42,8 +43,11 @@ def build(backend: Backend, embeddings: TrigramEmbeddings) -> Any:
     graph.add_edge(START, "take_note")
     graph.add_edge("take_note", "approve")
     graph.add_edge("approve", END)
-    store = SynapseStore(backend.db, "graph-store",
-                         index={"dims": embeddings.dims, "embed": embeddings, "fields": ["text"]})  # fmt: skip
+    store = SynapseStore(
+        backend.db,
+        "graph-store",
+        index={"dims": embeddings.dims, "embed": embeddings, "fields": ["text"]},
+    )
     saver = SynapseSaver(backend.db, "graph-checkpoints")
     return graph.compile(checkpointer=saver, store=store), saver, store
 
@@ -71,16 +75,19 @@ def test_a_graph_resumes_its_thread_and_reads_the_store_back(
     assert again["notes"] == ["note 1 for ada", "note 2 for ada"] and again["approved"] is False
 
     # another thread starts empty
-    other = app.invoke({"user": "bob", "notes": [], "approved": False},
-                       {"configurable": {"thread_id": "conv-2"}})  # fmt: skip
+    other = app.invoke(
+        {"user": "bob", "notes": [], "approved": False}, {"configurable": {"thread_id": "conv-2"}}
+    )
     assert other["notes"] == ["note 1 for bob"]
 
     # the store holds what the nodes wrote, searchable by meaning, per user
     assert [i.key for i in store.search(("users", "ada", "notes"))] == ["n2", "n1"]
     hits = store.search(("users",), query="note 2 for ada", limit=1)
     assert hits[0].key == "n2" and hits[0].namespace == ("users", "ada", "notes")
-    assert store.list_namespaces(prefix=("users",)) == [("users", "ada", "notes"),
-                                                        ("users", "bob", "notes")]  # fmt: skip
+    assert store.list_namespaces(prefix=("users",)) == [
+        ("users", "ada", "notes"),
+        ("users", "bob", "notes"),
+    ]
 
     # history, newest first, and the thread as it was while paused
     history = list(app.get_state_history(config))

@@ -121,8 +121,9 @@ def test_list_namespaces_pagination_and_empty(backend: Backend) -> None:
         out: list[Any] = [store.list_namespaces()]
         for i in range(20):
             store.put(("namespace", f"sub_{i:02d}"), f"id_{i:02d}", {"data": i})
-        out += [store.list_namespaces(prefix=("namespace",), limit=5, offset=o)
-                for o in (0, 5, 15, 25)]  # fmt: skip
+        out += [
+            store.list_namespaces(prefix=("namespace",), limit=5, offset=o) for o in (0, 5, 15, 25)
+        ]
         return out
 
     ours, ref = both(backend, scenario)
@@ -256,10 +257,13 @@ def test_vector_search_with_filters(backend: Backend, embeddings: TrigramEmbeddi
             norm(store.search(("test",), query="apple", filter={"color": "red"})),
             norm(store.search(("test",), query="car", filter={"color": "red"})),
             norm(store.search(("test",), query="bbbbluuu", filter={"score": {"$gt": 3.2}})),
-            norm(store.search(("test",), query="apple",
-                              filter={"score": {"$gte": 4.0}, "color": "green"})),
+            norm(
+                store.search(
+                    ("test",), query="apple", filter={"score": {"$gte": 4.0}, "color": "green"}
+                )
+            ),
             norm(store.search(("test",), query="apple")),
-        ]  # fmt: skip
+        ]
 
     ours, ref = both(backend, scenario, index_config(embeddings, ["text"]))
     assert same(ours, ref), (ours, ref)
@@ -316,14 +320,23 @@ def test_index_paths_many_texts_and_per_put_fields(
     fields = ["title", "chapters[*].text", "meta.{summary,note}"]
 
     def scenario(store: BaseStore) -> list[Any]:
-        store.put(("books",), "b1", {"title": "Ocean tides",
-                                     "chapters": [{"text": "moon pulls water"},
-                                                  {"text": "storms and waves"}],
-                                     "meta": {"summary": "the sea", "note": "blue"}})  # fmt: skip
-        store.put(("books",), "b2", {"title": "Mountain goats", "chapters": [],
-                                     "meta": {"summary": "high peaks"}})  # fmt: skip
-        store.put(("books",), "b3", {"title": "ignored", "body": "waves crash on rocks"},
-                  index=["body"])  # fmt: skip
+        store.put(
+            ("books",),
+            "b1",
+            {
+                "title": "Ocean tides",
+                "chapters": [{"text": "moon pulls water"}, {"text": "storms and waves"}],
+                "meta": {"summary": "the sea", "note": "blue"},
+            },
+        )
+        store.put(
+            ("books",),
+            "b2",
+            {"title": "Mountain goats", "chapters": [], "meta": {"summary": "high peaks"}},
+        )
+        store.put(
+            ("books",), "b3", {"title": "ignored", "body": "waves crash on rocks"}, index=["body"]
+        )
         store.put(("books", "nested"), "b4", {"title": "Waves of sound"})
         return [
             norm(store.search(("books",), query="waves")),
@@ -353,14 +366,16 @@ def test_batch_reads_see_the_state_before_its_puts(backend: Backend) -> None:
     def scenario(store: BaseStore) -> list[Any]:
         ns = ("b",)
         store.put(ns, "k", {"v": 1})
-        results = store.batch([
-            GetOp(ns, "k"),
-            PutOp(ns, "k", {"v": 2}),
-            SearchOp(ns),
-            PutOp(ns, "k", {"v": 3}),  # the last put of a key wins
-            PutOp(ns, "new", {"v": 4}),
-            ListNamespacesOp(),
-        ])  # fmt: skip
+        results = store.batch(
+            [
+                GetOp(ns, "k"),
+                PutOp(ns, "k", {"v": 2}),
+                SearchOp(ns),
+                PutOp(ns, "k", {"v": 3}),  # the last put of a key wins
+                PutOp(ns, "new", {"v": 4}),
+                ListNamespacesOp(),
+            ]
+        )
         return [norm(results), norm(store.get(ns, "k")), as_set(store.search(ns))]
 
     ours, ref = both(backend, scenario)
@@ -392,8 +407,9 @@ def test_more_entries_than_one_query_holds(tmp_path: Any) -> None:
     puts)."""
     import synapsedb
 
-    db = synapsedb.open(tmp_path / "d", embedder=None, llm=None, durability="os",
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d", embedder=None, llm=None, durability="os", background_maintenance=False
+    )
     try:
         cfg = index_config(TrigramEmbeddings(jitter=0.05), ["text", "alt"])
         ours = SynapseStore(db, "many", index=cfg)  # type: ignore[arg-type]
@@ -401,8 +417,11 @@ def test_more_entries_than_one_query_holds(tmp_path: Any) -> None:
         words = ["apple", "river", "stone", "cloud", "ember", "frost"]
         for store in (ours, ref):
             for i in range(600):
-                value = {"text": f"{words[i % 6]} number {i} of {i * 31 % 1009}",
-                         "alt": f"{words[(i * 7) % 6]} alt {i * 17 % 613}", "i": i}  # fmt: skip
+                value = {
+                    "text": f"{words[i % 6]} number {i} of {i * 31 % 1009}",
+                    "alt": f"{words[(i * 7) % 6]} alt {i * 17 % 613}",
+                    "i": i,
+                }
                 store.put(("big", "s0" if i < 520 else "s1"), f"k{i:04d}", value)
             store.put(("elsewhere",), "e", {"text": "apple 1"})
         queries = [  # (prefix, query, filter, limit, offset, expected length)

@@ -16,8 +16,12 @@ from .conftest import Backend, TrigramEmbeddings
 
 
 def test_ttl_expires_items_and_their_index(backend: Backend, embeddings: TrigramEmbeddings) -> None:
-    store = SynapseStore(backend.db, "ttl", index={"dims": 64, "embed": embeddings},
-                         ttl={"default_ttl": 2, "refresh_on_read": False})  # fmt: skip
+    store = SynapseStore(
+        backend.db,
+        "ttl",
+        index={"dims": 64, "embed": embeddings},
+        ttl={"default_ttl": 2, "refresh_on_read": False},
+    )
     store.put(("n",), "short", {"text": "apples"})
     store.put(("n",), "long", {"text": "apple pie"}, ttl=10)
     store.put(("n",), "forever", {"text": "apple tree"}, ttl=None)
@@ -30,8 +34,12 @@ def test_ttl_expires_items_and_their_index(backend: Backend, embeddings: Trigram
 
 
 def test_refresh_on_read_extends_the_ttl(backend: Backend, embeddings: TrigramEmbeddings) -> None:
-    store = SynapseStore(backend.db, "ttl", index={"dims": 64, "embed": embeddings},
-                         ttl={"default_ttl": 2, "refresh_on_read": True})  # fmt: skip
+    store = SynapseStore(
+        backend.db,
+        "ttl",
+        index={"dims": 64, "embed": embeddings},
+        ttl={"default_ttl": 2, "refresh_on_read": True},
+    )
     store.put(("n",), "read", {"text": "kept alive by reads"})
     store.put(("n",), "idle", {"text": "left alone"})
     first = store.get(("n",), "read")
@@ -114,13 +122,17 @@ def test_hostile_inputs_are_validation_errors(backend: Backend) -> None:
         (lambda: store.batch([SearchOp(ns, limit=-1)]), "limit"),
         (lambda: store.list_namespaces(max_depth=0), "max_depth"),
         (lambda: store.batch([SearchOp(("a", 3))]), "namespace_prefix[1]"),  # type: ignore[arg-type]
-        (lambda: SynapseStore(backend.db, "x", ttl={"default_ttl": "soon"}),  # type: ignore[arg-type]
-         "ttl.default_ttl"),
-        (lambda: SynapseStore(backend.db, "x", index={"dims": 3, "embeder": 1}),  # type: ignore[arg-type]
-         "index.embeder"),
+        (
+            lambda: SynapseStore(backend.db, "x", ttl={"default_ttl": "soon"}),  # type: ignore[arg-type]
+            "ttl.default_ttl",
+        ),
+        (
+            lambda: SynapseStore(backend.db, "x", index={"dims": 3, "embeder": 1}),  # type: ignore[arg-type]
+            "index.embeder",
+        ),
         (lambda: SynapseStore(object(), "x"), "db"),
         (lambda: SynapseStore(backend.db, "Not A Namespace"), "namespace"),
-    ]  # fmt: skip
+    ]
     for call, field in cases:
         with pytest.raises(ValidationError) as info:
             call()
@@ -148,8 +160,9 @@ def test_tenants_over_http_see_only_their_own_store(tmp_path: Any) -> None:
     from synapsedb.server.keys import KeyStore
     from tests.support.live_server import serve
 
-    db = synapsedb.open(tmp_path / "d", embedder=None, llm=None, durability="os",
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d", embedder=None, llm=None, durability="os", background_maintenance=False
+    )
     try:
         store = KeyStore(tmp_path / "d")
         keys = [store.create(t, ["read", "write", "admin"])[1] for t in ("alpha", "beta")]

@@ -91,6 +91,7 @@ def read_blob(
         except NotFoundError:
             raise StorageError(
                 f"checkpoint data {entity!r}/{key!r} is missing a chunk ({k!r})",
-                entity=entity, key=key,
-            ) from None  # fmt: skip
+                entity=entity,
+                key=key,
+            ) from None
     return kind, base64.b64decode("".join(parts))

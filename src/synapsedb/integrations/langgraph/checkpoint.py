@@ -79,11 +79,15 @@ class SynapseSaver(BaseCheckpointSaver[int]):
                 field="db",
             )
         if not isinstance(erase_on_delete, bool):
-            raise ValidationError("erase_on_delete: expected true or false",
-                                  field="erase_on_delete")  # fmt: skip
+            raise ValidationError(
+                "erase_on_delete: expected true or false", field="erase_on_delete"
+            )
         if isinstance(chunk_chars, bool) or not isinstance(chunk_chars, int) or chunk_chars < 1024:
-            raise ValidationError(f"chunk_chars: expected an integer >= 1024, got {chunk_chars!r}",
-                                  field="chunk_chars", limit=1024)  # fmt: skip
+            raise ValidationError(
+                f"chunk_chars: expected an integer >= 1024, got {chunk_chars!r}",
+                field="chunk_chars",
+                limit=1024,
+            )
         self._ns = db.namespace(namespace, agent=agent)
         self.namespace = namespace
         self.erase_on_delete = erase_on_delete
@@ -108,8 +112,9 @@ class SynapseSaver(BaseCheckpointSaver[int]):
         cid = get_checkpoint_id(config)
         if cid is not None:
             if not isinstance(cid, str):
-                raise ValidationError("checkpoint_id: expected a string",
-                                      field="configurable.checkpoint_id")  # fmt: skip
+                raise ValidationError(
+                    "checkpoint_id: expected a string", field="configurable.checkpoint_id"
+                )
             try:
                 head = self._ns.get(thread, digest_key("ck", ns_name, cid), as_of=as_of).value
             except NotFoundError:
@@ -136,8 +141,9 @@ class SynapseSaver(BaseCheckpointSaver[int]):
         holds every ``filter`` item, older than ``before``, at most ``limit``; ``as_of`` lists
         them as they were at that moment."""
         if filter is not None and not isinstance(filter, dict):
-            raise ValidationError("filter: expected an object of metadata key: value",
-                                  field="filter")  # fmt: skip
+            raise ValidationError(
+                "filter: expected an object of metadata key: value", field="filter"
+            )
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise ValidationError(f"limit: expected an integer, got {limit!r}", field="limit")
         before_id = get_checkpoint_id(before) if before else None
@@ -170,8 +176,11 @@ class SynapseSaver(BaseCheckpointSaver[int]):
                     yield found
 
     def _heads(self, thread: str, as_of: TimeLike | None) -> builtins.list[dict[str, Any]]:
-        return [f.value for f in self._ns.facts(thread, as_of=as_of)
-                if f.key.startswith("ck") and isinstance(f.value, dict)]  # fmt: skip
+        return [
+            f.value
+            for f in self._ns.facts(thread, as_of=as_of)
+            if f.key.startswith("ck") and isinstance(f.value, dict)
+        ]
 
     def _metadata(self, head: dict[str, Any]) -> dict[str, Any]:
         kind, data = head["meta"]
@@ -195,8 +204,10 @@ class SynapseSaver(BaseCheckpointSaver[int]):
         )
         versions = checkpoint.get("channel_versions", {})
         values = checkpoint.get("channel_values", {})
-        checkpoint = {**checkpoint, "channel_values": {k: v for k, v in values.items()
-                                                       if k in versions}}  # fmt: skip
+        checkpoint = {
+            **checkpoint,
+            "channel_values": {k: v for k, v in values.items() if k in versions},
+        }
         parent = head.get("parent")
         return CheckpointTuple(
             config=_config(tid, ns_name, cid),
@@ -213,8 +224,12 @@ class SynapseSaver(BaseCheckpointSaver[int]):
                 continue
             w = fact.value
             value = self.serde.loads_typed(read_blob(self._ns, entity, fact.key, w, as_of))
-            rows.append((writes_sort_key(str(w["path"]), str(w["task"]), int(w["idx"])),
-                         (str(w["task"]), str(w["channel"]), value)))  # fmt: skip
+            rows.append(
+                (
+                    writes_sort_key(str(w["path"]), str(w["task"]), int(w["idx"])),
+                    (str(w["task"]), str(w["channel"]), value),
+                )
+            )
         rows.sort(key=lambda r: r[0])
         return [r[1] for r in rows]
 
@@ -230,18 +245,29 @@ class SynapseSaver(BaseCheckpointSaver[int]):
         tid, ns_name = _thread(config), _checkpoint_ns(config)
         cid = checkpoint.get("id") if isinstance(checkpoint, dict) else None
         if not isinstance(cid, str) or not cid:
-            raise ValidationError("checkpoint.id: expected a non-empty string",
-                                  field="checkpoint.id")  # fmt: skip
+            raise ValidationError(
+                "checkpoint.id: expected a non-empty string", field="checkpoint.id"
+            )
         thread = thread_entity(tid)
         parent = config["configurable"].get("checkpoint_id")
         meta = get_checkpoint_metadata(config, metadata)
-        write_blob(self._ns, _data_entity(thread), digest_key("cp", ns_name, cid),
-                   self.serde.dumps_typed(checkpoint), self.chunk_chars)  # fmt: skip
+        write_blob(
+            self._ns,
+            _data_entity(thread),
+            digest_key("cp", ns_name, cid),
+            self.serde.dumps_typed(checkpoint),
+            self.chunk_chars,
+        )
         mkind, mdata = self.serde.dumps_typed(meta)
         run_id = meta.get("run_id")
-        head = {"thread": tid, "ns": ns_name, "id": cid, "parent": parent,
-                "meta": [mkind, _text(mdata)],
-                "run": str(run_id) if run_id is not None else None}  # fmt: skip
+        head = {
+            "thread": tid,
+            "ns": ns_name,
+            "id": cid,
+            "parent": parent,
+            "meta": [mkind, _text(mdata)],
+            "run": str(run_id) if run_id is not None else None,
+        }
         self._ns.set(thread, digest_key("ck", ns_name, cid), head)
         self._advance_latest(thread, ns_name, cid)
         return _config(tid, ns_name, cid)
@@ -283,18 +309,27 @@ class SynapseSaver(BaseCheckpointSaver[int]):
         tid, ns_name = _thread(config), _checkpoint_ns(config)
         cid = config["configurable"].get("checkpoint_id")
         if not isinstance(cid, str) or not cid:
-            raise ValidationError("checkpoint_id: put_writes needs the checkpoint's id",
-                                  field="configurable.checkpoint_id")  # fmt: skip
+            raise ValidationError(
+                "checkpoint_id: put_writes needs the checkpoint's id",
+                field="configurable.checkpoint_id",
+            )
         if not isinstance(task_id, str) or not isinstance(task_path, str):
-            raise ValidationError("task_id: expected strings for task_id and task_path",
-                                  field="task_id")  # fmt: skip
+            raise ValidationError(
+                "task_id: expected strings for task_id and task_path", field="task_id"
+            )
         entity = writes_entity(thread_entity(tid), ns_name, cid)
         for i, (channel, value) in enumerate(writes):
             idx = WRITES_IDX_MAP.get(channel, i)
             extra = {"task": task_id, "idx": idx, "channel": channel, "path": task_path}
-            write_blob(self._ns, entity, digest_key("wr", task_id, str(idx)),
-                       self.serde.dumps_typed(value), self.chunk_chars, extra,
-                       if_version=0 if idx >= 0 else None)  # fmt: skip
+            write_blob(
+                self._ns,
+                entity,
+                digest_key("wr", task_id, str(idx)),
+                self.serde.dumps_typed(value),
+                self.chunk_chars,
+                extra,
+                if_version=0 if idx >= 0 else None,
+            )
 
     # -- deletes and copies ---------------------------------------------------------------------
 
@@ -442,8 +477,9 @@ class SynapseSaver(BaseCheckpointSaver[int]):
 def _thread(config: Any) -> str:
     conf = config.get("configurable") if isinstance(config, dict) else None
     if not isinstance(conf, dict) or "thread_id" not in conf:
-        raise ValidationError("configurable.thread_id: required in the config",
-                              field="configurable.thread_id")  # fmt: skip
+        raise ValidationError(
+            "configurable.thread_id: required in the config", field="configurable.thread_id"
+        )
     thread_entity(conf["thread_id"])  # checks it
     return str(conf["thread_id"])
 
@@ -451,14 +487,20 @@ def _thread(config: Any) -> str:
 def _checkpoint_ns(config: RunnableConfig) -> str:
     ns_name = config["configurable"].get("checkpoint_ns", "") or ""
     if not isinstance(ns_name, str):
-        raise ValidationError("configurable.checkpoint_ns: expected a string",
-                              field="configurable.checkpoint_ns")  # fmt: skip
+        raise ValidationError(
+            "configurable.checkpoint_ns: expected a string", field="configurable.checkpoint_ns"
+        )
     return ns_name
 
 
 def _config(thread_id: str, ns_name: str, checkpoint_id: str) -> RunnableConfig:
-    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns_name,
-                             "checkpoint_id": checkpoint_id}}  # fmt: skip
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns_name,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
 
 
 def _data_entity(thread: str) -> str:

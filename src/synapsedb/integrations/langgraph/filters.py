@@ -48,8 +48,11 @@ def check_filter(flt: Any) -> dict[str, Any] | None:
 
 def _check_condition(cond: Any, field: str, depth: int) -> None:
     if depth > MAX_FILTER_DEPTH:
-        raise ValidationError(f"{field}: nested deeper than {MAX_FILTER_DEPTH} levels",
-                              field=field, limit=MAX_FILTER_DEPTH)  # fmt: skip
+        raise ValidationError(
+            f"{field}: nested deeper than {MAX_FILTER_DEPTH} levels",
+            field=field,
+            limit=MAX_FILTER_DEPTH,
+        )
     if isinstance(cond, Mapping):
         ops = [k for k in cond if isinstance(k, str) and k.startswith("$")]
         if ops:

@@ -44,8 +44,9 @@ class Index:
 
     def __init__(self, config: IndexConfig) -> None:
         if not isinstance(config, Mapping):
-            raise ValidationError("index: expected an object with dims, embed and fields",
-                                  field="index")  # fmt: skip
+            raise ValidationError(
+                "index: expected an object with dims, embed and fields", field="index"
+            )
         unknown = set(config) - {"dims", "embed", "fields"}
         if unknown:
             raise ValidationError(
@@ -54,8 +55,9 @@ class Index:
             )
         dims = config.get("dims")
         if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims < 1):
-            raise ValidationError(f"index.dims: expected a positive integer, got {dims!r}",
-                                  field="index.dims")  # fmt: skip
+            raise ValidationError(
+                f"index.dims: expected a positive integer, got {dims!r}", field="index.dims"
+            )
         self.dims = dims
         embed = config.get("embed")
         self.embeddings = None if embed in (None, "synapsedb") else ensure_embeddings(embed)
@@ -65,13 +67,13 @@ class Index:
     @staticmethod
     def _paths(fields: Any, field: str) -> list[tuple[str, Any]]:
         if isinstance(fields, str) or not isinstance(fields, Sequence):
-            raise ValidationError(f"{field}: expected a list of paths, got {fields!r}",
-                                  field=field)  # fmt: skip
+            raise ValidationError(f"{field}: expected a list of paths, got {fields!r}", field=field)
         out: list[tuple[str, Any]] = []
         for i, path in enumerate(fields):
             if not isinstance(path, str) or not path:
-                raise ValidationError(f"{field}[{i}]: expected a path string, got {path!r}",
-                                      field=f"{field}[{i}]")  # fmt: skip
+                raise ValidationError(
+                    f"{field}[{i}]: expected a path string, got {path!r}", field=f"{field}[{i}]"
+                )
             out.append((path, path if path == "$" else tokenize_path(path)))
         return out
 
@@ -191,8 +193,9 @@ def _groups(keys: list[tuple[str, int]]) -> Iterator[list[tuple[str, int]]]:
 def _query(
     ns: Any, args: dict[str, Any], flt: dict[str, Any] | None, entity: str | None, k: int
 ) -> Iterator[tuple[float, str, str]]:
-    result = ns.query(mode="vector", filter=flt, entity=entity, types=[INDEX_TYPE], k=k,
-                      dedup=False, **args)  # fmt: skip
+    result = ns.query(
+        mode="vector", filter=flt, entity=entity, types=[INDEX_TYPE], k=k, dedup=False, **args
+    )
     for hit in result.hits:
         key = hit.metadata.get("lg_key")
         if isinstance(key, str) and hit.entity.startswith(INDEX_PREFIX):

@@ -66,8 +66,9 @@ def check_labels(namespace: object, field: str = "namespace") -> tuple[str, ...]
                 field=f"{field}[{i}]",
             )
         if "\x00" in label:
-            raise ValidationError(f"{field}[{i}]: must not contain NUL characters",
-                                  field=f"{field}[{i}]")  # fmt: skip
+            raise ValidationError(
+                f"{field}[{i}]: must not contain NUL characters", field=f"{field}[{i}]"
+            )
     return labels
 
 
@@ -116,8 +117,9 @@ def check_store_key(key: object) -> str:
     if not key or key.isspace():
         raise ValidationError("key: must not be empty", field="key")
     if len(key) > MAX_NAME:
-        raise ValidationError(f"key: {len(key)} characters, over the limit of {MAX_NAME}",
-                              field="key", limit=MAX_NAME)  # fmt: skip
+        raise ValidationError(
+            f"key: {len(key)} characters, over the limit of {MAX_NAME}", field="key", limit=MAX_NAME
+        )
     if "\x00" in key:
         raise ValidationError("key: must not contain NUL characters", field="key")
     return key

@@ -113,8 +113,9 @@ class SynapseStore(BaseStore):
             elif isinstance(op, PutOp):
                 puts[(check_labels(op.namespace), check_store_key(op.key))] = op
             else:
-                raise ValidationError(f"ops[{i}]: unknown operation {type(op).__name__}",
-                                      field=f"ops[{i}]")  # fmt: skip
+                raise ValidationError(
+                    f"ops[{i}]: unknown operation {type(op).__name__}", field=f"ops[{i}]"
+                )
         for op in puts.values():
             self._put(op)
         return results
@@ -147,8 +148,7 @@ class SynapseStore(BaseStore):
         """(entity, key) of an item to read; entity None when no item can be stored there."""
         check_labels(namespace)
         if not isinstance(key, str):
-            raise ValidationError(f"key: expected a string, got {type(key).__name__}",
-                                  field="key")  # fmt: skip
+            raise ValidationError(f"key: expected a string, got {type(key).__name__}", field="key")
         try:
             return encode_namespace(namespace), check_store_key(key)
         except ValidationError:  # too long or empty: nothing can be stored under it
@@ -174,8 +174,13 @@ class SynapseStore(BaseStore):
             return
         updated = wrapped.get("u") or fact.recorded_at.isoformat()
         try:
-            self._ns.set(fact.entity, fact.key, {**wrapped, "u": updated}, ttl=minutes * 60,
-                         if_version=fact.version)  # fmt: skip
+            self._ns.set(
+                fact.entity,
+                fact.key,
+                {**wrapped, "u": updated},
+                ttl=minutes * 60,
+                if_version=fact.version,
+            )
         except (VersionConflictError, NotFoundError):
             return  # written or deleted meanwhile: that write decides the expiry
         for i in range(int(wrapped.get("ix") or 0)):
@@ -246,8 +251,7 @@ class SynapseStore(BaseStore):
         if op.query and self._index is not None:
             chosen = self._rank(op.query, prefix, candidates, totals, limit, offset)
         else:
-            candidates.sort(key=lambda c: (-c[0].updated_at.timestamp(), c[0].namespace,
-                                           c[0].key))  # fmt: skip
+            candidates.sort(key=lambda c: (-c[0].updated_at.timestamp(), c[0].namespace, c[0].key))
             chosen = [(None, item, fact) for item, fact, _ in candidates[offset : offset + limit]]
         if op.refresh_ttl:
             for _, _, fact in chosen:
@@ -274,8 +278,9 @@ class SynapseStore(BaseStore):
         wanted = {(fact.entity, fact.key): ix for _, fact, ix in candidates}
         kept: list[tuple[float | None, Item, Any]] = []
         seen: set[tuple[str, str]] = set()
-        for score, entity, key in ranked_hits(self._ns, self._index, query, prefix, wanted,
-                                              totals, offset + limit):  # fmt: skip
+        for score, entity, key in ranked_hits(
+            self._ns, self._index, query, prefix, wanted, totals, offset + limit
+        ):
             if (entity, key) in seen:
                 continue
             rank = len(seen)
@@ -302,10 +307,12 @@ class SynapseStore(BaseStore):
                 )
             conditions.append((kind, check_match_path(cond.path, f"match_conditions[{i}].path")))
         depth = op.max_depth
-        if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int)
-                                  or depth < 1):  # fmt: skip
-            raise ValidationError(f"max_depth: expected a positive integer, got {depth!r}",
-                                  field="max_depth")  # fmt: skip
+        if depth is not None and (
+            isinstance(depth, bool) or not isinstance(depth, int) or depth < 1
+        ):
+            raise ValidationError(
+                f"max_depth: expected a positive integer, got {depth!r}", field="max_depth"
+            )
         limit, offset = _count(op.limit, "limit"), _count(op.offset, "offset")
         found: set[tuple[str, ...]] = set()
         for entity in self._ns.entities():
@@ -337,8 +344,9 @@ def _item(fact: Any, labels: tuple[str, ...] | None = None) -> Item | None:
 
 def _count(value: Any, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValidationError(f"{field}: expected a non-negative integer, got {value!r}",
-                              field=field)  # fmt: skip
+        raise ValidationError(
+            f"{field}: expected a non-negative integer, got {value!r}", field=field
+        )
     return value
 
 
@@ -346,8 +354,9 @@ def _check_ttl(minutes: Any, field: str) -> float | None:
     if minutes is None:
         return None
     if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not minutes > 0:
-        raise ValidationError(f"{field}: expected a positive number of minutes, got {minutes!r}",
-                              field=field)  # fmt: skip
+        raise ValidationError(
+            f"{field}: expected a positive number of minutes, got {minutes!r}", field=field
+        )
     if minutes * 60 > MAX_TTL_S:
         raise ValidationError(
             f"{field}: {minutes!r} minutes, over the limit of {MAX_TTL_S // 60} (100 years)",
@@ -361,8 +370,7 @@ def _check_ttl_config(ttl: Any) -> TTLConfig | None:
     if ttl is None:
         return None
     if not isinstance(ttl, Mapping):
-        raise ValidationError("ttl: expected an object (default_ttl, refresh_on_read)",
-                              field="ttl")  # fmt: skip
+        raise ValidationError("ttl: expected an object (default_ttl, refresh_on_read)", field="ttl")
     allowed = {"default_ttl", "refresh_on_read", "sweep_interval_minutes", "omit_expired"}
     for name in ttl:
         if name not in allowed:
@@ -373,6 +381,8 @@ def _check_ttl_config(ttl: Any) -> TTLConfig | None:
     _check_ttl(ttl.get("default_ttl"), "ttl.default_ttl")
     refresh = ttl.get("refresh_on_read", True)
     if not isinstance(refresh, bool):
-        raise ValidationError(f"ttl.refresh_on_read: expected true or false, got {refresh!r}",
-                              field="ttl.refresh_on_read")  # fmt: skip
+        raise ValidationError(
+            f"ttl.refresh_on_read: expected true or false, got {refresh!r}",
+            field="ttl.refresh_on_read",
+        )
     return TTLConfig(**ttl)  # type: ignore[typeddict-item]

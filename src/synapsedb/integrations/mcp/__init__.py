@@ -18,5 +18,4 @@ from .backend import Backend, Bound, LocalBackend
 from .http import McpEndpoint, ServedBackend
 from .tools import TOOLS, ToolSpec
 
-__all__ = ["TOOLS", "Backend", "Bound", "LocalBackend", "McpEndpoint", "ServedBackend",
-           "ToolSpec"]  # fmt: skip
+__all__ = ["TOOLS", "Backend", "Bound", "LocalBackend", "McpEndpoint", "ServedBackend", "ToolSpec"]

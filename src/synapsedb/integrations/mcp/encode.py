@@ -14,8 +14,11 @@ __all__ = ["dumps", "to_json"]
 def to_json(value: Any) -> Any:
     """``value`` (a value object, a list of them, or JSON values) as plain JSON values."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if f.name != "embedding"}  # fmt: skip
+        return {
+            f.name: to_json(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if f.name != "embedding"
+        }
     if isinstance(value, datetime):
         if value.tzinfo is not None:
             value = value.astimezone(UTC)

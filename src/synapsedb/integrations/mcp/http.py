@@ -66,8 +66,12 @@ def rpc_error_response(err: SynapseError) -> Response:
             "data": {"error": err.to_dict()},
         },
     }
-    return Response(encoder.encode(body), status_code=err.http_status,
-                    media_type="application/json", headers=error_headers(err))  # fmt: skip
+    return Response(
+        encoder.encode(body),
+        status_code=err.http_status,
+        media_type="application/json",
+        headers=error_headers(err),
+    )
 
 
 class _ServedBound(Bound):
@@ -132,21 +136,27 @@ class McpEndpoint:
         if self._manager is not None:
             return self._manager
         if self._group is None or self._lock is None:
-            raise ClosedError("the MCP endpoint is not running (the app's lifespan has not "
-                              "started, or has ended)")  # fmt: skip
+            raise ClosedError(
+                "the MCP endpoint is not running (the app's lifespan has not started, or has ended)"
+            )
         async with self._lock:
             if self._manager is None:
                 try:  # in a thread: the SDK takes a second or two to import
                     server_mod = await anyio.to_thread.run_sync(
-                        importlib.import_module, "synapsedb.integrations.mcp.server")  # fmt: skip
+                        importlib.import_module, "synapsedb.integrations.mcp.server"
+                    )
                     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
                 except ImportError as exc:
-                    raise NotFoundError("no route POST /mcp: the MCP endpoint needs the mcp "
-                                        f"extra (pip install 'synapsedb[mcp]'; {exc})") from None  # fmt: skip
+                    raise NotFoundError(
+                        "no route POST /mcp: the MCP endpoint needs the mcp "
+                        f"extra (pip install 'synapsedb[mcp]'; {exc})"
+                    ) from None
                 manager = StreamableHTTPSessionManager(
-                    app=server_mod.build_server(ServedBackend()), json_response=True,
-                    stateless=True, max_request_body_size=MAX_BODY,
-                )  # fmt: skip
+                    app=server_mod.build_server(ServedBackend()),
+                    json_response=True,
+                    stateless=True,
+                    max_request_body_size=MAX_BODY,
+                )
                 await self._group.start(_run, manager)
                 self._manager = manager
         return self._manager

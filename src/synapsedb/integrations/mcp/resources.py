@@ -45,13 +45,19 @@ PAGE = 100  # resources per resources/list page
 MAX_NAMES = 1_000  # names in one read of the entities list; ``next`` gives the rest
 MAX_URI = 4096
 TEMPLATES = (
-    ("entities", SCHEME + "{namespace}/entities{?as_of,prefix,after}",
-     f"The entities of a namespace with something visible, sorted, at most {MAX_NAMES:,} "
-     "(next: the URI of the rest; as_of: then; prefix: names starting with it; after: names "
-     "sorting after it)"),
-    ("entity", SCHEME + "{namespace}/entities/{entity}{?as_of}",
-     "What is known about an entity: its facts, memories and events (as_of: then)"),
-)  # fmt: skip
+    (
+        "entities",
+        SCHEME + "{namespace}/entities{?as_of,prefix,after}",
+        f"The entities of a namespace with something visible, sorted, at most {MAX_NAMES:,} "
+        "(next: the URI of the rest; as_of: then; prefix: names starting with it; after: names "
+        "sorting after it)",
+    ),
+    (
+        "entity",
+        SCHEME + "{namespace}/entities/{entity}{?as_of}",
+        "What is known about an entity: its facts, memories and events (as_of: then)",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -70,16 +76,19 @@ class ResourceRef:
         the URI that reads them."""
         if self.entity is not None:
             if is_internal_entity(self.entity):
-                raise NotFoundError(f"entity {self.entity[:100]!r}: no such resource",
-                                    entity=self.entity)  # fmt: skip
+                raise NotFoundError(
+                    f"entity {self.entity[:100]!r}: no such resource", entity=self.entity
+                )
             return ns.snapshot(self.entity, as_of=self.as_of)
-        names = visible_entities(ns, MAX_NAMES + 1, as_of=self.as_of, prefix=self.prefix,
-                                 after=self.after)  # fmt: skip
+        names = visible_entities(
+            ns, MAX_NAMES + 1, as_of=self.as_of, prefix=self.prefix, after=self.after
+        )
         if len(names) <= MAX_NAMES:
             return {"entities": names}
         names = names[:MAX_NAMES]
-        query = [(k, v) for k, v in (("as_of", self.as_of), ("prefix", self.prefix))
-                 if v is not None] + [("after", names[-1])]  # fmt: skip
+        query = [
+            (k, v) for k, v in (("as_of", self.as_of), ("prefix", self.prefix)) if v is not None
+        ] + [("after", names[-1])]
         more = "&".join(f"{k}={quote(v, safe='')}" for k, v in query)
         return {"entities": names, "next": f"{entities_uri(self.namespace)}?{more}"}
 
@@ -99,12 +108,14 @@ def entity_uri(namespace: str, entity: str) -> str:
 def parse_uri(uri: str) -> ResourceRef:
     """``uri`` as a :class:`ResourceRef`; anything else is a ValidationError naming ``uri``."""
     if not isinstance(uri, str) or len(uri) > MAX_URI:
-        raise ValidationError(f"uri: expected a string of at most {MAX_URI} characters",
-                              field="uri", limit=MAX_URI)  # fmt: skip
+        raise ValidationError(
+            f"uri: expected a string of at most {MAX_URI} characters", field="uri", limit=MAX_URI
+        )
     shape = f"expected {SCHEME}<namespace>/entities[/<entity>][?as_of=<time>]"
     if not uri.startswith(SCHEME):
-        raise ValidationError(f"uri: {uri[:100]!r} is not a SynapseDB resource; {shape}",
-                              field="uri")  # fmt: skip
+        raise ValidationError(
+            f"uri: {uri[:100]!r} is not a SynapseDB resource; {shape}", field="uri"
+        )
     path, _, query = uri[len(SCHEME) :].partition("?")
     parts = path.split("/")
     if len(parts) not in (2, 3) or parts[1] != "entities" or not all(parts):
@@ -114,11 +125,13 @@ def parse_uri(uri: str) -> ResourceRef:
     given: dict[str, str] = {}
     for name, value in parse_qsl(query, keep_blank_values=True):
         if name not in known:
-            raise ValidationError(f"uri: unknown parameter {name[:40]!r}; only "
-                                  f"{', '.join(known)}", field="uri")  # fmt: skip
+            raise ValidationError(
+                f"uri: unknown parameter {name[:40]!r}; only {', '.join(known)}", field="uri"
+            )
         given[name] = value
-    return ResourceRef(unquote(parts[0]), entity, given.get("as_of"), given.get("prefix"),
-                       given.get("after"))  # fmt: skip
+    return ResourceRef(
+        unquote(parts[0]), entity, given.get("as_of"), given.get("prefix"), given.get("after")
+    )
 
 
 _CURSOR = re.compile(r"[A-Za-z0-9_-]+")

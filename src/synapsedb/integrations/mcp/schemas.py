@@ -67,9 +67,13 @@ def output_schema(tool: str) -> dict[str, Any]:
     elif tool == "remember_conversation":
         shape = dict(defs["Remembered"])
     elif tool == "get_fact":  # one fact (with key), or all of the entity's
-        shape = {"type": "object", "anyOf": [
-            _ref(Fact), _object(entity={"type": "string"},
-                                facts={"type": "array", "items": _ref(Fact)})]}  # fmt: skip
+        shape = {
+            "type": "object",
+            "anyOf": [
+                _ref(Fact),
+                _object(entity={"type": "string"}, facts={"type": "array", "items": _ref(Fact)}),
+            ],
+        }
     elif tool == "history":  # a memory's versions (id), or a fact's (entity and key)
         shape = _object(versions={"type": "array", "items": {"anyOf": [_ref(Memory), _ref(Fact)]}})
     else:

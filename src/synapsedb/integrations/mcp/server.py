@@ -80,8 +80,9 @@ def _result(value: Any) -> types.CallToolResult:
 def _error_result(err: SynapseError) -> types.CallToolResult:
     body = error_body(err)
     text = json.dumps(body, ensure_ascii=False)
-    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=body,
-                                is_error=True)  # fmt: skip
+    return types.CallToolResult(
+        content=[types.TextContent(text=text)], structured_content=body, is_error=True
+    )
 
 
 def _rpc_error(err: SynapseError) -> MCPError:
@@ -104,9 +105,10 @@ def build_server(backend: Backend, *, name: str = "synapsedb") -> Server[Any]:
     async def call_tool(ctx: Ctx, params: types.CallToolRequestParams) -> Any:
         spec = TOOLS.get(params.name)
         if spec is None:
-            raise MCPError(code=types.INVALID_PARAMS,
-                           message=f"unknown tool {params.name[:100]!r}; the tools are "
-                                   f"{', '.join(TOOLS)}")  # fmt: skip
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"unknown tool {params.name[:100]!r}; the tools are {', '.join(TOOLS)}",
+            )
         bound = None
         try:
             args = check_arguments(spec, params.arguments)
@@ -132,23 +134,36 @@ def build_server(backend: Backend, *, name: str = "synapsedb") -> Server[Any]:
         public = bound.public
         found = []
         if params is None or params.cursor is None:
-            found.append(types.Resource(
-                uri=entities_uri(public), name=f"{public}: entities", mime_type=JSON,
-                description=f"The entities of namespace {public!r} with something visible",
-            ))  # fmt: skip
+            found.append(
+                types.Resource(
+                    uri=entities_uri(public),
+                    name=f"{public}: entities",
+                    mime_type=JSON,
+                    description=f"The entities of namespace {public!r} with something visible",
+                )
+            )
         for entity in chunk:
-            found.append(types.Resource(
-                uri=entity_uri(public, entity), name=entity, title=entity, mime_type=JSON,
-                description=f"What is known about {entity} in namespace {public!r}: its "
-                            "facts, memories and events",
-            ))  # fmt: skip
+            found.append(
+                types.Resource(
+                    uri=entity_uri(public, entity),
+                    name=entity,
+                    title=entity,
+                    mime_type=JSON,
+                    description=f"What is known about {entity} in namespace {public!r}: its "
+                    "facts, memories and events",
+                )
+            )
         return types.ListResourcesResult(resources=found, next_cursor=after)
 
     async def list_templates(ctx: Ctx, params: types.PaginatedRequestParams | None) -> Any:
-        return types.ListResourceTemplatesResult(resource_templates=[
-            types.ResourceTemplate(uri_template=uri, name=tname, description=doc, mime_type=JSON)
-            for tname, uri, doc in TEMPLATES
-        ])  # fmt: skip
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    uri_template=uri, name=tname, description=doc, mime_type=JSON
+                )
+                for tname, uri, doc in TEMPLATES
+            ]
+        )
 
     async def read_resource(ctx: Ctx, params: types.ReadResourceRequestParams) -> Any:
         bound = None

@@ -40,16 +40,20 @@ def run_stdio(db: Any, namespace: str = "default", *, agent: str | None = None) 
     anyio.run(serve_stdio, LocalBackend(db, namespace, agent=agent))
 
 
-def refuse_stdio(err: SynapseError, stdin: IO[str] | None = None,
-                 stdout: IO[str] | None = None) -> None:  # fmt: skip
+def refuse_stdio(
+    err: SynapseError, stdin: IO[str] | None = None, stdout: IO[str] | None = None
+) -> None:
     """Answer the first request read from ``stdin`` (MCP's stdio transport: one JSON-RPC
     message a line) with a JSON-RPC error saying ``err`` (``code: message``; ``data`` the HTTP
     API's error body), then return; at end of input, return without a word. Notifications
     and lines that are not JSON-RPC requests are skipped."""
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
-    error = {"code": REFUSED, "message": f"{err.code}: {err.message}",
-             "data": {"error": err.to_dict()}}  # fmt: skip
+    error = {
+        "code": REFUSED,
+        "message": f"{err.code}: {err.message}",
+        "data": {"error": err.to_dict()},
+    }
     for line in stdin:
         try:
             msg = json.loads(line)

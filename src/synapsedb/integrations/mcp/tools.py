@@ -19,8 +19,10 @@ from ...errors import ValidationError
 __all__ = ["TOOLS", "ToolSpec", "check_arguments"]
 
 TIME = {"type": ["string", "number"]}
-NAMESPACE_DOC = ("Namespace to use; leave it out for the server's own (stdio: --namespace; "
-                 "HTTP: the endpoint's ?namespace=, else 'default')")  # fmt: skip
+NAMESPACE_DOC = (
+    "Namespace to use; leave it out for the server's own (stdio: --namespace; "
+    "HTTP: the endpoint's ?namespace=, else 'default')"
+)
 
 
 def _p(schema: Mapping[str, Any], description: str) -> dict[str, Any]:
@@ -48,8 +50,12 @@ class ToolSpec:
 
     def input_schema(self) -> dict[str, Any]:
         props = {**self.properties, "namespace": _p({"type": "string"}, NAMESPACE_DOC)}
-        return {"type": "object", "properties": props, "required": list(self.required),
-                "additionalProperties": False}  # fmt: skip
+        return {
+            "type": "object",
+            "properties": props,
+            "required": list(self.required),
+            "additionalProperties": False,
+        }
 
     def scope_for(self, args: Mapping[str, Any]) -> str:
         """The scope this call needs: erasing (``forget`` with ``purge``) is admin, as over
@@ -105,10 +111,29 @@ def _only(args: Mapping[str, Any], *names: str) -> dict[str, Any]:
 
 # -- what each tool runs -----------------------------------------------------------------------
 
-MEMORY_FIELDS = ("content", "type", "metadata", "salience", "ts", "valid_from", "valid_to",
-                 "ttl", "pinned")  # fmt: skip
-QUERY_FIELDS = ("entity", "k", "as_of", "valid_at", "filter", "types", "since", "until", "mode",
-                "min_score")  # fmt: skip
+MEMORY_FIELDS = (
+    "content",
+    "type",
+    "metadata",
+    "salience",
+    "ts",
+    "valid_from",
+    "valid_to",
+    "ttl",
+    "pinned",
+)
+QUERY_FIELDS = (
+    "entity",
+    "k",
+    "as_of",
+    "valid_at",
+    "filter",
+    "types",
+    "since",
+    "until",
+    "mode",
+    "min_score",
+)
 
 
 def _remember(ns: Any, a: dict[str, Any]) -> Any:
@@ -116,8 +141,9 @@ def _remember(ns: Any, a: dict[str, Any]) -> Any:
 
 
 def _remember_conversation(ns: Any, a: dict[str, Any]) -> Any:
-    return ns.remember(a["messages"], entity=a["entity"], session=a.get("session"),
-                       memories=a.get("memories"))  # fmt: skip
+    return ns.remember(
+        a["messages"], entity=a["entity"], session=a.get("session"), memories=a.get("memories")
+    )
 
 
 def _recall(ns: Any, a: dict[str, Any]) -> Any:
@@ -135,8 +161,9 @@ def _get_fact(ns: Any, a: dict[str, Any]) -> Any:
 
 
 def _set_fact(ns: Any, a: dict[str, Any]) -> Any:
-    return ns.set(a["entity"], a["key"], a["value"], if_version=a.get("if_version"),
-                  ttl=a.get("ttl"))  # fmt: skip
+    return ns.set(
+        a["entity"], a["key"], a["value"], if_version=a.get("if_version"), ttl=a.get("ttl")
+    )
 
 
 def _target(a: dict[str, Any], tool: str) -> tuple[str, ...]:
@@ -148,8 +175,10 @@ def _target(a: dict[str, Any], tool: str) -> tuple[str, ...]:
     if "entity" in a and "key" in a:
         return (a["entity"], a["key"])
     missing = "key" if "entity" in a else "entity" if "key" in a else "id"
-    raise ValidationError(f"{tool}: give a memory id, or a fact's entity and key ({missing} is "
-                          "missing)", field=missing)  # fmt: skip
+    raise ValidationError(
+        f"{tool}: give a memory id, or a fact's entity and key ({missing} is missing)",
+        field=missing,
+    )
 
 
 def _history(ns: Any, a: dict[str, Any]) -> Any:
@@ -167,8 +196,9 @@ def _lineage(ns: Any, a: dict[str, Any]) -> Any:
 
 
 def _record_answer(ns: Any, a: dict[str, Any]) -> Any:
-    return ns.record_answer(a["answer_id"], a["query_ids"], text=a.get("text"),
-                            cited=a.get("cited"))  # fmt: skip
+    return ns.record_answer(
+        a["answer_id"], a["query_ids"], text=a.get("text"), cited=a.get("cited")
+    )
 
 
 # -- the tools ---------------------------------------------------------------------------------
@@ -179,46 +209,66 @@ AS_OF = _time("Answer as of this past moment (system time: what was known then)"
 
 _TOOLS = [
     ToolSpec(
-        "remember", "Remember",
+        "remember",
+        "Remember",
         "Store a memory about an entity: a fact, preference, procedure, episode or event, "
         "searchable by meaning and keywords with recall. Returns the memory with its id.",
         {
             "entity": ENTITY,
             "content": _p({"type": "string"}, "The memory itself, in plain words"),
-            "type": _p({"type": "string"}, "fact (default), preference, procedure, episode, "
-                       "event, or a type of your own (letters, digits, _ and -)"),
-            "metadata": _p({"type": "object"}, "JSON object kept with the memory; recall's "
-                           "filter can select on it"),
-            "salience": _p({"type": "number", "minimum": 0, "maximum": 1},
-                           "How important it is, 0 to 1 (default 0.5)"),
+            "type": _p(
+                {"type": "string"},
+                "fact (default), preference, procedure, episode, "
+                "event, or a type of your own (letters, digits, _ and -)",
+            ),
+            "metadata": _p(
+                {"type": "object"},
+                "JSON object kept with the memory; recall's filter can select on it",
+            ),
+            "salience": _p(
+                {"type": "number", "minimum": 0, "maximum": 1},
+                "How important it is, 0 to 1 (default 0.5)",
+            ),
             "ts": _time("When it happened (event time; default now)"),
             "valid_from": _time("Since when it is true in the world"),
             "valid_to": _time("Until when it was true in the world (after valid_from)"),
-            "ttl": _p({"type": "number", "exclusiveMinimum": 0},
-                      "Seconds until it expires (default never)"),
+            "ttl": _p(
+                {"type": "number", "exclusiveMinimum": 0},
+                "Seconds until it expires (default never)",
+            ),
             "pinned": _p({"type": "boolean"}, "Never evicted to the cold tier"),
         },
-        ("entity", "content"), "write", _remember,
+        ("entity", "content"),
+        "write",
+        _remember,
     ),
     ToolSpec(
-        "remember_conversation", "Remember a conversation",
+        "remember_conversation",
+        "Remember a conversation",
         "Store conversation turns in the entity's session stream and turn them into typed "
         "memories (ADD/UPDATE/DELETE/NOOP against what is known). Extraction runs in the "
         "background with the server's LLM; memories you extracted yourself can be given.",
         {
-            "messages": _p({"type": "array", "items": {"type": "object"}},
-                           "Turns: objects with role (user, assistant, system, tool), content "
-                           "and optionally ts"),
+            "messages": _p(
+                {"type": "array", "items": {"type": "object"}},
+                "Turns: objects with role (user, assistant, system, tool), content "
+                "and optionally ts",
+            ),
             "entity": ENTITY,
             "session": _p({"type": "string"}, "Session id (default: today's UTC date)"),
-            "memories": _p({"type": "array", "items": {"type": "object"}},
-                           "Memories already extracted: objects with type (fact, preference, "
-                           "procedure, episode) and content"),
+            "memories": _p(
+                {"type": "array", "items": {"type": "object"}},
+                "Memories already extracted: objects with type (fact, preference, "
+                "procedure, episode) and content",
+            ),
         },
-        ("messages", "entity"), "write", _remember_conversation,
+        ("messages", "entity"),
+        "write",
+        _remember_conversation,
     ),
     ToolSpec(
-        "recall", "Recall",
+        "recall",
+        "Recall",
         "Find memories by meaning and keywords, best first, optionally as of a past moment and "
         "inside filters. Returns query_id (cite it with record_answer) and the hits.",
         {
@@ -227,81 +277,145 @@ _TOOLS = [
             "k": _p({"type": "integer", "minimum": 1}, "How many hits at most (default 10)"),
             "as_of": AS_OF,
             "valid_at": _time("Only memories true in the world at this moment (valid time)"),
-            "filter": _p({"type": "object"}, "Filter on fields and metadata, e.g. "
-                         '{"type": "preference"} or {"metadata.channel": {"$in": ["email"]}} '
-                         "or {\"ts\": {\"$gte\": \"2025-10-01\"}}"),
-            "types": _p({"type": "array", "items": {"type": "string"}},
-                        "Only these memory types"),
+            "filter": _p(
+                {"type": "object"},
+                "Filter on fields and metadata, e.g. "
+                '{"type": "preference"} or {"metadata.channel": {"$in": ["email"]}} '
+                'or {"ts": {"$gte": "2025-10-01"}}',
+            ),
+            "types": _p({"type": "array", "items": {"type": "string"}}, "Only these memory types"),
             "since": _time("Only memories whose event time is at or after this"),
             "until": _time("Only memories whose event time is before this"),
-            "mode": _p({"type": "string", "enum": ["hybrid", "vector", "keyword"]},
-                       "hybrid (default): meaning and keywords; vector; keyword"),
+            "mode": _p(
+                {"type": "string", "enum": ["hybrid", "vector", "keyword"]},
+                "hybrid (default): meaning and keywords; vector; keyword",
+            ),
             "min_score": _p({"type": "number"}, "Drop hits scoring under this"),
         },
-        ("query",), "read", _recall, read_only=True, idempotent=True,
+        ("query",),
+        "read",
+        _recall,
+        read_only=True,
+        idempotent=True,
     ),
     ToolSpec(
-        "get_memory", "Get a memory",
+        "get_memory",
+        "Get a memory",
         "One memory by id, as it is now or as it was at as_of.",
         {"id": MEMORY_ID, "as_of": AS_OF},
-        ("id",), "read", _get_memory, read_only=True, idempotent=True,
+        ("id",),
+        "read",
+        _get_memory,
+        read_only=True,
+        idempotent=True,
     ),
     ToolSpec(
-        "get_fact", "Get a fact",
+        "get_fact",
+        "Get a fact",
         "A key-value fact about an entity (entity and key), or all of the entity's facts (key "
         "left out), now or as of a past moment.",
-        {"entity": ENTITY, "key": _p({"type": "string"}, "The fact's key, e.g. order"),
-         "as_of": AS_OF},
-        ("entity",), "read", _get_fact, read_only=True, idempotent=True,
+        {
+            "entity": ENTITY,
+            "key": _p({"type": "string"}, "The fact's key, e.g. order"),
+            "as_of": AS_OF,
+        },
+        ("entity",),
+        "read",
+        _get_fact,
+        read_only=True,
+        idempotent=True,
     ),
     ToolSpec(
-        "set_fact", "Set a fact",
+        "set_fact",
+        "Set a fact",
         "Set a key-value fact about an entity to any JSON value, as a new version (history "
         "keeps the old ones). if_version makes it a compare-and-set.",
-        {"entity": ENTITY, "key": _p({"type": "string"}, "The fact's key, e.g. order"),
-         "value": _p({}, "Any JSON value"),
-         "if_version": _p({"type": "integer", "minimum": 0},
-                          "Only if the current version is this (0: only if it does not exist)"),
-         "ttl": _p({"type": "number", "exclusiveMinimum": 0}, "Seconds until it expires")},
-        ("entity", "key", "value"), "write", _set_fact,
+        {
+            "entity": ENTITY,
+            "key": _p({"type": "string"}, "The fact's key, e.g. order"),
+            "value": _p({}, "Any JSON value"),
+            "if_version": _p(
+                {"type": "integer", "minimum": 0},
+                "Only if the current version is this (0: only if it does not exist)",
+            ),
+            "ttl": _p({"type": "number", "exclusiveMinimum": 0}, "Seconds until it expires"),
+        },
+        ("entity", "key", "value"),
+        "write",
+        _set_fact,
     ),
     ToolSpec(
-        "history", "History",
+        "history",
+        "History",
         "Every version of a memory (id) or of a fact (entity and key), oldest first, with the "
         "agent that wrote each and when; as_of cuts the list at that moment.",
-        {"id": MEMORY_ID, "entity": ENTITY,
-         "key": _p({"type": "string"}, "The fact's key (with entity)"), "as_of": AS_OF},
-        (), "read", _history, read_only=True, idempotent=True,
+        {
+            "id": MEMORY_ID,
+            "entity": ENTITY,
+            "key": _p({"type": "string"}, "The fact's key (with entity)"),
+            "as_of": AS_OF,
+        },
+        (),
+        "read",
+        _history,
+        read_only=True,
+        idempotent=True,
     ),
     ToolSpec(
-        "forget", "Forget",
+        "forget",
+        "Forget",
         "Forget one memory (id) or everything about an entity (entity): a tombstone that "
         "history and as_of reads still see. purge (entity only, admin) erases it from disk.",
-        {"id": MEMORY_ID, "entity": ENTITY,
-         "purge": _p({"type": "boolean"}, "Erase the entity's content from the files (needs "
-                     "an admin key over HTTP); history keeps only that an erasure happened")},
-        (), "write", _forget, destructive=True,
+        {
+            "id": MEMORY_ID,
+            "entity": ENTITY,
+            "purge": _p(
+                {"type": "boolean"},
+                "Erase the entity's content from the files (needs "
+                "an admin key over HTTP); history keeps only that an erasure happened",
+            ),
+        },
+        (),
+        "write",
+        _forget,
+        destructive=True,
     ),
     ToolSpec(
-        "lineage", "Lineage",
+        "lineage",
+        "Lineage",
         "What an answer recorded with record_answer was built on: the queries behind it and "
         "every memory version they returned, with the content as it was then.",
         {"answer_id": _p({"type": "string"}, "The answer's id")},
-        ("answer_id",), "read", _lineage, read_only=True, idempotent=True,
+        ("answer_id",),
+        "read",
+        _lineage,
+        read_only=True,
+        idempotent=True,
     ),
     ToolSpec(
-        "record_answer", "Record an answer",
+        "record_answer",
+        "Record an answer",
         "Record an answer you gave and the recall queries (their query_id) it was built on, "
         "so lineage can later show which memories it rested on.",
-        {"answer_id": _p({"type": "string"}, "An id of your choosing for the answer "
-                         "(letters, digits, . _ : -; at most 128)"),
-         "query_ids": _p({"type": "array", "items": {"type": "string"}},
-                         "query_id of each recall the answer used"),
-         "text": _p({"type": "string"}, "The answer's text"),
-         "cited": _p({"type": "array", "items": {"type": "string"}},
-                     "Ids of the memories the answer actually used")},
-        ("answer_id", "query_ids"), "write", _record_answer,
+        {
+            "answer_id": _p(
+                {"type": "string"},
+                "An id of your choosing for the answer (letters, digits, . _ : -; at most 128)",
+            ),
+            "query_ids": _p(
+                {"type": "array", "items": {"type": "string"}},
+                "query_id of each recall the answer used",
+            ),
+            "text": _p({"type": "string"}, "The answer's text"),
+            "cited": _p(
+                {"type": "array", "items": {"type": "string"}},
+                "Ids of the memories the answer actually used",
+            ),
+        },
+        ("answer_id", "query_ids"),
+        "write",
+        _record_answer,
     ),
-]  # fmt: skip
+]
 
 TOOLS: dict[str, ToolSpec] = {t.name: t for t in _TOOLS}

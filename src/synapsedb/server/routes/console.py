@@ -34,16 +34,18 @@ MEDIA_TYPES = {
     ".css": "text/css; charset=utf-8",
     ".svg": "image/svg+xml",
 }
-CSP = "; ".join([
-    "default-src 'none'",
-    "script-src 'self'",
-    "style-src 'self'",
-    "img-src 'self' data:",
-    "connect-src 'self'",
-    "base-uri 'none'",
-    "form-action 'none'",
-    "frame-ancestors 'none'",
-])  # fmt: skip
+CSP = "; ".join(
+    [
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "connect-src 'self'",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+    ]
+)
 SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Frame-Options": "DENY",
@@ -101,9 +103,14 @@ class Console:
 def describe(key: ApiKey | None, auth: str) -> dict[str, Any]:
     """What a key may do, as its tenant may know it (never the secret)."""
     if key is None:  # ``none`` mode: nothing is checked, every scope works
-        return {"auth": auth, "key": None, "tenant": None,
-                "scopes": ["read", "write", "admin"], "namespaces": None,
-                "agents": None}  # fmt: skip
+        return {
+            "auth": auth,
+            "key": None,
+            "tenant": None,
+            "scopes": ["read", "write", "admin"],
+            "namespaces": None,
+            "agents": None,
+        }
     return {
         "auth": auth,
         "key": key.id,

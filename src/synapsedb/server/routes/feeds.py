@@ -37,9 +37,11 @@ from ..wire import (
 
 KEY_CHECK_S = 0.5  # how often a feed asks whether its key is still live
 WAKE_S = 1.0  # the longest a feed waits without looking (disconnects, revoked keys)
-REVOKED = b"event: error\ndata: " + encoder.encode(
-    {"error": UnauthorizedError("the API key of this feed was revoked").to_dict()}
-) + b"\n\n"  # fmt: skip
+REVOKED = (
+    b"event: error\ndata: "
+    + encoder.encode({"error": UnauthorizedError("the API key of this feed was revoked").to_dict()})
+    + b"\n\n"
+)
 KEEP_ALIVE_S = 15.0  # a comment line this often keeps proxies from closing a quiet feed
 KEEP_ALIVE = b": keep-alive\n\n"
 
@@ -48,8 +50,9 @@ class FeedStream(StreamingResponse):
     """An event stream that gives its place in the key's feed limit back however it ends."""
 
     def __init__(self, events: AsyncIterator[bytes], release: Callable[[], None]) -> None:
-        super().__init__(events, media_type="text/event-stream",
-                         headers={"Cache-Control": "no-cache"})  # fmt: skip
+        super().__init__(
+            events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        )
         self.release = release
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -38,8 +38,9 @@ def _refused(answer: Completion) -> Response:
     if answer.status in (401, 403):
         raise UpstreamError(
             f"LLM upstream refused the server's credentials ({answer.status}): check "
-            "SYNAPSEDB_LLM_API_KEY", status=answer.status,
-        )  # fmt: skip
+            "SYNAPSEDB_LLM_API_KEY",
+            status=answer.status,
+        )
     return Response(answer.raw, status_code=answer.status, media_type=answer.content_type)
 
 
@@ -56,8 +57,11 @@ async def chat_completions(request: Request, ns: Namespace) -> Response:
         messages = body["messages"]
         recalled = await proxy.recall(ns, messages, turn)
         said = new_turns(messages)
-        answer = await proxy.client.forward({**body, "messages": inject(messages, recalled)},
-                                            breaker=slot.breaker, on_close=slot.release)  # fmt: skip
+        answer = await proxy.client.forward(
+            {**body, "messages": inject(messages, recalled)},
+            breaker=slot.breaker,
+            on_close=slot.release,
+        )
     except BaseException:
         slot.release()
         raise
@@ -66,13 +70,15 @@ async def chat_completions(request: Request, ns: Namespace) -> Response:
         if answer.status >= 300:
             return _refused(answer)
         await proxy.finish(ns, turn, recalled, answer.text, ident, said)
-        return Response(answer.raw, media_type=answer.content_type,
-                        headers=_headers(ident, recalled))  # fmt: skip
+        return Response(
+            answer.raw, media_type=answer.content_type, headers=_headers(ident, recalled)
+        )
     first, rest = await first_chunk(answer)
     return StreamingResponse(
         relay(proxy, ns, turn, recalled, answer, first, rest, ident, said),
-        media_type="text/event-stream", headers=_headers(ident, recalled),
-    )  # fmt: skip
+        media_type="text/event-stream",
+        headers=_headers(ident, recalled),
+    )
 
 
 async def responses(request: Request, ns: Namespace) -> Response:
@@ -80,8 +86,12 @@ async def responses(request: Request, ns: Namespace) -> Response:
     req = api.parse(await read_body(request), proxy.client.settings.proxy_max_tokens)
     chain = api.load_chain(proxy, ns, req.previous)
     last = chain[-1] if chain else {}
-    answer = api.Answer(api.new_id("resp"), api.new_id("msg"), req, req.options.get("model")
-                        or proxy.client.settings.model)  # fmt: skip
+    answer = api.Answer(
+        api.new_id("resp"),
+        api.new_id("msg"),
+        req,
+        req.options.get("model") or proxy.client.settings.model,
+    )
     session = last.get("session") if isinstance(last.get("session"), str) else answer.id
     entity = last.get("entity") if isinstance(last.get("entity"), str) else None
     turn = proxy.turn(request, {"user": req.options.get("user")}, session=session, entity=entity)
@@ -103,12 +113,23 @@ async def responses(request: Request, ns: Namespace) -> Response:
         if upstream.status >= 300:
             return _refused(upstream)
         out = api.from_completion(answer, upstream.body or {})
-        await proxy.finish(ns, turn, recalled, answer.text, answer.id, said,
-                     record=(answer.id, answer.record(turn)))  # fmt: skip
-        return Response(encoder.encode(out), media_type="application/json",
-                        headers=_headers(answer.id, recalled))  # fmt: skip
+        await proxy.finish(
+            ns,
+            turn,
+            recalled,
+            answer.text,
+            answer.id,
+            said,
+            record=(answer.id, answer.record(turn)),
+        )
+        return Response(
+            encoder.encode(out),
+            media_type="application/json",
+            headers=_headers(answer.id, recalled),
+        )
     first, rest = await first_chunk(upstream)
     return StreamingResponse(
         api.events(proxy, ns, turn, recalled, answer, upstream, first, rest, said),
-        media_type="text/event-stream", headers=_headers(answer.id, recalled),
-    )  # fmt: skip
+        media_type="text/event-stream",
+        headers=_headers(answer.id, recalled),
+    )

@@ -76,21 +76,31 @@ async def readyz(request: Request) -> Response:
         except SynapseError:  # a probe without a key is still told whether the server is ready
             key = None
         if not is_operator(key):
-            return json_response({"status": "ready", "llm": _loop_status(db).get("llm"),
-                                  "proxy": request.app.state.proxy.status()["upstream"]})  # fmt: skip
+            return json_response(
+                {
+                    "status": "ready",
+                    "llm": _loop_status(db).get("llm"),
+                    "proxy": request.app.state.proxy.status()["upstream"],
+                }
+            )
     # ready while namespaces still load (each loads at its first request): the operator is
     # told how many wait, and the bad ones found so far; nothing here waits for the rest
-    return json_response({"status": "ready", "indexing_rows_pending": db.indexing_pending,
-                          "erasure_pending": db.erasure_pending,
-                          "namespaces_loading": db.loading_pending,
-                          "unavailable_namespaces": db.unavailable_namespaces(load=False),
-                          "memory_loop": _loop_status(db),
-                          "proxy": request.app.state.proxy.status()})  # fmt: skip
+    return json_response(
+        {
+            "status": "ready",
+            "indexing_rows_pending": db.indexing_pending,
+            "erasure_pending": db.erasure_pending,
+            "namespaces_loading": db.loading_pending,
+            "unavailable_namespaces": db.unavailable_namespaces(load=False),
+            "memory_loop": _loop_status(db),
+            "proxy": request.app.state.proxy.status(),
+        }
+    )
 
 
 def _loop_status(db: Database) -> dict[str, Any]:
     """The memory loop's state: its LLM (``absent``, ``ok``, ``unavailable``) and queue. Ready
-    either way: without an LLM turns are stored and extraction waits (docs/agentic.md)."""
+    either way: without an LLM turns are stored and extraction waits (docs/memory-loop.md)."""
     status = getattr(db.memory_loop, "status", None)
     return status() if status is not None else {"llm": "absent"}
 
