@@ -12,7 +12,7 @@ import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import synapsedb
 
@@ -565,7 +565,7 @@ class AgentMemoryAPI:
             )
         flt = None if len(wanted) == 3 else {"tier": {"$in": list(wanted)}}
         engine = ("hot", "cold") if "ltm" in wanted else ("hot",)
-        mode = "vector" if embedding is not None else "hybrid"
+        mode: Literal["vector", "hybrid"] = "vector" if embedding is not None else "hybrid"
         with _failing(MemoryRetrievalError, "search"):
             try:
                 res = self.ns.query(
