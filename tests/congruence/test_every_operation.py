@@ -70,6 +70,8 @@ STEPS: list[Step] = [
     ("memories", lambda m: m.memories("user:1", limit=5)),
     ("memories", lambda m: m.memories(types=["fact"], limit=np.int64(5))),
     ("history", lambda m: m.history("m2")),
+    ("accesses", lambda m: m.accesses(["m2", "m3", "missing"])),
+    ("accesses", lambda m: m.accesses("m2")),
     ("set", lambda m: m.set("user:1", "order", {"id": 1458}, ttl=3600)),
     ("set", lambda m: m.set("user:1", "tier", None)),
     ("set", lambda m: m.set("user:1", "order", 1, if_version=7)),

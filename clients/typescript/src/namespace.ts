@@ -51,6 +51,7 @@ import type {
   Lineage,
   MaintenanceReport,
   Memory,
+  MemoryAccess,
   Message,
   NamespaceConfig,
   OperationKey,
@@ -190,6 +191,12 @@ export class Namespace {
       path: { id: target },
       query: { as_of: keyOrOptions?.as_of, include: this.client.include },
     });
+  }
+
+  /** How often each memory was read (by id or as a search hit) and when last; ids that are
+   * no memory of the namespace are left out. */
+  async accesses(ids: string[]): Promise<MemoryAccess[]> {
+    return this.run(`GET ${NS}/accesses`, { query: { ids } });
   }
 
   // -- retrieval ----------------------------------------------------------------------------

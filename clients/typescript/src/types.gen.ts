@@ -169,6 +169,12 @@ export interface Memory {
   erased?: boolean;
 }
 
+export interface MemoryAccess {
+  id: string;
+  count: number;
+  last_access: string | null;
+}
+
 export interface MemoryRef {
   id: string;
   version: number;
@@ -374,6 +380,17 @@ export interface Operations {
     status: 200;
     answerFormat: "json";
     answer: string[];
+  };
+  "GET /v1/namespaces/{ns}/accesses": {
+    path: { ns: string };
+    query: {
+      ids: string | string[];
+    };
+    bodyFormat: "none";
+    body: never;
+    status: 200;
+    answerFormat: "json";
+    answer: MemoryAccess[];
   };
   "GET /v1/namespaces/{ns}/answers/{answer_id}/lineage": {
     path: { ns: string; answer_id: string };
@@ -877,6 +894,7 @@ export const OPERATION_KEYS = [
   "GET /metrics",
   "GET /readyz",
   "GET /v1/namespaces",
+  "GET /v1/namespaces/{ns}/accesses",
   "GET /v1/namespaces/{ns}/answers/{answer_id}/lineage",
   "GET /v1/namespaces/{ns}/audit",
   "GET /v1/namespaces/{ns}/cache/stats",
@@ -933,6 +951,7 @@ export const ANSWER_FORMATS: { readonly [K in OperationKey]: Operations[K]["answ
   "GET /metrics": "text",
   "GET /readyz": "json",
   "GET /v1/namespaces": "json",
+  "GET /v1/namespaces/{ns}/accesses": "json",
   "GET /v1/namespaces/{ns}/answers/{answer_id}/lineage": "json",
   "GET /v1/namespaces/{ns}/audit": "json",
   "GET /v1/namespaces/{ns}/cache/stats": "json",

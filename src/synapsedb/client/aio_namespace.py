@@ -22,6 +22,7 @@ from ..types import (
     Lineage,
     MaintenanceReport,
     Memory,
+    MemoryAccess,
     Message,
     MessageLike,
     NamespaceConfig,
@@ -253,6 +254,9 @@ class AsyncRemoteNamespace(AsyncNamespaceHandle, AsyncNamespaceAPI):
         self, target: str, key: str | None = None, /, *, as_of: TimeLike | None = None
     ) -> list[Memory] | list[Fact]:
         return await self._call("history", locals())  # type: ignore[no-any-return]
+
+    async def accesses(self, ids: Sequence[str]) -> list[MemoryAccess]:
+        return await self._call("accesses", locals())  # type: ignore[no-any-return]
 
     async def set(
         self,

@@ -22,6 +22,7 @@ from ..types import (
     Lineage,
     MaintenanceReport,
     Memory,
+    MemoryAccess,
     Message,
     MessageLike,
     NamespaceConfig,
@@ -251,6 +252,9 @@ class RemoteNamespace(NamespaceHandle, NamespaceAPI):
         self, target: str, key: str | None = None, /, *, as_of: TimeLike | None = None
     ) -> list[Memory] | list[Fact]:
         return self._call("history", locals())  # type: ignore[no-any-return]
+
+    def accesses(self, ids: Sequence[str]) -> list[MemoryAccess]:
+        return self._call("accesses", locals())  # type: ignore[no-any-return]
 
     def set(
         self,

@@ -8,14 +8,14 @@ always in memory. ``entities``, ``streams`` and ``stats`` give the overview.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, overload
 
 from ..errors import NotFoundError, ValidationError
 from ..storage.base import MemoryRow
-from ..times import TimeLike, to_us
-from ..types import Event, Fact, Memory, Snapshot, Stats
-from ..validation import check_entity, check_key, check_types
+from ..times import TimeLike, to_datetime, to_us
+from ..types import Event, Fact, Memory, MemoryAccess, Snapshot, Stats
+from ..validation import check_entity, check_id_list, check_key, check_types
 from ..validtime import valid_at_filter, valid_at_matches, valid_at_seconds
 from .handle import NamespaceHandle
 from .inputs import check_limit, check_memory_id, event_id_range
@@ -23,6 +23,8 @@ from .lifecycle import touch
 from .lineage import snapshot
 from .records import FactRec, MemRec
 from .state import NamespaceState, version_at
+
+MAX_ACCESS_IDS = 1000  # memories per accesses() call
 
 __all__: list[str] = []
 
@@ -163,6 +165,19 @@ class _Reads(NamespaceHandle):
             raise NotFoundError(
                 f"memory {mid!r} not found in namespace {self.name!r}", id=mid, namespace=self.name
             )
+        return out
+
+    def accesses(self, ids: Sequence[str]) -> list[MemoryAccess]:
+        ids = check_id_list([ids] if isinstance(ids, str) else ids, "ids", MAX_ACCESS_IDS)
+        state = self._core.state(self.name)
+        if state is None:
+            return []
+        out = []
+        for mid in ids:
+            if mid not in state.mems and mid not in state.cold:
+                continue  # not a memory of this namespace (erased chains included)
+            count, last_us = state.access.get(mid, (0, 0))
+            out.append(MemoryAccess(mid, count, to_datetime(last_us) if count else None))
         return out
 
     def facts(self, entity: str, *, as_of: TimeLike | None = None) -> list[Fact]:

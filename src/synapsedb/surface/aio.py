@@ -21,6 +21,7 @@ from ..types import (
     Lineage,
     MaintenanceReport,
     Memory,
+    MemoryAccess,
     Message,
     MessageLike,
     NamespaceConfig,
@@ -327,6 +328,12 @@ class AsyncNamespaceAPI(Protocol):
     ) -> list[Memory] | list[Fact]:
         """Every version (tombstones included) of a memory or KV fact, oldest first, each with
         the agent that wrote it and when (``recorded_at``). ``as_of`` cuts the list at T."""
+        ...
+
+    async def accesses(self, ids: Sequence[str]) -> list[MemoryAccess]:
+        """How often each memory of ``ids`` (at most 1,000; one id alone is a list of one) was
+        read, by id or as a search hit, and when last: salience's frequency and recency. Ids
+        that are no memory of the namespace are left out; a memory never read has count 0."""
         ...
 
     async def set(

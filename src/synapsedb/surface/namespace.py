@@ -31,6 +31,7 @@ from ..types import (
     Lineage,
     MaintenanceReport,
     Memory,
+    MemoryAccess,
     NamespaceConfig,
     QueryResult,
     Recalled,
@@ -164,6 +165,12 @@ class NamespaceAPI(Protocol):
     ) -> list[Memory] | list[Fact]:
         """Every version (tombstones included) of a memory or KV fact, oldest first, each with
         the agent that wrote it and when (``recorded_at``). ``as_of`` cuts the list at T."""
+        ...
+
+    def accesses(self, ids: Sequence[str]) -> list[MemoryAccess]:
+        """How often each memory of ``ids`` (at most 1,000; one id alone is a list of one) was
+        read, by id or as a search hit, and when last: salience's frequency and recency. Ids
+        that are no memory of the namespace are left out; a memory never read has count 0."""
         ...
 
     # -- KV facts ----------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from ..types import (
     Lineage,
     MaintenanceReport,
     Memory,
+    MemoryAccess,
     Message,
     NamespaceConfig,
     QueryResult,
@@ -223,6 +224,10 @@ OPERATIONS: tuple[Operation, ...] = (
               "Every version of a memory, oldest first", list[Memory],
               (path("id", "target", positional=True), AS_OF), memories=True, inline=True),
     # -- KV facts
+    Operation("accesses", "GET", "/accesses", "read",
+              "How often and when last memories were read", list[MemoryAccess],
+              (query("ids", STRINGS, "memory ids (repeat the parameter; at most 1,000)",
+                     required=True, positional=True),)),
     Operation("facts", "GET", "/facts", "read",
               "A KV fact (with key), or every fact about the entity (without key)",
               Fact | list[Fact], (
