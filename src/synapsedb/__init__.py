@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .clock import Clock, ManualClock, SystemClock
 from .config import LLMSettings, Settings
@@ -30,6 +30,9 @@ from .errors import (
 )
 from .memory_loop import LoopSettings, MemoryLoop
 from .types import BUILTIN_TYPES, Event, Fact, Memory, Stats
+
+if TYPE_CHECKING:  # the client (httpx) is imported only when connect() is called
+    from .client import AsyncRemoteDatabase, RemoteDatabase
 
 __version__ = "0.1.0"
 
@@ -119,7 +122,7 @@ def connect(
     verify: str | bool = True,
     cert: str | tuple[str, str] | None = None,
     include: str | Sequence[str] | None = None,
-) -> Any:
+) -> RemoteDatabase:
     """Connect to a SynapseDB server: the same methods, arguments, return types and exception
     classes as :func:`open` (returns a ``synapsedb.client.RemoteDatabase``). ``verify`` is a
     CA bundle path (or a bool) for HTTPS; ``cert`` a client certificate for mutual TLS.
@@ -140,7 +143,7 @@ def connect_async(
     verify: str | bool = True,
     cert: str | tuple[str, str] | None = None,
     include: str | Sequence[str] | None = None,
-) -> Any:
+) -> AsyncRemoteDatabase:
     """Like :func:`connect`, with every namespace method returning an awaitable."""
     from .client import AsyncRemoteDatabase
 

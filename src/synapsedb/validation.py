@@ -32,6 +32,7 @@ __all__ = [
     "check_namespace",
     "check_no_nul",
     "check_query_text",
+    "check_session_id",
     "check_ttl",
     "check_types",
     "check_vector",
@@ -40,6 +41,7 @@ __all__ = [
     "is_internal_entity",
     "memory_input",
     "memory_patch",
+    "routable",
 ]
 
 NAMESPACE_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
@@ -49,6 +51,7 @@ MAX_NAME_CHARS = 256
 MAX_AGENT_CHARS = 128
 MAX_JSON_DEPTH = 32
 MAX_TTL_S = 100 * 365 * 86_400
+MAX_SESSION_ID_CHARS = 200  # leaves room for "session:" within MAX_NAME_CHARS
 
 MEMORY_FIELDS = frozenset(
     {"id", "content", "type", "metadata", "embedding", "salience", "ts", "agent", "pinned", "ttl",
@@ -503,3 +506,28 @@ def check_filter_size(value: Any, limit: int) -> None:
         raise ValidationError(
             f"filter: {size} bytes of JSON, over the limit of {limit}", field="filter", limit=limit
         )
+
+
+def check_session_id(value: Any, field: str = "session_id") -> str:
+    """1-200 characters, not blank, no control characters. The limit leaves room for the
+    ``session:`` prefix within the engine's 256-character entity names."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{field}: expected a string, got {type(value).__name__}",
+                              field=field)  # fmt: skip
+    if not value or value.isspace():
+        raise ValidationError(f"{field}: must not be empty", field=field)
+    if len(value) > MAX_SESSION_ID_CHARS:
+        raise ValidationError(
+            f"{field}: {len(value)} characters, over the limit of {MAX_SESSION_ID_CHARS}",
+            field=field,
+            limit=MAX_SESSION_ID_CHARS,
+        )
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValidationError(f"{field}: must not contain control characters", field=field)
+    return value
+
+
+def routable(session_id: str) -> bool:
+    """Whether a (valid) session id can be one URL path segment: not when it holds ``/``,
+    which servers decode from ``%2F`` before routing."""
+    return "/" not in session_id

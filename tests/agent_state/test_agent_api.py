@@ -47,6 +47,21 @@ def test_a_state_round_trips_exactly(agent_db: tuple[Any, ManualClock]) -> None:
     assert rec["metadata"]["importance_score"] == 0.75 and rec["tier"] == "stm"
 
 
+def test_entries_carry_their_retrieval_count_and_last_access_time(
+    agent_db: tuple[Any, ManualClock],
+) -> None:
+    api = api_of(agent_db, cache_ttl=0)
+    mid = api.store_agent_state("agent-1", {"health": 1.0}, step_number=1)
+    other = api.store_agent_state("agent-1", {"health": 0.5}, step_number=2)
+    first = api.retrieve_by_id("agent-1", mid)["metadata"]
+    assert first["retrieval_count"] == 1 and first["last_access_time"] is not None
+    again = api.retrieve_by_id("agent-1", mid)["metadata"]
+    assert again["retrieval_count"] == 2 and again["last_access_time"] >= first["last_access_time"]
+    ranged = {r["memory_id"]: r["metadata"] for r in api.retrieve_by_time_range("agent-1", 1, 2)}
+    assert ranged[mid]["retrieval_count"] == 3  # this retrieval read it too
+    assert ranged[other]["retrieval_count"] == 1
+
+
 def test_time_range_by_step_and_by_clock(agent_db: tuple[Any, ManualClock]) -> None:
     _, clock = agent_db
     api = api_of(agent_db)

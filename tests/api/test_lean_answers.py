@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 import synapsedb
 from synapsedb.client import AsyncRemoteDatabase, RemoteDatabase
 from synapsedb.server import create_app
-from synapsedb.server.openapi import OPERATIONS
+from synapsedb.surface import OPERATIONS
 from synapsedb.types import Memory, Snapshot
 
 NS = "/v1/namespaces/acme"
@@ -111,15 +111,21 @@ def test_include_repeated_or_comma_separated(served: tuple[TestClient, str]) -> 
         assert r.status_code == 200 and r.json()["embedding"] == pytest.approx(VEC)
 
 
-def test_the_routes_taking_include_are_those_answering_memories() -> None:
+def test_the_routes_taking_include_are_those_answering_memories(tmp_path: Path) -> None:
     """The OpenAPI document offers ``include`` exactly where an answer holds memories."""
 
     def holds_memories(answer: Any) -> bool:
         return answer in (Memory, list[Memory], Snapshot)
 
-    offered = {key for key, op in OPERATIONS.items()
-               if any(p[0] == "include" for p in op.get("params", []))}  # fmt: skip
-    answering = {key for key, op in OPERATIONS.items() if holds_memories(op["answer"])}
+    db = synapsedb.open(tmp_path, embedder=None)
+    try:
+        doc = msgspec.json.decode(create_app(db).state.openapi)
+    finally:
+        db.close()
+    offered = {(method.upper(), path) for path, ops in doc["paths"].items()
+               for method, op in ops.items()
+               if any(p["name"] == "include" for p in op["parameters"])}  # fmt: skip
+    answering = {(op.method, op.route) for op in OPERATIONS if holds_memories(op.answer)}
     assert offered == answering
     assert len(offered) == 8
 

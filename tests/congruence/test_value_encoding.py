@@ -1,11 +1,10 @@
 """Values that JSON or a query string cannot carry as they are (NaN, ``date``, numpy scalars, a
 list where a number goes) must give the same answer or error embedded and over HTTP.
 
-Time arguments (as_of, since, until) are covered by test_as_of_forms.py and agree. The cases
-marked xfail are known incongruences outside time arguments, left for a fix in the client's
-body and query-string encoding (msgspec writes NaN as ``null`` and a ``date`` as a string, and
-refuses numpy scalars with a TypeError; httpx writes a list as repeated parameters and a numpy
-integer as its digits). Each mark is strict: the fix makes it fail until the mark is removed.
+Time arguments (as_of, since, until) are covered by test_as_of_forms.py. Each field's kind in the
+operations table (synapsedb.surface.kinds) refuses, with the engine's error, a value the wire
+would carry changed: a numpy integer (JSON and the query string would send its digits), a list
+where a number goes (the query string would repeat the parameter), NaN (JSON null).
 """
 
 from __future__ import annotations
@@ -44,10 +43,6 @@ def pair(tmp_path: Path, served_storage: ServedStorage) -> Iterator[tuple[Any, A
     local.close()
 
 
-def _lossy(why: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=f"client encoding: {why}")
-
-
 NAN = float("nan")
 CASES: list[Any] = [
     pytest.param(lambda m: m.write("u", {"content": "x", "salience": NAN}), id="salience NaN"),
@@ -63,15 +58,10 @@ CASES: list[Any] = [
     pytest.param(lambda m: m.write("u", {"id": "m1", "content": "x",
                                          "salience": np.float64(0.9)}),
                  id="salience numpy float"),
-    pytest.param(lambda m: m.query("x", k=np.int64(5)), id="query k numpy int",
-                 marks=_lossy("a numpy integer travels as its number and is accepted; the "
-                              "engine's integer checks refuse numpy integers")),
+    pytest.param(lambda m: m.query("x", k=np.int64(5)), id="query k numpy int"),
     pytest.param(lambda m: m.query("x", mode="keyword", min_score=NAN), id="min_score NaN"),
-    pytest.param(lambda m: m.events("s", limit=np.int64(5)), id="events limit numpy int",
-                 marks=_lossy("a numpy integer in the query string is sent as digits: accepted; "
-                              "the engine's integer checks refuse numpy integers")),
-    pytest.param(lambda m: m.events("s", limit=[5]), id="events limit list",
-                 marks=_lossy("sent as limit=5: accepted, refused embedded")),
+    pytest.param(lambda m: m.events("s", limit=np.int64(5)), id="events limit numpy int"),
+    pytest.param(lambda m: m.events("s", limit=[5]), id="events limit list"),
     pytest.param(lambda m: m.entities(limit=np.int64(5)), id="entities limit numpy int"),
     pytest.param(lambda m: m.entities(limit=[5]), id="entities limit list"),
     pytest.param(lambda m: m.entities(limit=2.0), id="entities limit float"),

@@ -101,6 +101,7 @@ function objectType(schema, indent) {
 
 const QUERY_TYPES = {
   string: "string | string[]", // a query parameter may repeat (types=a&types=b)
+  array: "string | string[]",
   integer: "number",
   number: "number",
   boolean: "boolean",

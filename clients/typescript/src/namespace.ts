@@ -51,6 +51,7 @@ import type {
   Lineage,
   MaintenanceReport,
   Memory,
+  MemoryAccess,
   Message,
   NamespaceConfig,
   OperationKey,
@@ -133,9 +134,11 @@ export class Namespace {
   get(entity: string, key: string, options?: AsOfOptions): Promise<Fact>;
   async get(target: string, keyOrOptions?: string | AsOfOptions, maybe?: AsOfOptions): Promise<Memory | Fact> {
     if (typeof keyOrOptions === "string") {
-      return this.run(`GET ${NS}/facts`, {
+      // with a key the route answers that fact (without one, the entity's facts: see facts)
+      const answer = await this.run(`GET ${NS}/facts`, {
         query: { entity: target, key: keyOrOptions, as_of: maybe?.as_of },
       });
+      return answer as Fact;
     }
     return this.run(`GET ${NS}/memories/{id}`, {
       path: { id: target },
@@ -188,6 +191,12 @@ export class Namespace {
       path: { id: target },
       query: { as_of: keyOrOptions?.as_of, include: this.client.include },
     });
+  }
+
+  /** How often each memory was read (by id or as a search hit) and when last; ids that are
+   * no memory of the namespace are left out. */
+  async accesses(ids: string[]): Promise<MemoryAccess[]> {
+    return this.run(`GET ${NS}/accesses`, { query: { ids } });
   }
 
   // -- retrieval ----------------------------------------------------------------------------
@@ -412,8 +421,8 @@ export class Namespace {
   /** The entity's KV facts. */
   async facts(entity: string, options: AsOfOptions = {}): Promise<Fact[]> {
     const answer = await this.run(`GET ${NS}/facts`, { query: { entity, as_of: options.as_of } });
-    // without a key the route answers the entity's facts (the document types it by its key form)
-    return answer as unknown as Fact[];
+    // without a key the route answers the entity's facts (with one, that fact: see get)
+    return answer as Fact[];
   }
 
   /** Appends an event to a stream (the entity's by default); also a searchable memory. */

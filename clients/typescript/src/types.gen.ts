@@ -59,10 +59,10 @@ export interface Decision {
 }
 
 export interface ErrorBody {
-  error?: {
-    code?: string;
-    message?: string;
-    details?: Record<string, unknown>;
+  error: {
+    code: string;
+    message: string;
+    details: Record<string, unknown>;
   };
 }
 
@@ -167,6 +167,12 @@ export interface Memory {
   deleted?: boolean;
   embedding?: number[] | null;
   erased?: boolean;
+}
+
+export interface MemoryAccess {
+  id: string;
+  count: number;
+  last_access: string | null;
 }
 
 export interface MemoryRef {
@@ -317,7 +323,7 @@ export interface Operations {
     answer: Fact;
   };
   "DELETE /v1/namespaces/{ns}/memories/{id}": {
-    path: { id: string; ns: string };
+    path: { ns: string; id: string };
     query: {
       if_version?: number;
       include?: string | string[];
@@ -329,7 +335,7 @@ export interface Operations {
     answer: Memory;
   };
   "DELETE /v1/namespaces/{ns}/sessions/{sid}": {
-    path: { sid: string; ns: string };
+    path: { ns: string; sid: string };
     query: {
       purge?: boolean;
     };
@@ -337,7 +343,7 @@ export interface Operations {
     body: never;
     status: 200;
     answerFormat: "json";
-    answer: Record<string, unknown>;
+    answer: Forgotten | Record<string, unknown>;
   };
   "GET /healthz": {
     path: {};
@@ -375,8 +381,19 @@ export interface Operations {
     answerFormat: "json";
     answer: string[];
   };
+  "GET /v1/namespaces/{ns}/accesses": {
+    path: { ns: string };
+    query: {
+      ids: string | string[];
+    };
+    bodyFormat: "none";
+    body: never;
+    status: 200;
+    answerFormat: "json";
+    answer: MemoryAccess[];
+  };
   "GET /v1/namespaces/{ns}/answers/{answer_id}/lineage": {
-    path: { answer_id: string; ns: string };
+    path: { ns: string; answer_id: string };
     query: {};
     bodyFormat: "none";
     body: never;
@@ -497,7 +514,7 @@ export interface Operations {
     body: never;
     status: 200;
     answerFormat: "json";
-    answer: Fact;
+    answer: Fact | Fact[];
   };
   "GET /v1/namespaces/{ns}/facts/history": {
     path: { ns: string };
@@ -518,8 +535,8 @@ export interface Operations {
       entity?: string | string[];
       types?: string | string[];
       as_of?: string | string[];
-      valid_at?: string | string[];
       limit?: number;
+      valid_at?: string | string[];
       before?: string | string[];
       include?: string | string[];
     };
@@ -530,7 +547,7 @@ export interface Operations {
     answer: Memory[];
   };
   "GET /v1/namespaces/{ns}/memories/{id}": {
-    path: { id: string; ns: string };
+    path: { ns: string; id: string };
     query: {
       as_of?: string | string[];
       include?: string | string[];
@@ -542,7 +559,7 @@ export interface Operations {
     answer: Memory;
   };
   "GET /v1/namespaces/{ns}/memories/{id}/history": {
-    path: { id: string; ns: string };
+    path: { ns: string; id: string };
     query: {
       as_of?: string | string[];
       include?: string | string[];
@@ -566,7 +583,7 @@ export interface Operations {
     answer: string[];
   };
   "GET /v1/namespaces/{ns}/sessions/{sid}": {
-    path: { sid: string; ns: string };
+    path: { ns: string; sid: string };
     query: {
       as_of?: string | string[];
       count_limit?: number;
@@ -579,7 +596,7 @@ export interface Operations {
     answer: SessionInfo;
   };
   "GET /v1/namespaces/{ns}/sessions/{sid}/messages": {
-    path: { sid: string; ns: string };
+    path: { ns: string; sid: string };
     query: {
       last?: number;
       as_of?: string | string[];
@@ -643,7 +660,7 @@ export interface Operations {
     answer: WhoAmI;
   };
   "PATCH /v1/namespaces/{ns}/memories/{id}": {
-    path: { id: string; ns: string };
+    path: { ns: string; id: string };
     query: {
       include?: string | string[];
     };
@@ -666,7 +683,7 @@ export interface Operations {
     path: { ns: string };
     query: {};
     bodyFormat: "json";
-    body: "answer_id" | "query_ids" | "agent" | "text" | "cited" | "entities";
+    body: "answer_id" | "query_ids" | "text" | "cited" | "entities" | "agent";
     status: 201;
     answerFormat: "json";
     answer: Lineage;
@@ -732,7 +749,7 @@ export interface Operations {
     body: never;
     status: 201;
     answerFormat: "json";
-    answer: Record<string, unknown>;
+    answer: { [key: string]: number };
   };
   "POST /v1/namespaces/{ns}/maintain": {
     path: { ns: string };
@@ -769,7 +786,7 @@ export interface Operations {
     path: { ns: string };
     query: {};
     bodyFormat: "json";
-    body: "text" | "embedding" | "entity" | "filter" | "k" | "mode" | "as_of" | "valid_at" | "min_score" | "types" | "since" | "until" | "dedup" | "explain" | "agent" | "tiers" | "include_ended";
+    body: "text" | "embedding" | "entity" | "filter" | "k" | "mode" | "as_of" | "valid_at" | "min_score" | "types" | "since" | "until" | "dedup" | "explain" | "tiers" | "include_ended" | "agent";
     status: 200;
     answerFormat: "json";
     answer: QueryResult;
@@ -778,7 +795,7 @@ export interface Operations {
     path: { ns: string };
     query: {};
     bodyFormat: "json";
-    body: "messages" | "text" | "entity" | "budget_tokens" | "k" | "threshold" | "rewrite" | "agent";
+    body: "entity" | "budget_tokens" | "k" | "threshold" | "rewrite" | "messages" | "text" | "agent";
     status: 200;
     answerFormat: "json";
     answer: Recalled;
@@ -787,7 +804,7 @@ export interface Operations {
     path: { ns: string };
     query: {};
     bodyFormat: "json";
-    body: "messages" | "entity" | "session" | "agent" | "memories" | "wait";
+    body: "messages" | "entity" | "session" | "memories" | "wait" | "agent";
     status: 200;
     answerFormat: "json";
     answer: Remembered;
@@ -802,7 +819,7 @@ export interface Operations {
     answer: Record<string, unknown>;
   };
   "POST /v1/namespaces/{ns}/sessions/{sid}/messages": {
-    path: { sid: string; ns: string };
+    path: { ns: string; sid: string };
     query: {};
     bodyFormat: "json";
     body: "message" | "messages" | "searchable" | "entity" | "agent";
@@ -811,10 +828,10 @@ export interface Operations {
     answer: Message | Message[];
   };
   "POST /v1/namespaces/{ns}/sessions/{sid}/search": {
-    path: { sid: string; ns: string };
+    path: { ns: string; sid: string };
     query: {};
     bodyFormat: "json";
-    body: "text" | "k" | "as_of" | "exclude" | "ttl";
+    body: "text" | "k" | "as_of" | "exclude" | "ttl" | "agent";
     status: 200;
     answerFormat: "json";
     answer: Message[];
@@ -841,7 +858,7 @@ export interface Operations {
     path: { ns: string };
     query: {};
     bodyFormat: "json";
-    body: string;
+    body: "max_hot" | "max_bytes" | "max_writes_per_s" | "policy" | "recency" | "frequency" | "importance" | "impact" | "half_life_days" | "promote_after" | "cold_fallback";
     status: 200;
     answerFormat: "json";
     answer: NamespaceConfig;
@@ -856,7 +873,7 @@ export interface Operations {
     answer: Fact;
   };
   "PUT /v1/namespaces/{ns}/sessions/{sid}": {
-    path: { sid: string; ns: string };
+    path: { ns: string; sid: string };
     query: {};
     bodyFormat: "json";
     body: "ttl" | "agent";
@@ -877,6 +894,7 @@ export const OPERATION_KEYS = [
   "GET /metrics",
   "GET /readyz",
   "GET /v1/namespaces",
+  "GET /v1/namespaces/{ns}/accesses",
   "GET /v1/namespaces/{ns}/answers/{answer_id}/lineage",
   "GET /v1/namespaces/{ns}/audit",
   "GET /v1/namespaces/{ns}/cache/stats",
@@ -933,6 +951,7 @@ export const ANSWER_FORMATS: { readonly [K in OperationKey]: Operations[K]["answ
   "GET /metrics": "text",
   "GET /readyz": "json",
   "GET /v1/namespaces": "json",
+  "GET /v1/namespaces/{ns}/accesses": "json",
   "GET /v1/namespaces/{ns}/answers/{answer_id}/lineage": "json",
   "GET /v1/namespaces/{ns}/audit": "json",
   "GET /v1/namespaces/{ns}/cache/stats": "json",

@@ -12,7 +12,7 @@ import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 import synapsedb
 
@@ -37,6 +37,7 @@ from .records import (
     check_step,
     memory_payload,
     to_record,
+    with_accesses,
 )
 from .results import ResultCache
 from .scan import PAGE, collect
@@ -238,7 +239,7 @@ class AgentMemoryAPI:
 
     def _cached(self, agent: str, key: Any, compute: Any) -> Any:
         with _failing(MemoryRetrievalError, str(key[0])):
-            return self.cache.get_or_compute(agent, key, compute)
+            return with_accesses(self.ns, self.cache.get_or_compute(agent, key, compute))
 
     def _all(
         self, agent: str, flt: Mapping[str, Any] | None, types: list[str] | None, cold: bool = False
@@ -421,7 +422,8 @@ class AgentMemoryAPI:
             m = self.ns.get(memory_id)
         if m.entity != agent:
             raise NotFoundError(f"memory {memory_id!r} is not agent {agent!r}'s", id=memory_id)
-        return to_record(m)
+        with _failing(MemoryRetrievalError, "retrieve_by_id"):
+            return with_accesses(self.ns, [to_record(m)])[0]
 
     def expand_memory(
         self, agent_id: str, memory_id: str, *, restore: bool = False
@@ -565,7 +567,7 @@ class AgentMemoryAPI:
             )
         flt = None if len(wanted) == 3 else {"tier": {"$in": list(wanted)}}
         engine = ("hot", "cold") if "ltm" in wanted else ("hot",)
-        mode = "vector" if embedding is not None else "hybrid"
+        mode: Literal["vector", "hybrid"] = "vector" if embedding is not None else "hybrid"
         with _failing(MemoryRetrievalError, "search"):
             try:
                 res = self.ns.query(
@@ -587,4 +589,4 @@ class AgentMemoryAPI:
                         limit=err.details.get("limit"),
                     ) from None
                 raise
-        return [to_record(h, h.score) for h in res.hits]
+            return with_accesses(self.ns, [to_record(h, h.score) for h in res.hits])

@@ -212,6 +212,9 @@ def moved_payload(hit: Any, tier: str, retention: float, data: dict[str, Any]) -
     }
 
 
+ACCESS_BATCH = 1000  # ids per accesses() call
+
+
 def _epoch(ts: Any) -> float | None:
     return ts.timestamp() if isinstance(ts, datetime) else None
 
@@ -235,9 +238,35 @@ def to_record(m: Any, score: float | None = None) -> dict[str, Any]:
             "current_tier": meta.get("tier"),
             "version": m.version,
             "engine_tier": getattr(m, "tier", None),
+            "last_access_time": None,  # filled by with_accesses
+            "retrieval_count": 0,
         },
         "content": m.content,
     }
     if score is not None:
         rec["score"] = score
     return rec
+
+
+def with_accesses(ns: Any, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` (copies: a cached list is never changed) with each memory's
+    ``retrieval_count`` and ``last_access_time`` (epoch seconds, None if never read): the
+    engine's count of reads by id and appearances as a search hit (``ns.accesses``), this
+    retrieval's included; a retrieval answered from the result cache counts no read."""
+    if not records:
+        return records
+    seen: dict[str, Any] = {}
+    ids = list(dict.fromkeys(str(r["memory_id"]) for r in records))
+    for start in range(0, len(ids), ACCESS_BATCH):
+        for a in ns.accesses(ids[start : start + ACCESS_BATCH]):
+            seen[a.id] = a
+    out = []
+    for rec in records:
+        a = seen.get(rec["memory_id"])
+        meta = {**rec["metadata"]}
+        if a is not None:
+            meta["retrieval_count"] = a.count
+            meta["last_access_time"] = _epoch(a.last_access)
+        out.append({**rec, "metadata": meta})
+    return out
+

@@ -56,13 +56,13 @@ class SemanticCache:
             self._local = LocalCache(db, namespace, agent=agent)
         else:
             handle = db.namespace(namespace, agent=agent)
-            if not hasattr(handle, "cache_lookup"):
+            if not hasattr(handle, "cache"):
                 raise ValidationError(
                     f"db: expected a database from synapsedb.open, connect or connect_async, "
                     f"got {type(db).__name__}",
                     field="db",
                 )  # fmt: skip
-            self._remote = handle
+            self._remote = handle.cache
         from ..client.asyncio import AsyncRemoteDatabase
 
         self.is_async = isinstance(db, AsyncRemoteDatabase)
@@ -85,7 +85,7 @@ class SemanticCache:
         if self._local is not None:
             return self._local.lookup(key, scope=scope, params=params, threshold=thr,
                                       match_literals=self.match_literals, agent=agent)  # fmt: skip
-        return self._remote.cache_lookup(  # type: ignore[no-any-return]
+        return self._remote.lookup(  # type: ignore[no-any-return]
             key, scope=scope, params=params, threshold=thr,
             match_literals=self.match_literals, agent=agent,
         )  # fmt: skip
@@ -108,7 +108,7 @@ class SemanticCache:
             return self._local.store(key, value, scope=scope, params=params, ttl=ttl_s,
                                      tags=tag_list, match_literals=self.match_literals,
                                      agent=agent)  # fmt: skip
-        return self._remote.cache_store(  # type: ignore[no-any-return]
+        return self._remote.store(  # type: ignore[no-any-return]
             key, value, scope=scope, params=params, ttl=ttl_s, tags=tag_list,
             match_literals=self.match_literals, agent=agent,
         )  # fmt: skip
@@ -130,7 +130,7 @@ class SemanticCache:
             return self._local.invalidate(key, scope=scope, params=params, tag=tag,
                                           prefix=prefix, match_literals=self.match_literals,
                                           agent=agent)  # fmt: skip
-        return self._remote.cache_invalidate(  # type: ignore[no-any-return]
+        return self._remote.invalidate(  # type: ignore[no-any-return]
             key, scope=scope, params=params, tag=tag, prefix=prefix,
             match_literals=self.match_literals, agent=agent,
         )  # fmt: skip
@@ -139,11 +139,11 @@ class SemanticCache:
         """Remove every entry of every scope; returns how many."""
         if self._local is not None:
             return self._local.clear(agent=agent)
-        return self._remote.cache_invalidate(all=True, agent=agent)  # type: ignore[no-any-return]
+        return self._remote.clear(agent=agent)  # type: ignore[no-any-return]
 
     def stats(self) -> CacheStats:
         """Entries stored now; hits, misses, stores and invalidations counted by the process
         that runs the lookups (this one embedded, the server's over HTTP)."""
         if self._local is not None:
             return self._local.stats()
-        return self._remote.cache_stats()  # type: ignore[no-any-return]
+        return self._remote.stats()  # type: ignore[no-any-return]

@@ -12,7 +12,7 @@ embedded database.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -20,6 +20,7 @@ import orjson
 
 from ..engine import Database, Namespace
 from ..errors import NotFoundError, ValidationError
+from ..surface import CacheAPI
 from ..types import Fact, Memory
 from .counters import counters_for
 from .keying import (
@@ -50,8 +51,11 @@ DEFAULT_TTL_S = 3600.0
 _PAGE = 1000  # entries deleted per round of an invalidation by tag or prefix
 
 
-class LocalCache:
-    """The cache of namespace ``namespace`` of ``db`` (an open engine Database)."""
+class LocalCache(CacheAPI):
+    """The cache of namespace ``namespace`` of ``db`` (an open engine Database): ``ns.cache``
+    of an embedded namespace, and what the server's cache routes run."""
+
+    __slots__ = ("counters", "db", "mem")
 
     def __init__(self, db: Database, namespace: str, *, agent: str | None = None) -> None:
         self.db = db
@@ -68,7 +72,7 @@ class LocalCache:
         *,
         scope: str = "default",
         params: Any = None,
-        threshold: float = DEFAULT_THRESHOLD,
+        threshold: float | None = None,
         match_literals: bool = True,
         agent: str | None = None,
     ) -> CacheHit | None:
@@ -76,7 +80,7 @@ class LocalCache:
         ``threshold``) with the same exact signature (literals, ``params``), or None."""
         key, scope = check_key(key), check_scope(scope)
         sig = signature(key, check_params(params), match_literals=_flag(match_literals))
-        thr = check_threshold(threshold)
+        thr = check_threshold(DEFAULT_THRESHOLD if threshold is None else threshold)
         # no types=[TYPE]: the scope's entity and the signature (metadata only entries have)
         # already select entries, and a type mask is a pass over every row (0.4 ms at 30k)
         res = self.mem.query(
@@ -109,8 +113,8 @@ class LocalCache:
         *,
         scope: str = "default",
         params: Any = None,
-        ttl: float = DEFAULT_TTL_S,
-        tags: Iterable[str] | None = None,
+        ttl: float | None = None,
+        tags: Sequence[str] | None = None,
         match_literals: bool = True,
         agent: str | None = None,
     ) -> CacheEntry:
@@ -119,7 +123,7 @@ class LocalCache:
         key, scope = check_key(key), check_scope(scope)
         raw = check_value(value)
         sig = signature(key, check_params(params), match_literals=_flag(match_literals))
-        ttl_s, tag_list = check_ttl_s(ttl), check_tags(tags)
+        ttl_s, tag_list = check_ttl_s(DEFAULT_TTL_S if ttl is None else ttl), check_tags(tags)
         eid, entity = entry_id(scope, key, sig), entity_of(scope)
         # the value first: a lookup that finds the memory then finds its value
         fact: Fact = self.mem.set(entity, eid, orjson.loads(raw), ttl=ttl_s, agent=agent)

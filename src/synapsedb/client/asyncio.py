@@ -1,9 +1,9 @@
-"""The async remote client: ``await synapsedb.connect_async(url)`` ... the same methods as the
-embedded API, each returning an awaitable of the same return type.
+"""The async remote client: ``synapsedb.connect_async(url)`` has the methods of the embedded
+API, each a coroutine of the same return type (:class:`~synapsedb.surface.AsyncNamespaceAPI`).
 
-No method is written twice: namespaces are the sync client's :class:`RemoteNamespace`, whose
-every method builds a :class:`~synapsedb.client.calls.Call` and hands it to its database's
-``_run``; here ``_run`` is a coroutine, so each method returns one. The live feeds
+Its namespaces (``aio_namespace.py``) are generated from the same protocol as the sync
+client's, and every method builds its request with the same code
+(:func:`synapsedb.client.calls.build`), so the two cannot drift apart. The live feeds
 (``follow``, ``changes``) go to ``_feed``, which here answers an
 :class:`~synapsedb.client.feeds.AsyncFeed` (``async for``).
 """
@@ -18,11 +18,12 @@ import httpx
 from ..errors import ClosedError, StorageError
 from ..validation import check_agent, check_namespace
 from . import calls
+from .aio_namespace import AsyncRemoteNamespace
 from .calls import Call
 from .feeds import AsyncFeed, FeedOptions
-from .sync import RemoteNamespace
+from .sync import tls_context
 
-__all__ = ["AsyncRemoteDatabase"]
+__all__ = ["AsyncRemoteDatabase", "AsyncRemoteNamespace"]
 
 
 class AsyncRemoteDatabase:
@@ -54,8 +55,7 @@ class AsyncRemoteDatabase:
         params = calls.request_params(call, self.include)
         try:
             resp = await self._http.request(call.method, call.path, params=params,
-                                            content=content,
-                                            headers=headers)  # fmt: skip
+                                            content=content, headers=headers)  # fmt: skip
         except httpx.TransportError as exc:
             raise StorageError(f"server unreachable: {exc}") from exc
         if resp.status_code >= 400:
@@ -69,9 +69,9 @@ class AsyncRemoteDatabase:
             raise ClosedError("the client is closed")
         return AsyncFeed(self._http, call, kind, decode, options)
 
-    def namespace(self, name: str, *, agent: str | None = None) -> RemoteNamespace:
-        """A namespace whose methods return awaitables (``await mem.get(id)``)."""
-        return RemoteNamespace(self, check_namespace(name), check_agent(agent))  # type: ignore[arg-type]
+    def namespace(self, name: str, *, agent: str | None = None) -> AsyncRemoteNamespace:
+        """A namespace whose methods are coroutines (``await mem.get(id)``)."""
+        return AsyncRemoteNamespace(self, check_namespace(name), check_agent(agent))
 
     async def namespaces(self) -> list[str]:
         return await self._run(calls.namespaces())  # type: ignore[no-any-return]
@@ -91,20 +91,5 @@ class AsyncRemoteDatabase:
 def _client(
     url: str, timeout: float, verify: str | bool, cert: str | tuple[str, str] | None
 ) -> httpx.AsyncClient:
-    """``verify``: True, False or a CA bundle path; ``cert``: a client certificate (mutual
-    TLS) as a PEM path or (cert, key) paths."""
-    import ssl
-
-    ctx: ssl.SSLContext | bool = (
-        verify if isinstance(verify, bool) else ssl.create_default_context(cafile=verify)
-    )
-    if cert is not None:
-        if not isinstance(ctx, ssl.SSLContext):
-            verify_server = ctx
-            ctx = ssl.create_default_context()
-            if not verify_server:
-                ctx.check_hostname = False
-                ctx.verify_mode = ssl.CERT_NONE
-        certfile, keyfile = (cert, None) if isinstance(cert, str) else cert
-        ctx.load_cert_chain(certfile, keyfile)
-    return httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout, verify=ctx)
+    return httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout,
+                             verify=tls_context(verify, cert))  # fmt: skip

@@ -22,7 +22,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class NsCall:
-    """One call of a public namespace method: ``getattr(ns, method)(*args, **kwargs)``."""
+    """One call of a public namespace method: ``getattr(ns, method)(*args, **kwargs)``; a dotted
+    name reaches a sub-surface (``sessions.load``: ``ns.sessions.load``)."""
 
     method: str
     args: tuple[Any, ...] = ()
@@ -36,6 +37,13 @@ def call(method: str, *args: Any, **kwargs: Any) -> NsCall:
     return NsCall(method, args, kwargs)
 
 
+def _method(ns: Any, name: str) -> Any:
+    target = ns
+    for part in name.split("."):
+        target = getattr(target, part)
+    return target
+
+
 def drive(ns: Any, plan: Plan[T]) -> T:
     """Run ``plan`` against a synchronous namespace; an exception of a call is thrown into
     the plan (which may handle it) and otherwise propagates."""
@@ -46,7 +54,7 @@ def drive(ns: Any, plan: Plan[T]) -> T:
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         try:
-            value, step = getattr(ns, nc.method)(*nc.args, **nc.kwargs), plan.send
+            value, step = _method(ns, nc.method)(*nc.args, **nc.kwargs), plan.send
         except Exception as exc:
             value, step = exc, plan.throw
 
@@ -61,7 +69,7 @@ async def drive_async(ns: Any, plan: Plan[T]) -> T:
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         try:
-            value = getattr(ns, nc.method)(*nc.args, **nc.kwargs)
+            value = _method(ns, nc.method)(*nc.args, **nc.kwargs)
             if inspect.isawaitable(value):
                 value = await value
             step = plan.send

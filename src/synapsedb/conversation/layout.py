@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ValidationError
+from ..validation import MAX_SESSION_ID_CHARS, check_session_id
 
 __all__ = [
     "MAX_LAST",
@@ -41,27 +42,7 @@ SESSION_PREFIX = "session:"
 RECORDS_PREFIX = "synapsedb:session:"  # a session's companion stream (records_stream)
 STATE_KEY = "state"  # the session's own fact: {"cleared_through": event id, "ttl": seconds}
 SUMMARY_KEY = "summary"  # where a summarising strategy keeps its running summary
-MAX_SESSION_ID_CHARS = 200
 MAX_LAST = 10_000  # the engine's largest page of events
-
-
-def check_session_id(value: Any, field: str = "session_id") -> str:
-    """1-200 characters, not blank, no control characters. The limit leaves room for the
-    ``session:`` prefix within the engine's 256-character entity names."""
-    if not isinstance(value, str):
-        raise ValidationError(f"{field}: expected a string, got {type(value).__name__}",
-                              field=field)  # fmt: skip
-    if not value or value.isspace():
-        raise ValidationError(f"{field}: must not be empty", field=field)
-    if len(value) > MAX_SESSION_ID_CHARS:
-        raise ValidationError(
-            f"{field}: {len(value)} characters, over the limit of {MAX_SESSION_ID_CHARS}",
-            field=field,
-            limit=MAX_SESSION_ID_CHARS,
-        )
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise ValidationError(f"{field}: must not contain control characters", field=field)
-    return value
 
 
 def check_last(value: Any, field: str = "last") -> int | None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ValidationError
+from ..surface.operations import SUMMARISING
 
 __all__ = ["OPTIONS", "STRATEGIES", "SUMMARISING", "build", "check"]
 
@@ -38,7 +39,6 @@ OPTIONS: dict[str, tuple[str, ...]] = {
     "vector": ("k",),
 }
 STRATEGIES: tuple[str, ...] = tuple(OPTIONS)
-SUMMARISING = frozenset({"summary", "summary_buffer"})
 INT_OPTIONS = frozenset({"k", "max_tokens", "keep", "summary_tokens"})
 MIN_SUMMARY_TOKENS = 16  # the Summarizer's smallest summary
 ALL_OPTIONS: tuple[str, ...] = ("k", "max_tokens", "model", "keep", "summary_tokens")

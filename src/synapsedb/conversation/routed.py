@@ -1,7 +1,7 @@
 """Sessions over the session routes: one HTTP round trip per operation.
 
-A remote namespace (``synapsedb.connect(url).namespace(..)``, sync or async) has the
-``session_*`` methods of the session routes (docs/http.md). Over such a namespace
+A remote namespace (``synapsedb.connect(url).namespace(..)``, sync or async) has the session
+routes' operations as ``ns.sessions`` (docs/http.md). Over such a namespace
 :class:`RoutedPlans` turns every operation (``append``, ``append_many``, ``load`` with a
 strategy too, ``clear``, ``configure``, ``info``, ``sessions``, ``purge``, ``purge_expired``,
 ``search``) into one call of those methods, where the composed plans of
@@ -27,8 +27,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..clock import SystemClock
+from ..engine.namespace import Namespace
+from ..surface import MAX_APPEND, AsyncNamespaceAPI, NamespaceAPI
 from ..times import TimeLike
 from ..types import Forgotten
+from ..validation import routable
 from . import named
 from .drivers import Plan, call
 from .layout import check_session_id
@@ -38,12 +41,13 @@ from .session_records import SessionInfo, check_count_limit, check_ttl
 
 __all__ = ["MAX_APPEND", "RoutedPlans", "routable"]
 
-MAX_APPEND = 1000  # messages in one append request; the client sends more in several
 
-
-def routable(session_id: str) -> bool:
-    """Whether a (valid) session id can be one URL path segment."""
-    return "/" not in session_id
+def served(ns: Any) -> bool:
+    """Whether ``ns`` is a server's namespace (a client's: it derives from the surface's
+    protocols, and is not the embedded one), whose ``ns.sessions`` runs each operation in one
+    request."""
+    mro = type(ns).__mro__
+    return (NamespaceAPI in mro or AsyncNamespaceAPI in mro) and not isinstance(ns, Namespace)
 
 
 class RoutedPlans(SessionPlans):
@@ -53,7 +57,7 @@ class RoutedPlans(SessionPlans):
 
     def _routed(self, session_id: str | None = None) -> bool:
         return (
-            callable(getattr(self.ns, "session_load", None))
+            served(self.ns)
             and type(self.clock) is SystemClock
             and (session_id is None or routable(check_session_id(session_id)))
         )
@@ -65,7 +69,7 @@ class RoutedPlans(SessionPlans):
         if not self._routed(session_id):
             return (yield from super()._append(session_id, message, searchable, entity, field))
         msg = Message.of(message, field)  # checked here, as embedded: bad input sends nothing
-        out = yield call("session_append", session_id, msg, searchable=self._searchable(searchable),
+        out = yield call("sessions.append", session_id, msg, searchable=self._searchable(searchable),
                          entity=self._entity(entity))  # fmt: skip
         return out  # type: ignore[no-any-return]
 
@@ -82,7 +86,7 @@ class RoutedPlans(SessionPlans):
         msgs = [Message.of(m, f"messages[{i}]") for i, m in enumerate(messages)]
         out: list[Message] = []
         for start in range(0, len(msgs), MAX_APPEND):  # all checked first: bad input sends nothing
-            out += yield call("session_append", session_id, msgs[start : start + MAX_APPEND],
+            out += yield call("sessions.append_many", session_id, msgs[start : start + MAX_APPEND],
                               searchable=self._searchable(searchable),
                               entity=self._entity(entity))  # fmt: skip
         return out
@@ -118,7 +122,7 @@ class RoutedPlans(SessionPlans):
         """``load`` over the route (the strategy made by the server), or composed when the
         route cannot say it and no strategy was asked for."""
         if self._routed(session_id):
-            out = yield call("session_load", session_id, last=last, as_of=as_of,
+            out = yield call("sessions.load", session_id, last=last, as_of=as_of,
                              strategy=strategy, ttl=self.ttl, **options)  # fmt: skip
             return out  # type: ignore[no-any-return]
         return (yield from self._load(session_id, last, as_of))
@@ -126,32 +130,32 @@ class RoutedPlans(SessionPlans):
     def _clear(self, session_id: str) -> Plan[None]:
         if not self._routed(session_id):
             return (yield from super()._clear(session_id))
-        yield call("session_clear", session_id)
+        yield call("sessions.clear", session_id)
         return None
 
     def _info(self, session_id: str, as_of: TimeLike | None, count_limit: int) -> Plan[SessionInfo]:  # fmt: skip
         if not self._routed(session_id):
             return (yield from super()._info(session_id, as_of, count_limit))
-        out = yield call("session_info", session_id, as_of=as_of,
+        out = yield call("sessions.info", session_id, as_of=as_of,
                          count_limit=check_count_limit(count_limit), ttl=self.ttl)  # fmt: skip
         return out  # type: ignore[no-any-return]
 
     def _sessions(self, as_of: TimeLike | None) -> Plan[list[str]]:
         if not self._routed():
             return (yield from super()._sessions(as_of))
-        out = yield call("session_list", as_of=as_of, ttl=self.ttl)
+        out = yield call("sessions.ids", as_of=as_of, ttl=self.ttl)
         return out  # type: ignore[no-any-return]
 
     def _configure(self, session_id: str, ttl: Any) -> Plan[None]:
         if not self._routed(session_id):
             return (yield from super()._configure(session_id, ttl))
-        yield call("session_configure", session_id, ttl=check_ttl(ttl))
+        yield call("sessions.configure", session_id, ttl=check_ttl(ttl))
         return None
 
     def _purge_expired(self) -> Plan[list[str]]:
         if not self._routed():
             return (yield from super()._purge_expired())
-        out = yield call("session_purge_expired", ttl=self.ttl)
+        out = yield call("sessions.purge_expired", ttl=self.ttl)
         return out  # type: ignore[no-any-return]
 
     def _search(
@@ -160,12 +164,12 @@ class RoutedPlans(SessionPlans):
     ) -> Plan[list[Message]]:  # fmt: skip
         if not self._routed(session_id):
             return (yield from super()._search(session_id, text, k, as_of, exclude))
-        out = yield call("session_search", session_id, text, k=k, as_of=as_of,
+        out = yield call("sessions.search", session_id, text, k=k, as_of=as_of,
                          exclude=exclude, ttl=self.ttl)  # fmt: skip
         return out  # type: ignore[no-any-return]
 
     def _purge(self, session_id: str) -> Plan[Forgotten]:
         if not self._routed(session_id):
             return (yield from super()._purge(session_id))
-        out = yield call("session_clear", session_id, purge=True)
+        out = yield call("sessions.purge", session_id)
         return out  # type: ignore[no-any-return]

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..times import to_datetime, to_us
-from ..types import Event, Fact
+from ..types import Event, Fact, SessionInfo
 from ..validation import MAX_TTL_S
 from .layout import MAX_LAST, STATE_KEY, SUMMARY_KEY
 from .messages import Message
@@ -110,31 +110,6 @@ def event_key(event_id: str) -> tuple[int, int]:
 
 
 # -- session state ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class SessionInfo:
-    """A session at one moment. ``count``: messages since the last clear, exact when
-    ``count_exact`` (at most ``count_limit`` are counted: a lower bound past that).
-    ``first_at``/``last_at``: the first (None when the count is not exact) and last message
-    since the clear. ``cleared_at``: when
-    the last clear happened (``cleared_through``: the last event it hid). ``ttl``: the
-    session's (its own, else the store's), ``expires_at``: its last message's time plus the
-    ttl; ``expired``: it reads as empty. ``summary_version``: the version of the summary a
-    summarising strategy keeps for it (None if none)."""
-
-    session_id: str
-    stream: str
-    count: int
-    count_exact: bool
-    first_at: datetime | None
-    last_at: datetime | None
-    cleared_at: datetime | None
-    cleared_through: str | None
-    ttl: float | None
-    expires_at: datetime | None
-    expired: bool
-    summary_version: int | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ worker thread (:class:`~synapsedb.conversation.memory.BlockingMemory`).
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import shutil
@@ -101,7 +102,7 @@ class _Target:
                 f"namespace, got {type(target).__name__}",
                 field="target",
             )
-        if _is_async(target) or _is_async(getattr(self.ns, "_db", None)):
+        if _is_async(self.ns):
             self.close()
             raise ValidationError(
                 "target: an async client's namespace cannot serve to_messages(); pass the URL "
@@ -118,12 +119,10 @@ class _Target:
             owned.close()
 
 
-def _is_async(obj: Any) -> bool:
-    """A ``synapsedb.connect_async`` database (its namespaces are the sync client's class with
-    a database whose calls are coroutines: nothing else tells them apart)."""
-    from ..client.asyncio import AsyncRemoteDatabase
-
-    return isinstance(obj, AsyncRemoteDatabase)
+def _is_async(ns: Any) -> bool:
+    """A namespace whose methods are coroutines (an
+    :class:`~synapsedb.surface.AsyncNamespaceAPI`: ``synapsedb.connect_async``'s)."""
+    return inspect.iscoroutinefunction(getattr(ns, "events", None))
 
 
 class SynapseMemory(BlockingMemory):

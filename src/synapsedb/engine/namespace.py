@@ -1,12 +1,8 @@
 """The namespace handle: every read and write of memories, KV facts and streams.
 
-Everything lives inside exactly one namespace; nothing crosses namespaces. Reads take
-``as_of=`` (ISO-8601, epoch seconds or datetime) and then return exactly what was visible at
-that system time: later versions hidden, earlier versions as they were, things deleted later
-still there, things created later absent.
-
-One rule keeps ``get``, ``delete`` and ``history`` short: one positional argument is a memory
-id; an entity and a key address a KV fact.
+What each method does, its signature and docstring, is the protocol
+:class:`~synapsedb.surface.NamespaceAPI`, which the remote client's namespace derives from too;
+:class:`Namespace` implements it (mypy holds each signature to the protocol's).
 
 :class:`Namespace` is assembled from parts, one concept per module: writes of memories, facts
 and events (``writes``), reads and time travel (``reads``), argument parsing (``inputs``),
@@ -21,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ValidationError
+from ..surface import CacheAPI, NamespaceAPI, SessionsAPI
 from ..times import TimeLike
 from ..types import QueryResult, Recalled, Remembered
 from .core import MemoryLoopSeam
@@ -39,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["MAX_LIMIT", "Namespace"]
 
 
-class Namespace(_Writes, _Reads, _Retention, _Provenance):
+class Namespace(_Writes, _Reads, _Retention, _Provenance, NamespaceAPI):
     """Handle on one namespace of a :class:`~synapsedb.engine.database.Database`.
 
     It binds the database's :class:`~synapsedb.engine.core.EngineCore` once, here, and every
@@ -55,6 +52,21 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance):
 
     def __repr__(self) -> str:
         return f"<synapsedb.Namespace {self.name!r}>"
+
+    # -- the sessions and the cache: packages built on the engine, imported when first used ---
+
+    @property
+    def sessions(self) -> SessionsAPI:
+        from ..conversation.local import LocalSessions
+
+        loop = self._core.memory_loop  # its model summarises (none: extractive summaries)
+        return LocalSessions(self, self._core.clock, getattr(loop, "llm", None))
+
+    @property
+    def cache(self) -> CacheAPI:
+        from ..cache.local import LocalCache
+
+        return LocalCache(self._db, self.name, agent=self._agent)
 
     # -- retrieval ------------------------------------------------------------------------------
 
@@ -79,19 +91,6 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance):
         tiers: Sequence[str] | None = None,
         include_ended: bool = False,
     ) -> QueryResult:
-        """Find memories by meaning and keywords, inside filters, as of any moment.
-
-        ``text`` is embedded (when an embedder is configured) and matched by BM25; an
-        ``embedding`` given by the caller is used as is. An entity named in the text (a token
-        like ``user:4321`` that exists in the namespace) scopes the search to that entity and is
-        not searched as text; ``entity=`` wins. ``filter`` uses the filter language
-        (docs/concepts.md); ``types``, ``since`` <= ts < ``until`` are shorthands. Near-identical
-        hits (cosine >= 0.95, or the same text) collapse into the best one (``duplicates``).
-        ``as_of`` is what was known then (system time); ``valid_at`` keeps the memories true
-        then (valid time: ``valid_from`` <= T < ``valid_to``, an absent bound open). Without
-        ``valid_at``, a memory whose valid time ended (``valid_to`` at or before the read's
-        time: replaced by an update) is left out; ``include_ended=True`` keeps it.
-        """
         return run_query(
             self._core, self.name, self._time(as_of), text=text, embedding=embedding,
             entity=entity, filter=filter, k=k, mode=mode, min_score=min_score, types=types,
@@ -100,14 +99,10 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance):
         )  # fmt: skip
 
     def export(self) -> Iterator[dict[str, Any]]:
-        """Every stored row of the namespace as JSON-ready records, for ``import_records`` on
-        another database (or server): nothing is lost, history and lineage included."""
         self._core.flush_log()
         return export_records(self._core.storage, self.name)
 
     def import_records(self, records: Iterable[dict[str, Any]]) -> int:
-        """Write an ``export()`` stream into this namespace, which must be empty, in one
-        transaction (all or nothing). Returns the number of memory versions imported."""
         data = import_batch(self.name, records, self._core.settings, self._core.now_us())
         return int(self._core.submit(ImportNamespace(self.name, data)))
 
@@ -123,11 +118,6 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance):
         memories: Sequence[Mapping[str, Any]] | None = None,
         wait: bool = False,
     ) -> Remembered:
-        """Store conversation turns in the session's stream and extract typed memories from
-        them (``fact``, ``preference``, ``procedure``, ``episode``) with the configured LLM:
-        queued and run in the background, or inline with ``wait=True``. Each extracted memory
-        is resolved against the entity's similar memories as ADD/UPDATE/DELETE/NOOP
-        (docs/memory-loop.md). ``memories`` are memories the caller extracted itself."""
         return self._loop().remember(self, messages, entity=entity, session=session,
                                      agent=self._agent_for(agent), memories=memories,
                                      wait=wait)  # fmt: skip
@@ -143,8 +133,6 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance):
         rewrite: str | None = None,
         agent: str | None = None,
     ) -> Recalled:
-        """The memories a conversation's last user turn needs, over a similarity threshold,
-        rendered as a context block within ``budget_tokens`` (docs/memory-loop.md)."""
         return self._loop().recall(self, messages_or_text, entity=entity,
                                    budget_tokens=budget_tokens, k=k, threshold=threshold,
                                    rewrite=rewrite, agent=self._agent_for(agent))  # fmt: skip

@@ -50,10 +50,6 @@ class _Provenance(NamespaceHandle):
         cited: Sequence[str] | None = None,
         entities: Sequence[str] | None = None,
     ) -> Lineage:
-        """Tie an answer to the queries (``query_id`` of each QueryResult) and memories behind
-        it; ``cited`` names the memories the answer actually used, ``entities`` (at most
-        MAX_ANSWER_ENTITIES) those it is about: ``forget(entity=..., purge=True)`` of any of
-        them erases its text, as of an answer built on their memories. Returns its lineage."""
         answer_id = check_id(answer_id, "answer_id")
         qids = check_id_list(query_ids, "query_ids", MAX_LIMIT)
         cites = check_id_list(cited or [], "cited", MAX_LIMIT)
@@ -66,8 +62,6 @@ class _Provenance(NamespaceHandle):
         return self.lineage(answer_id)
 
     def lineage(self, answer_id: str) -> Lineage:
-        """The queries behind an answer, with every memory version they returned and the
-        answer's citations, each with its content as it was then (or ``erased``)."""
         return lineage(self._core.storage, self._core.state(self.name), self.name,
                        check_id(answer_id, "answer_id"))  # fmt: skip
 
@@ -80,8 +74,6 @@ class _Provenance(NamespaceHandle):
         until: TimeLike | None = None,
         limit: int = 1000,
     ) -> list[AuditEntry]:
-        """Who wrote and read what, when (oldest first): writes, updates, deletes, fact sets,
-        appends, queries, answers and erasures, optionally about one entity or by one agent."""
         self._core.flush_log()
         return audit(
             self._core.storage, self._core.state(self.name), self.name,

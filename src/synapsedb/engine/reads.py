@@ -8,14 +8,14 @@ always in memory. ``entities``, ``streams`` and ``stats`` give the overview.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, overload
 
 from ..errors import NotFoundError, ValidationError
 from ..storage.base import MemoryRow
-from ..times import TimeLike, to_us
-from ..types import Event, Fact, Memory, Snapshot, Stats
-from ..validation import check_entity, check_key, check_types
+from ..times import TimeLike, to_datetime, to_us
+from ..types import Event, Fact, Memory, MemoryAccess, Snapshot, Stats
+from ..validation import check_entity, check_id_list, check_key, check_types
 from ..validtime import valid_at_filter, valid_at_matches, valid_at_seconds
 from .handle import NamespaceHandle
 from .inputs import check_limit, check_memory_id, event_id_range
@@ -23,6 +23,8 @@ from .lifecycle import touch
 from .lineage import snapshot
 from .records import FactRec, MemRec
 from .state import NamespaceState, version_at
+
+MAX_ACCESS_IDS = 1000  # memories per accesses() call
 
 __all__: list[str] = []
 
@@ -58,7 +60,6 @@ class _Reads(NamespaceHandle):
     def get(
         self, target: str, key: str | None = None, /, *, as_of: TimeLike | None = None
     ) -> Memory | Fact:
-        """``get(id)``: a memory. ``get(entity, key)``: a KV fact. NotFoundError if absent."""
         t = self._time(as_of)
         state = self._core.state(self.name)
         if key is not None:
@@ -94,10 +95,6 @@ class _Reads(NamespaceHandle):
         valid_at: TimeLike | None = None,
         before: str | None = None,
     ) -> list[Memory]:
-        """Memories visible at ``as_of`` (default now), newest event time first; with
-        ``valid_at``, only those true then (``valid_from`` <= T < ``valid_to``, an absent
-        bound open), as ``query(valid_at=)`` filters them. ``before`` pages: pass the id of
-        the last memory of one page to get the ones after it in this order (older)."""
         t = self._time(as_of)
         limit = check_limit(limit)
         if entity is not None:
@@ -148,8 +145,6 @@ class _Reads(NamespaceHandle):
     def history(
         self, target: str, key: str | None = None, /, *, as_of: TimeLike | None = None
     ) -> list[Memory] | list[Fact]:
-        """Every version (tombstones included) of a memory or KV fact, oldest first, each with
-        the agent that wrote it and when (``recorded_at``). ``as_of`` cuts the list at T."""
         t = self._time(as_of)
         state = self._core.state(self.name)
         if key is not None:
@@ -172,8 +167,20 @@ class _Reads(NamespaceHandle):
             )
         return out
 
+    def accesses(self, ids: Sequence[str]) -> list[MemoryAccess]:
+        ids = check_id_list([ids] if isinstance(ids, str) else ids, "ids", MAX_ACCESS_IDS)
+        state = self._core.state(self.name)
+        if state is None:
+            return []
+        out = []
+        for mid in ids:
+            if mid not in state.mems and mid not in state.cold:
+                continue  # not a memory of this namespace (erased chains included)
+            count, last_us = state.access.get(mid, (0, 0))
+            out.append(MemoryAccess(mid, count, to_datetime(last_us) if count else None))
+        return out
+
     def facts(self, entity: str, *, as_of: TimeLike | None = None) -> list[Fact]:
-        """Every KV fact about ``entity`` visible at ``as_of``, sorted by key."""
         t = self._time(as_of)
         entity = check_entity(entity)
         state = self._core.state(self.name)
@@ -182,8 +189,6 @@ class _Reads(NamespaceHandle):
         return [r.to_public() for r in sorted(state.facts_at(entity, t), key=lambda r: r.key)]
 
     def snapshot(self, entity: str, *, as_of: TimeLike | None = None) -> Snapshot:
-        """Everything known about ``entity`` at ``as_of`` (default now): its KV facts, its
-        memories and the stream events about it, as they were then."""
         entity, t = check_entity(entity), self._time(as_of)
         return snapshot(
             self._core.state(self.name), entity, t,
@@ -206,9 +211,6 @@ class _Reads(NamespaceHandle):
         order: Literal["asc", "desc"] = "asc",
         as_of: TimeLike | None = None,
     ) -> list[Event]:
-        """Read a stream. By id: ``start``/``end`` inclusive (``"<ms>-<seq>"`` or ``"<ms>"``),
-        ``after`` exclusive (for tailing). By event time: ``since`` <= ts < ``until``.
-        ``order="desc"`` gives newest first; ``limit`` applies after ordering."""
         t = self._time(as_of)
         stream = check_entity(stream, "stream")
         limit = check_limit(limit)
@@ -244,10 +246,6 @@ class _Reads(NamespaceHandle):
         after: str | None = None,
         limit: int | None = None,
     ) -> list[str]:
-        """Entities with at least one memory (hot or cold) or KV fact visible at ``as_of``,
-        sorted by name. A page: ``prefix`` keeps names starting with it, ``after`` names sorting
-        strictly after it (pass the last name of one page to get the next), ``limit`` at most
-        that many (1 to 10,000; all of them when None)."""
         t = self._time(as_of)
         limit = _page_args(prefix, after, limit, "an entity name")
         state = self._core.state(self.name)
@@ -278,10 +276,6 @@ class _Reads(NamespaceHandle):
         after: str | None = None,
         limit: int | None = None,
     ) -> list[str]:
-        """Streams with at least one event committed at or before ``as_of``, sorted by name (a
-        stream whose every event was erased is not listed). A page, as ``entities``: ``prefix``
-        keeps names starting with it, ``after`` names sorting strictly after it (the last name
-        of one page gives the next), ``limit`` at most that many (1 to 10,000; all when None)."""
         t = self._time(as_of)
         limit = _page_args(prefix, after, limit, "a stream name")
         state = self._core.state(self.name)
@@ -302,7 +296,6 @@ class _Reads(NamespaceHandle):
         return _page(list(streams), prefix, after, limit, committed)
 
     def stats(self) -> Stats:
-        """Counts by type, versions, bytes (content, metadata, vectors, values, events)."""
         state = self._core.state(self.name)
         if state is None:
             return Stats(self.name, 0, {}, 0, 0, 0, 0, 0, 0, 0, None)

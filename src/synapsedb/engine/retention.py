@@ -31,19 +31,6 @@ class _Retention(NamespaceHandle):
         purge: bool = False,
         agent: str | None = None,
     ) -> Forgotten:
-        """Forget a memory (``forget(id)``: a tombstone; history keeps it) or everything about
-        an entity (``forget(entity=...)``: tombstones for its memories and facts).
-
-        With ``purge=True`` (entity only), erase instead: every version's content, metadata and
-        vector, every fact value and stream payload about the entity is removed from the
-        database files (the WAL is checkpointed and truncated) and from memory, and so are the
-        texts of logged queries that named it or returned its memories and of answers built
-        on them. Version skeletons stay, marked erased, so history, audit and lineage can say
-        an erasure happened; in them the entity, its fact keys and its streams appear only as
-        keyed hashes, and the erasure record keeps who, when and how many. ``pending`` in the
-        result: another reader kept the WAL from being truncated in time; maintenance retries
-        (docs/lifecycle.md#erasure).
-        """
         who = self._agent_for(agent)
         if not isinstance(purge, bool):
             raise ValidationError("purge: expected true or false", field="purge")
@@ -79,11 +66,6 @@ class _Retention(NamespaceHandle):
                          pending)  # fmt: skip
 
     def maintain(self, *, dry_run: bool = False) -> MaintenanceReport:
-        """Run maintenance now: demote the lowest-salience unpinned memories over the hot
-        quota (policy ``evict``), promote cold memories accessed ``promote_after`` times, erase
-        memories and KV facts whose TTL ran out more than ``ttl_grace_s`` ago, and persist
-        access statistics. ``dry_run=True`` reports every move with its score and reason and
-        changes nothing. The background thread does this every ``maintenance_interval_s``."""
         if not isinstance(dry_run, bool):
             raise ValidationError("dry_run: expected true or false", field="dry_run")
         state = self._core.state(self.name)
@@ -113,14 +95,9 @@ class _Retention(NamespaceHandle):
 
     @property
     def config(self) -> NamespaceConfig:
-        """The namespace's lifecycle settings (defaults until ``configure`` is called)."""
         state = self._core.state(self.name)
         return state.config if state is not None else NamespaceConfig()
 
     def configure(self, **changes: Any) -> NamespaceConfig:
-        """Change lifecycle settings (see ``NamespaceConfig``): quotas ``max_hot``,
-        ``max_bytes``, ``max_writes_per_s``, ``policy`` (``evict``/``reject``), salience
-        weights ``recency``, ``frequency``, ``importance``, ``impact``, ``half_life_days``,
-        ``promote_after``, ``cold_fallback``. Durable; returns the new settings."""
         cfg = check_config(self.config, changes)
         return self._core.submit(ConfigureNamespace(self.name, cfg))

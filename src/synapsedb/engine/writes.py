@@ -40,14 +40,6 @@ class _Writes(NamespaceHandle):
     def write(
         self, entity: str, memory: str | Mapping[str, Any], *, agent: str | None = None
     ) -> Memory:
-        """Store a memory about ``entity``: a content string or a dict of fields.
-
-        Fields: ``content`` (required), ``type`` (default ``fact``), ``metadata``, ``embedding``,
-        ``salience`` (0..1, default 0.5), ``ts`` (event time, default now), ``agent``,
-        ``pinned``, ``ttl`` (seconds), ``id`` (writing an existing id adds a version),
-        ``valid_from``/``valid_to`` (when it was true in the world: any time form, stored in
-        ``metadata`` as epoch seconds; ``valid_to`` must be after ``valid_from``).
-        """
         item = memory_input(entity, memory, self._core.settings, agent=self._agent_for(agent))
         self._before_write(1, (item.id,))
         self._core.embedding.fill(self._core.state(self.name), [item])
@@ -60,14 +52,10 @@ class _Writes(NamespaceHandle):
         *,
         agent: str | None = None,
     ) -> list[Memory]:
-        """Store many memories in one transaction: all or none.
-
-        Each item is ``{"entity": ..., <fields as for write>}`` or ``(entity, memory)``.
-        Python's cyclic garbage collector is paused while the batch is built and applied (its
-        previous state is restored): a batch allocates several objects per memory, and letting
-        the collector rescan every stored record a dozen times per batch cost ~10% of
-        throughput.
-        """
+        # Python's cyclic garbage collector is paused while the batch is built and applied (its
+        # previous state is restored): a batch allocates several objects per memory, and
+        # letting the collector rescan every stored record a dozen times per batch cost ~10%
+        # of throughput.
         with _gc_paused():
             return self._write_many(items, agent)
 
@@ -88,13 +76,6 @@ class _Writes(NamespaceHandle):
         if_version: int | None = None,
         agent: str | None = None,
     ) -> Memory:
-        """Add a new version of memory ``id`` with ``changes`` applied (other fields kept;
-        ``metadata`` is replaced whole). ``if_version`` makes it a compare-and-set.
-
-        ``valid_from``/``valid_to`` set the valid interval (None removes a bound). Replacing
-        ``metadata`` keeps the previous version's ``valid_from``/``valid_to`` unless the new
-        metadata or the changes name them: when a thing was true does not change with its
-        annotations. ``update(id, {"valid_to": T})`` closes the interval."""
         patch = memory_patch(changes, self._core.settings)
         self._before_write(1, (check_memory_id(id),))
         if "content" in patch and "vec" not in patch:  # keep the vector in step with the text
@@ -125,11 +106,6 @@ class _Writes(NamespaceHandle):
         if_version: int | None = None,
         agent: str | None = None,
     ) -> Memory | Fact:
-        """Delete a memory (``delete(id)``) or a KV fact (``delete(entity, key)``).
-
-        Leaves a tombstone: ``history`` and ``as_of`` reads before the deletion still see it.
-        Returns the tombstone version.
-        """
         expected = check_version(if_version, "if_version")
         who = self._agent_for(agent)
         if key is not None:
@@ -151,11 +127,6 @@ class _Writes(NamespaceHandle):
         ttl: float | None = None,
         agent: str | None = None,
     ) -> Fact:
-        """Set the JSON ``value`` of fact ``key`` about ``entity`` (a new version).
-
-        ``if_version=N`` succeeds only if the current version is N (0: only if absent), else
-        VersionConflictError. ``ttl`` in seconds.
-        """
         entity, key = check_entity(entity), check_key(key)
         value_json = dump_json(value, "value", self._core.settings.max_value_bytes)
         self._before_write(1)
@@ -177,13 +148,6 @@ class _Writes(NamespaceHandle):
         agent: str | None = None,
         searchable: bool = True,
     ) -> Event:
-        """Append an event to ``stream`` (default: the entity's own stream) and, unless
-        ``searchable=False``, store it as a memory of type ``event`` too.
-
-        ``event`` is text or a dict: ``content`` (required), ``data`` (JSON object kept on the
-        event), ``ts``, ``agent``, ``salience``, ``metadata``, ``embedding``, ``pinned``,
-        ``ttl`` (the last five apply to the memory).
-        """
         settings = self._core.settings
         entity = check_entity(entity)
         stream = entity if stream is None else check_entity(stream, "stream")

@@ -33,18 +33,21 @@ from ..errors import (
     SynapseError,
     ValidationError,
 )
-from .auth import AUTH_MODES, AuthMode, authorize, engine_namespace, name_publicly
+from ..surface import OPERATIONS, Operation
+from .auth import AUTH_MODES, AuthMode
 from .fastlane import FastLane
 from .feed import ChangeFeed, FeedLimit
 from .forward import Forwarder
+from .gate import enter, failed
 from .keys import KeyStore
 from .limits import Limits
 from .metrics import Metrics, PlacementMetrics
 from .middleware import Observe, RequestGuard, observed
 from .observe import Tracing
 from .openapi import build_document, render_html
+from .plain import plain_handler
 from .proxy import Proxy, ProxyMetrics, openai_error
-from .routes import admin, cache, data, feeds, loop, proxy, recall, service, sessions
+from .routes import admin, feeds, proxy, service, sessions
 from .routes.console import Console, whoami
 from .wire import encoder, error_response
 
@@ -71,23 +74,17 @@ def _ns_route(
     async def endpoint(request: Request) -> Response:
         internal = name = None
         try:
-            key = authorize(request, scope)
             db: Database = request.app.state.db
             name = request.path_params.get("ns") or request.app.state.proxy.namespace
-            internal = engine_namespace(key, name)
+            key, internal = enter(request.app.state, request.headers.get("authorization", ""),
+                                  scope, name)  # fmt: skip
             request.state.key, request.state.ns = key, name
             owner = db.core.owner_of(internal)  # sharded placement: None when served here
             if owner is not None:
                 return await _elsewhere(request, handler, internal, owner)
             return await handler(request, db.namespace(internal))
-        except SynapseError as err:
-            if internal is not None and name is not None:
-                name_publicly(err, internal, name)
-            return errors(err)
-        except Exception:  # a bug (bad input is a SynapseError where it is parsed): still one
-            # JSON error body, and the traceback in the log
-            log.exception("unexpected error in %s %s", request.method, request.url.path)
-            return errors(SynapseError("internal error (logged on the server)"))
+        except Exception as exc:  # the one error body (gate.failed), a bug's traceback logged
+            return errors(failed(exc, internal, name, f"{request.method} {request.url.path}"))
 
     return Route(prefix + path, endpoint, methods=methods)
 
@@ -110,6 +107,38 @@ async def _elsewhere(request: Request, handler: Handler, ns: str, owner: str) ->
 def _proxy_route(path: str, handler: Handler) -> Route:
     """A memory proxy route: OpenAI's error shape; it stores turns, so it needs ``write``."""
     return _ns_route(path, handler, ["POST"], "write", errors=openai_error, prefix="")
+
+
+# the rows of the operations table whose handlers are written by hand: live feeds, JSON lines,
+# a session load with what its strategy did, the memory proxy, and the service's own routes
+OWN: dict[str, Callable[..., Awaitable[Response]]] = {
+    "follow": feeds.follow_events,
+    "changes": feeds.follow_changes,
+    "export": admin.export_ns,
+    "import_records": admin.import_ns,
+    "sessions.load": sessions.load,
+    "proxy.chat_completions": proxy.chat_completions,
+    "proxy.responses": proxy.responses,
+    "proxy.default_chat_completions": proxy.chat_completions,
+    "proxy.default_responses": proxy.responses,
+    "healthz": service.healthz,
+    "readyz": service.readyz,
+    "metrics": service.metrics,
+    "namespaces": service.list_namespaces,
+    "whoami": whoami,
+}
+
+
+def _route(op: Operation) -> Route:
+    """The route of one row of the operations table: its plain handler (or its own), behind
+    the namespace's checks when it is under a namespace."""
+    handler = OWN[op.name] if op.handler == "own" else plain_handler(op)
+    if op.name.startswith("proxy."):
+        return _proxy_route(op.route, handler)
+    if op.namespaced:
+        assert op.scope is not None, op.name
+        return _ns_route(op.path, handler, [op.method], op.scope)
+    return Route(op.path, handler, methods=[op.method])
 
 
 class App(Starlette):
@@ -157,6 +186,7 @@ def create_app(
     allowed_hosts: Iterable[str] | None = None,
     llm: LLMSettings | None = None,
     proxy_namespace: str = "default",
+    fast_lane: bool = True,
 ) -> App:
     """The ASGI app over ``db``. ``auth`` is decided here, once: ``keys`` (the default when a
     ``keys`` store is given) makes every /v1 request need a live key of that store, and with
@@ -168,7 +198,9 @@ def create_app(
     Host names served (None: any; the CLI gives loopback servers their loopback names).
     ``llm`` is the upstream model of the memory proxy (``.../chat/completions``,
     ``.../responses``: docs/proxy.md; none: those routes answer 503), ``proxy_namespace`` the
-    namespace of ``/v1/chat/completions`` and ``/v1/responses``."""
+    namespace of ``/v1/chat/completions`` and ``/v1/responses``. ``fast_lane`` (on unless
+    tracing is) answers ``GET .../facts?entity=&key=`` in front of the framework, through the
+    same checks (fastlane.py); off, the route answers it (bench/bench_http.py compares)."""
     auth = auth or ("none" if keys is None else "keys")
     if auth not in AUTH_MODES:
         raise ValidationError(f"auth: expected keys or none, got {auth!r}", field="auth")
@@ -198,62 +230,11 @@ def create_app(
             tracing.shutdown()
 
     routes = [
-        Route("/healthz", service.healthz, methods=["GET"]),
-        Route("/readyz", service.readyz, methods=["GET"]),
-        Route("/metrics", service.metrics, methods=["GET"]),
         Route("/openapi.json", service.openapi, methods=["GET"], include_in_schema=False),
         Route("/docs", service.docs, methods=["GET"], include_in_schema=False),
-        Route("/v1/namespaces", service.list_namespaces, methods=["GET"]),
-        Route("/v1/whoami", whoami, methods=["GET"]),  # docs/console.md
         Route("/ui", console.page, methods=["GET"], include_in_schema=False),  # the web console
         Route("/ui/{asset}", console.asset, methods=["GET"], include_in_schema=False),
-        _ns_route("/memories", data.write_memory, ["POST"], "write"),
-        _ns_route("/memories", data.list_memories, ["GET"], "read"),
-        _ns_route("/memories:batch", data.write_memories, ["POST"], "write"),
-        _ns_route("/memories/{id}", data.get_memory, ["GET"], "read"),
-        _ns_route("/memories/{id}", data.update_memory, ["PATCH"], "write"),
-        _ns_route("/memories/{id}", data.delete_memory, ["DELETE"], "write"),
-        _ns_route("/memories/{id}/history", data.memory_history, ["GET"], "read"),
-        _ns_route("/facts", data.get_facts, ["GET"], "read"),
-        _ns_route("/facts", data.set_fact, ["PUT"], "write"),
-        _ns_route("/facts", data.delete_fact, ["DELETE"], "write"),
-        _ns_route("/facts/history", data.fact_history, ["GET"], "read"),
-        _ns_route("/events", data.append_event, ["POST"], "write"),
-        _ns_route("/events", data.read_events, ["GET"], "read"),
-        _ns_route("/events/follow", feeds.follow_events, ["GET"], "read"),
-        _ns_route("/changes", feeds.follow_changes, ["GET"], "read"),
-        _ns_route("/query", recall.query, ["POST"], "read"),
-        _ns_route("/answers", recall.record_answer, ["POST"], "write"),
-        _ns_route("/remember", loop.remember, ["POST"], "write"),
-        _ns_route("/recall", loop.recall, ["POST"], "read"),
-        _ns_route("/sessions", sessions.list_sessions, ["GET"], "read"),
-        _ns_route("/sessions/{sid}", sessions.info, ["GET"], "read"),
-        _ns_route("/sessions:purge_expired", sessions.purge_expired, ["POST"], "admin"),
-        _ns_route("/sessions/{sid}", sessions.clear, ["DELETE"], "write"),  # purge: admin
-        _ns_route("/sessions/{sid}", sessions.configure, ["PUT"], "write"),
-        _ns_route("/sessions/{sid}/search", sessions.search, ["POST"], "read"),
-        _ns_route("/sessions/{sid}/messages", sessions.append, ["POST"], "write"),
-        _ns_route("/sessions/{sid}/messages", sessions.load, ["GET"], "read"),  # summaries: write
-        _ns_route("/answers/{answer_id}/lineage", recall.lineage, ["GET"], "read"),
-        _ns_route("/audit", recall.audit, ["GET"], "read"),
-        _ns_route("/snapshot", recall.snapshot, ["GET"], "read"),
-        _ns_route("/forget", admin.forget, ["POST"], "write"),
-        _ns_route("/maintain", admin.maintain, ["POST"], "admin"),
-        _ns_route("/export", admin.export_ns, ["GET"], "admin"),
-        _ns_route("/import", admin.import_ns, ["POST"], "admin"),
-        _ns_route("/config", admin.get_config, ["GET"], "read"),
-        _ns_route("/config", admin.set_config, ["PUT"], "admin"),
-        _ns_route("/entities", admin.entities, ["GET"], "read"),
-        _ns_route("/streams", admin.streams, ["GET"], "read"),
-        _ns_route("/stats", admin.stats, ["GET"], "read"),
-        _ns_route("/cache:lookup", cache.lookup, ["POST"], "read"),
-        _ns_route("/cache", cache.store, ["POST"], "write"),
-        _ns_route("/cache:invalidate", cache.invalidate, ["POST"], "write"),
-        _ns_route("/cache/stats", cache.stats, ["GET"], "read"),
-        _proxy_route("/v1/namespaces/{ns}/chat/completions", proxy.chat_completions),
-        _proxy_route("/v1/namespaces/{ns}/responses", proxy.responses),
-        _proxy_route("/v1/chat/completions", proxy.chat_completions),  # the default namespace
-        _proxy_route("/v1/responses", proxy.responses),
+        *(_route(op) for op in OPERATIONS),
         Route("/mcp", mcp, methods=["POST"], include_in_schema=False),  # auth: McpEndpoint
     ]
     app = App(
@@ -261,9 +242,7 @@ def create_app(
         exception_handlers={404: not_found, 405: method_not_allowed},
         lifespan=lifespan,
     )
-    documented = [(m, r.path) for r in routes if r.include_in_schema
-                  for m in sorted(r.methods or ()) if m != "HEAD"]  # fmt: skip
-    document = build_document(documented)
+    document = build_document(OPERATIONS)
     app.state.openapi = encoder.encode(document)
     app.state.docs_html = render_html(document)
     app.state.metrics = Metrics(db)
@@ -275,8 +254,8 @@ def create_app(
     placement = db.core.placement
     # sharded placement: requests for the others' namespaces go to them (forward.py)
     app.state.forwarder = Forwarder(placement.address) if placement is not None else None
-    if not tracing.enabled and placement is None:  # spans are made on the framework's path;
-        # with sharded placement every namespace request first asks who owns it
+    if fast_lane and not tracing.enabled and placement is None:  # spans are made on the
+        # framework's path; with sharded placement every request first asks who owns it
         facts_get = next(r for r in routes if isinstance(r, Route) and r.path.endswith("/facts")
                          and "GET" in (r.methods or ()))  # fmt: skip
         app.fast = FastLane(facts_get, db, app.state, app.state.metrics)

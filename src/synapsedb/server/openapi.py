@@ -1,410 +1,69 @@
 """The one OpenAPI document (``/openapi.json``) and a browsable rendering of it (``/docs``).
 
-Response schemas are generated from the value objects the routes return (msgspec), so they
-cannot drift from the code; every route must have an entry in :data:`OPERATIONS` (tested).
+Both come from the operations table (:data:`synapsedb.surface.OPERATIONS`): each row's route,
+its parameters and body fields with their kinds' schemas, and its answer, whose schema msgspec
+generates from the value object the route returns, so the document cannot drift from the code.
+It is what client generators read: a test generates a Python client with
+openapi-python-client and runs the core story through it (tests/api/test_generated_client.py).
 ``/docs`` is plain HTML built from the same document: no scripts or assets from elsewhere.
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 import numpy as np
 
 from .. import __version__
-from ..cache.records import CacheEntry, CacheHit, CacheStats
-from ..conversation import Message, SessionInfo
-from ..types import (
-    AuditEntry,
-    Event,
-    Fact,
-    Forgotten,
-    Lineage,
-    MaintenanceReport,
-    Memory,
-    NamespaceConfig,
-    QueryResult,
-    Recalled,
-    Remembered,
-    Snapshot,
-    Stats,
-)
-from .routes.sessions import SessionMessages
+from ..surface import Operation
+from ..surface.operation import Field
+from ..types import Message, WhoAmI
 
-__all__ = ["OPERATIONS", "WhoAmI", "build_document", "render_html"]
+__all__ = ["WhoAmI", "build_document", "render_html"]
 
-
-class WhoAmI(msgspec.Struct, forbid_unknown_fields=True):
-    """``GET /v1/whoami``'s answer (routes/console.py ``describe``; a test holds the two
-    together): what the caller's key may do, never its secret."""
-
-    auth: str  # the server's auth mode: none or keys
-    key: str | None  # the key's id (null in none mode)
-    tenant: str | None
-    scopes: list[str]
-    namespaces: list[str] | None  # null: any namespace
-    agents: list[str] | None  # null: any agent
-
-
-Q = "query"
-# Answers holding memories leave their vectors out unless asked (docs/http.md#lean-answers)
-INCLUDE = ("include", "string", False, "embedding: each memory's vector too (left out by default)")
-# (method, path) -> summary, query parameters [(name, type, required)], body fields, answer
-OPERATIONS: dict[tuple[str, str], dict[str, Any]] = {
-    ("GET", "/healthz"): {"summary": "Alive", "answer": dict},
-    ("GET", "/readyz"): {"summary": "Storage open and serving", "answer": dict},
-    ("GET", "/metrics"): {
-        "summary": "Prometheus metrics (admin key once keys exist)",
-        "answer": "text",
-    },
-    ("GET", "/v1/namespaces"): {"summary": "Namespace names", "answer": list[str]},
-    ("GET", "/v1/whoami"): {
-        "summary": "The caller's key: auth mode, key id, tenant, scopes, namespaces and agents "
-        "(null: any); 401 without a live key in keys mode",
-        "answer": WhoAmI,
-    },
-    ("POST", "/memories"): {
-        "summary": "Write a memory",
-        "status": 201,
-        "params": [INCLUDE],
-        "answer": Memory,
-        "body": [
-            "entity",
-            "content",
-            "type",
-            "metadata",
-            "embedding",
-            "salience",
-            "ts",
-            "agent",
-            "pinned",
-            "ttl",
-            "id",
-            "valid_from",
-            "valid_to",
-        ],
-    },
-    ("GET", "/memories"): {
-        "summary": "List memories, newest event time first",
-        "params": [
-            ("entity", "string", False),
-            ("types", "string", False),
-            ("as_of", "string", False),
-            ("valid_at", "string", False),
-            ("limit", "integer", False),
-            ("before", "string", False, "a memory id: the page after it (older), to page"),
-            INCLUDE,
-        ],
-        "answer": list[Memory],
-    },
-    ("POST", "/memories:batch"): {
-        "summary": "Write many memories, all or none",
-        "status": 201,
-        "params": [INCLUDE],
-        "body": ["items", "agent"],
-        "answer": list[Memory],
-    },
-    ("GET", "/memories/{id}"): {
-        "summary": "One memory",
-        "params": [("as_of", "string", False), INCLUDE],
-        "answer": Memory,
-    },
-    ("PATCH", "/memories/{id}"): {
-        "summary": "Update a memory (a new version)",
-        "params": [INCLUDE],
-        "body": ["changes", "if_version", "agent"],
-        "answer": Memory,
-    },
-    ("DELETE", "/memories/{id}"): {
-        "summary": "Delete a memory (tombstone)",
-        "params": [("if_version", "integer", False), INCLUDE],
-        "answer": Memory,
-    },
-    ("GET", "/memories/{id}/history"): {
-        "summary": "Every version of a memory",
-        "params": [("as_of", "string", False), INCLUDE],
-        "answer": list[Memory],
-    },
-    ("GET", "/facts"): {
-        "summary": "One KV fact (entity and key) or an entity's facts",
-        "params": [
-            ("entity", "string", True),
-            ("key", "string", False),
-            ("as_of", "string", False),
-        ],
-        "answer": Fact,
-    },
-    ("PUT", "/facts"): {
-        "summary": "Set a KV fact",
-        "body": ["entity", "key", "value", "if_version", "ttl", "agent"],
-        "answer": Fact,
-    },
-    ("DELETE", "/facts"): {
-        "summary": "Delete a KV fact (tombstone)",
-        "params": [
-            ("entity", "string", True),
-            ("key", "string", True),
-            ("if_version", "integer", False),
-        ],
-        "answer": Fact,
-    },
-    ("GET", "/facts/history"): {
-        "summary": "Every version of a KV fact",
-        "params": [("entity", "string", True), ("key", "string", True), ("as_of", "string", False)],
-        "answer": list[Fact],
-    },
-    ("POST", "/events"): {
-        "summary": "Append to a stream (and a searchable event memory)",
-        "status": 201,
-        "body": ["entity", "event", "stream", "searchable", "agent"],
-        "answer": Event,
-    },
-    ("GET", "/events"): {
-        "summary": "Read a stream",
-        "params": [
-            ("stream", "string", True),
-            ("start", "string", False),
-            ("end", "string", False),
-            ("after", "string", False),
-            ("since", "string", False),
-            ("until", "string", False),
-            ("limit", "integer", False),
-            ("order", "string", False),
-            ("as_of", "string", False),
-        ],
-        "answer": list[Event],
-    },
-    ("GET", "/events/follow"): {
-        "summary": "Server-Sent Events: follow a stream live",
-        "params": [
-            ("stream", "string", True),
-            ("after", "string", False),
-            ("idle_timeout", "number", False),
-        ],
-        "answer": "event-stream",
-    },
-    ("GET", "/changes"): {
-        "summary": "Server-Sent Events: follow every change committed in the namespace",
-        "params": [
-            ("entity", "string", False),
-            ("since", "string", False),
-            ("after", "string", False),
-            ("idle_timeout", "number", False),
-        ],
-        "answer": "event-stream",
-    },
-    ("POST", "/query"): {
-        "summary": "Hybrid query by meaning and keywords, inside filters",
-        "body": [
-            "text",
-            "embedding",
-            "entity",
-            "filter",
-            "k",
-            "mode",
-            "as_of",
-            "valid_at",
-            "min_score",
-            "types",
-            "since",
-            "until",
-            "dedup",
-            "explain",
-            "agent",
-            "tiers",
-            "include_ended",
-        ],
-        "answer": QueryResult,
-    },
-    ("POST", "/answers"): {
-        "summary": "Record an answer and what it was built on",
-        "status": 201,
-        "body": ["answer_id", "query_ids", "agent", "text", "cited", "entities"],
-        "answer": Lineage,
-    },
-    ("POST", "/chat/completions"): {
-        "summary": "Memory proxy: OpenAI chat completions (stream or not) with the entity's "
-        "memories, forwarded to the upstream model (docs/proxy.md; OpenAI's error shape)",
-        "answer": dict,
-    },
-    ("POST", "/responses"): {
-        "summary": "Memory proxy: OpenAI's Responses API (input, instructions, "
-        "previous_response_id, stream) over the upstream model (docs/proxy.md)",
-        "answer": dict,
-    },
-    ("POST", "/v1/chat/completions"): {
-        "summary": "Memory proxy in the server's default namespace (--proxy-namespace)",
-        "answer": dict,
-    },
-    ("POST", "/v1/responses"): {
-        "summary": "Memory proxy's Responses API in the default namespace (--proxy-namespace)",
-        "answer": dict,
-    },
-    ("POST", "/remember"): {
-        "summary": "Store conversation turns and extract typed memories (the memory loop)",
-        "body": ["messages", "entity", "session", "agent", "memories", "wait"],
-        "answer": Remembered,
-    },
-    ("POST", "/recall"): {
-        "summary": "The memories a conversation's last turn needs, as a context block",
-        "body": [
-            "messages",
-            "text",
-            "entity",
-            "budget_tokens",
-            "k",
-            "threshold",
-            "rewrite",
-            "agent",
-        ],
-        "answer": Recalled,
-    },
-    ("GET", "/sessions"): {
-        "summary": "Ids of the conversation sessions with messages (not cleared, not expired)",
-        "params": [("as_of", "string", False), ("ttl", "number", False)],
-        "answer": list[str],
-    },
-    ("GET", "/sessions/{sid}"): {
-        "summary": "A session's counts and times",
-        "params": [
-            ("as_of", "string", False),
-            ("count_limit", "integer", False),
-            ("ttl", "number", False),
-        ],
-        "answer": SessionInfo,
-    },
-    ("DELETE", "/sessions/{sid}"): {
-        "summary": "Clear a session (history keeps it), or purge=true: erase it (admin)",
-        "params": [("purge", "boolean", False)],
-        "answer": dict,
-    },
-    ("PUT", "/sessions/{sid}"): {
-        "summary": "Set a session's own ttl in seconds (null: it never expires)",
-        "body": ["ttl", "agent"],
-        "answer": dict,
-    },
-    ("POST", "/sessions:purge_expired"): {
-        "summary": "Erase every expired session (admin); their ids",
-        "body": ["ttl", "agent"],
-        "answer": list[str],
-    },
-    ("POST", "/sessions/{sid}/search"): {
-        "summary": "A session's searchable messages most relevant to a text, oldest first",
-        "body": ["text", "k", "as_of", "exclude", "ttl"],
-        "answer": list[Message],
-    },
-    ("POST", "/sessions/{sid}/messages"): {
-        "summary": "Append a message, or a list of messages, to a session",
-        "status": 201,
-        "body": ["message", "messages", "searchable", "entity", "agent"],
-        "answer": Message | list[Message],
-    },
-    ("GET", "/sessions/{sid}/messages"): {
-        "summary": "A session's messages, all, the last N, as of a time, or as a strategy "
-        "gives them (summary strategies store the summary: write scope)",
-        "params": [
-            ("last", "integer", False),
-            ("as_of", "string", False),
-            ("ttl", "number", False),
-            ("strategy", "string", False),
-            ("k", "integer", False),
-            ("max_tokens", "integer", False),
-            ("model", "string", False),
-            ("keep", "integer", False),
-            ("summary_tokens", "integer", False),
-        ],
-        "answer": SessionMessages,
-    },
-    ("GET", "/answers/{answer_id}/lineage"): {
-        "summary": "An answer's lineage",
-        "answer": Lineage,
-    },
-    ("GET", "/audit"): {
-        "summary": "Who wrote and read what, when",
-        "params": [
-            ("entity", "string", False),
-            ("agent", "string", False),
-            ("since", "string", False),
-            ("until", "string", False),
-            ("limit", "integer", False),
-        ],
-        "answer": list[AuditEntry],
-    },
-    ("GET", "/snapshot"): {
-        "summary": "Everything known about an entity at a moment",
-        "params": [("entity", "string", True), ("as_of", "string", False), INCLUDE],
-        "answer": Snapshot,
-    },
-    ("POST", "/forget"): {
-        "summary": "Forget a memory or an entity (purge: erase; admin)",
-        "body": ["id", "entity", "purge", "agent"],
-        "answer": Forgotten,
-    },
-    ("POST", "/maintain"): {
-        "summary": "Run maintenance (admin)",
-        "body": ["dry_run"],
-        "answer": MaintenanceReport,
-    },
-    ("GET", "/export"): {"summary": "Every stored row as JSON lines (admin)", "answer": "ndjson"},
-    ("POST", "/import"): {
-        "summary": "Import JSON lines into an empty namespace (admin)",
-        "status": 201,
-        "body": "ndjson",
-        "answer": dict,
-    },
-    ("GET", "/config"): {"summary": "Lifecycle settings", "answer": NamespaceConfig},
-    ("PUT", "/config"): {
-        "summary": "Change lifecycle settings (admin)",
-        "body": "config",
-        "answer": NamespaceConfig,
-    },
-    ("GET", "/entities"): {
-        "summary": "Entity names with something visible, sorted (all of them without limit: "
-        "page a large namespace)",
-        "params": [
-            ("as_of", "string", False),
-            ("prefix", "string", False, "only names starting with it"),
-            ("after", "string", False, "only names sorting after it: the last of a page"),
-            ("limit", "integer", False, "at most this many, 1 to 10,000 (default: all)"),
-        ],
-        "answer": list[str],
-    },
-    ("GET", "/streams"): {
-        "summary": "Stream names with an event visible, sorted (all of them without limit: "
-        "page a large namespace)",
-        "params": [
-            ("as_of", "string", False),
-            ("prefix", "string", False, "only names starting with it"),
-            ("after", "string", False, "only names sorting after it: the last of a page"),
-            ("limit", "integer", False, "at most this many, 1 to 10,000 (default: all)"),
-        ],
-        "answer": list[str],
-    },
-    ("GET", "/stats"): {"summary": "Counts and bytes", "answer": Stats},
-    ("POST", "/cache:lookup"): {
-        "summary": "Semantic cache: the entry of a scope whose key means the same (null: a miss)",
-        "body": ["key", "scope", "params", "threshold", "match_literals", "agent"],
-        "answer": CacheHit | None,
-    },
-    ("POST", "/cache"): {
-        "summary": "Semantic cache: store a JSON value under a key in a scope",
-        "status": 201,
-        "body": ["key", "value", "scope", "params", "ttl", "tags", "match_literals", "agent"],
-        "answer": CacheEntry,
-    },
-    ("POST", "/cache:invalidate"): {
-        "summary": "Semantic cache: remove entries by key, tag, prefix or scope, or all",
-        "body": ["key", "scope", "params", "tag", "prefix", "all", "match_literals", "agent"],
-        "answer": dict[str, int],
-    },
-    ("GET", "/cache/stats"): {
-        "summary": "Semantic cache: entries, and the server's hits, misses, stores",
-        "answer": CacheStats,
-    },
+# JSON lines; also under the name generated clients know for bytes (the server takes and
+# gives both: routes/admin.py)
+NDJSON = {
+    media: {"schema": {"type": "string", "format": "binary"}}
+    for media in ("application/x-ndjson", "application/octet-stream")
 }
-NS_PREFIX = "/v1/namespaces/{ns}"
+STREAMS = {  # answers that are no JSON value
+    "ndjson": NDJSON,
+    "text": {"text/plain": {"schema": {"type": "string"}}},
+    "event-stream": {"text/event-stream": {"schema": {"type": "string"}}},
+}
+INCLUDE: dict[str, Any] = {
+    "name": "include",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "embedding: each memory's vector too (left out by default)",
+}
+AGENT: dict[str, Any] = {
+    "name": "X-Agent",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "the agent acting (a key bound to agents must name one of them)",
+}
+ERROR = {
+    "type": "object",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string"},
+                "message": {"type": "string"},
+                "details": {"type": "object"},
+            },
+            "required": ["code", "message", "details"],
+        }
+    },
+    "required": ["error"],
+}
 
 
 def _hook(tp: Any) -> dict[str, Any]:
@@ -413,60 +72,122 @@ def _hook(tp: Any) -> dict[str, Any]:
     raise NotImplementedError
 
 
-def key_of(method: str, path: str) -> tuple[str, str]:
-    return (method, path.removeprefix(NS_PREFIX) if path.startswith(NS_PREFIX) else path)
+def _plain_arrays(schema: Any) -> Any:
+    """msgspec writes a tuple as ``prefixItems`` with ``"items": false``; generators refuse
+    a boolean schema there, so the tuple's items are described by ``prefixItems`` alone (with
+    its length fixed by minItems/maxItems)."""
+    if isinstance(schema, dict):
+        return {k: _plain_arrays(v) for k, v in schema.items() if not (k == "items" and v is False)}
+    if isinstance(schema, list):
+        return [_plain_arrays(v) for v in schema]
+    return schema
 
 
-def build_document(routes: list[tuple[str, str]]) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of ``routes`` ((method, path) pairs of the app)."""
-    types = sorted({op["answer"] for op in OPERATIONS.values() if not isinstance(op["answer"], str)},
-                   key=repr)  # fmt: skip
+def _described(field: Field) -> dict[str, Any]:
+    schema = dict(field.kind.schema)
+    if field.at == "query" and "type" not in schema:  # a query string carries text (a time)
+        schema = {"type": "string", **{k: v for k, v in schema.items() if k != "anyOf"}}
+    if field.doc:
+        schema["description"] = field.doc
+    return schema
+
+
+def _parameters(op: Operation) -> list[dict[str, Any]]:
+    params: list[dict[str, Any]] = [
+        {
+            "name": f.name,
+            "in": f.at,
+            "required": f.at == "path" or f.required,
+            "schema": _described(f) if f.at == "query" else {"type": "string"},
+            **({"description": f.doc} if f.doc else {}),
+        }
+        for f in op.where("path", "query")
+    ]
+    if op.namespaced:
+        params.insert(
+            0,
+            {
+                "name": "ns",
+                "in": "path",
+                "required": True,
+                "schema": {"type": "string"},
+                "description": "the namespace",
+            },
+        )
+    if op.memories:
+        params.append(INCLUDE)
+    if op.where("agent"):
+        params.append(AGENT)
+    return params
+
+
+def _request_body(op: Operation) -> dict[str, Any] | None:
+    if op.body == "ndjson":
+        return {"required": True, "content": NDJSON}
+    fields, spreads = op.where("body"), op.where("spread")
+    if not fields and not spreads:
+        return None
+    props = {f.name: _described(f) for f in fields}
+    for f in spreads:
+        props.update(f.properties)
+    if op.agent_in_body:
+        props["agent"] = {"type": "string", "description": "the agent acting"}
+    schema: dict[str, Any] = {"type": "object", "properties": props}
+    required = [f.name for f in fields if f.required]
+    if required:
+        schema["required"] = required
+    if not any(f.rest for f in spreads):
+        schema["additionalProperties"] = False
+    body_required = bool(required) or any(f.rest for f in spreads)
+    return {"required": body_required, "content": {"application/json": {"schema": schema}}}
+
+
+def _alternatives(answer: Any) -> tuple[Any, ...]:
+    """The types an answer may be (none for an answer that is no JSON value)."""
+    if isinstance(answer, str):
+        return ()
+    return answer if isinstance(answer, tuple) else (answer,)
+
+
+def build_document(operations: Iterable[Operation]) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of ``operations`` (the rows of the operations table)."""
+    ops = list(operations)
+    answers = sorted({t for op in ops for t in _alternatives(op.answer)} | {Message}, key=repr)
     schemas, components = msgspec.json.schema_components(
-        types, schema_hook=_hook, ref_template="#/components/schemas/{name}"
+        answers, schema_hook=_hook, ref_template="#/components/schemas/{name}"
     )
-    by_type = dict(zip(types, schemas, strict=True))
-    error = {"type": "object", "properties": {"error": {"type": "object", "properties": {
-        "code": {"type": "string"}, "message": {"type": "string"},
-        "details": {"type": "object"}}}}}  # fmt: skip
-    components["Error"] = error
+    by_type = dict(zip(answers, _plain_arrays(schemas), strict=True))
+    components = _plain_arrays(components)
+    components["Error"] = ERROR
     paths: dict[str, Any] = {}
-    for method, path in routes:
-        op = OPERATIONS[key_of(method, path)]
-        answer = op["answer"]
-        if answer == "text":
-            content: dict[str, Any] = {"text/plain": {"schema": {"type": "string"}}}
-        elif answer == "ndjson":
-            content = {"application/x-ndjson": {"schema": {"type": "string"}}}
-        elif answer == "event-stream":
-            content = {"text/event-stream": {"schema": {"type": "string"}}}
-        else:
-            content = {"application/json": {"schema": by_type[answer]}}
-        params = [{"name": n, "in": "query", "required": r, "schema": {"type": t},
-                   **({"description": more[0]} if more else {})}
-                  for n, t, r, *more in op.get("params", [])]  # fmt: skip
-        for name in ("ns", "id", "answer_id", "sid"):
-            if "{" + name + "}" in path:
-                params.insert(0, {"name": name, "in": "path", "required": True,
-                                  "schema": {"type": "string"}})  # fmt: skip
+    for op in ops:
+        content: dict[str, Any] | None = (
+            STREAMS.get(op.answer) if isinstance(op.answer, str) else None
+        )
+        if content is None:
+            options = [by_type[t] for t in _alternatives(op.answer)]
+            schema = options[0] if len(options) == 1 else {"anyOf": options}
+            content = {"application/json": {"schema": schema}}
         entry: dict[str, Any] = {
-            "summary": op["summary"],
-            "parameters": params,
-            "responses": {str(op.get("status", 200)): {"description": op["summary"],
-                                                        "content": content},
-                          "default": {"description": "an error",
-                                      "content": {"application/json": {
-                                          "schema": {"$ref": "#/components/schemas/Error"}}}}},
-        }  # fmt: skip
-        body = op.get("body")
-        if body == "ndjson":
-            entry["requestBody"] = {
-                "content": {"application/x-ndjson": {"schema": {"type": "string"}}}
-            }
-        elif body is not None:
-            props: dict[str, Any] = {f: {} for f in body} if isinstance(body, list) else {}
-            entry["requestBody"] = {"content": {"application/json": {"schema": {
-                "type": "object", "properties": props}}}}  # fmt: skip
-        paths.setdefault(path, {})[method.lower()] = entry
+            "operationId": op.operation_id,
+            "summary": op.summary,
+            "parameters": _parameters(op),
+            "responses": {
+                str(op.status): {"description": op.summary, "content": content},
+                "default": {
+                    "description": "an error",
+                    "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/Error"}}
+                    },
+                },
+            },
+        }
+        if op.scope is not None:
+            entry["x-scope"] = op.scope
+        body = _request_body(op)
+        if body is not None:
+            entry["requestBody"] = body
+        paths.setdefault(op.route, {})[op.method.lower()] = entry
     return {
         "openapi": "3.1.0",
         "info": {
@@ -490,8 +211,9 @@ def render_html(doc: dict[str, Any]) -> str:
     rows = []
     for path, ops in doc["paths"].items():
         for method, op in ops.items():
-            params = ", ".join(f"{p['name']}{'' if p['required'] else '?'}"
-                               for p in op["parameters"])  # fmt: skip
+            params = ", ".join(
+                f"{p['name']}{'' if p['required'] else '?'}" for p in op["parameters"]
+            )
             body = op.get("requestBody", {}).get("content", {})
             fields = ""
             for spec in body.values():
@@ -503,9 +225,11 @@ def render_html(doc: dict[str, Any]) -> str:
             answer = schema.get("$ref", "").rsplit("/", 1)[-1] or schema.get("type", "")
             if schema.get("type") == "array" and "$ref" in schema.get("items", {}):
                 answer = f"list of {schema['items']['$ref'].rsplit('/', 1)[-1]}"
-            rows.append(f"<tr><td><b>{e(method.upper())}</b></td><td><code>{e(path)}</code></td>"
-                        f"<td>{e(op['summary'])}</td><td>{e(params)}</td><td>{e(fields)}</td>"
-                        f"<td>{e(status)} {e(answer)}</td></tr>")  # fmt: skip
+            rows.append(
+                f"<tr><td><b>{e(method.upper())}</b></td><td><code>{e(path)}</code></td>"
+                f"<td>{e(op['summary'])}</td><td>{e(params)}</td><td>{e(fields)}</td>"
+                f"<td>{e(status)} {e(answer)}</td></tr>"
+            )
     schemas = "".join(
         f"<h3 id='{e(n)}'>{e(n)}</h3><pre>{e(msgspec.json.format(msgspec.json.encode(s)).decode())}</pre>"
         for n, s in doc["components"]["schemas"].items()

@@ -1,4 +1,5 @@
-"""Lifecycle and administration routes: forget, maintain, export/import, config, stats."""
+"""The export and import routes: JSON lines, which the operations table's plain handlers (JSON
+bodies and answers) do not speak."""
 
 from __future__ import annotations
 
@@ -12,56 +13,42 @@ from starlette.responses import Response, StreamingResponse
 
 from ...engine import Namespace
 from ...errors import ValidationError
-from ..auth import public_view, require_scope
 from ..limits import Limits
 from ..wire import (
-    agent_of,
     decode_json,
     encoder,
-    int_param,
     json_response,
-    pick,
-    read_body,
     read_raw,
     require_media_type,
-    time_param,
 )
 
-
-async def forget(request: Request, mem: Namespace) -> Response:
-    body = pick(await read_body(request), {"id", "entity", "purge", "agent"})
-    if body.get("purge"):
-        require_scope(request, "admin")
-    out = await run_in_threadpool(
-        mem.forget, body.get("id"), entity=body.get("entity"), purge=body.get("purge", False),
-        agent=agent_of(request, body),
-    )  # fmt: skip
-    return json_response(out)
-
-
-async def maintain(request: Request, mem: Namespace) -> Response:
-    body = pick(await read_body(request), {"dry_run"})
-    out = await run_in_threadpool(mem.maintain, dry_run=body.get("dry_run", False))
-    return json_response(public_view(request, out))
+NDJSON, BYTES = "application/x-ndjson", "application/octet-stream"
 
 
 async def export_ns(request: Request, mem: Namespace) -> Response:
+    """JSON lines (``application/x-ndjson``; labelled ``application/octet-stream`` for a
+    client that accepts only that, as generated clients do)."""
     records = await run_in_threadpool(lambda: list(mem.export()))
 
     def lines() -> Any:
         for rec in records:
             yield encoder.encode(rec) + b"\n"
 
-    return StreamingResponse(lines(), media_type="application/x-ndjson")
+    accept = request.headers.get("accept", "")
+    media = BYTES if BYTES in accept and NDJSON not in accept else NDJSON
+    return StreamingResponse(lines(), media_type=media)
 
 
 async def import_ns(request: Request, mem: Namespace) -> Response:
-    """JSON lines (``Content-Type: application/x-ndjson``), read within the body deadline, at
+    """JSON lines (``Content-Type: application/x-ndjson``, or ``application/octet-stream`` from
+    a client that knows no other name for them), read within the body deadline, at
     most ``--max-import-bytes``; admin only. One import runs at a time in a server (each holds
     its records in memory while they are checked), and its lines are decoded and checked in a
     worker thread, a line that is not a JSON object failing at once: the event loop, hence
     every other tenant, never waits on an import."""
-    require_media_type(request, "application/x-ndjson")
+    raw_type = request.headers.get("content-type") or ""
+    if raw_type.split(";", 1)[0].strip().lower() != BYTES:
+        require_media_type(request, NDJSON)
     limits: Limits = request.app.state.limits
     async with request.app.state.import_slot:
         raw = await read_raw(request, limits.max_import_bytes)
@@ -95,38 +82,3 @@ def _at_line(err: ValidationError, lines: list[int]) -> ValidationError:
     details = {k: v for k, v in err.details.items() if k not in ("field", "limit")}
     return ValidationError(f"line {line}: {err.message}", field=err.field,
                            limit=err.details.get("limit"), line=line, **details)  # fmt: skip
-
-
-async def get_config(request: Request, mem: Namespace) -> Response:
-    return json_response(mem.config)
-
-
-async def set_config(request: Request, mem: Namespace) -> Response:
-    body = await read_body(request)
-    return json_response(await run_in_threadpool(lambda: mem.configure(**body)))
-
-
-async def entities(request: Request, mem: Namespace) -> Response:
-    """A JSON list of names, sorted; a page with ``limit`` (and ``prefix``, ``after``), else
-    all of them (a large namespace should page: docs/http.md). In a worker thread: an entity
-    whose memories are all cold is looked up in storage."""
-    out = await run_in_threadpool(
-        mem.entities, as_of=time_param(request, "as_of"),
-        prefix=request.query_params.get("prefix"), after=request.query_params.get("after"),
-        limit=int_param(request, "limit"),
-    )  # fmt: skip
-    return json_response(out)
-
-
-async def streams(request: Request, mem: Namespace) -> Response:
-    """A JSON list of stream names, sorted; a page with ``limit`` (and ``prefix``, ``after``),
-    else all of them, as ``entities``. Streams are in memory: no worker thread."""
-    out = mem.streams(
-        as_of=time_param(request, "as_of"), prefix=request.query_params.get("prefix"),
-        after=request.query_params.get("after"), limit=int_param(request, "limit"),
-    )  # fmt: skip
-    return json_response(out)
-
-
-async def stats(request: Request, mem: Namespace) -> Response:
-    return json_response(public_view(request, mem.stats()))

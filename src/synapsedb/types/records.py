@@ -76,6 +76,17 @@ class Memory:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryAccess:
+    """How often a memory was read and when last: ``count`` reads by id and appearances as a
+    search hit (what salience's frequency and recency count); ``last_access`` is None for a
+    memory never read."""
+
+    id: str
+    count: int
+    last_access: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class Fact:
     """One version of a KV fact: a JSON value stored under (entity, key)."""
 
