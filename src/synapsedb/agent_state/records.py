@@ -269,4 +269,3 @@ def with_accesses(ns: Any, records: list[dict[str, Any]]) -> list[dict[str, Any]
             meta["last_access_time"] = _epoch(a.last_access)
         out.append({**rec, "metadata": meta})
     return out
-
