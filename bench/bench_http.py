@@ -86,11 +86,21 @@ def kv_get(root: Path, lane: str, seconds: int) -> dict[str, float]:
     """KV GET (64 connections) from a fresh server with the fast lane ``on`` or ``off``."""
     port = free_port()
     server = subprocess.Popen(
-        ["taskset", "-c", "0", sys.executable, "-c", LAUNCH, str(root / f"lane-{lane}"),
-         str(port), lane],
+        [
+            "taskset",
+            "-c",
+            "0",
+            sys.executable,
+            "-c",
+            LAUNCH,
+            str(root / f"lane-{lane}"),
+            str(port),
+            lane,
+        ],
         env={**os.environ, "SYNAPSEDB_EMBEDDER": "none"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=30) as http:
@@ -149,11 +159,23 @@ def main() -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = subprocess.Popen(
-        ["taskset", "-c", "0", sys.executable, "-m", "synapsedb", "serve", "--data",
-         str(root / "d"), "--port", str(port)],
+        [
+            "taskset",
+            "-c",
+            "0",
+            sys.executable,
+            "-m",
+            "synapsedb",
+            "serve",
+            "--data",
+            str(root / "d"),
+            "--port",
+            str(port),
+        ],
         env={**os.environ, "SYNAPSEDB_EMBEDDER": "none"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     enc = msgspec.json.Encoder()
     try:
         with httpx.Client(base_url=base, timeout=120) as http:
@@ -168,19 +190,32 @@ def main() -> None:
             bodies = []  # encoded up front: the timed part is the server's, not the client's
             for i in range(0, n, 1000):
                 vecs = centers[rng.integers(0, 200, 1000)] + 0.6 * rng.standard_normal(
-                    (1000, DIM)).astype(np.float32)  # fmt: skip
-                items = [{"entity": f"user:{(i + j) % 2000}", "content": f"note {i + j}",
-                          "embedding": vecs[j].round(5).tolist(),
-                          "metadata": {"bucket": (i + j) % 100}} for j in range(1000)]  # fmt: skip
+                    (1000, DIM)
+                ).astype(np.float32)
+                items = [
+                    {
+                        "entity": f"user:{(i + j) % 2000}",
+                        "content": f"note {i + j}",
+                        "embedding": vecs[j].round(5).tolist(),
+                        "metadata": {"bucket": (i + j) % 100},
+                    }
+                    for j in range(1000)
+                ]
                 bodies.append(enc.encode({"items": items}))
-            print(f"{len(bodies)} request bodies of 1,000 memories "
-                  f"({len(bodies[0]) / 2**20:.1f} MiB each)", flush=True)  # fmt: skip
+            print(
+                f"{len(bodies)} request bodies of 1,000 memories "
+                f"({len(bodies[0]) / 2**20:.1f} MiB each)",
+                flush=True,
+            )
 
             def post_all(start: int) -> None:
                 with httpx.Client(base_url=base, timeout=120) as mine:
                     for body in bodies[start::WRITERS]:
-                        r = mine.post(f"{NS}/memories:batch", content=body,
-                                      headers={"Content-Type": "application/json"})  # fmt: skip
+                        r = mine.post(
+                            f"{NS}/memories:batch",
+                            content=body,
+                            headers={"Content-Type": "application/json"},
+                        )
                         r.raise_for_status()
 
             t0 = time.perf_counter()
@@ -254,8 +289,11 @@ def main() -> None:
     if args.no_report:
         print("\n".join(lines))
     else:
-        append_report("HTTP server" + (" (quick)" if args.quick else ""),
-                      "python bench/bench_http.py" + (" --quick" if args.quick else ""), lines)  # fmt: skip
+        append_report(
+            "HTTP server" + (" (quick)" if args.quick else ""),
+            "python bench/bench_http.py" + (" --quick" if args.quick else ""),
+            lines,
+        )
 
 
 if __name__ == "__main__":

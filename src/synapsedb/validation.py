@@ -54,9 +54,21 @@ MAX_TTL_S = 100 * 365 * 86_400
 MAX_SESSION_ID_CHARS = 200  # leaves room for "session:" within MAX_NAME_CHARS
 
 MEMORY_FIELDS = frozenset(
-    {"id", "content", "type", "metadata", "embedding", "salience", "ts", "agent", "pinned", "ttl",
-     "valid_from", "valid_to"}
-)  # fmt: skip
+    {
+        "id",
+        "content",
+        "type",
+        "metadata",
+        "embedding",
+        "salience",
+        "ts",
+        "agent",
+        "pinned",
+        "ttl",
+        "valid_from",
+        "valid_to",
+    }
+)
 PATCH_FIELDS = MEMORY_FIELDS - {"id"}
 
 
@@ -409,8 +421,9 @@ def memory_patch(patch: Any, settings: Settings) -> dict[str, Any]:
                 )
             if value and ("valid_from" in value or "valid_to" in value):
                 merged = {**value, **given}  # a bound given as None is removed
-                check_bounds({k: v for k, v in merged.items()
-                              if not (k in given and v is None)}, "", given)  # fmt: skip
+                check_bounds(
+                    {k: v for k, v in merged.items() if not (k in given and v is None)}, "", given
+                )
             out["meta_json"] = dump_json(value or {}, "metadata", settings.max_metadata_bytes)
         elif key == "embedding":
             out["vec"] = (
@@ -512,8 +525,9 @@ def check_session_id(value: Any, field: str = "session_id") -> str:
     """1-200 characters, not blank, no control characters. The limit leaves room for the
     ``session:`` prefix within the engine's 256-character entity names."""
     if not isinstance(value, str):
-        raise ValidationError(f"{field}: expected a string, got {type(value).__name__}",
-                              field=field)  # fmt: skip
+        raise ValidationError(
+            f"{field}: expected a string, got {type(value).__name__}", field=field
+        )
     if not value or value.isspace():
         raise ValidationError(f"{field}: must not be empty", field=field)
     if len(value) > MAX_SESSION_ID_CHARS:

@@ -28,11 +28,13 @@ BATCH_ITEM = {"entity": "u", "content": "y", "embedding": VEC}
 def served(tmp_path: Path) -> Iterator[tuple[TestClient, str]]:
     """A server with one memory (id ``m1``, a caller's vector) written; yields the client and
     that memory's id."""
-    db = synapsedb.open(tmp_path / "d", durability="os", embedder=None,
-                        background_maintenance=False)  # fmt: skip
+    db = synapsedb.open(
+        tmp_path / "d", durability="os", embedder=None, background_maintenance=False
+    )
     with TestClient(create_app(db)) as http:
-        r = http.post(f"{NS}/memories", json={"entity": "u", "id": "m1", "content": "first",
-                                              "embedding": VEC})  # fmt: skip
+        r = http.post(
+            f"{NS}/memories", json={"entity": "u", "id": "m1", "content": "first", "embedding": VEC}
+        )
         assert r.status_code == 201, r.text
         yield http, "m1"
     db.close()
@@ -82,8 +84,11 @@ def test_a_lean_write_is_a_fraction_of_the_full_one(served: tuple[TestClient, st
     http, _ = served
     vec = [0.05] * 384  # the local model's dimension; a namespace of its own
     lean = http.post(f"{NS}-384/memories", json={"entity": "u", "content": "a", "embedding": vec})
-    full = http.post(f"{NS}-384/memories", params={"include": "embedding"},
-                     json={"entity": "u", "content": "a", "embedding": vec})  # fmt: skip
+    full = http.post(
+        f"{NS}-384/memories",
+        params={"include": "embedding"},
+        json={"entity": "u", "content": "a", "embedding": vec},
+    )
     assert lean.status_code == full.status_code == 201
     assert len(lean.content) * 10 < len(full.content)
 
@@ -94,12 +99,19 @@ def test_an_unknown_include_is_refused_before_anything_is_written(
 ) -> None:
     http, _ = served
     before = http.get(f"{NS}/stats").json()["memory_versions"]
-    r = http.post(f"{NS}/memories", params={"include": value},
-                  json={"entity": "u", "content": "never written"})  # fmt: skip
+    r = http.post(
+        f"{NS}/memories",
+        params={"include": value},
+        json={"entity": "u", "content": "never written"},
+    )
     assert r.status_code == 422
     assert r.json()["error"]["details"]["field"] == "include"
-    r = http.request("PATCH", f"{NS}/memories/m1", params={"include": value},
-                     json={"changes": {"content": "never"}})  # fmt: skip
+    r = http.request(
+        "PATCH",
+        f"{NS}/memories/m1",
+        params={"include": value},
+        json={"changes": {"content": "never"}},
+    )
     assert r.status_code == 422
     assert http.get(f"{NS}/stats").json()["memory_versions"] == before
 
@@ -122,9 +134,12 @@ def test_the_routes_taking_include_are_those_answering_memories(tmp_path: Path) 
         doc = msgspec.json.decode(create_app(db).state.openapi)
     finally:
         db.close()
-    offered = {(method.upper(), path) for path, ops in doc["paths"].items()
-               for method, op in ops.items()
-               if any(p["name"] == "include" for p in op["parameters"])}  # fmt: skip
+    offered = {
+        (method.upper(), path)
+        for path, ops in doc["paths"].items()
+        for method, op in ops.items()
+        if any(p["name"] == "include" for p in op["parameters"])
+    }
     answering = {(op.method, op.route) for op in OPERATIONS if holds_memories(op.answer)}
     assert offered == answering
     assert len(offered) == 8
@@ -156,8 +171,9 @@ def test_python_clients_are_lean_unless_made_with_include(
         transport = httpx.ASGITransport(app=http.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as ah:
             a = AsyncRemoteDatabase("http://testserver", client=ah).namespace("acme")
-            b = AsyncRemoteDatabase("http://testserver", client=ah,
-                                    include=("embedding",)).namespace("acme")  # fmt: skip
+            b = AsyncRemoteDatabase(
+                "http://testserver", client=ah, include=("embedding",)
+            ).namespace("acme")
             return await a.history(mid), await b.history(mid)
 
     plain, vectors = asyncio.run(run())
@@ -178,8 +194,11 @@ def test_the_documented_request_asks_for_the_vector(served: tuple[TestClient, st
     url = next(w for w in words if "localhost:7379" in w)
     body = words[words.index("-d") + 1]
     http, _ = served
-    r = http.post(url.split("localhost:7379", 1)[1], content=body,
-                  headers={"Content-Type": "application/json"})  # fmt: skip
+    r = http.post(
+        url.split("localhost:7379", 1)[1],
+        content=body,
+        headers={"Content-Type": "application/json"},
+    )
     assert r.status_code == 201, r.text
     assert "embedding" in r.json() and "include=embedding" in url
 

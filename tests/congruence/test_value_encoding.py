@@ -29,11 +29,21 @@ from .test_embedded_vs_http import normalize
 @pytest.fixture
 def pair(tmp_path: Path, served_storage: ServedStorage) -> Iterator[tuple[Any, Any]]:
     start = 1_761_264_000_000_000
-    local = synapsedb.open(tmp_path / "a", clock=synapsedb.ManualClock(start), durability="os",
-                           embedder=None, background_maintenance=False)  # fmt: skip
-    served = synapsedb.open(tmp_path / "b", clock=synapsedb.ManualClock(start), durability="os",
-                            embedder=None, background_maintenance=False,
-                            storage=served_storage())  # fmt: skip
+    local = synapsedb.open(
+        tmp_path / "a",
+        clock=synapsedb.ManualClock(start),
+        durability="os",
+        embedder=None,
+        background_maintenance=False,
+    )
+    served = synapsedb.open(
+        tmp_path / "b",
+        clock=synapsedb.ManualClock(start),
+        durability="os",
+        embedder=None,
+        background_maintenance=False,
+        storage=served_storage(),
+    )
     http = TestClient(create_app(served))
     remote = RemoteDatabase("http://testserver", client=http)
     yield local.namespace("acme"), remote.namespace("acme")
@@ -47,17 +57,22 @@ NAN = float("nan")
 CASES: list[Any] = [
     pytest.param(lambda m: m.write("u", {"content": "x", "salience": NAN}), id="salience NaN"),
     pytest.param(lambda m: m.write("u", {"content": "x", "ts": NAN}), id="write ts NaN"),
-    pytest.param(lambda m: m.write("u", {"content": "x", "ts": date(2025, 10, 24)}),
-                 id="write ts date"),
-    pytest.param(lambda m: m.write("u", {"content": "x", "metadata": {"a": NAN}}),
-                 id="metadata NaN"),
-    pytest.param(lambda m: m.write("u", {"content": "x", "metadata": {"a": date(2025, 1, 1)}}),
-                 id="metadata date"),
+    pytest.param(
+        lambda m: m.write("u", {"content": "x", "ts": date(2025, 10, 24)}), id="write ts date"
+    ),
+    pytest.param(
+        lambda m: m.write("u", {"content": "x", "metadata": {"a": NAN}}), id="metadata NaN"
+    ),
+    pytest.param(
+        lambda m: m.write("u", {"content": "x", "metadata": {"a": date(2025, 1, 1)}}),
+        id="metadata date",
+    ),
     pytest.param(lambda m: m.set("u", "k", NAN), id="fact value NaN"),
     pytest.param(lambda m: m.set("u", "k", 1, ttl=NAN), id="fact ttl NaN"),
-    pytest.param(lambda m: m.write("u", {"id": "m1", "content": "x",
-                                         "salience": np.float64(0.9)}),
-                 id="salience numpy float"),
+    pytest.param(
+        lambda m: m.write("u", {"id": "m1", "content": "x", "salience": np.float64(0.9)}),
+        id="salience numpy float",
+    ),
     pytest.param(lambda m: m.query("x", k=np.int64(5)), id="query k numpy int"),
     pytest.param(lambda m: m.query("x", mode="keyword", min_score=NAN), id="min_score NaN"),
     pytest.param(lambda m: m.events("s", limit=np.int64(5)), id="events limit numpy int"),
@@ -73,7 +88,7 @@ CASES: list[Any] = [
     pytest.param(lambda m: m.streams(limit=2.0), id="streams limit float"),
     pytest.param(lambda m: m.streams(prefix=b"s"), id="streams prefix bytes"),
     pytest.param(lambda m: m.streams(after=np.str_("a")), id="streams after numpy str"),
-]  # fmt: skip
+]
 
 
 def outcome(call: Callable[[Any], Any], mem: Any) -> Any:

@@ -52,8 +52,11 @@ def test_every_value_type_is_exported() -> None:
     classes = set()
     for name in ("access", "cache", "messages", "records", "sessions"):
         module = getattr(synapsedb.types, name)
-        classes |= {n for n, v in vars(module).items() if isinstance(v, type)
-                    and v.__module__ == module.__name__ and not n.startswith("_")}  # fmt: skip
+        classes |= {
+            n
+            for n, v in vars(module).items()
+            if isinstance(v, type) and v.__module__ == module.__name__ and not n.startswith("_")
+        }
     exported = set(synapsedb.types.__all__)
     assert classes <= exported
     assert all(hasattr(synapsedb.types, n) for n in exported)

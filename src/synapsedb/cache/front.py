@@ -46,8 +46,7 @@ class SemanticCache:
         self.threshold = check_threshold(threshold)
         self.ttl = check_ttl_s(ttl)
         if not isinstance(match_literals, bool):
-            raise ValidationError("match_literals: expected true or false",
-                                  field="match_literals")  # fmt: skip
+            raise ValidationError("match_literals: expected true or false", field="match_literals")
         self.match_literals = match_literals
         self.namespace = namespace
         self._local: LocalCache | None = None
@@ -61,7 +60,7 @@ class SemanticCache:
                     f"db: expected a database from synapsedb.open, connect or connect_async, "
                     f"got {type(db).__name__}",
                     field="db",
-                )  # fmt: skip
+                )
             self._remote = handle.cache
         from ..client.asyncio import AsyncRemoteDatabase
 
@@ -83,12 +82,22 @@ class SemanticCache:
         """The cached entry of ``scope`` whose key means what ``key`` means, or None."""
         thr = self.threshold if threshold is None else threshold
         if self._local is not None:
-            return self._local.lookup(key, scope=scope, params=params, threshold=thr,
-                                      match_literals=self.match_literals, agent=agent)  # fmt: skip
+            return self._local.lookup(
+                key,
+                scope=scope,
+                params=params,
+                threshold=thr,
+                match_literals=self.match_literals,
+                agent=agent,
+            )
         return self._remote.lookup(  # type: ignore[no-any-return]
-            key, scope=scope, params=params, threshold=thr,
-            match_literals=self.match_literals, agent=agent,
-        )  # fmt: skip
+            key,
+            scope=scope,
+            params=params,
+            threshold=thr,
+            match_literals=self.match_literals,
+            agent=agent,
+        )
 
     def store(
         self,
@@ -105,13 +114,26 @@ class SemanticCache:
         ttl_s = self.ttl if ttl is None else ttl
         tag_list = tags if tags is None or isinstance(tags, str) else list(tags)
         if self._local is not None:
-            return self._local.store(key, value, scope=scope, params=params, ttl=ttl_s,
-                                     tags=tag_list, match_literals=self.match_literals,
-                                     agent=agent)  # fmt: skip
+            return self._local.store(
+                key,
+                value,
+                scope=scope,
+                params=params,
+                ttl=ttl_s,
+                tags=tag_list,
+                match_literals=self.match_literals,
+                agent=agent,
+            )
         return self._remote.store(  # type: ignore[no-any-return]
-            key, value, scope=scope, params=params, ttl=ttl_s, tags=tag_list,
-            match_literals=self.match_literals, agent=agent,
-        )  # fmt: skip
+            key,
+            value,
+            scope=scope,
+            params=params,
+            ttl=ttl_s,
+            tags=tag_list,
+            match_literals=self.match_literals,
+            agent=agent,
+        )
 
     def invalidate(
         self,
@@ -127,13 +149,24 @@ class SemanticCache:
         with ``tag``, or whose key starts with ``prefix`` (in ``scope`` when given), or every
         entry of ``scope``; returns how many were removed."""
         if self._local is not None:
-            return self._local.invalidate(key, scope=scope, params=params, tag=tag,
-                                          prefix=prefix, match_literals=self.match_literals,
-                                          agent=agent)  # fmt: skip
+            return self._local.invalidate(
+                key,
+                scope=scope,
+                params=params,
+                tag=tag,
+                prefix=prefix,
+                match_literals=self.match_literals,
+                agent=agent,
+            )
         return self._remote.invalidate(  # type: ignore[no-any-return]
-            key, scope=scope, params=params, tag=tag, prefix=prefix,
-            match_literals=self.match_literals, agent=agent,
-        )  # fmt: skip
+            key,
+            scope=scope,
+            params=params,
+            tag=tag,
+            prefix=prefix,
+            match_literals=self.match_literals,
+            agent=agent,
+        )
 
     def clear(self, *, agent: str | None = None) -> int:
         """Remove every entry of every scope; returns how many."""

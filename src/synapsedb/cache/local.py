@@ -84,9 +84,15 @@ class LocalCache(CacheAPI):
         # no types=[TYPE]: the scope's entity and the signature (metadata only entries have)
         # already select entries, and a type mask is a pass over every row (0.4 ms at 30k)
         res = self.mem.query(
-            key, entity=entity_of(scope), mode="vector", k=1, filter={"cache.sig": sig},
-            min_score=thr, dedup=False, agent=agent,
-        )  # fmt: skip
+            key,
+            entity=entity_of(scope),
+            mode="vector",
+            k=1,
+            filter={"cache.sig": sig},
+            min_score=thr,
+            dedup=False,
+            agent=agent,
+        )
         hit = None
         if res.hits:
             h = res.hits[0]
@@ -97,9 +103,16 @@ class LocalCache(CacheAPI):
             if fact is not None:
                 meta = h.metadata.get("cache") or {}
                 hit = CacheHit(
-                    h.id, scope, h.content, fact.value, float(h.score),
-                    list(meta.get("tags") or []), h.agent, fact.recorded_at, fact.expires_at,
-                )  # fmt: skip
+                    h.id,
+                    scope,
+                    h.content,
+                    fact.value,
+                    float(h.score),
+                    list(meta.get("tags") or []),
+                    h.agent,
+                    fact.recorded_at,
+                    fact.expires_at,
+                )
         if hit is None:
             self.counters.miss(self.namespace, scope)
         else:
@@ -127,13 +140,22 @@ class LocalCache(CacheAPI):
         eid, entity = entry_id(scope, key, sig), entity_of(scope)
         # the value first: a lookup that finds the memory then finds its value
         fact: Fact = self.mem.set(entity, eid, orjson.loads(raw), ttl=ttl_s, agent=agent)
-        memory: Memory = self.mem.write(entity, {
-            "id": eid, "content": key, "type": TYPE, "salience": 0.0, "ttl": ttl_s,
-            "metadata": {"cache": {"sig": sig, "key": normalize(key), "tags": tag_list}},
-        }, agent=agent)  # fmt: skip
+        memory: Memory = self.mem.write(
+            entity,
+            {
+                "id": eid,
+                "content": key,
+                "type": TYPE,
+                "salience": 0.0,
+                "ttl": ttl_s,
+                "metadata": {"cache": {"sig": sig, "key": normalize(key), "tags": tag_list}},
+            },
+            agent=agent,
+        )
         self.counters.stored(self.namespace, scope)
-        return CacheEntry(eid, scope, key, tag_list, memory.agent, fact.recorded_at,
-                          fact.expires_at, ttl_s)  # fmt: skip
+        return CacheEntry(
+            eid, scope, key, tag_list, memory.agent, fact.recorded_at, fact.expires_at, ttl_s
+        )
 
     def invalidate(
         self,
@@ -153,21 +175,23 @@ class LocalCache(CacheAPI):
         entries."""
         given = [n for n, v in (("key", key), ("tag", tag), ("prefix", prefix)) if v is not None]
         if len(given) > 1:
-            raise ValidationError(f"{given[1]}: give one of key, tag, prefix (or only scope)",
-                                  field=given[1])  # fmt: skip
+            raise ValidationError(
+                f"{given[1]}: give one of key, tag, prefix (or only scope)", field=given[1]
+            )
         if params is not None and key is None:
             raise ValidationError("params: only with key", field="params")
         if not given and scope is None:
             raise ValidationError(
                 "scope: give key, tag, prefix or scope (clear() removes every entry)",
                 field="scope",
-            )  # fmt: skip
+            )
         scope = None if scope is None else check_scope(scope)
         if key is not None:
             key = check_key(key)
             sig = signature(key, check_params(params), match_literals=_flag(match_literals))
-            n = self._delete([(entity_of(scope or "default"), entry_id(scope or "default",
-                                                                     key, sig))], agent)  # fmt: skip
+            n = self._delete(
+                [(entity_of(scope or "default"), entry_id(scope or "default", key, sig))], agent
+            )
         elif tag is not None:
             n = self._delete_where({"cache.tags": {"$contains": check_tag(tag)}}, scope, agent)
         elif prefix is not None:
@@ -197,8 +221,16 @@ class LocalCache(CacheAPI):
         misses = sum(s.misses for s in scopes.values())
         stores = sum(s.stores for s in scopes.values())
         rate = hits / (hits + misses) if hits + misses else None
-        return CacheStats(self.namespace, entries, hits, misses, stores,
-                          self.counters.invalidations(self.namespace), rate, scopes)  # fmt: skip
+        return CacheStats(
+            self.namespace,
+            entries,
+            hits,
+            misses,
+            stores,
+            self.counters.invalidations(self.namespace),
+            rate,
+            scopes,
+        )
 
     def _exists(self) -> bool:
         return self.namespace in set(self.db.namespaces())
@@ -207,8 +239,9 @@ class LocalCache(CacheAPI):
         n = 0
         entity = None if scope is None else entity_of(scope)
         while True:
-            res = self.mem.query(None, entity=entity, types=[TYPE], filter=flt, k=_PAGE,
-                                 dedup=False, agent=agent)  # fmt: skip
+            res = self.mem.query(
+                None, entity=entity, types=[TYPE], filter=flt, k=_PAGE, dedup=False, agent=agent
+            )
             found = [(h.entity, h.id) for h in res.hits if scope_of(h.entity) is not None]
             if not found:
                 return n
@@ -235,6 +268,7 @@ class LocalCache(CacheAPI):
 
 def _flag(value: Any) -> bool:
     if not isinstance(value, bool):
-        raise ValidationError(f"match_literals: expected true or false, got {value!r}",
-                              field="match_literals")  # fmt: skip
+        raise ValidationError(
+            f"match_literals: expected true or false, got {value!r}", field="match_literals"
+        )
     return value

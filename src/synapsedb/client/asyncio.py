@@ -54,8 +54,9 @@ class AsyncRemoteDatabase:
             headers["Content-Type"] = content_type
         params = calls.request_params(call, self.include)
         try:
-            resp = await self._http.request(call.method, call.path, params=params,
-                                            content=content, headers=headers)  # fmt: skip
+            resp = await self._http.request(
+                call.method, call.path, params=params, content=content, headers=headers
+            )
         except httpx.TransportError as exc:
             raise StorageError(f"server unreachable: {exc}") from exc
         if resp.status_code >= 400:
@@ -91,5 +92,6 @@ class AsyncRemoteDatabase:
 def _client(
     url: str, timeout: float, verify: str | bool, cert: str | tuple[str, str] | None
 ) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=url.rstrip("/"), timeout=timeout,
-                             verify=tls_context(verify, cert))  # fmt: skip
+    return httpx.AsyncClient(
+        base_url=url.rstrip("/"), timeout=timeout, verify=tls_context(verify, cert)
+    )

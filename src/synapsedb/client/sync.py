@@ -50,8 +50,9 @@ class RemoteDatabase:
             headers["Content-Type"] = content_type
         params = calls.request_params(call, self.include)
         try:
-            resp = self._http.request(call.method, call.path, params=params,
-                                      content=content, headers=headers)  # fmt: skip
+            resp = self._http.request(
+                call.method, call.path, params=params, content=content, headers=headers
+            )
         except httpx.TransportError as exc:
             raise StorageError(f"server unreachable: {exc}") from exc
         if resp.status_code >= 400:

@@ -50,11 +50,13 @@ def check_last(value: Any, field: str = "last") -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValidationError(f"{field}: expected a non-negative integer, got {value!r}",
-                              field=field)  # fmt: skip
+        raise ValidationError(
+            f"{field}: expected a non-negative integer, got {value!r}", field=field
+        )
     if value > MAX_LAST:
-        raise ValidationError(f"{field}: {value} messages, over the limit of {MAX_LAST}",
-                              field=field, limit=MAX_LAST)  # fmt: skip
+        raise ValidationError(
+            f"{field}: {value} messages, over the limit of {MAX_LAST}", field=field, limit=MAX_LAST
+        )
     return value
 
 

@@ -45,9 +45,13 @@ ALL_OPTIONS: tuple[str, ...] = ("k", "max_tokens", "model", "keep", "summary_tok
 
 
 def check(
-    strategy: Any, options: dict[str, Any], *, last: Any = None, as_of: Any = None,
+    strategy: Any,
+    options: dict[str, Any],
+    *,
+    last: Any = None,
+    as_of: Any = None,
     summarizer: Any = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """The options given (those not None), checked against ``strategy``: a known name, only
     its own options, integers where integers go. ``last`` and ``as_of`` do not combine with
     a strategy (a strategy reads the session as it is now, and decides itself how much)."""
@@ -55,47 +59,61 @@ def check(
     if strategy is None:
         if given or summarizer is not None:
             name = next(iter(given), "summarizer")
-            raise ValidationError(f"{name}: an option of a strategy; give strategy= too",
-                                  field=name)  # fmt: skip
+            raise ValidationError(
+                f"{name}: an option of a strategy; give strategy= too", field=name
+            )
         return given
     if not isinstance(strategy, str) or strategy not in OPTIONS:
         raise ValidationError(
-            f"strategy: expected one of {', '.join(STRATEGIES)}, got {strategy!r}",
-            field="strategy")  # fmt: skip
+            f"strategy: expected one of {', '.join(STRATEGIES)}, got {strategy!r}", field="strategy"
+        )
     for name, value in (("last", last), ("as_of", as_of)):
         if value is not None:
             raise ValidationError(
                 f"{name}: not with a strategy (the strategy decides what to read, from the "
-                "session as it is now)", field=name)  # fmt: skip
+                "session as it is now)",
+                field=name,
+            )
     allowed = OPTIONS[strategy]
     for name, value in given.items():
         if name not in allowed:
             what = f"its options are {', '.join(allowed)}" if allowed else "it has no options"
-            raise ValidationError(f"{name}: not an option of strategy {strategy!r}; {what}",
-                                  field=name)  # fmt: skip
+            raise ValidationError(
+                f"{name}: not an option of strategy {strategy!r}; {what}", field=name
+            )
         if name in INT_OPTIONS and (isinstance(value, bool) or not isinstance(value, int)):
             raise ValidationError(f"{name}: expected an integer, got {value!r}", field=name)
         if name == "summary_tokens" and value < MIN_SUMMARY_TOKENS:
-            raise ValidationError(f"summary_tokens: expected an integer >= {MIN_SUMMARY_TOKENS}, "
-                                  f"got {value}", field=name, limit=MIN_SUMMARY_TOKENS)  # fmt: skip
+            raise ValidationError(
+                f"summary_tokens: expected an integer >= {MIN_SUMMARY_TOKENS}, got {value}",
+                field=name,
+                limit=MIN_SUMMARY_TOKENS,
+            )
         if name == "model" and not isinstance(value, str):
             raise ValidationError(f"model: expected a model name, got {value!r}", field="model")
     if summarizer is not None:
         if strategy not in SUMMARISING:
             raise ValidationError(
                 f"summarizer: strategy {strategy!r} does not summarise; only "
-                f"{', '.join(sorted(SUMMARISING))} do", field="summarizer")  # fmt: skip
+                f"{', '.join(sorted(SUMMARISING))} do",
+                field="summarizer",
+            )
         if "summary_tokens" in given:
             raise ValidationError(
                 "summary_tokens: give it to the Summarizer (max_tokens) when you pass one",
-                field="summary_tokens")  # fmt: skip
+                field="summary_tokens",
+            )
     return given
 
 
 def build(
-    store: Any, strategy: str, options: dict[str, Any], *, summarizer: Any = None,
+    store: Any,
+    strategy: str,
+    options: dict[str, Any],
+    *,
+    summarizer: Any = None,
     asynchronous: bool = False,
-) -> Any:  # fmt: skip
+) -> Any:
     """The strategy ``strategy`` over ``store`` (its async twin with ``asynchronous``), from
     options already :func:`check`-ed. Summaries without a ``summarizer``: extractive, within
     ``summary_tokens``."""
@@ -104,8 +122,7 @@ def build(
 
     opts = dict(options)
     if strategy in SUMMARISING and summarizer is None:
-        summarizer = Summarizer(max_tokens=opts.get("summary_tokens", 300),
-                                model=opts.get("model"))  # fmt: skip
+        summarizer = Summarizer(max_tokens=opts.get("summary_tokens", 300), model=opts.get("model"))
     opts.pop("summary_tokens", None)
     prefix = "Async" if asynchronous else ""
     if strategy == "buffer":

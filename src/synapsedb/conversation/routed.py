@@ -63,20 +63,32 @@ class RoutedPlans(SessionPlans):
         )
 
     def _append(
-        self, session_id: str, message: MessageLike, searchable: bool | None, entity: str | None,
+        self,
+        session_id: str,
+        message: MessageLike,
+        searchable: bool | None,
+        entity: str | None,
         field: str = "message",
-    ) -> Plan[Message]:  # fmt: skip
+    ) -> Plan[Message]:
         if not self._routed(session_id):
             return (yield from super()._append(session_id, message, searchable, entity, field))
         msg = Message.of(message, field)  # checked here, as embedded: bad input sends nothing
-        out = yield call("sessions.append", session_id, msg, searchable=self._searchable(searchable),
-                         entity=self._entity(entity))  # fmt: skip
+        out = yield call(
+            "sessions.append",
+            session_id,
+            msg,
+            searchable=self._searchable(searchable),
+            entity=self._entity(entity),
+        )
         return out  # type: ignore[no-any-return]
 
     def _append_many(
-        self, session_id: str, messages: Sequence[MessageLike], searchable: bool | None,
+        self,
+        session_id: str,
+        messages: Sequence[MessageLike],
+        searchable: bool | None,
         entity: str | None,
-    ) -> Plan[list[Message]]:  # fmt: skip
+    ) -> Plan[list[Message]]:
         if not self._routed(session_id):
             return (yield from super()._append_many(session_id, messages, searchable, entity))
         from ..errors import ValidationError
@@ -86,9 +98,13 @@ class RoutedPlans(SessionPlans):
         msgs = [Message.of(m, f"messages[{i}]") for i, m in enumerate(messages)]
         out: list[Message] = []
         for start in range(0, len(msgs), MAX_APPEND):  # all checked first: bad input sends nothing
-            out += yield call("sessions.append_many", session_id, msgs[start : start + MAX_APPEND],
-                              searchable=self._searchable(searchable),
-                              entity=self._entity(entity))  # fmt: skip
+            out += yield call(
+                "sessions.append_many",
+                session_id,
+                msgs[start : start + MAX_APPEND],
+                searchable=self._searchable(searchable),
+                entity=self._entity(entity),
+            )
         return out
 
     def _searchable(self, searchable: bool | None) -> bool | None:
@@ -104,26 +120,43 @@ class RoutedPlans(SessionPlans):
         return named.check(strategy, options, last=last, as_of=as_of, summarizer=summarizer)
 
     def _local(
-        self, session_id: str, strategy: str | None, options: dict[str, Any], summarizer: Any,
-        *, asynchronous: bool = False,
-    ) -> Any:  # fmt: skip
+        self,
+        session_id: str,
+        strategy: str | None,
+        options: dict[str, Any],
+        summarizer: Any,
+        *,
+        asynchronous: bool = False,
+    ) -> Any:
         """The strategy ``load`` runs here over this store, or None: none was asked for, or
         the route makes it (no ``summarizer`` object: the server's model summarises)."""
         check_session_id(session_id)  # first, on every path: the same error embedded or not
         if strategy is None or (summarizer is None and self._routed(session_id)):
             return None
-        return named.build(self, strategy, options, summarizer=summarizer,
-                           asynchronous=asynchronous)  # fmt: skip
+        return named.build(
+            self, strategy, options, summarizer=summarizer, asynchronous=asynchronous
+        )
 
     def _load_with(
-        self, session_id: str, last: int | None, as_of: TimeLike | None,
-        strategy: str | None, options: dict[str, Any],
-    ) -> Plan[list[Message]]:  # fmt: skip
+        self,
+        session_id: str,
+        last: int | None,
+        as_of: TimeLike | None,
+        strategy: str | None,
+        options: dict[str, Any],
+    ) -> Plan[list[Message]]:
         """``load`` over the route (the strategy made by the server), or composed when the
         route cannot say it and no strategy was asked for."""
         if self._routed(session_id):
-            out = yield call("sessions.load", session_id, last=last, as_of=as_of,
-                             strategy=strategy, ttl=self.ttl, **options)  # fmt: skip
+            out = yield call(
+                "sessions.load",
+                session_id,
+                last=last,
+                as_of=as_of,
+                strategy=strategy,
+                ttl=self.ttl,
+                **options,
+            )
             return out  # type: ignore[no-any-return]
         return (yield from self._load(session_id, last, as_of))
 
@@ -133,11 +166,16 @@ class RoutedPlans(SessionPlans):
         yield call("sessions.clear", session_id)
         return None
 
-    def _info(self, session_id: str, as_of: TimeLike | None, count_limit: int) -> Plan[SessionInfo]:  # fmt: skip
+    def _info(self, session_id: str, as_of: TimeLike | None, count_limit: int) -> Plan[SessionInfo]:
         if not self._routed(session_id):
             return (yield from super()._info(session_id, as_of, count_limit))
-        out = yield call("sessions.info", session_id, as_of=as_of,
-                         count_limit=check_count_limit(count_limit), ttl=self.ttl)  # fmt: skip
+        out = yield call(
+            "sessions.info",
+            session_id,
+            as_of=as_of,
+            count_limit=check_count_limit(count_limit),
+            ttl=self.ttl,
+        )
         return out  # type: ignore[no-any-return]
 
     def _sessions(self, as_of: TimeLike | None) -> Plan[list[str]]:
@@ -159,13 +197,18 @@ class RoutedPlans(SessionPlans):
         return out  # type: ignore[no-any-return]
 
     def _search(
-        self, session_id: str, text: str, k: int, as_of: TimeLike | None,
+        self,
+        session_id: str,
+        text: str,
+        k: int,
+        as_of: TimeLike | None,
         exclude: Sequence[str] = (),
-    ) -> Plan[list[Message]]:  # fmt: skip
+    ) -> Plan[list[Message]]:
         if not self._routed(session_id):
             return (yield from super()._search(session_id, text, k, as_of, exclude))
-        out = yield call("sessions.search", session_id, text, k=k, as_of=as_of,
-                         exclude=exclude, ttl=self.ttl)  # fmt: skip
+        out = yield call(
+            "sessions.search", session_id, text, k=k, as_of=as_of, exclude=exclude, ttl=self.ttl
+        )
         return out  # type: ignore[no-any-return]
 
     def _purge(self, session_id: str) -> Plan[Forgotten]:

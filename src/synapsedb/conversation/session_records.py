@@ -74,8 +74,13 @@ def _rendering(msg: Message) -> str:
     return f"[empty {msg.role} {'result' if msg.role == 'tool' else 'message'}]"
 
 
-_ROLE_OF = {"system": "system", "developer": "system", "user": "user",
-            "assistant": "assistant", "tool": "tool"}  # fmt: skip
+_ROLE_OF = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+}
 
 
 def message_of_event(ev: Event) -> Message | None:
@@ -92,10 +97,16 @@ def message_of_event(ev: Event) -> Message | None:
         content = ev.content
     meta = data.get("metadata")
     try:
-        return Message(role, content, name=data.get("name"), tool_calls=data.get("tool_calls"),  # type: ignore[arg-type]
-                       tool_call_id=data.get("tool_call_id"),
-                       metadata=meta if isinstance(meta, dict) else None, id=ev.id,
-                       ts=ev.ts)  # fmt: skip
+        return Message(
+            role,  # type: ignore[arg-type]
+            content,
+            name=data.get("name"),
+            tool_calls=data.get("tool_calls"),
+            tool_call_id=data.get("tool_call_id"),
+            metadata=meta if isinstance(meta, dict) else None,
+            id=ev.id,
+            ts=ev.ts,
+        )
     except ValidationError:
         try:
             return Message(role, ev.content, id=ev.id, ts=ev.ts)  # type: ignore[arg-type]
@@ -145,21 +156,27 @@ def check_ttl(value: Any, field: str = "ttl") -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValidationError(f"{field}: expected seconds (a number) or None, got "
-                              f"{type(value).__name__}", field=field)  # fmt: skip
+        raise ValidationError(
+            f"{field}: expected seconds (a number) or None, got {type(value).__name__}", field=field
+        )
     if not math.isfinite(value) or value <= 0:
-        raise ValidationError(f"{field}: expected a positive, finite number of seconds, got "
-                              f"{value!r}", field=field)  # fmt: skip
+        raise ValidationError(
+            f"{field}: expected a positive, finite number of seconds, got {value!r}", field=field
+        )
     if value > MAX_TTL_S:
-        raise ValidationError(f"{field}: {value} seconds, over the limit of {MAX_TTL_S}",
-                              field=field, limit=MAX_TTL_S)  # fmt: skip
+        raise ValidationError(
+            f"{field}: {value} seconds, over the limit of {MAX_TTL_S}", field=field, limit=MAX_TTL_S
+        )
     return float(value)
 
 
 def check_count_limit(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LAST:
-        raise ValidationError(f"count_limit: expected an integer from 1 to {MAX_LAST}, got "
-                              f"{value!r}", field="count_limit", limit=MAX_LAST)  # fmt: skip
+        raise ValidationError(
+            f"count_limit: expected an integer from 1 to {MAX_LAST}, got {value!r}",
+            field="count_limit",
+            limit=MAX_LAST,
+        )
     return value
 
 

@@ -226,8 +226,11 @@ class VectorMemory(BlockingMemory):
         limit = check_max_messages(max_results, "max_results", optional=False)
         assert limit is not None
         if limit > MAX_LAST:
-            raise ValidationError(f"max_results: {limit} is over the limit of {MAX_LAST}",
-                                  field="max_results", limit=MAX_LAST)  # fmt: skip
+            raise ValidationError(
+                f"max_results: {limit} is over the limit of {MAX_LAST}",
+                field="max_results",
+                limit=MAX_LAST,
+            )
         super().__init__(None)
         self.max_results = limit
         self.session_id = check_session_id(session_id)

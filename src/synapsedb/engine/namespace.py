@@ -92,11 +92,26 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance, NamespaceAPI):
         include_ended: bool = False,
     ) -> QueryResult:
         return run_query(
-            self._core, self.name, self._time(as_of), text=text, embedding=embedding,
-            entity=entity, filter=filter, k=k, mode=mode, min_score=min_score, types=types,
-            since=since, until=until, dedup=dedup, explain=explain, valid_at=valid_at,
-            agent=self._agent_for(agent), tiers=tiers, include_ended=include_ended,
-        )  # fmt: skip
+            self._core,
+            self.name,
+            self._time(as_of),
+            text=text,
+            embedding=embedding,
+            entity=entity,
+            filter=filter,
+            k=k,
+            mode=mode,
+            min_score=min_score,
+            types=types,
+            since=since,
+            until=until,
+            dedup=dedup,
+            explain=explain,
+            valid_at=valid_at,
+            agent=self._agent_for(agent),
+            tiers=tiers,
+            include_ended=include_ended,
+        )
 
     def export(self) -> Iterator[dict[str, Any]]:
         self._core.flush_log()
@@ -118,9 +133,15 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance, NamespaceAPI):
         memories: Sequence[Mapping[str, Any]] | None = None,
         wait: bool = False,
     ) -> Remembered:
-        return self._loop().remember(self, messages, entity=entity, session=session,
-                                     agent=self._agent_for(agent), memories=memories,
-                                     wait=wait)  # fmt: skip
+        return self._loop().remember(
+            self,
+            messages,
+            entity=entity,
+            session=session,
+            agent=self._agent_for(agent),
+            memories=memories,
+            wait=wait,
+        )
 
     def recall(
         self,
@@ -133,9 +154,16 @@ class Namespace(_Writes, _Reads, _Retention, _Provenance, NamespaceAPI):
         rewrite: str | None = None,
         agent: str | None = None,
     ) -> Recalled:
-        return self._loop().recall(self, messages_or_text, entity=entity,
-                                   budget_tokens=budget_tokens, k=k, threshold=threshold,
-                                   rewrite=rewrite, agent=self._agent_for(agent))  # fmt: skip
+        return self._loop().recall(
+            self,
+            messages_or_text,
+            entity=entity,
+            budget_tokens=budget_tokens,
+            k=k,
+            threshold=threshold,
+            rewrite=rewrite,
+            agent=self._agent_for(agent),
+        )
 
     def _loop(self) -> MemoryLoopSeam:
         loop = self._core.memory_loop

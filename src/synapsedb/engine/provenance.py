@@ -29,8 +29,9 @@ def check_entities(value: Any) -> list[str]:
     if len(value) > MAX_ANSWER_ENTITIES:
         raise ValidationError(
             f"entities: {len(value)} entities, over the limit of {MAX_ANSWER_ENTITIES}",
-            field="entities", limit=MAX_ANSWER_ENTITIES,
-        )  # fmt: skip
+            field="entities",
+            limit=MAX_ANSWER_ENTITIES,
+        )
     names = [check_entity(e, f"entities[{i}]") for i, e in enumerate(value)]
     return list(dict.fromkeys(names))
 
@@ -56,14 +57,26 @@ class _Provenance(NamespaceHandle):
         if text is not None and not isinstance(text, str):
             raise ValidationError("text: expected a string", field="text")
         about = check_entities(entities)
-        op = RecordAnswer(self.name, answer_id, qids, cites, self._agent_for(agent), text,
-                          self._core.storage, about)  # fmt: skip
+        op = RecordAnswer(
+            self.name,
+            answer_id,
+            qids,
+            cites,
+            self._agent_for(agent),
+            text,
+            self._core.storage,
+            about,
+        )
         self._core.submit(op)
         return self.lineage(answer_id)
 
     def lineage(self, answer_id: str) -> Lineage:
-        return lineage(self._core.storage, self._core.state(self.name), self.name,
-                       check_id(answer_id, "answer_id"))  # fmt: skip
+        return lineage(
+            self._core.storage,
+            self._core.state(self.name),
+            self.name,
+            check_id(answer_id, "answer_id"),
+        )
 
     def audit(
         self,
@@ -76,10 +89,13 @@ class _Provenance(NamespaceHandle):
     ) -> list[AuditEntry]:
         self._core.flush_log()
         return audit(
-            self._core.storage, self._core.state(self.name), self.name,
+            self._core.storage,
+            self._core.state(self.name),
+            self.name,
             entity=None if entity is None else check_entity(entity),
             agent=None if agent is None else check_agent(agent),
             since_us=0 if since is None else to_us(since, "since"),
             until_us=(1 << 62) if until is None else to_us(until, "until"),
-            limit=check_limit(limit), subject_of=self._core.subject_of,
-        )  # fmt: skip
+            limit=check_limit(limit),
+            subject_of=self._core.subject_of,
+        )

@@ -191,10 +191,12 @@ class _Reads(NamespaceHandle):
     def snapshot(self, entity: str, *, as_of: TimeLike | None = None) -> Snapshot:
         entity, t = check_entity(entity), self._time(as_of)
         return snapshot(
-            self._core.state(self.name), entity, t,
+            self._core.state(self.name),
+            entity,
+            t,
             lambda e, when: self.facts(e, as_of=when),
             lambda e, when: self.memories(e, as_of=when, limit=10_000),
-        )  # fmt: skip
+        )
 
     # -- streams --------------------------------------------------------------------------------
 
@@ -224,8 +226,14 @@ class _Reads(NamespaceHandle):
             return []
         by_time = lo_ts is not None or hi_ts is not None
         bound = None if by_time else limit
-        recs = state.events_in(stream, lo, hi, t, newest=bound if order == "desc" else None,
-                               oldest=bound if order == "asc" else None)  # fmt: skip
+        recs = state.events_in(
+            stream,
+            lo,
+            hi,
+            t,
+            newest=bound if order == "desc" else None,
+            oldest=bound if order == "asc" else None,
+        )
         if by_time:
             recs = [
                 e
@@ -253,9 +261,12 @@ class _Reads(NamespaceHandle):
             return []
         names = set(state.entity_mems) | set(state.entity_facts) | set(state.cold_by_entity)
         return _page(
-            names, prefix, after, limit,
+            names,
+            prefix,
+            after,
+            limit,
             lambda name: state.entity_exists_at(name, t) or self._cold_entity_at(state, name, t),
-        )  # fmt: skip
+        )
 
     def _cold_entity_at(self, state: NamespaceState, entity: str, t: int) -> bool:
         """Whether one of ``entity``'s cold memories is visible at ``t`` (read from storage)."""

@@ -52,8 +52,9 @@ class _Retention(NamespaceHandle):
         cold_versions = (
             len(self._core.storage.read_memory_chains(self.name, cold)) if cold and purge else 0
         )
-        op = ForgetEntity(self.name, entity, purge, who, self._core.subject_of(entity),
-                          self._core.subject_of)  # fmt: skip
+        op = ForgetEntity(
+            self.name, entity, purge, who, self._core.subject_of(entity), self._core.subject_of
+        )
         counts = self._core.submit(op)
         pending = False
         if purge:
@@ -61,9 +62,16 @@ class _Retention(NamespaceHandle):
             counts["versions"] += cold_versions
             self._core.embedding.forget_texts(self.name, entity)
             pending = self._core.erasure_pending
-        return Forgotten(entity, purge, counts["memories"], counts["versions"], counts["facts"],
-                         counts["events"], to_datetime(self._core.now_us()),
-                         pending)  # fmt: skip
+        return Forgotten(
+            entity,
+            purge,
+            counts["memories"],
+            counts["versions"],
+            counts["facts"],
+            counts["events"],
+            to_datetime(self._core.now_us()),
+            pending,
+        )
 
     def maintain(self, *, dry_run: bool = False) -> MaintenanceReport:
         if not isinstance(dry_run, bool):
@@ -85,10 +93,14 @@ class _Retention(NamespaceHandle):
             grace_us = self._core.settings.ttl_grace_s * 1_000_000
             mems, facts = self._core.submit(PurgeExpired(self.name, grace_us, dry_run))
         report = MaintenanceReport(
-            self.name, dry_run, to_datetime(self._core.now_us()), sorted(mems), sorted(facts),
+            self.name,
+            dry_run,
+            to_datetime(self._core.now_us()),
+            sorted(mems),
+            sorted(facts),
             demoted=[(m, s, r) for m, t, s, r in moves if t == "cold"],
             promoted=[(m, r) for m, t, _s, r in moves if t == "hot"],
-        )  # fmt: skip
+        )
         if not dry_run:
             self._core.observers.emit(self._core.observers.maintain, report)
         return report

@@ -84,9 +84,12 @@ class _Writes(NamespaceHandle):
             if vec is not None:
                 patch["vec"], patch["vec_source"] = vec, self._core.embedding.source_in(state)
         op = UpdateMemory(
-            self.name, check_memory_id(id), patch, check_version(if_version, "if_version"),
+            self.name,
+            check_memory_id(id),
+            patch,
+            check_version(if_version, "if_version"),
             self._agent_for(agent),
-        )  # fmt: skip
+        )
         return self._core.submit(op).to_public()
 
     @overload
@@ -131,10 +134,14 @@ class _Writes(NamespaceHandle):
         value_json = dump_json(value, "value", self._core.settings.max_value_bytes)
         self._before_write(1)
         op = SetFact(
-            self.name, entity, key, value_json, check_version(if_version, "if_version"),
+            self.name,
+            entity,
+            key,
+            value_json,
+            check_version(if_version, "if_version"),
             check_ttl(ttl),
             self._agent_for(agent),
-        )  # fmt: skip
+        )
         return self._core.submit(op).to_public()
 
     # -- streams --------------------------------------------------------------------------------

@@ -76,8 +76,9 @@ def _ns_route(
         try:
             db: Database = request.app.state.db
             name = request.path_params.get("ns") or request.app.state.proxy.namespace
-            key, internal = enter(request.app.state, request.headers.get("authorization", ""),
-                                  scope, name)  # fmt: skip
+            key, internal = enter(
+                request.app.state, request.headers.get("authorization", ""), scope, name
+            )
             request.state.key, request.state.ns = key, name
             owner = db.core.owner_of(internal)  # sharded placement: None when served here
             if owner is not None:
@@ -152,8 +153,9 @@ class App(Starlette):
         if scope["type"] == "http" and (err := self.guard.check(scope)) is not None:
             start = time.perf_counter()
             await error_response(err)(scope, receive, send)
-            observed(self.state.metrics, scope, "unmatched", err.http_status,
-                     time.perf_counter() - start)  # fmt: skip
+            observed(
+                self.state.metrics, scope, "unmatched", err.http_status, time.perf_counter() - start
+            )
             return
         fast = self.fast
         if fast is not None and scope["type"] == "http" and (args := fast.match(scope)):
@@ -167,12 +169,21 @@ async def not_found(request: Request, exc: Exception) -> Response:
 
 
 async def method_not_allowed(request: Request, exc: Exception) -> Response:
-    allowed = sorted({m for route in request.app.routes if isinstance(route, Route)
-                      and route.matches(request.scope)[0] is not Match.NONE
-                      for m in route.methods or ()})  # fmt: skip
-    return error_response(MethodNotAllowedError(
-        f"method {request.method} is not allowed on {request.url.path}; allowed: "
-        f"{', '.join(allowed)}", allowed=allowed))  # fmt: skip
+    allowed = sorted(
+        {
+            m
+            for route in request.app.routes
+            if isinstance(route, Route) and route.matches(request.scope)[0] is not Match.NONE
+            for m in route.methods or ()
+        }
+    )
+    return error_response(
+        MethodNotAllowedError(
+            f"method {request.method} is not allowed on {request.url.path}; allowed: "
+            f"{', '.join(allowed)}",
+            allowed=allowed,
+        )
+    )
 
 
 def create_app(
@@ -256,8 +267,11 @@ def create_app(
     app.state.forwarder = Forwarder(placement.address) if placement is not None else None
     if fast_lane and not tracing.enabled and placement is None:  # spans are made on the
         # framework's path; with sharded placement every request first asks who owns it
-        facts_get = next(r for r in routes if isinstance(r, Route) and r.path.endswith("/facts")
-                         and "GET" in (r.methods or ()))  # fmt: skip
+        facts_get = next(
+            r
+            for r in routes
+            if isinstance(r, Route) and r.path.endswith("/facts") and "GET" in (r.methods or ())
+        )
         app.fast = FastLane(facts_get, db, app.state, app.state.metrics)
     app.state.db = db
     app.state.proxy = memory_proxy

@@ -28,7 +28,9 @@ HeadLines = tuple[tuple[bytes, bytes], ...]
 
 # what a request head must look like for the connection itself to answer it (read_head):
 # anything else, however valid, is parsed by uvicorn's parser and goes through the framework
-_TARGET = re.compile(rb"/v1/namespaces/[A-Za-z0-9._~!$&'()*+,;=:@-]+/facts\?[A-Za-z0-9._~!$&'()*+,;=:@/?%-]*")  # fmt: skip
+_TARGET = re.compile(
+    rb"/v1/namespaces/[A-Za-z0-9._~!$&'()*+,;=:@-]+/facts\?[A-Za-z0-9._~!$&'()*+,;=:@/?%-]*"
+)
 _NAME = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _VALUE = re.compile(rb"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?|")
 # header blocks read lately -> what read_head made of them (None: not plain); a client sends
@@ -38,8 +40,19 @@ _UNSEEN: Any = object()
 MAX_REMEMBERED_HEADS, MAX_REMEMBERED_HEAD = 128, 1024  # entries, bytes of one
 # headers that shape the message or the connection (a body, its framing, an upgrade, a close):
 # uvicorn's parser decides what they mean
-_FRAMING = frozenset({b"content-length", b"transfer-encoding", b"connection", b"upgrade",
-                      b"expect", b"te", b"trailer", b"keep-alive", b"proxy-connection"})  # fmt: skip
+_FRAMING = frozenset(
+    {
+        b"content-length",
+        b"transfer-encoding",
+        b"connection",
+        b"upgrade",
+        b"expect",
+        b"te",
+        b"trailer",
+        b"keep-alive",
+        b"proxy-connection",
+    }
+)
 
 
 def status_line(status: int) -> bytes:
@@ -146,8 +159,16 @@ class FastLane:
         status = 500
         try:
             status, body, extra = self._answer(scope, *args)
-            return status, [JSON_HEADERS, (b"content-length", b"%d" % len(body)),
-                            (b"x-request-id", ctx.request_id.encode()), *extra], body  # fmt: skip
+            return (
+                status,
+                [
+                    JSON_HEADERS,
+                    (b"content-length", b"%d" % len(body)),
+                    (b"x-request-id", ctx.request_id.encode()),
+                    *extra,
+                ],
+                body,
+            )
         finally:
             observed(self.metrics, scope, self.route.path, status, time.perf_counter() - start)
             current.reset(token)
@@ -219,6 +240,7 @@ class FastLane:
             return 200, encode(fact), []
         except Exception as exc:
             response = error_response(failed(exc, internal, ns, f"GET {scope['path']}"))
-        extra = [(k, v) for k, v in response.raw_headers if k not in (b"content-type",
-                                                                        b"content-length")]  # fmt: skip
+        extra = [
+            (k, v) for k, v in response.raw_headers if k not in (b"content-type", b"content-length")
+        ]
         return response.status_code, bytes(response.body), extra

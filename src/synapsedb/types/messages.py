@@ -67,13 +67,15 @@ class Message:
     # -- constructors ---------------------------------------------------------------------------
 
     @classmethod
-    def system(cls, content: str, *, name: str | None = None,
-               metadata: dict[str, Any] | None = None) -> Message:  # fmt: skip
+    def system(
+        cls, content: str, *, name: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> Message:
         return cls("system", content, name=name, metadata=metadata)
 
     @classmethod
-    def user(cls, content: str, *, name: str | None = None,
-             metadata: dict[str, Any] | None = None) -> Message:  # fmt: skip
+    def user(
+        cls, content: str, *, name: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> Message:
         return cls("user", content, name=name, metadata=metadata)
 
     @classmethod
@@ -88,21 +90,33 @@ class Message:
         return cls("assistant", content, name=name, tool_calls=tool_calls, metadata=metadata)
 
     @classmethod
-    def human(cls, content: str, *, name: str | None = None,
-              metadata: dict[str, Any] | None = None) -> Message:  # fmt: skip
+    def human(
+        cls, content: str, *, name: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> Message:
         """A user message, under the name the conversation-store design uses."""
         return cls.user(content, name=name, metadata=metadata)
 
     @classmethod
-    def ai(cls, content: str = "", *, name: str | None = None,
-           tool_calls: list[dict[str, Any]] | None = None,
-           metadata: dict[str, Any] | None = None) -> Message:  # fmt: skip
+    def ai(
+        cls,
+        content: str = "",
+        *,
+        name: str | None = None,
+        tool_calls: list[dict[str, Any]] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Message:
         """An assistant message, under the name the conversation-store design uses."""
         return cls.assistant(content, name=name, tool_calls=tool_calls, metadata=metadata)
 
     @classmethod
-    def tool(cls, content: str, tool_call_id: str | None = None, *, name: str | None = None,
-             metadata: dict[str, Any] | None = None) -> Message:  # fmt: skip
+    def tool(
+        cls,
+        content: str,
+        tool_call_id: str | None = None,
+        *,
+        name: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Message:
         return cls("tool", content, name=name, tool_call_id=tool_call_id, metadata=metadata)
 
     @classmethod
@@ -181,10 +195,16 @@ def _from_dict(value: Mapping[str, Any], field: str) -> Message:
     if ts is not None and not isinstance(ts, datetime):
         ts = to_datetime(to_us(ts, f"{field}.ts"))
     return _build(
-        field, role=value["role"], content=content, name=value.get("name"),
-        tool_calls=value.get("tool_calls"), tool_call_id=value.get("tool_call_id"),
-        metadata=value.get("metadata"), id=value.get("id"), ts=ts,
-    )  # fmt: skip
+        field,
+        role=value["role"],
+        content=content,
+        name=value.get("name"),
+        tool_calls=value.get("tool_calls"),
+        tool_call_id=value.get("tool_call_id"),
+        metadata=value.get("metadata"),
+        id=value.get("id"),
+        ts=ts,
+    )
 
 
 def _build(field: str, **kwargs: Any) -> Message:
@@ -302,8 +322,9 @@ def _check_json(value: Any, f: str, depth: int) -> None:
     """What JSON carries faithfully (the stores keep messages as JSON): no NaN, no non-string
     keys, no other types, at most 32 levels deep."""
     if depth > _MAX_DEPTH:
-        raise ValidationError(f"{f}: nested deeper than {_MAX_DEPTH} levels", field=f,
-                              limit=_MAX_DEPTH)  # fmt: skip
+        raise ValidationError(
+            f"{f}: nested deeper than {_MAX_DEPTH} levels", field=f, limit=_MAX_DEPTH
+        )
     if value is None or isinstance(value, str | bool | int):
         return
     if isinstance(value, float):

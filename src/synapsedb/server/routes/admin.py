@@ -66,8 +66,10 @@ def _import(mem: Namespace, raw: bytes) -> int:
             lines.append(number)
             record = decode_json(line, f"records[{len(records)}]")
             if not isinstance(record, dict):
-                raise ValidationError(f"records[{len(records)}]: expected an object with a "
-                                      "'kind'", field=f"records[{len(records)}]")  # fmt: skip
+                raise ValidationError(
+                    f"records[{len(records)}]: expected an object with a 'kind'",
+                    field=f"records[{len(records)}]",
+                )
             records.append(record)
         return mem.import_records(records)
     except ValidationError as err:  # records[i] is the i-th record: say which line that is
@@ -80,5 +82,10 @@ def _at_line(err: ValidationError, lines: list[int]) -> ValidationError:
         return err
     line = lines[int(match.group(1))]
     details = {k: v for k, v in err.details.items() if k not in ("field", "limit")}
-    return ValidationError(f"line {line}: {err.message}", field=err.field,
-                           limit=err.details.get("limit"), line=line, **details)  # fmt: skip
+    return ValidationError(
+        f"line {line}: {err.message}",
+        field=err.field,
+        limit=err.details.get("limit"),
+        line=line,
+        **details,
+    )
