@@ -162,3 +162,5 @@ def test_the_architecture_page_names_what_exists() -> None:
     table = (ROOT / "src" / "synapsedb" / "surface" / "operations.py").read_text()
     example = re.search(r'(Field\("include_ended".*?\)),', page)
     assert example is not None and example.group(1) in table
+    row = re.search(r'(Operation\("accesses".*?\),\)\)),', page, re.S)
+    assert row is not None and " ".join(row.group(1).split()) in " ".join(table.split())
