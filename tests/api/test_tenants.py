@@ -68,6 +68,7 @@ PROBES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [
     ("GET", f"{NS}/memories", {"params": {"entity": "user:1"}}, {"params": {"entity": "nobody"}}),
     ("GET", f"{NS}/memories/m1", {}, {"path": f"{NS}/memories/zz9"}),
     ("GET", f"{NS}/memories/m1/history", {}, {"path": f"{NS}/memories/zz9/history"}),
+    ("GET", f"{NS}/accesses", {"params": {"ids": "m1"}}, {"params": {"ids": "zz9"}}),
     (
         "PATCH",
         f"{NS}/memories/m1",
